@@ -1,0 +1,292 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// stage is where the new root is attached before pivot_root. Sources are
+// opened before it is covered, so hiding the host's /tmp is harmless.
+const stage = "/tmp"
+
+// resolveSafe refuses every symlink, magic link and escape from dirfd.
+const resolveSafe = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// Apply builds the plan in the calling process's mount namespace and
+// pivots into it. pre holds detached mounts (from open_tree) for steps
+// whose FD is set. The caller must hold CAP_SYS_ADMIN in the user
+// namespace owning its (private) mount namespace.
+func (p *Plan) Apply(pre []int) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making / private: %w", os.NewSyscallError("mount", err))
+	}
+	// Open every bind source first, while the host view is intact.
+	srcs := make([]int, len(p.Steps))
+	defer func() {
+		for _, fd := range srcs {
+			if fd > 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	for i, s := range p.Steps {
+		if s.Kind != KindBind {
+			continue
+		}
+		fd, err := openSource(s, pre)
+		if err != nil {
+			return err
+		}
+		srcs[i] = fd
+	}
+
+	root, err := newTmpfs(0o755)
+	if err != nil {
+		return fmt.Errorf("creating the root tmpfs: %w", err)
+	}
+	defer unix.Close(root)
+	if err := unix.MoveMount(root, "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching the root tmpfs at %s: %w", stage, os.NewSyscallError("move_mount", err))
+	}
+
+	var readOnlyAfter []string
+	for i, s := range p.Steps {
+		if err := applyStep(root, s, srcs[i]); err != nil {
+			return fmt.Errorf("%s %s: %w", s.Kind, s.Target, err)
+		}
+		if s.Kind == KindTmpfs && s.Target == "/dev" {
+			readOnlyAfter = append(readOnlyAfter, s.Target)
+		}
+		if s.Kind == KindProc {
+			if err := protectProc(root); err != nil {
+				return err
+			}
+		}
+	}
+	for _, t := range readOnlyAfter {
+		if err := sealMount(root, t); err != nil {
+			return err
+		}
+	}
+	if err := unix.MountSetattr(root, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("making the root read-only: %w", os.NewSyscallError("mount_setattr", err))
+	}
+	return pivot(root)
+}
+
+func openSource(s Step, pre []int) (int, error) {
+	if s.FD >= 0 {
+		if s.FD >= len(pre) {
+			return -1, fmt.Errorf("bind %s: descriptor %d was not passed", s.Target, s.FD)
+		}
+		fd := pre[s.FD]
+		pre[s.FD] = -1 // now owned by the caller's srcs slice
+		return fd, nil
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, s.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return -1, fmt.Errorf("bind %s: opening source %s: %w", s.Target, s.Source, os.NewSyscallError("open_tree", err))
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID}
+	if !s.Device {
+		attr.Attr_set |= unix.MOUNT_ATTR_NODEV
+	}
+	if s.ReadOnly {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind %s: setting attributes: %w", s.Target, os.NewSyscallError("mount_setattr", err))
+	}
+	return fd, nil
+}
+
+func applyStep(root int, s Step, src int) error {
+	parent, name, err := mkdirParents(root, s.Target)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	switch s.Kind {
+	case KindSymlink:
+		return os.NewSyscallError("symlinkat", unix.Symlinkat(s.LinkTo, parent, name))
+	case KindBind:
+		var st unix.Stat_t
+		if err := unix.Fstat(src, &st); err != nil {
+			return os.NewSyscallError("fstat", err)
+		}
+		return attach(src, parent, name, st.Mode&unix.S_IFMT != unix.S_IFDIR)
+	case KindTmpfs:
+		fd, err := newTmpfs(s.Mode)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return attach(fd, parent, name, false)
+	case KindProc:
+		fd, err := newFS("proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return attach(fd, parent, name, false)
+	case KindDevpts:
+		fd, err := newFS("devpts", map[string]string{"newinstance": "", "ptmxmode": "0666", "mode": "0620"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return attach(fd, parent, name, false)
+	}
+	return fmt.Errorf("unknown step kind %q", s.Kind)
+}
+
+// attach creates name under parent (a directory, or an empty file when
+// file is set) without following symlinks and moves mnt onto it.
+func attach(mnt, parent int, name string, file bool) error {
+	if file {
+		fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("creating the mount point: %w", os.NewSyscallError("openat", err))
+		}
+		if err == nil {
+			unix.Close(fd)
+		}
+	} else if err := unix.Mkdirat(parent, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("creating the mount point: %w", os.NewSyscallError("mkdirat", err))
+	}
+	target, err := unix.Openat2(parent, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if err != nil {
+		return fmt.Errorf("opening the mount point: %w", os.NewSyscallError("openat2", err))
+	}
+	defer unix.Close(target)
+	if err := unix.MoveMount(mnt, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return os.NewSyscallError("move_mount", err)
+	}
+	return nil
+}
+
+// mkdirParents opens (creating as needed) the parent directory of target
+// beneath root, one component at a time, refusing symlinks. It returns
+// the parent's descriptor and the last component.
+func mkdirParents(root int, target string) (int, string, error) {
+	dir, name := path.Split(target)
+	fd, err := unix.Openat2(root, ".", &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if err != nil {
+		return -1, "", os.NewSyscallError("openat2", err)
+	}
+	for _, c := range strings.Split(strings.Trim(dir, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		if err := unix.Mkdirat(fd, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return -1, "", fmt.Errorf("creating %s: %w", c, os.NewSyscallError("mkdirat", err))
+		}
+		next, err := unix.Openat2(fd, c, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveSafe})
+		unix.Close(fd)
+		if err != nil {
+			return -1, "", fmt.Errorf("opening %s: %w", c, os.NewSyscallError("openat2", err))
+		}
+		fd = next
+	}
+	return fd, name, nil
+}
+
+func newTmpfs(mode uint32) (int, error) {
+	return newFS("tmpfs", map[string]string{"mode": fmt.Sprintf("%o", mode)}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+}
+
+// newFS creates a detached mount of a new filesystem instance with the
+// new mount API (fsopen, fsconfig, fsmount). An empty option value sets a
+// flag.
+func newFS(fstype string, opts map[string]string, attrs int) (int, error) {
+	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, os.NewSyscallError("fsopen "+fstype, err)
+	}
+	defer unix.Close(fsfd)
+	for k, v := range opts {
+		if v == "" {
+			err = unix.FsconfigSetFlag(fsfd, k)
+		} else {
+			err = unix.FsconfigSetString(fsfd, k, v)
+		}
+		if err != nil {
+			return -1, fmt.Errorf("%s option %s: %w", fstype, k, os.NewSyscallError("fsconfig", err))
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("creating %s: %w", fstype, os.NewSyscallError("fsconfig", err))
+	}
+	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attrs)
+	if err != nil {
+		return -1, os.NewSyscallError("fsmount "+fstype, err)
+	}
+	return fd, nil
+}
+
+// protectProc makes the procfs entries that configure the host kernel
+// read-only, as bubblewrap does.
+func protectProc(root int) error {
+	for _, p := range []string{"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus"} {
+		err := setReadOnly(root, "/"+p)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setReadOnly bind-mounts target onto itself read-only (non-recursive).
+func setReadOnly(root int, target string) error {
+	rel := strings.TrimPrefix(target, "/")
+	fd, err := unix.OpenTree(root, rel, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("open_tree", err))
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}); err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("mount_setattr", err))
+	}
+	if err := unix.MoveMount(fd, "", root, rel, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("move_mount", err))
+	}
+	return nil
+}
+
+// sealMount makes the mount at target read-only in place, leaving the
+// mounts beneath it (for /dev: the nodes, pts and shm) as they are.
+func sealMount(root int, target string) error {
+	fd, err := unix.Openat2(root, strings.TrimPrefix(target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("openat2", err))
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("mount_setattr", err))
+	}
+	return nil
+}
+
+// pivot makes root the process's root and detaches the old one.
+func pivot(root int) error {
+	if err := unix.Fchdir(root); err != nil {
+		return os.NewSyscallError("fchdir", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return os.NewSyscallError("pivot_root", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the old root: %w", os.NewSyscallError("umount2", err))
+	}
+	return os.NewSyscallError("chdir", unix.Chdir("/"))
+}

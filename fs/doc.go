@@ -1,0 +1,30 @@
+// Package fs plans and builds a sandbox's filesystem view and the Landlock
+// rules that mirror it.
+//
+// # Plan, then apply
+//
+// [NewPlan] validates the caller's mounts and turns them, together with the
+// host's system directories, into a [Plan]: an ordered list of steps (bind,
+// tmpfs, proc, devpts, symlink). Building a plan has no side effects and
+// needs no privileges, so tests check it as data. [Plan.Apply] executes it
+// inside the sandbox's own mount namespace and ends with pivot_root.
+//
+// # Safety of mount targets
+//
+// Targets are validated before anything is created: absolute, clean, no
+// "..", not reserved ("/", "/proc", "/dev", "/sys" and below), no
+// duplicates. Apply creates every missing directory of a target relative to
+// file descriptors of the new root with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), and attaches mounts with
+// move_mount on those descriptors, so a symlink planted inside one mounted
+// source can never redirect a later target onto the host: the attempt fails
+// with ELOOP. Sources are opened with open_tree(OPEN_TREE_CLONE) before the
+// new root exists. Linux 5.12 is the minimum (mount_setattr, openat2).
+//
+// # Landlock
+//
+// [LandlockRules] derives the rule set from a plan: read and execute
+// everywhere visible, write only beneath rw mounts, /tmp, $HOME, /dev/shm
+// and the character devices in /dev. [Ruleset] negotiates it down to the
+// running kernel's ABI and reports the level reached.
+package fs

@@ -1,0 +1,182 @@
+package fs
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Kind is what a [Step] creates.
+type Kind string
+
+const (
+	// KindBind binds a host path (or a mount received as a descriptor).
+	KindBind Kind = "bind"
+	// KindTmpfs mounts a fresh tmpfs.
+	KindTmpfs Kind = "tmpfs"
+	// KindProc mounts the sandbox's own procfs.
+	KindProc Kind = "proc"
+	// KindDevpts mounts a new devpts instance.
+	KindDevpts Kind = "devpts"
+	// KindSymlink creates a symbolic link.
+	KindSymlink Kind = "symlink"
+)
+
+// Step is one operation of a [Plan]. Steps are plain data so that a plan
+// can be checked by tests and sent to the sandbox's init as JSON.
+type Step struct {
+	Kind   Kind   `json:"kind"`
+	Target string `json:"target"`
+	// Source is the host path of a bind.
+	Source string `json:"source,omitempty"`
+	// FD, when >= 0, is the index of a pre-opened detached mount (from
+	// open_tree) handed to Apply instead of opening Source.
+	FD int `json:"fd"`
+	// ReadOnly makes the mount read-only.
+	ReadOnly bool `json:"ro,omitempty"`
+	// Device keeps device nodes usable (binds of /dev nodes).
+	Device bool `json:"device,omitempty"`
+	// Writable marks a target the command may write beneath (Landlock).
+	Writable bool `json:"writable,omitempty"`
+	// Mode is the permission of a tmpfs root.
+	Mode uint32 `json:"mode,omitempty"`
+	// LinkTo is a symlink's content.
+	LinkTo string `json:"link_to,omitempty"`
+	// User marks a step that comes from the caller's mounts.
+	User bool `json:"user,omitempty"`
+}
+
+// Plan is the ordered list of steps that builds a sandbox's root.
+type Plan struct {
+	Steps []Step `json:"steps"`
+	// Home is $HOME inside the sandbox.
+	Home string `json:"home"`
+}
+
+// SystemEntry is one host system path (for example /usr or /lib64) as
+// probed on the host: a directory to bind read-only, or, on merged-usr
+// hosts, a symlink to recreate.
+type SystemEntry struct {
+	Path   string
+	LinkTo string // non-empty for a symlink
+}
+
+// DefaultSystemPaths are the host paths bound read-only when present.
+var DefaultSystemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// devNodes are the host character devices bound into /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// PlanInput is what [NewPlan] needs.
+type PlanInput struct {
+	// Mounts are the caller's mounts, already validated with [Validate].
+	Mounts []Mount
+	// System is the probe of DefaultSystemPaths on the host.
+	System []SystemEntry
+	// Home is $HOME inside the sandbox ("/root" or "/home/NAME").
+	Home string
+	// PreOpened, when true, makes each user bind refer to a descriptor
+	// (its index in Mounts) instead of its source path: root callers open
+	// sources on the host, where they have the access the sandbox lacks.
+	PreOpened bool
+}
+
+// NewPlan builds the mount plan. It performs no system calls.
+func NewPlan(in PlanInput) (*Plan, error) {
+	if err := ValidateTarget(in.Home); err != nil {
+		return nil, fmt.Errorf("home: %w", err)
+	}
+	userTargets := make(map[string]bool, len(in.Mounts))
+	for _, m := range in.Mounts {
+		userTargets[m.Target] = true
+	}
+	var base []Step
+	for _, e := range in.System {
+		if userTargets[e.Path] {
+			continue // the caller's mount replaces this system path
+		}
+		if e.LinkTo != "" {
+			base = append(base, Step{Kind: KindSymlink, Target: e.Path, LinkTo: e.LinkTo, FD: -1})
+			continue
+		}
+		base = append(base, Step{Kind: KindBind, Target: e.Path, Source: e.Path, ReadOnly: true, FD: -1})
+	}
+	base = append(base,
+		Step{Kind: KindProc, Target: "/proc", FD: -1},
+		Step{Kind: KindTmpfs, Target: "/dev", Mode: 0o755, FD: -1},
+	)
+	for _, n := range devNodes {
+		base = append(base, Step{Kind: KindBind, Target: "/dev/" + n, Source: "/dev/" + n, Device: true, Writable: true, FD: -1})
+	}
+	base = append(base,
+		Step{Kind: KindDevpts, Target: "/dev/pts", Writable: true, FD: -1},
+		Step{Kind: KindSymlink, Target: "/dev/ptmx", LinkTo: "pts/ptmx", FD: -1},
+		Step{Kind: KindTmpfs, Target: "/dev/shm", Mode: 0o1777, Writable: true, FD: -1},
+		Step{Kind: KindSymlink, Target: "/dev/fd", LinkTo: "/proc/self/fd", FD: -1},
+		Step{Kind: KindSymlink, Target: "/dev/stdin", LinkTo: "/proc/self/fd/0", FD: -1},
+		Step{Kind: KindSymlink, Target: "/dev/stdout", LinkTo: "/proc/self/fd/1", FD: -1},
+		Step{Kind: KindSymlink, Target: "/dev/stderr", LinkTo: "/proc/self/fd/2", FD: -1},
+	)
+	if !userTargets["/tmp"] {
+		base = append(base, Step{Kind: KindTmpfs, Target: "/tmp", Mode: 0o1777, Writable: true, FD: -1})
+	}
+	if !covered(in.Home, in.Mounts) {
+		base = append(base, Step{Kind: KindTmpfs, Target: in.Home, Mode: 0o700, Writable: true, FD: -1})
+	}
+
+	symlinks := map[string]bool{}
+	for _, s := range base {
+		if s.Kind == KindSymlink {
+			symlinks[s.Target] = true
+		}
+	}
+	steps := base
+	for i, m := range in.Mounts {
+		for dir := path.Dir(m.Target); dir != "/"; dir = path.Dir(dir) {
+			if symlinks[dir] {
+				return nil, fmt.Errorf("mount %d (%s): %w: target %q lies beneath %s, a symlink on this host; mount at the symlink's destination instead", i+1, m.Source, ErrInvalidMount, m.Target, dir)
+			}
+		}
+		s := Step{Kind: KindBind, Target: m.Target, Source: m.Source, ReadOnly: !m.Writable(), Writable: m.Writable(), User: true, FD: -1}
+		if in.PreOpened {
+			s.FD = i
+		}
+		steps = append(steps, s)
+	}
+	// Parents before children; otherwise keep the order above.
+	sort.SliceStable(steps, func(i, j int) bool { return depth(steps[i].Target) < depth(steps[j].Target) })
+	return &Plan{Steps: steps, Home: in.Home}, nil
+}
+
+// covered reports whether a user mount's target is p or one of its parents.
+func covered(p string, mounts []Mount) bool {
+	for _, m := range mounts {
+		if m.Target == p || strings.HasPrefix(p, m.Target+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func depth(p string) int { return strings.Count(p, "/") }
+
+// InsidePath maps a host path to the sandbox path through the plan's user
+// binds (the deepest source containing it wins). ok is false when hostPath
+// is not inside any user mount.
+func (p *Plan) InsidePath(hostPath string) (inside string, ok bool) {
+	best := -1
+	for _, s := range p.Steps {
+		if !s.User {
+			continue
+		}
+		if hostPath == s.Source || strings.HasPrefix(hostPath, strings.TrimSuffix(s.Source, "/")+"/") {
+			if l := len(s.Source); l > best {
+				best = l
+				inside = path.Join(s.Target, strings.TrimPrefix(hostPath, s.Source))
+				ok = true
+			}
+		}
+	}
+	return inside, ok
+}

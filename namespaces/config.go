@@ -1,0 +1,74 @@
+package namespaces
+
+import (
+	"github.com/tent-sandbox/tent/fs"
+)
+
+// InitArg0 is the argv[0] that makes the host binary act as a sandbox init.
+const InitArg0 = "tent-init"
+
+// Reserved exit codes of the init process.
+const (
+	ExitSetupFailed = 120
+	ExitProtocol    = 121
+)
+
+// Config is everything the init needs; the host sends it as the first
+// message. Its zero value is not useful: the sandbox package fills it.
+type Config struct {
+	// Plan builds the root filesystem.
+	Plan *fs.Plan `json:"plan"`
+	// Hostname is set in the new UTS namespace.
+	Hostname string `json:"hostname"`
+	// Loopback brings up lo (own network namespace).
+	Loopback bool `json:"loopback"`
+	// LandlockABI is the ABI to enforce; 0 disables Landlock.
+	LandlockABI int `json:"landlock_abi"`
+	// LandlockRules are the path rules, inside paths.
+	LandlockRules []fs.LandlockRule `json:"landlock_rules,omitempty"`
+	// Seccomp is a marshaled seccomp.Program; empty means unconfined.
+	Seccomp []byte `json:"seccomp,omitempty"`
+	// Rlimits are applied to the init and inherited by the command.
+	Rlimits []Rlimit `json:"rlimits,omitempty"`
+	// Exec is the command to run.
+	Exec Exec `json:"exec"`
+}
+
+// Exec describes the command.
+type Exec struct {
+	// Path is the program: a name looked up in Env's PATH inside the
+	// sandbox, or a path.
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
+
+// Rlimit is one resource limit (RLIMIT_* number, soft and hard).
+type Rlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+// message is the unit of the control protocol.
+type message struct {
+	Type   string  `json:"type"`
+	Config *Config `json:"config,omitempty"`
+	Pid    int     `json:"pid,omitempty"`
+	// Status is a raw wait status (syscall.WaitStatus).
+	Status uint32 `json:"status,omitempty"`
+	Signal int    `json:"signal,omitempty"`
+	Stage  string `json:"stage,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Errno  int    `json:"errno,omitempty"`
+}
+
+const (
+	msgHello   = "hello"
+	msgConfig  = "config"
+	msgStarted = "started"
+	msgError   = "error"
+	msgSignal  = "signal"
+	msgExit    = "exit"
+)

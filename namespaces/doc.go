@@ -1,0 +1,31 @@
+// Package namespaces starts a sandbox's init — the host binary re-executed
+// through /proc/self/exe as PID 1 of fresh user, mount, pid, ipc, uts and
+// (unless the network is shared) net namespaces — and implements that init.
+//
+// # The init's contract
+//
+// The init is recognised by argv[0] == [InitArg0]. Its file descriptor 3 is
+// one end of a SOCK_SEQPACKET socket pair; everything else it needs comes
+// over that socket as JSON messages, with file descriptors attached by
+// SCM_RIGHTS:
+//
+//	host → init  config  (Config; attached: pre-opened mounts)
+//	init → host  started (pid of the command) | error (stage, errno)
+//	host → init  signal  (forward a signal to the command)
+//	init → host  exit    (the command's wait status)
+//
+// The init marks itself non-dumpable and asks for SIGKILL when its parent
+// dies; when the socket reaches EOF it exits, and the kernel kills every
+// process of the pid namespace with it. Its exit codes: 0 after reporting
+// the command's exit, [ExitSetupFailed] when setup failed (the error was
+// sent first), [ExitProtocol] when the host broke the protocol.
+//
+// # The command
+//
+// The command is forked from a dedicated OS thread of the init that first
+// enters a new cgroup namespace, drops every capability (effective,
+// permitted, inheritable, ambient, bounding), sets no_new_privs, enforces
+// the Landlock ruleset and installs the seccomp filter — all per-thread, so
+// the init itself stays unrestricted — and is then discarded. The command
+// starts in its own session with exactly fds 0, 1 and 2.
+package namespaces

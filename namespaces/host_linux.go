@@ -1,0 +1,236 @@
+package namespaces
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options are the host-side settings of an init process.
+type Options struct {
+	// ShareNet keeps the host's network namespace.
+	ShareNet bool
+	// UIDMap and GIDMap map exactly one id inside to one id outside.
+	UIDMap, GIDMap syscall.SysProcIDMap
+	// Privileged is set when the caller is root on the host: supplementary
+	// groups are cleared and the init switches to the mapped ids.
+	Privileged bool
+	// CgroupFD, when >= 0, is a cgroup v2 directory the init is cloned
+	// into (clone3 CLONE_INTO_CGROUP), so it never runs outside it.
+	CgroupFD int
+	// Stdin, Stdout and Stderr become the command's fds 0, 1 and 2.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Logger         *slog.Logger
+}
+
+// Init is a running sandbox init as seen from the host.
+type Init struct {
+	cmd  *exec.Cmd
+	conn *net.UnixConn
+	log  *slog.Logger
+}
+
+// ErrInitMissing means the re-executed binary did not act as an init: the
+// program did not call sandbox.Init (or namespaces.MaybeRunInit) first.
+var ErrInitMissing = errors.New("the re-executed program did not start a sandbox init: call sandbox.Init() at the top of main")
+
+// Start clones the init into new namespaces. It does not wait for it to
+// set anything up; send a Config with [Init.Run].
+func Start(ctx context.Context, o Options) (*Init, error) {
+	if IsInit() {
+		return nil, fmt.Errorf("refusing to start a sandbox from inside a sandbox init: %w", ErrInitMissing)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socketpair", err)
+	}
+	hostEnd := os.NewFile(uintptr(pair[0]), "tent-control")
+	initEnd := os.NewFile(uintptr(pair[1]), "tent-control-init")
+	defer initEnd.Close()
+	fc, err := net.FileConn(hostEnd)
+	hostEnd.Close()
+	if err != nil {
+		initEnd.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if !o.ShareNet {
+		flags |= unix.CLONE_NEWNET
+	}
+	sys := &syscall.SysProcAttr{
+		Cloneflags:  flags,
+		Setsid:      true,
+		UidMappings: []syscall.SysProcIDMap{o.UIDMap},
+		GidMappings: []syscall.SysProcIDMap{o.GIDMap},
+		AmbientCaps: allCaps(),
+	}
+	if o.Privileged {
+		sys.GidMappingsEnableSetgroups = true
+		sys.Credential = &syscall.Credential{Uid: uint32(o.UIDMap.ContainerID), Gid: uint32(o.GIDMap.ContainerID), Groups: []uint32{}}
+	}
+	if o.CgroupFD >= 0 {
+		sys.UseCgroupFD = true
+		sys.CgroupFD = o.CgroupFD
+	}
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{InitArg0},
+		Env:         []string{},
+		Stdin:       o.Stdin,
+		Stdout:      o.Stdout,
+		Stderr:      o.Stderr,
+		ExtraFiles:  []*os.File{initEnd},
+		SysProcAttr: sys,
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("starting the sandbox init: %w", err)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log.Debug("sandbox init started", "pid", cmd.Process.Pid, "cloneflags", fmt.Sprintf("%#x", flags))
+	return &Init{cmd: cmd, conn: conn, log: log}, nil
+}
+
+// helloTimeout bounds the wait for a fresh init's first message.
+const helloTimeout = 10 * time.Second
+
+// Pid is the init's pid on the host.
+func (i *Init) Pid() int { return i.cmd.Process.Pid }
+
+// StartError is the init's report that setup or exec failed.
+type StartError struct {
+	Stage string // "setup", "landlock", "seccomp", "exec", ...
+	Msg   string
+	Errno syscall.Errno
+}
+
+func (e *StartError) Error() string { return e.Stage + ": " + e.Msg }
+
+// Unwrap exposes the errno, so errors.Is(err, syscall.ENOENT) works.
+func (e *StartError) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
+
+// Run sends cfg with fds attached (the host keeps ownership of fds) and
+// waits until the command has started. It returns the command's pid in
+// the sandbox's pid namespace.
+func (i *Init) Run(cfg *Config, fds []int) (int, error) {
+	if err := send(i.conn, message{Type: msgConfig, Config: cfg}, fds); err != nil {
+		return 0, err
+	}
+	// A program that forgot sandbox.Init runs its own main instead of the
+	// init: never wait for it longer than helloTimeout.
+	_ = i.conn.SetReadDeadline(time.Now().Add(helloTimeout))
+	m, extra, err := recv(i.conn)
+	closeAll(extra)
+	if err != nil || m.Type != msgHello {
+		_ = i.Kill()
+		if err == nil {
+			err = fmt.Errorf("unexpected %q message", m.Type)
+		}
+		return 0, fmt.Errorf("%w (%v)", ErrInitMissing, err)
+	}
+	_ = i.conn.SetReadDeadline(time.Time{})
+	m, extra, err = recv(i.conn)
+	closeAll(extra)
+	if err != nil {
+		return 0, i.explain(err)
+	}
+	switch m.Type {
+	case msgStarted:
+		return m.Pid, nil
+	case msgError:
+		return 0, &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
+	}
+	return 0, fmt.Errorf("sandbox init: unexpected %q message", m.Type)
+}
+
+// explain turns a dead control socket into the init's own story.
+func (i *Init) explain(err error) error {
+	state, werr := i.wait()
+	if werr == nil && state != nil && state.Exited() && state.ExitCode() == 0 {
+		return fmt.Errorf("sandbox init exited before answering (%w)", ErrInitMissing)
+	}
+	return fmt.Errorf("sandbox init died before answering (%v): %w", state, err)
+}
+
+// Signal forwards sig to the command.
+func (i *Init) Signal(sig syscall.Signal) error {
+	return send(i.conn, message{Type: msgSignal, Signal: int(sig)}, nil)
+}
+
+// WaitExit waits for the command's exit report. If the init dies without
+// one (killed, out of memory), it returns an error and the init's state.
+func (i *Init) WaitExit() (syscall.WaitStatus, error) {
+	for {
+		m, extra, err := recv(i.conn)
+		closeAll(extra)
+		if err != nil {
+			state, _ := i.wait()
+			return 0, fmt.Errorf("sandbox init ended without an exit report (%v): %w", state, err)
+		}
+		if m.Type == msgExit {
+			return syscall.WaitStatus(m.Status), nil
+		}
+		i.log.Debug("ignoring control message", "type", m.Type)
+	}
+}
+
+// Kill kills the init with SIGKILL; the kernel then kills every process
+// of its pid namespace.
+func (i *Init) Kill() error {
+	err := i.cmd.Process.Kill()
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+// Close kills the init if it still runs, reaps it, waits for its stdio
+// copies and closes the control socket.
+func (i *Init) Close() error {
+	i.conn.Close() // EOF makes a live init exit
+	_, err := i.wait()
+	return err
+}
+
+func (i *Init) wait() (*os.ProcessState, error) {
+	if i.cmd.ProcessState == nil {
+		err := i.cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = nil
+		}
+		return i.cmd.ProcessState, err
+	}
+	return i.cmd.ProcessState, nil
+}
+
+// allCaps lists every capability the running kernel knows, for the init's
+// ambient set: an init whose uid inside is not 0 keeps them across execve.
+func allCaps() []uintptr {
+	last := lastCap()
+	caps := make([]uintptr, 0, last+1)
+	for c := 0; c <= last; c++ {
+		caps = append(caps, uintptr(c))
+	}
+	return caps
+}

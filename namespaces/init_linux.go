@@ -1,0 +1,168 @@
+package namespaces
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/seccomp"
+)
+
+// IsInit reports whether this process was started as a sandbox init.
+func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == InitArg0 }
+
+// MaybeRunInit runs the sandbox init and exits when this process is one;
+// otherwise it returns at once. Call it (through sandbox.Init) first thing
+// in main.
+func MaybeRunInit() {
+	if !IsInit() {
+		return
+	}
+	os.Exit(runInit())
+}
+
+// runInit is the init's main. It returns the process exit code.
+func runInit() int {
+	// Die with the host side; refuse to be ptraced or have /proc/1/mem or
+	// /proc/1/exe opened by the sandbox's processes.
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	unix.CloseOnExec(3)
+	f := os.NewFile(3, "tent-control")
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return ExitProtocol
+	}
+	conn := fc.(*net.UnixConn)
+	defer conn.Close()
+	// Signals for the init itself come only through the socket: ignore
+	// the terminal's.
+	signal.Ignore(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGPIPE)
+	chld := make(chan os.Signal, 16)
+	signal.Notify(chld, unix.SIGCHLD)
+
+	if err := send(conn, message{Type: msgHello}, nil); err != nil {
+		return ExitProtocol
+	}
+	m, fds, err := recv(conn)
+	if err != nil || m.Type != msgConfig || m.Config == nil {
+		return ExitProtocol
+	}
+	cfg := m.Config
+	fail := func(stage string, err error) int {
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		_ = send(conn, message{Type: msgError, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
+		return ExitSetupFailed
+	}
+
+	if err := setup(cfg, fds); err != nil {
+		return fail("setup", err)
+	}
+	var prog seccomp.Program
+	if len(cfg.Seccomp) > 0 {
+		if prog, err = seccomp.UnmarshalProgram(cfg.Seccomp); err != nil {
+			return fail("seccomp", err)
+		}
+	}
+	pid, stage, err := spawn(cfg, prog, [3]int{0, 1, 2})
+	if err != nil {
+		return fail(stage, err)
+	}
+	if err := send(conn, message{Type: msgStarted, Pid: pid}, nil); err != nil {
+		return ExitProtocol
+	}
+
+	// Control messages from the host, until EOF.
+	ctl := make(chan message)
+	go func() {
+		defer close(ctl)
+		for {
+			m, extra, err := recv(conn)
+			closeAll(extra)
+			if err != nil {
+				return
+			}
+			ctl <- m
+		}
+	}()
+	for {
+		select {
+		case m, ok := <-ctl:
+			if !ok {
+				return ExitProtocol // the host is gone: take everything down
+			}
+			if m.Type == msgSignal {
+				_ = unix.Kill(pid, syscall.Signal(m.Signal))
+			}
+		case <-chld:
+			// PID 1 reaps every orphan; the command's own status ends the run.
+			for {
+				var ws unix.WaitStatus
+				wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+				if err != nil || wpid <= 0 {
+					break
+				}
+				if wpid == pid {
+					_ = send(conn, message{Type: msgExit, Status: uint32(ws)}, nil)
+					return 0
+				}
+			}
+		}
+	}
+}
+
+// setup builds the sandbox around the init: hostname, loopback, the root
+// filesystem, resource limits.
+func setup(cfg *Config, fds []int) error {
+	defer closeAll(fds)
+	if cfg.Hostname != "" {
+		if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+			return fmt.Errorf("setting the hostname: %w", os.NewSyscallError("sethostname", err))
+		}
+	}
+	if cfg.Loopback {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
+	}
+	if cfg.Plan == nil {
+		return errors.New("no mount plan")
+	}
+	if err := cfg.Plan.Apply(fds); err != nil {
+		return fmt.Errorf("building the root filesystem: %w", err)
+	}
+	for _, l := range cfg.Rlimits {
+		if err := syscall.Setrlimit(l.Resource, &syscall.Rlimit{Cur: l.Cur, Max: l.Max}); err != nil {
+			return fmt.Errorf("setting rlimit %d: %w", l.Resource, os.NewSyscallError("setrlimit", err))
+		}
+	}
+	return nil
+}
+
+// loopbackUp brings up lo in the new network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", os.NewSyscallError("socket", err))
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: %w", os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err))
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: %w", os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err))
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/namespaces"
+)
+
+// running is a started command's host-side state.
+type running struct {
+	init     *namespaces.Init
+	cg       *cgroups.Cgroup
+	plan     *plan
+	start    time.Time
+	timedOut chan struct{} // closed when the timeout fired
+	stop     func() bool   // stops the timeout and context watchers
+}
+
+// Start builds the sandbox and starts the command in it. Nothing is left
+// behind when it fails.
+func (c *Cmd) Start() (err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.run != nil {
+		return errors.New("sandbox: already started")
+	}
+	if namespaces.IsInit() {
+		return ErrInitMissing
+	}
+	if len(c.Args) == 0 {
+		c.Args = []string{c.Path}
+	}
+	start := time.Now()
+	log := c.logger()
+	p, err := prepare(&c.Spec, c.Path, c.Args[1:])
+	if err != nil {
+		return err
+	}
+	ctx := c.context()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	r := &running{plan: p, start: start, timedOut: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			r.teardown(context.Background())
+		}
+	}()
+	if err := r.createCgroup(&c.Spec, log); err != nil {
+		return err
+	}
+	if r.cg != nil {
+		if fd, ok := r.cg.FD(); ok {
+			p.opts.CgroupFD = fd
+		}
+	}
+	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = c.Stdin, c.Stdout, c.Stderr
+	p.opts.Logger = log
+	r.init, err = namespaces.Start(ctx, p.opts)
+	if err != nil {
+		return hostError(err)
+	}
+	if r.cg != nil && p.opts.CgroupFD < 0 {
+		// cgroup v1: the init waits for its config before doing anything,
+		// so it is in place before any sandboxed code runs.
+		if err := r.cg.AddProc(r.init.Pid()); err != nil {
+			return fmt.Errorf("placing the sandbox in its cgroup: %w", err)
+		}
+	}
+	var fds []int
+	if p.privileged && len(p.userMounts) > 0 {
+		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid); err != nil {
+			return err
+		}
+		defer closeFDs(fds)
+	}
+	if _, err := r.init.Run(&p.cfg, fds); err != nil {
+		return startError(err)
+	}
+	log.Debug("command started", "path", c.Path, "setup", time.Since(start))
+
+	if t := c.Spec.Limits.Timeout; t > 0 {
+		timer := time.AfterFunc(t, func() { close(r.timedOut); _ = r.init.Kill() })
+		stopCtx := context.AfterFunc(ctx, func() { _ = r.init.Kill() })
+		r.stop = func() bool { a := timer.Stop(); b := stopCtx(); return a && b }
+	} else {
+		stopCtx := context.AfterFunc(ctx, func() { _ = r.init.Kill() })
+		r.stop = stopCtx
+	}
+	c.run = r
+	return nil
+}
+
+// Signal forwards sig to the command (not to the sandbox's init).
+func (c *Cmd) Signal(sig syscall.Signal) error {
+	c.mu.Lock()
+	r := c.run
+	c.mu.Unlock()
+	if r == nil {
+		return errors.New("sandbox: not started")
+	}
+	return r.init.Signal(sig)
+}
+
+// Wait waits for the command to exit, tears the sandbox down (no process,
+// cgroup, mount or descriptor survives) and fills c.Report. A command that
+// did not exit 0 yields an [*ExitError].
+func (c *Cmd) Wait() error {
+	c.mu.Lock()
+	r := c.run
+	c.mu.Unlock()
+	if r == nil {
+		return errors.New("sandbox: not started")
+	}
+	status, waitErr := r.init.WaitExit()
+	wall := time.Since(r.start)
+	r.stop()
+	rep := r.plan.report
+	rep.WallTime = wall
+	select {
+	case <-r.timedOut:
+		rep.TimedOut = true
+	default:
+	}
+	_ = r.init.Kill() // the command is gone: take its descendants with the init
+	var stats cgroups.Stats
+	if r.cg != nil {
+		stats, _ = r.cg.Stats()
+		rep.PeakMemory = stats.MemoryPeak
+	}
+	teardownErr := r.teardown(context.Background())
+	c.Report = &rep
+
+	switch {
+	case rep.TimedOut:
+	case waitErr != nil && stats.OOMKills > 0:
+		rep.OOMKilled, rep.Signal, rep.SignalNum = true, "killed", int(syscall.SIGKILL)
+	case waitErr != nil:
+		return errors.Join(fmt.Errorf("sandbox: %w", waitErr), teardownErr)
+	case status.Signaled():
+		rep.Signal, rep.SignalNum = status.Signal().String(), int(status.Signal())
+		rep.OOMKilled = status.Signal() == syscall.SIGKILL && stats.OOMKills > 0
+	default:
+		rep.ExitStatus = status.ExitStatus()
+	}
+	if teardownErr != nil {
+		return teardownErr
+	}
+	if rep.ExitCode() != 0 {
+		return &ExitError{Report: c.Report}
+	}
+	return nil
+}
+
+// teardown kills and reaps the init and removes the cgroup.
+func (r *running) teardown(ctx context.Context) error {
+	var errs []error
+	if r.init != nil {
+		_ = r.init.Kill()
+		errs = append(errs, r.init.Close())
+	}
+	if r.cg != nil {
+		errs = append(errs, r.cg.Destroy(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// createCgroup makes the sandbox's cgroup. Root always gets one (kill and
+// statistics); others get one when the host delegates, and need one when
+// they ask for limits.
+func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) error {
+	p := r.plan
+	host, err := cgroupHost()
+	if err == nil {
+		r.cg, err = cgroups.Create(host, "tent-"+randomID(), p.limits)
+	}
+	if err == nil {
+		p.report.CgroupVersion = r.cg.Version().String()
+		p.reportCgroupLimits(r.cg.Version())
+		return nil
+	}
+	log.Debug("no cgroup", "err", err)
+	p.report.CgroupVersion = "none"
+	if !p.wantsCgroupLimits() {
+		if p.privileged {
+			return fmt.Errorf("creating the sandbox cgroup: %w", err)
+		}
+		return nil
+	}
+	if !errors.Is(err, cgroups.ErrNotDelegated) {
+		return invalid(fmt.Errorf("limits: %w", err))
+	}
+	p.degradeToRlimits(err)
+	if !s.BestEffort {
+		return &UnsupportedError{Missing: p.missing}
+	}
+	return nil
+}
+
+// startError classifies an init's refusal to start the command.
+func startError(err error) error {
+	var se *namespaces.StartError
+	if errors.As(err, &se) {
+		if se.Stage == "exec" {
+			if kind := startErrno(se.Errno); kind != nil {
+				return fmt.Errorf("%w: %s", kind, se.Msg)
+			}
+		}
+		return fmt.Errorf("sandbox setup failed at %s: %w", se.Stage, err)
+	}
+	return err
+}
+
+// hostError explains a failure to create the namespaces.
+func hostError(err error) error {
+	switch {
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EINVAL):
+		return &UnsupportedError{Missing: []Missing{{
+			Protection: "user namespace",
+			Reason:     err.Error(),
+			Fix:        "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0, or on Ubuntu an AppArmor profile allowing userns); run `tent doctor`",
+		}}}
+	}
+	return err
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+	}
+}
+
+var _ = os.Getpid

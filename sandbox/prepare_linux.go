@@ -1,0 +1,297 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"regexp"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/seccomp"
+)
+
+// unprivilegedHostID is the host uid and gid a root caller's sandbox runs
+// as: never host root.
+const unprivilegedHostID = 65534
+
+// plan is a validated spec turned into what the host and the init do.
+type plan struct {
+	cfg        namespaces.Config
+	opts       namespaces.Options
+	privileged bool
+	uid, gid   uint32
+	userMounts []fs.Mount
+	limits     cgroups.Limits
+	report     Report
+	missing    []Missing
+}
+
+var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,62})$`)
+
+// validate checks the parts of a spec that need no host access.
+func validate(s *Spec) error {
+	l := s.Limits
+	switch {
+	case l.Memory < 0:
+		return fmt.Errorf("limits.memory: %d is negative", l.Memory)
+	case l.Memory > 0 && l.Memory < 1<<20:
+		return fmt.Errorf("limits.memory: %d bytes is below the 1 MiB minimum", l.Memory)
+	case l.Pids < 0:
+		return fmt.Errorf("limits.pids: %d is negative", l.Pids)
+	case l.CPUs < 0 || math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0):
+		return fmt.Errorf("limits.cpus: %v is not a positive number", l.CPUs)
+	case l.CPUs > 0 && l.CPUs < 0.01:
+		return fmt.Errorf("limits.cpus: %v is below the 0.01 minimum", l.CPUs)
+	case l.Timeout < 0:
+		return fmt.Errorf("limits.timeout: %s is negative", l.Timeout)
+	}
+	if s.Hostname != "" && !hostnameRE.MatchString(s.Hostname) {
+		return fmt.Errorf("hostname: %q is not a valid host name", s.Hostname)
+	}
+	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
+		return fmt.Errorf("workdir: %q must be an absolute, clean path inside the sandbox", s.Workdir)
+	}
+	switch s.Net {
+	case "", netpolicy.None, netpolicy.Host:
+	default:
+		return fmt.Errorf("net: unknown mode %q: want none or host", s.Net)
+	}
+	for i, kv := range s.Env {
+		if k, _, ok := cutEnv(kv); !ok || k == "" {
+			return fmt.Errorf("env %d: %q is not KEY=VALUE", i+1, kv)
+		}
+	}
+	return fs.Validate(s.Mounts, func(p string) error { _, err := os.Stat(p); return err })
+}
+
+func cutEnv(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+var defaultProgram = sync.OnceValues(func() ([]byte, error) {
+	p, err := seccomp.Compile(seccomp.Default())
+	if err != nil {
+		return nil, err
+	}
+	return p.Marshal(), nil
+})
+
+var cgroupHost = sync.OnceValues(func() (*cgroups.Host, error) { return cgroups.Detect("/proc") })
+
+// prepare validates s and resolves it against this host.
+func prepare(s *Spec, name string, args []string) (*plan, error) {
+	if err := validate(s); err != nil {
+		return nil, invalid(err)
+	}
+	p := &plan{privileged: os.Geteuid() == 0}
+	p.uid, p.gid = uint32(os.Getuid()), uint32(os.Getgid())
+	hostUID, hostGID := int(p.uid), int(p.gid)
+	if p.privileged {
+		p.uid, p.gid = 0, 0
+		hostUID, hostGID = unprivilegedHostID, unprivilegedHostID
+	}
+	if s.User != nil {
+		p.uid, p.gid = s.User.UID, s.User.GID
+	}
+	p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(p.uid), HostID: hostUID, Size: 1}
+	p.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(p.gid), HostID: hostGID, Size: 1}
+	p.opts.Privileged = p.privileged
+	p.opts.ShareNet = s.Net == netpolicy.Host
+	p.opts.CgroupFD = -1
+
+	home, user := "/root", "root"
+	if p.uid != 0 {
+		user = os.Getenv("USER")
+		if user == "" || !hostnameRE.MatchString(user) || p.uid != uint32(os.Getuid()) {
+			user = fmt.Sprintf("user%d", p.uid)
+		}
+		home = "/home/" + user
+	}
+
+	planInput := fs.PlanInput{Mounts: s.Mounts, System: probeSystem(), Home: home, PreOpened: p.privileged}
+	mounts, err := fs.NewPlan(planInput)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	p.userMounts = s.Mounts
+
+	workdir := s.Workdir
+	if workdir == "" {
+		workdir = "/"
+		if cwd, err := os.Getwd(); err == nil {
+			if inside, ok := mounts.InsidePath(cwd); ok {
+				workdir = inside
+			}
+		}
+	}
+	hostname := s.Hostname
+	if hostname == "" {
+		hostname = DefaultHostname
+	}
+	p.cfg = namespaces.Config{
+		Plan:     mounts,
+		Hostname: hostname,
+		Loopback: !p.opts.ShareNet,
+		Exec: namespaces.Exec{
+			Path: name,
+			Args: append([]string{name}, args...),
+			Env:  buildEnv(s.EnvInherit, s.Env, home, user, os.Environ()),
+			Dir:  workdir,
+		},
+	}
+
+	r := &p.report
+	r.Timeout, r.MemoryLimit = s.Limits.Timeout, s.Limits.Memory
+	for _, ns := range []string{"user", "mount", "pid", "ipc", "uts", "cgroup"} {
+		r.add(ns+" namespace", Enforced, "")
+	}
+	if p.opts.ShareNet {
+		r.add("network namespace", Absent, "--net host shares the host's network")
+	} else {
+		r.add("network namespace", Enforced, "loopback only")
+	}
+	r.add("root filesystem", Enforced, "tmpfs root, system directories read-only")
+	r.add("no_new_privs", Enforced, "")
+	r.add("capabilities", Enforced, "all sets empty")
+
+	if err := p.resolveSeccomp(s); err != nil {
+		return nil, err
+	}
+	p.resolveLandlock()
+	p.resolveLimits(s.Limits)
+	if len(p.missing) > 0 && !s.BestEffort {
+		return nil, &UnsupportedError{Missing: p.missing}
+	}
+	return p, nil
+}
+
+func (p *plan) resolveSeccomp(s *Spec) error {
+	switch {
+	case s.Seccomp.Unconfined:
+		p.report.add("seccomp", Absent, "unconfined by request")
+		return nil
+	case s.Seccomp.Profile != nil:
+		prog, err := seccomp.Compile(s.Seccomp.Profile)
+		if err != nil {
+			return invalid(fmt.Errorf("seccomp profile: %w", err))
+		}
+		p.cfg.Seccomp = prog.Marshal()
+		p.report.add("seccomp", Enforced, "custom profile")
+		return nil
+	}
+	prog, err := defaultProgram()
+	if err != nil {
+		return fmt.Errorf("compiling the default seccomp profile: %w", err)
+	}
+	p.cfg.Seccomp = prog
+	p.report.add("seccomp", Enforced, "default profile")
+	return nil
+}
+
+func (p *plan) resolveLandlock() {
+	abi, err := fs.LandlockABI()
+	if err != nil || abi < 1 {
+		p.missing = append(p.missing, Missing{Protection: "landlock", Reason: fmt.Sprint(err),
+			Fix: "use Linux 5.13 or later with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y, landlock in lsm=)"})
+		p.report.add("landlock", Absent, fmt.Sprint(err))
+		return
+	}
+	abi = min(abi, fs.MaxLandlockABI)
+	p.cfg.LandlockABI = abi
+	p.cfg.LandlockRules = fs.LandlockRules(p.cfg.Plan)
+	p.report.LandlockABI = abi
+	if abi < 6 {
+		p.report.add("landlock", Degraded, fmt.Sprintf("ABI %d: no scoping of abstract unix sockets and signals (needs ABI 6, Linux 6.12)", abi))
+		return
+	}
+	p.report.add("landlock", Enforced, fmt.Sprintf("ABI %d", abi))
+}
+
+// resolveLimits records which limits need a cgroup; the cgroup itself is
+// created by Start. nofile is always an rlimit.
+func (p *plan) resolveLimits(l Limits) {
+	p.limits = cgroups.Limits{Memory: l.Memory, Pids: l.Pids, CPUs: l.CPUs}
+	if l.NoFile > 0 {
+		p.cfg.Rlimits = append(p.cfg.Rlimits, namespaces.Rlimit{Resource: unix.RLIMIT_NOFILE, Cur: l.NoFile, Max: l.NoFile})
+		p.report.add("nofile", Enforced, fmt.Sprintf("RLIMIT_NOFILE %d", l.NoFile))
+	}
+	if l.Timeout > 0 {
+		p.report.add("timeout", Enforced, l.Timeout.String())
+	}
+}
+
+// wantsCgroupLimits reports whether any limit needs a cgroup.
+func (p *plan) wantsCgroupLimits() bool {
+	return p.limits.Memory > 0 || p.limits.Pids > 0 || p.limits.CPUs > 0
+}
+
+// degradeToRlimits replaces cgroup limits with rlimits (best effort).
+func (p *plan) degradeToRlimits(why error) {
+	l := p.limits
+	fix := "run as root, or under a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes tent ...)"
+	if l.Memory > 0 {
+		p.cfg.Rlimits = append(p.cfg.Rlimits, namespaces.Rlimit{Resource: unix.RLIMIT_AS, Cur: uint64(l.Memory), Max: uint64(l.Memory)})
+		p.missing = append(p.missing, Missing{Protection: "memory", Reason: "no writable cgroup: " + why.Error(), Fix: fix})
+		p.report.add("memory", Degraded, "RLIMIT_AS (address space, per process): "+why.Error())
+	}
+	if l.Pids > 0 {
+		p.cfg.Rlimits = append(p.cfg.Rlimits, namespaces.Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Pids), Max: uint64(l.Pids)})
+		p.missing = append(p.missing, Missing{Protection: "pids", Reason: "no writable cgroup: " + why.Error(), Fix: fix})
+		p.report.add("pids", Degraded, "RLIMIT_NPROC (per user): "+why.Error())
+	}
+	if l.CPUs > 0 {
+		p.missing = append(p.missing, Missing{Protection: "cpus", Reason: "no writable cgroup: " + why.Error(), Fix: fix})
+		p.report.add("cpus", Absent, why.Error())
+	}
+}
+
+func (p *plan) reportCgroupLimits(v cgroups.Version) {
+	l := p.limits
+	if l.Memory > 0 {
+		p.report.add("memory", Enforced, fmt.Sprintf("cgroup %s: %d bytes, no swap", v, l.Memory))
+	}
+	if l.Pids > 0 {
+		p.report.add("pids", Enforced, fmt.Sprintf("cgroup %s: %d", v, l.Pids))
+	}
+	if l.CPUs > 0 {
+		p.report.add("cpus", Enforced, fmt.Sprintf("cgroup %s: %.2f cores", v, l.CPUs))
+	}
+}
+
+// probeSystem finds the host's system directories; merged-usr symlinks
+// are recreated as symlinks.
+func probeSystem() []fs.SystemEntry {
+	var out []fs.SystemEntry
+	for _, p := range fs.DefaultSystemPaths {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if to, err := os.Readlink(p); err == nil {
+				out = append(out, fs.SystemEntry{Path: p, LinkTo: to})
+			}
+			continue
+		}
+		if fi.IsDir() {
+			out = append(out, fs.SystemEntry{Path: p})
+		}
+	}
+	return out
+}
+
+var _ = errors.Is

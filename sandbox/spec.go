@@ -1,0 +1,99 @@
+package sandbox
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/seccomp"
+)
+
+// Spec describes a sandbox. The zero value is the most restrictive
+// sandbox: no mounts beyond the system directories, no network, the
+// built-in seccomp profile, every protection required.
+type Spec struct {
+	// Mounts bind host paths into the sandbox (see [ParseMount]).
+	Mounts []Mount `json:"mounts,omitempty"`
+	// Workdir is the command's working directory inside; "" means "/".
+	Workdir string `json:"workdir,omitempty"`
+	// Env is layered, in order, over the base environment: the clean
+	// default (PATH, HOME, TERM, LANG, TZ, USER) or, with EnvInherit, the
+	// caller's whole environment. Entries are "KEY=VALUE".
+	Env []string `json:"env,omitempty"`
+	// EnvInherit makes the caller's whole environment the base.
+	EnvInherit bool `json:"env_inherit,omitempty"`
+	// User is the identity inside; nil means the caller's uid and gid for
+	// an unprivileged caller and 0:0 for root (which never maps to host
+	// root: see the package documentation).
+	User *User `json:"user,omitempty"`
+	// Hostname inside; "" means [DefaultHostname], never the host's.
+	Hostname string `json:"hostname,omitempty"`
+	// Net is the network mode; the zero value is none.
+	Net netpolicy.Mode `json:"net,omitempty"`
+	// Limits bound the sandbox's resources.
+	Limits Limits `json:"limits"`
+	// Seccomp selects the syscall filter.
+	Seccomp Seccomp `json:"seccomp"`
+	// BestEffort runs even when the host cannot provide a requested
+	// protection; each missing one is reported. Without it, Start fails
+	// with an [*UnsupportedError].
+	BestEffort bool `json:"best_effort,omitempty"`
+}
+
+// Mount binds a host path into the sandbox.
+type Mount = fs.Mount
+
+// Access modes of a [Mount].
+const (
+	ReadOnly  = fs.ReadOnly
+	ReadWrite = fs.ReadWrite
+)
+
+// DefaultHostname is the sandbox's hostname when the spec sets none.
+const DefaultHostname = "tent"
+
+// User is an identity inside the sandbox.
+type User struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Limits bound a sandbox's resources; a zero field means no limit.
+type Limits struct {
+	// Memory in bytes (cgroup memory.max with swap off; with BestEffort
+	// and no cgroup, RLIMIT_AS).
+	Memory int64 `json:"memory,omitempty"`
+	// Pids is the maximum number of processes (cgroup pids.max; with
+	// BestEffort and no cgroup, RLIMIT_NPROC).
+	Pids int64 `json:"pids,omitempty"`
+	// CPUs is the CPU bandwidth in cores, e.g. 0.5 (cgroup cpu.max).
+	CPUs float64 `json:"cpus,omitempty"`
+	// Timeout is the wall-clock limit; the whole process tree is killed
+	// when it expires and the run is reported as timed out.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// NoFile is RLIMIT_NOFILE (soft and hard).
+	NoFile uint64 `json:"nofile,omitempty"`
+}
+
+// Seccomp selects the syscall filter. The zero value is tent's built-in
+// default profile.
+type Seccomp struct {
+	// Unconfined disables the filter (reported as absent).
+	Unconfined bool `json:"unconfined,omitempty"`
+	// Profile, when set, replaces the built-in profile (an OCI/Docker
+	// seccomp profile, see seccomp.Load).
+	Profile *seccomp.Profile `json:"-"`
+}
+
+// Options are per-run settings that are not part of the sandbox's
+// description.
+type Options struct {
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// ParseMount parses the command-line form SRC[:DST] (see fs.ParseMount).
+func ParseMount(spec string, access fs.Access, cwd string) (Mount, error) {
+	return fs.ParseMount(spec, access, cwd)
+}
