@@ -1,0 +1,164 @@
+// Command testprobe runs inside sandboxes during tent's integration tests
+// and attempts one operation, printing "ok" or the errno's name (for
+// example "EPERM") on stdout. It is built statically by the tests and
+// mounted read-only into the sandbox; it is not part of tent.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: testprobe CHECK [ARGS]")
+		os.Exit(2)
+	}
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "open": // open PATH FLAGS(r|w|c)
+		flags := map[string]int{"r": os.O_RDONLY, "w": os.O_WRONLY, "c": os.O_WRONLY | os.O_CREATE | os.O_TRUNC}[args[1]]
+		fd, err := unix.Open(args[0], flags|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			unix.Close(fd)
+		}
+		report(err)
+	case "mkdir":
+		report(unix.Mkdir(args[0], 0o755))
+	case "ptrace":
+		pid, _ := strconv.Atoi(args[0])
+		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(pid), 0, 0, 0, 0)
+		report(errnoErr(e))
+	case "kill":
+		pid, _ := strconv.Atoi(args[0])
+		report(unix.Kill(pid, syscall.Signal(0)))
+	case "tiocsti": // tiocsti FD [high]
+		fd, _ := strconv.Atoi(args[0])
+		req := uintptr(unix.TIOCSTI)
+		if len(args) > 1 && args[1] == "high" {
+			req |= 0xffffffff00000000
+		}
+		c := byte('x')
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(unsafePointer(&c)))
+		report(errnoErr(e))
+	case "abstract": // connect to @NAME
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			report(err)
+			return
+		}
+		report(unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + args[0]}))
+	case "tcp": // connect to HOST:PORT
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			report(err)
+			return
+		}
+		port, _ := strconv.Atoi(args[1])
+		var a [4]byte
+		copy(a[:], parseIP4(args[0]))
+		report(unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: a}))
+	case "msgget": // SysV message queue KEY
+		key, _ := strconv.Atoi(args[0])
+		_, _, e := unix.Syscall(unix.SYS_MSGGET, uintptr(key), 0, 0)
+		report(errnoErr(e))
+	case "unshare":
+		flags, _ := strconv.ParseUint(args[0], 0, 64)
+		report(unix.Unshare(int(flags)))
+	case "socket": // FAMILY TYPE
+		fam, _ := strconv.Atoi(args[0])
+		typ, _ := strconv.Atoi(args[1])
+		fd, err := unix.Socket(fam, typ, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		report(err)
+	case "syscall": // NR
+		nr, _ := strconv.Atoi(args[0])
+		_, _, e := unix.Syscall(uintptr(nr), 0, 0, 0)
+		report(errnoErr(e))
+	case "fds":
+		ents, _ := os.ReadDir("/proc/self/fd")
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		fmt.Println(strings.Join(names, " "))
+	case "sid":
+		sid, _ := unix.Getsid(0)
+		fmt.Println(sid == os.Getpid())
+	case "alloc": // alloc MiB: touch every page
+		n, _ := strconv.Atoi(args[0])
+		var keep [][]byte
+		for i := 0; i < n; i++ {
+			b := make([]byte, 1<<20)
+			for j := range b {
+				b[j] = 1
+			}
+			keep = append(keep, b)
+		}
+		fmt.Println("ok", len(keep))
+	case "forkbomb": // start children until it fails; report the error
+		var err error
+		for i := 0; i < 10000; i++ {
+			c := exec.Command("/bin/sleep", "30")
+			if err = c.Start(); err != nil {
+				break
+			}
+		}
+		report(err)
+	case "orphans": // double-fork and setsid'd sleepers, then sleep
+		for i := 0; i < 3; i++ {
+			_ = exec.Command("/bin/sh", "-c", "setsid sleep 300 & (sleep 300 &) ; sleep 300").Start()
+		}
+		time.Sleep(300 * time.Second)
+	case "nofile":
+		var err error
+		for i := 0; i < 100000; i++ {
+			if _, err = unix.Open("/dev/null", unix.O_RDONLY, 0); err != nil {
+				break
+			}
+		}
+		report(err)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown check", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+func report(err error) {
+	if err == nil {
+		fmt.Println("ok")
+		return
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		fmt.Println(unix.ErrnoName(errno))
+		return
+	}
+	fmt.Println("error:", err)
+}
+
+func parseIP4(s string) []byte {
+	var out []byte
+	for _, p := range strings.Split(s, ".") {
+		n, _ := strconv.Atoi(p)
+		out = append(out, byte(n))
+	}
+	return out
+}

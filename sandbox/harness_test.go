@@ -1,0 +1,99 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// probeTarget is where the test probe is mounted inside sandboxes.
+const probeTarget = "/opt/probe"
+
+// probeDir returns a world-readable directory holding the static
+// testprobe binary: $TENT_PROBE when set (the Makefile builds it once for
+// the unprivileged run), else a fresh build.
+var probeDir = sync.OnceValues(func() (string, error) {
+	if p := os.Getenv("TENT_PROBE"); p != "" {
+		return filepath.Dir(p), nil
+	}
+	dir, err := os.MkdirTemp("", "tent-probe-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "testprobe"), "./internal/testprobe")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", &buildError{out: out, err: err}
+	}
+	return dir, nil
+})
+
+type buildError struct {
+	out []byte
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + string(e.out) }
+
+// withProbe returns spec with the probe mounted.
+func withProbe(t *testing.T, spec sandbox.Spec) sandbox.Spec {
+	t.Helper()
+	dir, err := probeDir()
+	if err != nil {
+		t.Fatalf("building the test probe: %v", err)
+	}
+	spec.Mounts = append([]sandbox.Mount{{Source: dir, Target: probeTarget, Access: sandbox.ReadOnly}}, spec.Mounts...)
+	return spec
+}
+
+// run runs argv in a sandbox built from spec and returns trimmed stdout.
+func run(t *testing.T, spec sandbox.Spec, argv ...string) (string, *sandbox.Cmd, error) {
+	t.Helper()
+	cmd := sandbox.Command(context.Background(), spec, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if stderr.Len() > 0 {
+		t.Logf("stderr of %v: %s", argv, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String()), cmd, err
+}
+
+// mustRun fails the test unless argv exits 0.
+func mustRun(t *testing.T, spec sandbox.Spec, argv ...string) string {
+	t.Helper()
+	out, _, err := run(t, spec, argv...)
+	if err != nil {
+		t.Fatalf("%v: %v (stdout %q)", argv, err, out)
+	}
+	return out
+}
+
+// probe runs the test probe with args and returns its one-line verdict.
+func probe(t *testing.T, spec sandbox.Spec, args ...string) string {
+	t.Helper()
+	return mustRun(t, withProbe(t, spec), append([]string{probeTarget + "/testprobe"}, args...)...)
+}
+
+// expect asserts a probe verdict.
+func expect(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: got %q, want %q", what, got, want)
+	}
+}
+
+func privileged() bool { return os.Geteuid() == 0 }
