@@ -32,7 +32,11 @@ func runInit() int {
 	// /proc/1/exe opened by the sandbox's processes.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	unix.CloseOnExec(3)
+	// Whatever the host leaked to us (descriptors without close-on-exec)
+	// must never reach the command: only fds 0-2 are passed on.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return ExitProtocol
+	}
 	f := os.NewFile(3, "tent-control")
 	fc, err := net.FileConn(f)
 	f.Close()

@@ -1,0 +1,206 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/seccomp"
+)
+
+func TestCommandHasNoPrivileges(t *testing.T) {
+	out := mustRun(t, sandbox.Spec{}, "grep", "-E", "^(Cap|NoNewPrivs|Seccomp:)", "/proc/self/status")
+	want := map[string]string{
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		got[k] = strings.TrimSpace(v)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestCommandRunsInItsOwnSession(t *testing.T) {
+	expect(t, "session leader", probe(t, sandbox.Spec{}, "sid"), "true")
+}
+
+// openPTY returns the two ends of a new pseudo-terminal.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s
+}
+
+func TestTIOCSTIIntoTheCallersTerminalFails(t *testing.T) {
+	_, slave := openPTY(t)
+	for _, tc := range []struct {
+		name string
+		spec sandbox.Spec
+		args []string
+		want string
+	}{
+		{"default seccomp", sandbox.Spec{}, []string{"tiocsti", "0"}, "EPERM"},
+		{"default seccomp, high bits set", sandbox.Spec{}, []string{"tiocsti", "0", "high"}, "EPERM"},
+		// Without seccomp the new session still protects the terminal:
+		// it is not the command's controlling terminal.
+		{"unconfined", sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}}, []string{"tiocsti", "0"}, "EPERM"},
+	} {
+		cmd := sandbox.Command(context.Background(), withProbe(t, tc.spec), probeTarget+"/testprobe", tc.args...)
+		var out bytes.Buffer
+		cmd.Stdin, cmd.Stdout = slave, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		expect(t, "TIOCSTI, "+tc.name, strings.TrimSpace(out.String()), tc.want)
+	}
+}
+
+func TestNoDescriptorBeyondStdioIsInherited(t *testing.T) {
+	// Descriptors the caller holds without close-on-exec must not leak.
+	fd, err := syscall.Open("/etc/hostname", syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	// fd 3 is the probe's own handle on /proc/self/fd.
+	expect(t, "open descriptors", probe(t, sandbox.Spec{}, "fds"), "0 1 2 3")
+}
+
+func TestInitCannotBeTracedOrRead(t *testing.T) {
+	for _, spec := range []sandbox.Spec{{}, {Seccomp: sandbox.Seccomp{Unconfined: true}}} {
+		expect(t, "ptrace(PTRACE_ATTACH, 1)", probe(t, spec, "ptrace", "1"), "EPERM")
+		expect(t, "open /proc/1/mem", probe(t, spec, "open", "/proc/1/mem", "r"), "EACCES")
+		expect(t, "open /proc/1/exe for writing", probe(t, spec, "open", "/proc/1/exe", "w"), "EACCES")
+	}
+}
+
+func TestHostBinaryCannotBeModifiedThroughProcExe(t *testing.T) {
+	// In the unprivileged run the test binary (the init) is owned by the
+	// user running it: only the sandbox stops the write.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(self)
+	spec := sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}}
+	expect(t, "open /proc/1/exe O_WRONLY", probe(t, spec, "open", "/proc/1/exe", "w"), "EACCES")
+	out := mustRun(t, spec, "sh", "-c", "echo pwned > /proc/1/exe; echo $?")
+	if out == "0" {
+		t.Fatal("shell redirection into /proc/1/exe succeeded")
+	}
+	after, _ := os.ReadFile(self)
+	if sha256.Sum256(before) != sha256.Sum256(after) {
+		t.Fatal("the host binary changed")
+	}
+}
+
+func TestLandlockIsEnforcedAndReported(t *testing.T) {
+	// A host file the caller owns, passed as stdin: DAC and the mount allow
+	// writing, only Landlock refuses reopening it through /proc/self/fd.
+	f, err := os.CreateTemp("", "tent-landlock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	os.Chmod(f.Name(), 0o666)
+	cmd := sandbox.Command(context.Background(), withProbe(t, sandbox.Spec{}), probeTarget+"/testprobe", "open", "/proc/self/fd/0", "w")
+	var out bytes.Buffer
+	cmd.Stdin, cmd.Stdout = f, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "reopen a host file for writing", strings.TrimSpace(out.String()), "EACCES")
+	// Signal scoping: the init is outside the command's domain.
+	expect(t, "kill(1, 0)", probe(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}}, "kill", "1"), "EPERM")
+	if cmd.Report.LandlockABI < 6 {
+		t.Skipf("Landlock ABI %d < 6", cmd.Report.LandlockABI)
+	}
+	p, _ := cmd.Report.Protection("landlock")
+	if p.Status != sandbox.Enforced || cmd.Report.LandlockABI != min(landlockABI(t), 7) {
+		t.Errorf("report: %+v, ABI %d", p, cmd.Report.LandlockABI)
+	}
+}
+
+func landlockABI(t *testing.T) int {
+	v, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		t.Skipf("no Landlock: %v", errno)
+	}
+	return int(v)
+}
+
+func TestDefaultSeccompProfile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"io_uring_setup", []string{"syscall", strconv.Itoa(unix.SYS_IO_URING_SETUP)}, "EPERM"},
+		{"userfaultfd", []string{"syscall", strconv.Itoa(unix.SYS_USERFAULTFD)}, "EPERM"},
+		{"keyctl", []string{"syscall", strconv.Itoa(unix.SYS_KEYCTL)}, "EPERM"},
+		{"bpf", []string{"syscall", strconv.Itoa(unix.SYS_BPF)}, "EPERM"},
+		{"perf_event_open", []string{"syscall", strconv.Itoa(unix.SYS_PERF_EVENT_OPEN)}, "EPERM"},
+		{"open_tree", []string{"syscall", strconv.Itoa(unix.SYS_OPEN_TREE)}, "EPERM"},
+		{"fsopen", []string{"syscall", strconv.Itoa(unix.SYS_FSOPEN)}, "EPERM"},
+		{"mount", []string{"syscall", strconv.Itoa(unix.SYS_MOUNT)}, "EPERM"},
+		{"clone3 falls back", []string{"syscall", strconv.Itoa(unix.SYS_CLONE3)}, "ENOSYS"},
+		{"unknown syscall", []string{"syscall", "1000"}, "ENOSYS"},
+		{"unshare(CLONE_NEWUSER)", []string{"unshare", "0x10000000"}, "EPERM"},
+		{"AF_VSOCK", []string{"socket", "40", "1"}, "EPERM"},
+		{"AF_ALG", []string{"socket", "38", "5"}, "EPERM"},
+		{"AF_PACKET", []string{"socket", "17", "3"}, "EPERM"},
+		{"raw IPv4", []string{"socket", "2", strconv.Itoa(unix.SOCK_RAW | unix.SOCK_CLOEXEC)}, "EPERM"},
+		{"TCP socket", []string{"socket", "2", "1"}, "ok"},
+	} {
+		expect(t, tc.name, probe(t, sandbox.Spec{}, tc.args...), tc.want)
+	}
+}
+
+func TestDockerSeccompProfileLoadsAndWorks(t *testing.T) {
+	prof, err := seccomp.Load("../seccomp/testdata/docker-default.json")
+	if err != nil {
+		t.Skipf("the Docker profile is not in seccomp/testdata: %v", err)
+	}
+	spec := sandbox.Spec{Seccomp: sandbox.Seccomp{Profile: prof}}
+	mustRun(t, spec, "/bin/true")
+	expect(t, "keyctl under Docker's profile", probe(t, spec, "syscall", strconv.Itoa(unix.SYS_KEYCTL)), "EPERM")
+	expect(t, "unshare(CLONE_NEWUSER) under Docker's profile", probe(t, spec, "unshare", "0x10000000"), "EPERM")
+}
+
+func TestHostNetworkModeSharesTheNetwork(t *testing.T) {
+	out := mustRun(t, sandbox.Spec{Net: netpolicy.Host}, "cat", "/proc/net/dev")
+	host, _ := os.ReadFile("/proc/net/dev")
+	if strings.Count(out, ":") != strings.Count(string(host), ":") {
+		t.Errorf("--net host does not show the host's interfaces:\n%s", out)
+	}
+}
