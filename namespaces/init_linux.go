@@ -45,9 +45,15 @@ func runInit() int {
 	}
 	conn := fc.(*net.UnixConn)
 	defer conn.Close()
-	// Signals for the init itself come only through the socket: ignore
-	// the terminal's.
-	signal.Ignore(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGPIPE)
+	// Signals for the init itself come only through the socket: catch and
+	// drop the others. (Not signal.Ignore: SIG_IGN would be inherited by
+	// the command across execve; caught signals are reset to default.)
+	drop := make(chan os.Signal, 8)
+	signal.Notify(drop, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGUSR1, unix.SIGUSR2)
+	go func() {
+		for range drop {
+		}
+	}()
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, unix.SIGCHLD)
 

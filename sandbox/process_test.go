@@ -18,8 +18,9 @@ import (
 )
 
 func TestCommandHasNoPrivileges(t *testing.T) {
-	out := mustRun(t, sandbox.Spec{}, "grep", "-E", "^(Cap|NoNewPrivs|Seccomp:)", "/proc/self/status")
+	out := mustRun(t, sandbox.Spec{}, "grep", "-E", "^(Cap|NoNewPrivs|Seccomp:|SigIgn|SigBlk)", "/proc/self/status")
 	want := map[string]string{
+		"SigIgn": "0000000000000000", "SigBlk": "0000000000000000", // nothing inherited from the init
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
 	}

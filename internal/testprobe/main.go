@@ -120,6 +120,14 @@ func main() {
 			_ = exec.Command("/bin/sh", "-c", "setsid sleep 300 & (sleep 300 &) ; sleep 300").Start()
 		}
 		time.Sleep(300 * time.Second)
+	case "spin": // spin MS: busy-loop for MS of wall time, print CPU ms used
+		ms, _ := strconv.Atoi(args[0])
+		end := time.Now().Add(time.Duration(ms) * time.Millisecond)
+		for time.Now().Before(end) {
+		}
+		var ru unix.Rusage
+		unix.Getrusage(unix.RUSAGE_SELF, &ru)
+		fmt.Println((ru.Utime.Sec+ru.Stime.Sec)*1000 + (ru.Utime.Usec+ru.Stime.Usec)/1000)
 	case "nofile":
 		var err error
 		for i := 0; i < 100000; i++ {

@@ -1,0 +1,140 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// canLimit reports whether this process gets real cgroup limits.
+func canLimit(t *testing.T) bool {
+	_, _, err := run(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 64}}, "true")
+	return err == nil
+}
+
+func TestMemoryLimitOOMKillsAndReports(t *testing.T) {
+	spec := sandbox.Spec{Limits: sandbox.Limits{Memory: 32 << 20}}
+	if !canLimit(t) {
+		_, _, err := run(t, spec, "true")
+		if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "Delegate=yes") {
+			t.Fatalf("without a writable cgroup: got %v, want ErrUnsupported naming delegation", err)
+		}
+		out, cmd, err := run(t, withProbe(t, sandbox.Spec{Limits: spec.Limits, BestEffort: true}), probeTarget+"/testprobe", "alloc", "200")
+		if p, _ := cmd.Report.Protection("memory"); p.Status != sandbox.Degraded {
+			t.Errorf("best-effort memory limit reported as %+v (out %q, err %v)", p, out, err)
+		}
+		return
+	}
+	out, cmd, err := run(t, withProbe(t, spec), probeTarget+"/testprobe", "alloc", "200")
+	var ee *sandbox.ExitError
+	if !errors.As(err, &ee) || !ee.Report.OOMKilled || ee.ExitCode() != 137 {
+		t.Fatalf("allocating 200 MiB under 32 MiB: err %v, out %q, report %+v", err, out, cmd.Report)
+	}
+	if !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("exit message does not say OOM: %q", err)
+	}
+	if cmd.Report.PeakMemory < 16<<20 || cmd.Report.PeakMemory > 40<<20 {
+		t.Errorf("peak memory %d, want about the 32 MiB limit", cmd.Report.PeakMemory)
+	}
+}
+
+func TestPidsLimitContainsAForkBomb(t *testing.T) {
+	if !canLimit(t) {
+		t.Skip("no writable cgroup for this user (covered by TestMemoryLimitOOMKillsAndReports)")
+	}
+	start := time.Now()
+	expect(t, "fork bomb under pids=16", probe(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 16}}, "forkbomb"), "EAGAIN")
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the contained fork bomb took %s", d)
+	}
+	assertNoProcess(t, "sleep", "30")
+}
+
+func TestTimeoutKillsTheWholeTree(t *testing.T) {
+	start := time.Now()
+	_, cmd, err := run(t, withProbe(t, sandbox.Spec{Limits: sandbox.Limits{Timeout: 700 * time.Millisecond}}), probeTarget+"/testprobe", "orphans")
+	var ee *sandbox.ExitError
+	if !errors.As(err, &ee) || !ee.Report.TimedOut || ee.ExitCode() != 124 {
+		t.Fatalf("got %v (report %+v), want a timeout with exit code 124", err, cmd.Report)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the timeout took %s to end the run", d)
+	}
+	assertNoProcess(t, "sleep", "300")
+}
+
+func TestCPULimitThrottles(t *testing.T) {
+	if !canLimit(t) {
+		t.Skip("no writable cgroup for this user")
+	}
+	out := probe(t, sandbox.Spec{Limits: sandbox.Limits{CPUs: 0.2}}, "spin", "1000")
+	ms, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatal(out)
+	}
+	// 0.2 CPUs for 1 s of wall time: about 200 ms; unthrottled it is ~1000.
+	if ms > 450 {
+		t.Errorf("spinning 1 s under cpus=0.2 used %d ms of CPU", ms)
+	}
+}
+
+func TestNofileLimit(t *testing.T) {
+	expect(t, "opening files under nofile=16", probe(t, sandbox.Spec{Limits: sandbox.Limits{NoFile: 16}}, "nofile"), "EMFILE")
+}
+
+func TestCommandNotFoundAndNotExecutable(t *testing.T) {
+	_, _, err := run(t, sandbox.Spec{}, "/nonexistent")
+	if !errors.Is(err, sandbox.ErrNotFound) || sandbox.ExitCode(err) != 127 {
+		t.Errorf("missing command: %v (exit %d)", err, sandbox.ExitCode(err))
+	}
+	_, _, err = run(t, sandbox.Spec{}, "/etc/hostname")
+	if !errors.Is(err, sandbox.ErrNotExecutable) || sandbox.ExitCode(err) != 126 {
+		t.Errorf("not executable: %v (exit %d)", err, sandbox.ExitCode(err))
+	}
+	_, _, err = run(t, sandbox.Spec{}, "sh", "-c", "kill -TERM $$")
+	if sandbox.ExitCode(err) != 143 {
+		t.Errorf("killed by SIGTERM: %v (exit %d), want 143", err, sandbox.ExitCode(err))
+	}
+	_, _, err = run(t, sandbox.Spec{}, "sh", "-c", "exit 3")
+	if sandbox.ExitCode(err) != 3 {
+		t.Errorf("exit 3: %v", err)
+	}
+}
+
+// assertNoProcess fails if a host process runs argv (for up to a second,
+// to let the kernel finish killing a pid namespace).
+func assertNoProcess(t *testing.T, argv ...string) {
+	t.Helper()
+	want := []byte(strings.Join(argv, "\x00") + "\x00")
+	deadline := time.Now().Add(time.Second)
+	for {
+		found := ""
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err != nil {
+				continue
+			}
+			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if bytes.Equal(b, want) {
+				found = e.Name()
+			}
+		}
+		if found == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %s (%v) outlived its sandbox", found, argv)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var _ = context.Background
