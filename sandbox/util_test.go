@@ -1,5 +1,20 @@
 package sandbox_test
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func fmtSscan(s string, a ...any) (int, error) { return fmt.Sscan(s, a...) }
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
