@@ -1,0 +1,377 @@
+package cgroups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup is one sandbox's cgroup: a single directory on cgroup v2, or one
+// directory per hierarchy on cgroup v1. Its methods are safe for concurrent
+// use.
+type Cgroup struct {
+	version Version
+	dirs    []cgDir // in creation order
+
+	mu        sync.Mutex
+	fd        int // v2 directory, or -1
+	destroyed bool
+}
+
+// Create makes the cgroup name (one path element, for example "tent-<id>")
+// for one sandbox, with l applied, and returns it empty: no process is in it
+// until [Cgroup.AddProc] or a clone into [Cgroup.FD].
+//
+// Where: the cgroup is a child of this process's own cgroup, so it lives in
+// whatever subtree was delegated to the caller and nests inside the
+// caller's own limits.
+//
+//   - cgroup v2 (Unified hosts, and Hybrid hosts whose v2 hierarchy holds
+//     the memory controller and every controller l needs): every controller
+//     l needs must be listed in h.V2Controllers. Create enables them, and
+//     memory and pids when available (for Stats), in the parent's
+//     cgroup.subtree_control. The kernel refuses that while the parent
+//     holds processes ("no internal processes", EBUSY); if the only one is
+//     this process — as under `systemd-run --user --scope -p Delegate=yes
+//     tent` — Create moves this process into a child cgroup named
+//     "tent-supervisor" and creates sandboxes beside it; otherwise it fails
+//     with ErrNotDelegated. It sets memory.max, memory.swap.max=0,
+//     memory.oom.group=1, pids.max and cpu.max as l asks.
+//   - cgroup v1 (other Hybrid hosts, Legacy hosts): a child directory in
+//     each of the memory, pids, cpu and freezer hierarchies that is mounted
+//     (a controller l needs must be). It sets memory.limit_in_bytes,
+//     memory.memsw.limit_in_bytes (when swap accounting exists), pids.max,
+//     cpu.cfs_period_us and cpu.cfs_quota_us as l asks, and leaves the OOM
+//     killer enabled.
+//
+// Creation is all or nothing: on error every directory Create made is
+// removed (controllers enabled in the parent, and the move into
+// tent-supervisor, stay). An existing cgroup of the same name is an error,
+// never adopted. Errors keep the path and errno (*os.PathError); permission
+// errors (EACCES, EPERM, EROFS) also wrap [ErrNotDelegated]; invalid limits
+// or names wrap [ErrInvalid].
+func Create(h *Host, name string, l Limits) (*Cgroup, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	v, err := chooseVersion(h, l)
+	if err != nil {
+		return nil, err
+	}
+	if v == V1 {
+		p, err := planV1(h, name, l)
+		if err != nil {
+			return nil, err
+		}
+		return applyV1(p)
+	}
+	parent, err := v2Parent(h)
+	if err != nil {
+		return nil, err
+	}
+	subtree, err := readFile(filepath.Join(parent, "cgroup.subtree_control"))
+	if err != nil {
+		return nil, fmt.Errorf("failed to read enabled controllers: %w", classify(V2, err))
+	}
+	p, err := planV2(h, name, l, strings.Fields(subtree))
+	if err != nil {
+		return nil, err
+	}
+	return applyV2(p)
+}
+
+// chooseVersion picks the cgroup version Create uses for l on h.
+func chooseVersion(h *Host, l Limits) (Version, error) {
+	switch h.Mode {
+	case Unified:
+		return V2, nil
+	case Legacy:
+		return V1, nil
+	case Hybrid:
+		for _, c := range append(l.controllers(), "memory") {
+			if !slices.Contains(h.V2Controllers, c) {
+				return V1, nil
+			}
+		}
+		return V2, nil
+	}
+	return None, fmt.Errorf("no cgroup hierarchy is mounted: %w", errors.ErrUnsupported)
+}
+
+// Version reports whether c is a cgroup v1 or v2 cgroup.
+func (c *Cgroup) Version() Version { return c.version }
+
+// Paths returns the cgroup's directories: one on v2, one per hierarchy on
+// v1.
+func (c *Cgroup) Paths() []string {
+	out := make([]string, len(c.dirs))
+	for i, d := range c.dirs {
+		out[i] = d.Path
+	}
+	return out
+}
+
+// FD returns a descriptor of the v2 cgroup directory (O_RDONLY|O_DIRECTORY)
+// for syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}: clone3 with
+// CLONE_INTO_CGROUP (Linux 5.7) starts the child inside the cgroup, so no
+// instruction of it runs outside. c owns the descriptor; Destroy closes it.
+// FD returns -1, false on cgroup v1 (use AddProc) and after Destroy.
+func (c *Cgroup) FD() (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fd, c.fd >= 0
+}
+
+// AddProc moves process pid, with all its threads, into the cgroup (its
+// cgroup.procs) in every hierarchy. Children it forks afterwards start in
+// the cgroup. On cgroup v2 the caller needs write access to the common
+// ancestor of the process's current cgroup and c.
+func (c *Cgroup) AddProc(pid int) error {
+	for _, d := range c.dirs {
+		if err := writeFile(filepath.Join(d.Path, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("failed to move process %d into cgroup: %w", pid, classify(c.version, err))
+		}
+	}
+	return nil
+}
+
+// Freeze stops every process in the cgroup and its descendants and waits,
+// bounded by ctx, until the kernel reports them frozen. Frozen processes
+// cannot run, fork or exit; SIGKILL ends them on v2 but only once thawed on
+// v1. v2 uses cgroup.freeze (Linux 5.2) and waits for "frozen 1" in
+// cgroup.events; v1 writes FROZEN to freezer.state and waits until it reads
+// FROZEN. Without a freezer the error wraps errors.ErrUnsupported.
+func (c *Cgroup) Freeze(ctx context.Context) error {
+	return c.setFrozen(ctx, true)
+}
+
+// Thaw lets the processes Freeze stopped run again, and waits, bounded by
+// ctx, until the kernel reports the cgroup thawed.
+func (c *Cgroup) Thaw(ctx context.Context) error {
+	return c.setFrozen(ctx, false)
+}
+
+func (c *Cgroup) setFrozen(ctx context.Context, frozen bool) error {
+	op := "thaw"
+	if frozen {
+		op = "freeze"
+	}
+	var err error
+	if c.version == V2 {
+		err = c.freezeV2(ctx, frozen)
+	} else {
+		state := "THAWED"
+		if frozen {
+			state = "FROZEN"
+		}
+		err = c.freezeV1(ctx, state)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to %s cgroup: %w", op, err)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to every process in the cgroup and its descendants and
+// waits, bounded by ctx, until none is left. Double-forked and setsid'd
+// processes are caught too: membership is inherited, not a process tree.
+// On v2 it writes cgroup.kill (Linux 5.14). Otherwise (v1, older v2) it
+// repeats, until cgroup.procs lists nothing: freeze (so no process forks
+// while it is being killed), SIGKILL every listed pid, thaw.
+// Zombies are not listed in cgroup.procs, so Kill does not wait for them to
+// be reaped.
+func (c *Cgroup) Kill(ctx context.Context) error {
+	if c.version == V2 {
+		err := c.killV2(ctx)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			if err != nil {
+				return fmt.Errorf("failed to kill cgroup %s: %w", c.dirs[0].Path, err)
+			}
+			return nil
+		}
+	}
+	if err := c.killLoop(ctx); err != nil {
+		return fmt.Errorf("failed to kill cgroup: %w", err)
+	}
+	return nil
+}
+
+// killLoop is Kill without cgroup.kill: freeze, SIGKILL each listed pid,
+// thaw, until the cgroup is empty.
+func (c *Cgroup) killLoop(ctx context.Context) error {
+	canFreeze := c.version == V2
+	if _, ok := c.dirFor("freezer"); ok {
+		canFreeze = true
+	}
+	return poll(ctx, func() (bool, error) {
+		pids, err := c.procs()
+		if err != nil || len(pids) == 0 {
+			return err == nil, err
+		}
+		if canFreeze {
+			if err := c.setFrozen(ctx, true); err != nil && ctx.Err() == nil {
+				canFreeze = false // e.g. no cgroup.freeze before Linux 5.2
+			}
+			// Thaw even if ctx ended meanwhile: frozen v1 tasks die only
+			// once thawed, and the cgroup must not stay frozen.
+			defer func() {
+				tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				defer cancel()
+				_ = c.setFrozen(tctx, false)
+			}()
+			if pids, err = c.procs(); err != nil {
+				return false, err
+			}
+		}
+		var errs []error
+		for _, pid := range pids {
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("failed to kill process %d: %w", pid, err))
+			}
+		}
+		return false, errors.Join(errs...)
+	})
+}
+
+// procs lists the processes in the cgroup and its descendants, in every
+// hierarchy.
+func (c *Cgroup) procs() ([]int, error) {
+	var all []int
+	for _, d := range c.dirs {
+		dirs, err := subtree(d.Path)
+		if err != nil {
+			return nil, err
+		}
+		for _, dir := range dirs {
+			pids, err := readPids(filepath.Join(dir, "cgroup.procs"))
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, pids...)
+		}
+	}
+	slices.Sort(all)
+	return slices.Compact(all), nil
+}
+
+// subtree returns dir and the cgroups below it, deepest first; none if dir
+// is gone.
+func subtree(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if e.IsDir() {
+			out = append(out, path)
+		}
+		return nil
+	})
+	slices.Reverse(out) // WalkDir visits parents before children
+	return out, err
+}
+
+// Destroy kills every process left in the cgroup (see Kill), removes its
+// directories in every hierarchy, child cgroups first, retrying EBUSY
+// while dying processes leave (bounded by ctx), and closes the descriptor
+// FD returned. After a successful Destroy further calls do nothing and
+// return nil; after a failed one, calling it again retries. It returns the
+// failures joined (errors.Join).
+func (c *Cgroup) Destroy(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil
+	}
+	var errs []error
+	if err := c.Kill(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if c.fd >= 0 {
+		if err := unix.Close(c.fd); err != nil {
+			errs = append(errs, fmt.Errorf("failed to close cgroup descriptor: %w", err))
+		}
+		c.fd = -1
+	}
+	for _, d := range slices.Backward(c.dirs) {
+		dirs, err := subtree(d.Path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, dir := range dirs {
+			if err := rmdir(ctx, dir); err != nil {
+				errs = append(errs, fmt.Errorf("failed to remove cgroup: %w", err))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		c.destroyed = true
+	}
+	return errors.Join(errs...)
+}
+
+// dirFor returns the directory carrying controller: the one directory on
+// v2, the controller's hierarchy on v1.
+func (c *Cgroup) dirFor(controller string) (string, bool) {
+	if c.version == V2 {
+		return c.dirs[0].Path, true
+	}
+	for _, d := range c.dirs {
+		if slices.Contains(d.Controllers, controller) {
+			return d.Path, true
+		}
+	}
+	return "", false
+}
+
+// apply carries out writes in order; optional writes to missing files are
+// skipped.
+func (c *Cgroup) apply(writes []fileWrite) error {
+	for _, w := range writes {
+		dir, ok := c.dirFor(w.Controller)
+		if !ok {
+			if w.Optional {
+				continue
+			}
+			return fmt.Errorf("failed to set %s: no cgroup directory carries the %s controller", w, w.Controller)
+		}
+		err := writeFile(filepath.Join(dir, w.File), w.Value)
+		if w.Optional && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("failed to set %s: %w", w, classify(c.version, err))
+		}
+	}
+	return nil
+}
+
+// removeDirs removes the directories of a cgroup that was never used, when
+// Create fails half way.
+func (c *Cgroup) removeDirs() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var errs []error
+	for _, d := range slices.Backward(c.dirs) {
+		if err := rmdir(ctx, d.Path); err != nil {
+			errs = append(errs, fmt.Errorf("failed to remove cgroup after failed creation: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
