@@ -1,0 +1,141 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+var doctorChecks = []string{
+	sandbox.CheckUserNS, sandbox.CheckLandlock, sandbox.CheckSeccomp, sandbox.CheckCgroups,
+	sandbox.CheckOverlay, sandbox.CheckIDMap, sandbox.CheckKernel,
+}
+
+// children lists the pids of this process's children.
+func children(t *testing.T) []string {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range tasks {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		out = append(out, strings.Fields(string(data))...)
+	}
+	return out
+}
+
+// runDoctor runs Doctor with TMPDIR pointing at an empty directory and
+// checks that it leaves neither files there nor child processes.
+func runDoctor(t *testing.T, ctx context.Context) *sandbox.DoctorReport {
+	t.Helper()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	before := children(t)
+	r := sandbox.Doctor(ctx)
+	if left, err := os.ReadDir(tmp); err != nil || len(left) > 0 {
+		t.Errorf("Doctor left %v in its temporary directory (err %v)", left, err)
+	}
+	for _, pid := range children(t) {
+		if !slices.Contains(before, pid) {
+			t.Errorf("Doctor left child process %s running", pid)
+		}
+	}
+	return r
+}
+
+// TestDoctorThisHost asserts what the development machines offer: kernel
+// 6.18 (Landlock ABI 7), seccomp, hybrid cgroups, user namespaces.
+func TestDoctorThisHost(t *testing.T) {
+	r := runDoctor(t, context.Background())
+	byName := map[string]sandbox.Check{}
+	for _, c := range r.Checks {
+		byName[c.Name] = c
+		t.Logf("%-20s %-9s %s | %s", c.Name, c.Status, c.Detail, c.Fix)
+	}
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, doctorChecks) {
+		t.Fatalf("checks = %q, want %q", names, doctorChecks)
+	}
+	want := func(name, status, detail string) {
+		t.Helper()
+		c := byName[name]
+		if c.Status != status || !strings.Contains(c.Detail, detail) {
+			t.Errorf("%s = %+v, want status %s with detail containing %q", name, c, status, detail)
+		}
+	}
+	want(sandbox.CheckLandlock, "available", "ABI 7")
+	want(sandbox.CheckSeccomp, "available", "kill_process")
+	want(sandbox.CheckUserNS, "available", "probe ok")
+	want(sandbox.CheckKernel, "available", "Linux 6.")
+	if c := byName[sandbox.CheckCgroups]; !strings.HasPrefix(c.Detail, "hybrid") {
+		t.Errorf("cgroups = %+v, want a hybrid host", c)
+	}
+	if os.Geteuid() == 0 {
+		want(sandbox.CheckCgroups, "available", "v1 sandbox cgroups")
+		want(sandbox.CheckIDMap, "available", "MOUNT_ATTR_IDMAP")
+	}
+	for _, c := range r.Checks {
+		if c.Status != "available" && c.Fix == "" && c.Status != "unknown" {
+			t.Errorf("%s is %s without a fix", c.Name, c.Status)
+		}
+	}
+
+	var buf bytes.Buffer
+	if err := r.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range doctorChecks {
+		if !strings.Contains(buf.String(), name) {
+			t.Errorf("WriteText output lacks %q:\n%s", name, buf.String())
+		}
+	}
+	data, err := json.Marshal(r)
+	if err != nil || !strings.Contains(string(data), `"checks":[{"name":"user namespaces","status":"available"`) {
+		t.Errorf("JSON = %s, %v", data, err)
+	}
+}
+
+// TestDoctorCanceled: a done context skips the live probes, quickly and
+// without leftovers.
+func TestDoctorCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := runDoctor(t, ctx)
+	for _, c := range r.Checks {
+		if c.Name == sandbox.CheckOverlay && (c.Status != "unknown" || !strings.Contains(c.Detail, "context canceled")) {
+			t.Errorf("overlay probe with a canceled context: %+v", c)
+		}
+	}
+}
+
+func TestDoctorWriteText(t *testing.T) {
+	r := &sandbox.DoctorReport{Checks: []sandbox.Check{
+		{Name: "seccomp", Status: "available", Detail: "ok"},
+		{Name: "user namespaces", Status: "missing", Detail: "why", Fix: "do this"},
+	}}
+	var buf bytes.Buffer
+	if err := r.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	want := "seccomp          available  ok\n" +
+		"user namespaces  missing    why\n" +
+		"                 fix: do this\n"
+	if buf.String() != want {
+		t.Errorf("WriteText =\n%s\nwant\n%s", buf.String(), want)
+	}
+}
