@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -184,6 +185,7 @@ func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) 
 		r.cg, err = cgroups.Create(host, "tent-"+randomID(), p.limits)
 	}
 	if err == nil {
+		reapStaleCgroups(r.cg)
 		p.report.CgroupVersion = r.cg.Version().String()
 		p.reportCgroupLimits(r.cg.Version())
 		return nil
@@ -247,4 +249,27 @@ func closeFDs(fds []int) {
 	}
 }
 
-var _ = os.Getpid
+// staleAfter is how old an empty tent-* cgroup must be before another
+// run removes it: the owner was killed (SIGKILL leaves no time to clean
+// up) and its processes died with the init.
+const staleAfter = 30 * time.Second
+
+// reapStaleCgroups removes empty sibling tent-* cgroups left by killed
+// owners. rmdir fails on a cgroup that still has processes or children,
+// so a live sandbox is never touched; errors are ignored.
+func reapStaleCgroups(cg *cgroups.Cgroup) {
+	mine := map[string]bool{}
+	for _, p := range cg.Paths() {
+		mine[p] = true
+	}
+	for p := range mine {
+		siblings, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "tent-*"))
+		for _, s := range siblings {
+			fi, err := os.Stat(s)
+			if mine[s] || err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < staleAfter || s == filepath.Join(filepath.Dir(p), "tent-supervisor") {
+				continue
+			}
+			_ = os.Remove(s)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path"
-	"regexp"
 	"sync"
 	"syscall"
 
@@ -35,7 +34,22 @@ type plan struct {
 	missing    []Missing
 }
 
-var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,62})$`)
+// validName accepts host and user names: a letter or digit, then up to 62
+// letters, digits, dots, dashes or underscores. (A hand-written check: a
+// package-level regexp would be compiled by every sandbox init at start.)
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '-' && c != '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // validate checks the parts of a spec that need no host access.
 func validate(s *Spec) error {
@@ -54,7 +68,7 @@ func validate(s *Spec) error {
 	case l.Timeout < 0:
 		return fmt.Errorf("limits.timeout: %s is negative", l.Timeout)
 	}
-	if s.Hostname != "" && !hostnameRE.MatchString(s.Hostname) {
+	if s.Hostname != "" && !validName(s.Hostname) {
 		return fmt.Errorf("hostname: %q is not a valid host name", s.Hostname)
 	}
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
@@ -116,7 +130,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	home, user := "/root", "root"
 	if p.uid != 0 {
 		user = os.Getenv("USER")
-		if user == "" || !hostnameRE.MatchString(user) || p.uid != uint32(os.Getuid()) {
+		if user == "" || !validName(user) || p.uid != uint32(os.Getuid()) {
 			user = fmt.Sprintf("user%d", p.uid)
 		}
 		home = "/home/" + user

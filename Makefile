@@ -1,0 +1,37 @@
+# tent — build, test, bench. Every target runs scripts/setup first, which
+# installs missing system packages when run as root (apt) or says what to
+# install otherwise.
+GO ?= go
+BIN := bin/tent
+
+.PHONY: all setup build test test-root test-unprivileged lint bench clean
+
+all: build
+
+setup:
+	@./scripts/setup
+
+build: setup
+	$(GO) build -o $(BIN) ./cmd/tent
+
+lint: setup
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+# The README's test command: lint, the whole suite as the current user
+# (root in CI) with the race detector, then the integration tests again
+# as an unprivileged user.
+test: lint test-root test-unprivileged
+
+test-root: setup
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+test-unprivileged: setup
+	./scripts/test-unprivileged
+
+bench: build
+	$(GO) run ./internal/benchcmp -tent $(BIN)
+	$(GO) test -run '^$$' -bench . -benchtime 50x ./sandbox/
+
+clean:
+	rm -rf bin
