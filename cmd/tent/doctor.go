@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// exitMissing is tent doctor's status when a protection is missing.
+const exitMissing = 1
+
+func newDoctorCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "doctor [--json]",
+		Short: "Check which protections this host can enforce",
+		Long: `Check this host for every protection tent uses (user namespaces,
+Landlock, seccomp, cgroups, overlayfs in a user namespace, idmapped
+mounts, the kernel) and print, for each, available, degraded or missing
+with the reason and the fix.
+
+Exit status: 0 when nothing is missing, 1 when something is, 125 when
+the check itself failed.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			rep := sandbox.Doctor(ctx)
+			var err error
+			if asJSON {
+				enc := json.NewEncoder(c.OutOrStdout())
+				enc.SetIndent("", "  ")
+				err = enc.Encode(rep)
+			} else {
+				err = rep.WriteText(c.OutOrStdout())
+			}
+			if err != nil {
+				return &exitError{code: exitRefused, msg: "writing the report: " + err.Error()}
+			}
+			for _, check := range rep.Checks {
+				if check.Status == "missing" {
+					return &exitError{code: exitMissing}
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	return c
+}

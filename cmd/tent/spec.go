@@ -1,0 +1,229 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// runOptions are tent run's flags. Values are kept as text and parsed by
+// buildSpec, so that errors name the flag and quote the value.
+type runOptions struct {
+	ro, rw     []string
+	workdir    string
+	net        string
+	memory     string
+	pids       string
+	cpus       string
+	timeout    string
+	nofile     string
+	env        []string
+	envPass    []string
+	envFile    []string
+	envInherit bool
+	user       string
+	hostname   string
+	seccomp    string
+	policy     string
+	bestEffort bool
+	report     string
+}
+
+func (o *runOptions) register(f *pflag.FlagSet) {
+	f.SortFlags = false
+	f.StringArrayVar(&o.ro, "ro", nil, "bind host path `SRC[:DST]` read-only (repeatable; DST defaults to SRC's absolute path)")
+	f.StringArrayVar(&o.rw, "rw", nil, "bind host path `SRC[:DST]` read-write: writes reach the host (repeatable)")
+	f.StringVar(&o.workdir, "workdir", "", "working `DIR` inside (default: the current directory when it lies in a mount target, else /)")
+	f.StringVar(&o.net, "net", "none", "network: `none` (loopback only) or host")
+	f.StringVar(&o.memory, "memory", "", "memory limit `SIZE`, e.g. 256M or 1G (powers of 1024)")
+	f.StringVar(&o.pids, "pids", "", "maximum number of processes `N`")
+	f.StringVar(&o.cpus, "cpus", "", "CPU bandwidth in cores `N.N`, e.g. 0.5")
+	f.StringVar(&o.timeout, "timeout", "", "wall-clock limit `DURATION`, e.g. 500ms, 2s, 1m; the whole process tree is killed and tent exits 124")
+	f.StringVar(&o.nofile, "nofile", "", "maximum number of open files `N` (RLIMIT_NOFILE)")
+	f.StringArrayVar(&o.env, "env", nil, "set variable `K=V` (repeatable; wins over --env-pass and --env-file)")
+	f.StringArrayVar(&o.envPass, "env-pass", nil, "copy variable `NAME` from tent's environment (repeatable)")
+	f.StringArrayVar(&o.envFile, "env-file", nil, "read KEY=VALUE lines from `FILE` (repeatable, layered in order, later wins)")
+	f.BoolVar(&o.envInherit, "env-inherit", false, "start from tent's whole environment instead of the clean default (PATH, HOME, TERM, LANG, TZ, USER)")
+	f.StringVar(&o.user, "user", "", "identity inside, numeric `UID[:GID]` (GID defaults to UID)")
+	f.StringVar(&o.hostname, "hostname", "", "host `NAME` inside (default \""+sandbox.DefaultHostname+"\", never the host's)")
+	f.StringVar(&o.seccomp, "seccomp", "default", "syscall filter: `default`, unconfined, or the path of an OCI/Docker seccomp JSON profile")
+	f.StringVar(&o.policy, "policy", "", "read settings from a JSON or YAML policy `FILE`; flags override it")
+	f.BoolVar(&o.bestEffort, "best-effort", false, "run even when the host cannot provide a requested protection, and warn about each one")
+	f.StringVar(&o.report, "report", "", "write a JSON report of the run to `FILE` (also when the command fails)")
+}
+
+// lookupEnv reads tent's own environment (os.LookupEnv in main).
+type lookupEnv func(string) (string, bool)
+
+// buildSpec makes the sandbox spec: the policy file first, then every
+// flag the user set. Relative host paths of flags are relative to cwd.
+func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, log *slog.Logger) (sandbox.Spec, error) {
+	var spec sandbox.Spec
+	if o.policy != "" {
+		p, err := sandbox.LoadPolicy(o.policy)
+		if err != nil {
+			return spec, err
+		}
+		if err := p.Apply(&spec, getenv); err != nil {
+			return spec, err
+		}
+		warnUnset(log, "policy env_pass", p.EnvPass, getenv)
+	}
+	if err := o.applyMounts(&spec, cwd); err != nil {
+		return spec, err
+	}
+	if err := o.applyLimits(f, &spec.Limits); err != nil {
+		return spec, err
+	}
+	if err := o.applyEnv(f, &spec, getenv, log); err != nil {
+		return spec, err
+	}
+	var err error
+	if f.Changed("workdir") {
+		spec.Workdir = o.workdir
+	}
+	if f.Changed("net") {
+		if spec.Net, err = sandbox.ParseNet(o.net); err != nil {
+			return spec, fmt.Errorf("--net: %w", err)
+		}
+	}
+	if f.Changed("user") {
+		if spec.User, err = sandbox.ParseUser(o.user); err != nil {
+			return spec, fmt.Errorf("--user %q: %w", o.user, err)
+		}
+	}
+	if f.Changed("hostname") {
+		spec.Hostname = o.hostname
+	}
+	if f.Changed("seccomp") {
+		if spec.Seccomp, err = sandbox.LoadSeccomp(o.seccomp, cwd); err != nil {
+			return spec, fmt.Errorf("--seccomp: %w", err)
+		}
+	}
+	if f.Changed("best-effort") {
+		spec.BestEffort = o.bestEffort
+	}
+	return spec, nil
+}
+
+// applyMounts adds --ro and --rw mounts. A flag's mount replaces a policy
+// mount with the same target; two flags with one target stay an error.
+func (o *runOptions) applyMounts(spec *sandbox.Spec, cwd string) error {
+	var mounts []sandbox.Mount
+	for _, l := range []struct {
+		values []string
+		rw     bool
+	}{{o.ro, false}, {o.rw, true}} {
+		access := sandbox.ReadOnly
+		if l.rw {
+			access = sandbox.ReadWrite
+		}
+		for _, v := range l.values {
+			m, err := sandbox.ParseMount(v, access, cwd)
+			if err != nil {
+				return err
+			}
+			mounts = append(mounts, m)
+		}
+	}
+	if len(mounts) == 0 {
+		return nil
+	}
+	kept := spec.Mounts[:0]
+	for _, pm := range spec.Mounts {
+		overridden := false
+		for _, m := range mounts {
+			overridden = overridden || m.Target == pm.Target
+		}
+		if !overridden {
+			kept = append(kept, pm)
+		}
+	}
+	spec.Mounts = append(kept, mounts...)
+	return nil
+}
+
+func (o *runOptions) applyLimits(f *pflag.FlagSet, l *sandbox.Limits) error {
+	var err error
+	if f.Changed("memory") {
+		if l.Memory, err = sandbox.ParseSize(o.memory); err != nil {
+			return fmt.Errorf("--memory %q: %w", o.memory, err)
+		}
+	}
+	if f.Changed("pids") {
+		n, err := strconv.ParseInt(o.pids, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("--pids %q: want a whole number of processes, e.g. 64 (0: no limit)", o.pids)
+		}
+		l.Pids = n
+	}
+	if f.Changed("cpus") {
+		n, err := strconv.ParseFloat(o.cpus, 64)
+		if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+			return fmt.Errorf("--cpus %q: want a number of cores, e.g. 0.5 or 2 (0: no limit)", o.cpus)
+		}
+		l.CPUs = n
+	}
+	if f.Changed("timeout") {
+		if l.Timeout, err = sandbox.ParseDuration(o.timeout); err != nil {
+			return fmt.Errorf("--timeout %q: %w", o.timeout, err)
+		}
+	}
+	if f.Changed("nofile") {
+		n, err := strconv.ParseUint(o.nofile, 10, 64)
+		if err != nil {
+			return fmt.Errorf("--nofile %q: want a whole number of file descriptors, e.g. 1024 (0: no limit)", o.nofile)
+		}
+		l.NoFile = n
+	}
+	return nil
+}
+
+// applyEnv layers --env-file files in order, then --env-pass, then --env
+// over what the policy set; later entries win.
+func (o *runOptions) applyEnv(f *pflag.FlagSet, spec *sandbox.Spec, getenv lookupEnv, log *slog.Logger) error {
+	for _, path := range o.envFile {
+		kvs, err := sandbox.ReadEnvFile(path)
+		if err != nil {
+			return fmt.Errorf("--env-file: %w", err)
+		}
+		spec.Env = append(spec.Env, kvs...)
+	}
+	for _, name := range o.envPass {
+		if !sandbox.ValidEnvName(name) {
+			return fmt.Errorf("--env-pass %q: not a variable name (to set a value, use --env K=V)", name)
+		}
+		if v, ok := getenv(name); ok {
+			spec.Env = append(spec.Env, name+"="+v)
+		}
+	}
+	warnUnset(log, "--env-pass", o.envPass, getenv)
+	for _, kv := range o.env {
+		if _, err := sandbox.ParseEnv(kv); err != nil {
+			return fmt.Errorf("--env %q: %w (to copy a variable from your environment, use --env-pass NAME)", kv, err)
+		}
+		spec.Env = append(spec.Env, kv)
+	}
+	if f.Changed("env-inherit") {
+		spec.EnvInherit = o.envInherit
+	}
+	return nil
+}
+
+// warnUnset logs (with -v) the names of env_pass variables that are not
+// set: they are not passed.
+func warnUnset(log *slog.Logger, what string, names []string, getenv lookupEnv) {
+	if log == nil {
+		return
+	}
+	for _, name := range names {
+		if _, ok := getenv(name); !ok {
+			log.Warn(what+": variable is not set in tent's environment; not passed", "name", name)
+		}
+	}
+}
