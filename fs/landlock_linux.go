@@ -28,9 +28,10 @@ func LandlockABI() (int, error) {
 // BuildRuleset creates a Landlock ruleset for abi holding rules (paths are
 // resolved in the caller's current root), plus file rules for each of
 // ttyFDs that is a character device, so the command can reopen its own
-// terminal through /dev/stdout. The returned descriptor is close-on-exec;
-// pass it to [RestrictThread]. Rules whose path does not exist are skipped.
-func BuildRuleset(abi int, rules []LandlockRule, ttyFDs []int) (int, error) {
+// terminal through /dev/stdout, and read+execute rules for each of
+// execFDs (files). The returned descriptor is close-on-exec; pass it to
+// [RestrictThread]. Rules whose path does not exist are skipped.
+func BuildRuleset(abi int, rules []LandlockRule, ttyFDs, execFDs []int) (int, error) {
 	handled := HandledAccess(abi)
 	if handled == 0 {
 		return -1, fmt.Errorf("landlock: ABI %d is not usable", abi)
@@ -68,6 +69,12 @@ func BuildRuleset(abi int, rules []LandlockRule, ttyFDs []int) (int, error) {
 		if err := addRule(ruleset, fd, llDevice&handled); err != nil {
 			unix.Close(ruleset)
 			return -1, fmt.Errorf("landlock: rule for terminal fd %d: %w", fd, err)
+		}
+	}
+	for _, fd := range execFDs {
+		if err := addRule(ruleset, fd, (llExecute|llReadFile)&handled); err != nil {
+			unix.Close(ruleset)
+			return -1, fmt.Errorf("landlock: rule for executable fd %d: %w", fd, err)
 		}
 	}
 	return ruleset, nil

@@ -7,6 +7,17 @@ import (
 // InitArg0 is the argv[0] that makes the host binary act as a sandbox init.
 const InitArg0 = "tent-init"
 
+// ExecArg0 is the argv[0] of the rlimit trampoline: the host binary again,
+// run inside the sandbox (already restricted) when the command needs
+// resource limits, which are per-process and so cannot be set on the init
+// without limiting the init itself. It applies the limits named by
+// [rlimitsEnv] and execs argv[1:].
+const ExecArg0 = "tent-exec"
+
+// rlimitsEnv carries the trampoline's limits; it is removed from the
+// environment before the command runs.
+const rlimitsEnv = "TENT_RLIMITS"
+
 // Reserved exit codes of the init process.
 const (
 	ExitSetupFailed = 120
@@ -28,7 +39,8 @@ type Config struct {
 	LandlockRules []fs.LandlockRule `json:"landlock_rules,omitempty"`
 	// Seccomp is a marshaled seccomp.Program; empty means unconfined.
 	Seccomp []byte `json:"seccomp,omitempty"`
-	// Rlimits are applied to the init and inherited by the command.
+	// Rlimits are applied to the command (through the trampoline, see
+	// ExecArg0), never to the init.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
 	// Exec is the command to run.
 	Exec Exec `json:"exec"`

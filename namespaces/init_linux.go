@@ -20,6 +20,9 @@ func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == InitArg0 }
 // otherwise it returns at once. Call it (through sandbox.Init) first thing
 // in main.
 func MaybeRunInit() {
+	if len(os.Args) > 0 && os.Args[0] == ExecArg0 {
+		os.Exit(runTrampoline())
+	}
 	if !IsInit() {
 		return
 	}
@@ -147,11 +150,6 @@ func setup(cfg *Config, fds []int) error {
 	}
 	if err := cfg.Plan.Apply(fds); err != nil {
 		return fmt.Errorf("building the root filesystem: %w", err)
-	}
-	for _, l := range cfg.Rlimits {
-		if err := syscall.Setrlimit(l.Resource, &syscall.Rlimit{Cur: l.Cur, Max: l.Max}); err != nil {
-			return fmt.Errorf("setting rlimit %d: %w", l.Resource, os.NewSyscallError("setrlimit", err))
-		}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package namespaces
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,9 +21,23 @@ func spawn(cfg *Config, prog seccomp.Program, stdio [3]int) (int, string, error)
 	if err != nil {
 		return 0, "exec", err
 	}
+	// Resource limits go through the trampoline (see ExecArg0).
+	execPath, args, env := path, cfg.Exec.Args, cfg.Exec.Env
+	var execFDs []int
+	if len(cfg.Rlimits) > 0 {
+		exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, "rlimits", os.NewSyscallError("open /proc/self/exe", err)
+		}
+		defer unix.Close(exe)
+		if execPath, args, env, err = trampoline(exe, path, cfg.Exec, cfg.Rlimits); err != nil {
+			return 0, "rlimits", err
+		}
+		execFDs = append(execFDs, exe)
+	}
 	ruleset := -1
 	if cfg.LandlockABI > 0 {
-		ruleset, err = fs.BuildRuleset(cfg.LandlockABI, cfg.LandlockRules, stdio[:])
+		ruleset, err = fs.BuildRuleset(cfg.LandlockABI, cfg.LandlockRules, stdio[:], execFDs)
 		if err != nil {
 			return 0, "landlock", err
 		}
@@ -40,7 +53,7 @@ func spawn(cfg *Config, prog seccomp.Program, stdio [3]int) (int, string, error)
 		// This thread is restricted for good and is never unlocked: when
 		// the goroutine returns, the runtime discards the thread.
 		runtime.LockOSThread()
-		pid, stage, err := forkRestricted(cfg, path, prog, ruleset, stdio)
+		pid, stage, err := forkRestricted(cfg.Exec, execPath, args, env, prog, ruleset, stdio)
 		done <- result{pid, stage, err}
 	}()
 	r := <-done
@@ -49,7 +62,7 @@ func spawn(cfg *Config, prog seccomp.Program, stdio [3]int) (int, string, error)
 
 // forkRestricted runs on a locked, disposable thread: it applies every
 // per-thread restriction, then forks and execs the command from it.
-func forkRestricted(cfg *Config, path string, prog seccomp.Program, ruleset int, stdio [3]int) (int, string, error) {
+func forkRestricted(e Exec, path string, args, env []string, prog seccomp.Program, ruleset int, stdio [3]int) (int, string, error) {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return 0, "cgroupns", os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)
 	}
@@ -69,14 +82,14 @@ func forkRestricted(cfg *Config, path string, prog seccomp.Program, ruleset int,
 			return 0, "seccomp", err
 		}
 	}
-	pid, err := syscall.ForkExec(path, cfg.Exec.Args, &syscall.ProcAttr{
-		Dir:   cfg.Exec.Dir,
-		Env:   cfg.Exec.Env,
+	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{
+		Dir:   e.Dir,
+		Env:   env,
 		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
-		return 0, "exec", fmt.Errorf("%s: %w", cfg.Exec.Path, err)
+		return 0, "exec", fmt.Errorf("%s: %w", e.Path, err)
 	}
 	return pid, "", nil
 }
@@ -117,5 +130,3 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	return "", fmt.Errorf("%s: not found in PATH: %w", name, syscall.ENOENT)
 }
-
-var _ = errors.New

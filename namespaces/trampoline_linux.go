@@ -1,0 +1,58 @@
+package namespaces
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// trampoline rewrites an exec so that it goes through the host binary
+// (reached through exeFD, an O_PATH descriptor of /proc/self/exe), which
+// applies limits and then execs the command.
+func trampoline(exeFD int, path string, e Exec, limits []Rlimit) (string, []string, []string, error) {
+	b, err := json.Marshal(limits)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	args := append([]string{ExecArg0, path}, e.Args...)
+	env := append(append([]string{}, e.Env...), rlimitsEnv+"="+string(b))
+	return fmt.Sprintf("/proc/self/fd/%d", exeFD), args, env, nil
+}
+
+// runTrampoline is the main of ExecArg0: argv is [ExecArg0, path,
+// command argv...]. It applies the limits and execs; it returns only on
+// failure, with 127 (not found) or 126 (anything else), as a shell would.
+func runTrampoline() int {
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "tent: trampoline: missing command")
+		return 126
+	}
+	var limits []Rlimit
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		if v, ok := strings.CutPrefix(kv, rlimitsEnv+"="); ok {
+			if err := json.Unmarshal([]byte(v), &limits); err != nil {
+				fmt.Fprintf(os.Stderr, "tent: trampoline: bad limits: %v\n", err)
+				return 126
+			}
+			continue
+		}
+		env = append(env, kv)
+	}
+	for _, l := range limits {
+		// syscall.Setrlimit (not x/sys/unix) so that the Go runtime does
+		// not restore its own RLIMIT_NOFILE across the exec below.
+		if err := syscall.Setrlimit(l.Resource, &syscall.Rlimit{Cur: l.Cur, Max: l.Max}); err != nil {
+			fmt.Fprintf(os.Stderr, "tent: trampoline: setrlimit(%d): %v\n", l.Resource, err)
+			return 126
+		}
+	}
+	err := syscall.Exec(os.Args[1], os.Args[2:], env)
+	fmt.Fprintf(os.Stderr, "tent: %s: %v\n", os.Args[1], err)
+	if err == syscall.ENOENT {
+		return 127
+	}
+	return 126
+}
