@@ -97,7 +97,7 @@ func cutEnv(kv string) (string, string, bool) {
 }
 
 var defaultProgram = sync.OnceValues(func() ([]byte, error) {
-	p, err := seccomp.Compile(seccomp.Default())
+	p, err := seccomp.DefaultProgram()
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,11 @@
+//go:build linux && !amd64
+
+package seccomp
+
+import "sync"
+
+var compiledDefault = sync.OnceValues(func() (Program, error) { return Compile(Default()) })
+
+// DefaultProgram returns [Default] compiled for the native architecture,
+// compiling it on first use (only x86-64 has a precompiled copy).
+func DefaultProgram() (Program, error) { return compiledDefault() }

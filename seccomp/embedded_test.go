@@ -1,0 +1,38 @@
+//go:build linux && amd64
+
+package seccomp
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The precompiled default must decide every syscall (and the arguments
+// the profile inspects) exactly as a fresh compilation of Default does.
+func TestEmbeddedDefaultIsCurrent(t *testing.T) {
+	embedded, err := DefaultProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := mustCompile(t, Default())
+	interesting := []uint64{0, 1, 2, 3, 5, 17, 38, 40, 0x5412, 0x541c, 0xffffffff00005412, 0x8, 0x20000, 0xffffffff,
+		unix.CLONE_NEWUSER, unix.CLONE_NEWNS | uint64(unix.SIGCHLD), uint64(unix.SIGCHLD), unix.CLONE_FILES}
+	for _, arch := range []uint32{unix.AUDIT_ARCH_X86_64, unix.AUDIT_ARCH_I386} {
+		for nr := int32(0); nr < 1024; nr++ {
+			for _, arg := range interesting {
+				d := seccompData{nr: nr, arch: arch, args: [6]uint64{arg, arg, arg, arg, arg, arg}}
+				a, errA := run(embedded, d)
+				b, errB := run(fresh, d)
+				if errA != nil || errB != nil || a != b {
+					t.Fatalf("syscall %d arch %#x args %#x: embedded %s (%v), fresh %s (%v): run `go generate ./seccomp`",
+						nr, arch, arg, verdictName(a), errA, verdictName(b), errB)
+				}
+			}
+		}
+	}
+	nr := int32(unix.SYS_CLONE3) | 0x40000000 // x32
+	if v, _ := run(embedded, seccompData{nr: nr, arch: unix.AUDIT_ARCH_X86_64}); v != unix.SECCOMP_RET_KILL_PROCESS {
+		t.Errorf("x32 syscall: %s, want kill", verdictName(v))
+	}
+}
