@@ -56,9 +56,11 @@ func (c *Cmd) Start() (err error) {
 			r.teardown(context.Background())
 		}
 	}()
+	log.Debug("prepared", "elapsed", time.Since(start))
 	if err := r.createCgroup(&c.Spec, log); err != nil {
 		return err
 	}
+	log.Debug("cgroup ready", "elapsed", time.Since(start), "version", p.report.CgroupVersion)
 	if r.cg != nil {
 		if fd, ok := r.cg.FD(); ok {
 			p.opts.CgroupFD = fd
@@ -77,6 +79,7 @@ func (c *Cmd) Start() (err error) {
 			return fmt.Errorf("placing the sandbox in its cgroup: %w", err)
 		}
 	}
+	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
 	var fds []int
 	if p.privileged && len(p.userMounts) > 0 {
 		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid); err != nil {
@@ -87,7 +90,7 @@ func (c *Cmd) Start() (err error) {
 	if _, err := r.init.Run(&p.cfg, fds); err != nil {
 		return startError(err)
 	}
-	log.Debug("command started", "path", c.Path, "setup", time.Since(start))
+	log.Debug("command started", "path", c.Path, "elapsed", time.Since(start))
 
 	if t := c.Spec.Limits.Timeout; t > 0 {
 		timer := time.AfterFunc(t, func() { close(r.timedOut); _ = r.init.Kill() })
@@ -138,8 +141,10 @@ func (c *Cmd) Wait() error {
 		stats, _ = r.cg.Stats()
 		rep.PeakMemory = stats.MemoryPeak
 	}
+	teardownStart := time.Now()
 	teardownErr := r.teardown(context.Background())
 	c.Report = &rep
+	c.logger().Debug("sandbox torn down", "exited", wall, "teardown", time.Since(teardownStart))
 
 	switch {
 	case rep.TimedOut:
