@@ -14,9 +14,12 @@ setup:
 build: setup
 	$(GO) build -o $(BIN) ./cmd/tent
 
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 lint: setup
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 # The README's test command: lint, the whole suite as the current user
 # (root in CI) with the race detector, then the integration tests again

@@ -76,7 +76,7 @@ func (e *ExitError) Error() string {
 	case r.TimedOut:
 		return fmt.Sprintf("timed out after %s: process tree killed", r.Timeout)
 	case r.OOMKilled:
-		return fmt.Sprintf("killed by the OOM killer: memory limit %d bytes exceeded", r.MemoryLimit)
+		return fmt.Sprintf("killed by the OOM killer: memory limit %s exceeded", FormatSize(r.MemoryLimit))
 	case r.Signal != "":
 		return "killed by signal " + r.Signal
 	}

@@ -44,6 +44,9 @@ type Spec struct {
 // Mount binds a host path into the sandbox.
 type Mount = fs.Mount
 
+// Access is how a sandbox may use a [Mount].
+type Access = fs.Access
+
 // Access modes of a [Mount].
 const (
 	ReadOnly  = fs.ReadOnly
