@@ -32,6 +32,24 @@ func TestPidNamespaceShowsOnlyOwnProcesses(t *testing.T) {
 	}
 }
 
+func TestCgroupNamespaceHidesTheHostHierarchy(t *testing.T) {
+	out := mustRun(t, sandbox.Spec{}, "cat", "/proc/self/cgroup")
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasSuffix(line, ":/") {
+			t.Errorf("the command sees a host cgroup path: %q", line)
+		}
+	}
+}
+
+func TestUserNamespaceMapsExactlyOneID(t *testing.T) {
+	for _, f := range []string{"uid_map", "gid_map"} {
+		fields := strings.Fields(mustRun(t, sandbox.Spec{}, "cat", "/proc/self/"+f))
+		if len(fields) != 3 || fields[2] != "1" {
+			t.Errorf("%s = %v, want one mapping of size 1", f, fields)
+		}
+	}
+}
+
 func TestHostnameIsNeverTheHosts(t *testing.T) {
 	expect(t, "default hostname", mustRun(t, sandbox.Spec{}, "hostname"), sandbox.DefaultHostname)
 	expect(t, "custom hostname", mustRun(t, sandbox.Spec{Hostname: "box"}, "hostname"), "box")
@@ -90,6 +108,10 @@ func TestRootFilesystemHidesTheHost(t *testing.T) {
 	}
 	out := mustRun(t, sandbox.Spec{}, "ls", "/tmp")
 	expect(t, "the sandbox's /tmp", out, "")
+	// /home holds at most the sandbox user's own (empty, tmpfs) home.
+	if out := mustRun(t, sandbox.Spec{}, "sh", "-c", "ls -A /home 2>/dev/null; ls -A $HOME"); strings.Count(out, "\n") > 0 {
+		t.Errorf("host home directories are visible: %q", out)
+	}
 	out = mustRun(t, sandbox.Spec{}, "ls", "/dev")
 	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty", "pts", "shm"} {
 		if !strings.Contains("\n"+out+"\n", "\n"+n+"\n") {

@@ -188,6 +188,18 @@ func TestDefaultSeccompProfile(t *testing.T) {
 		{"AF_PACKET", []string{"socket", "17", "3"}, "EPERM"},
 		{"raw IPv4", []string{"socket", "2", strconv.Itoa(unix.SOCK_RAW | unix.SOCK_CLOEXEC)}, "EPERM"},
 		{"TCP socket", []string{"socket", "2", "1"}, "ok"},
+		{"personality query", []string{"syscall", strconv.Itoa(unix.SYS_PERSONALITY), "0xffffffff"}, "ok"},
+		{"personality(ADDR_NO_RANDOMIZE)", []string{"syscall", strconv.Itoa(unix.SYS_PERSONALITY), "0x0040000"}, "EPERM"},
+		{"ptrace(PTRACE_TRACEME)", []string{"syscall", strconv.Itoa(unix.SYS_PTRACE), "0"}, "EPERM"},
+		{"process_vm_readv", []string{"syscall", strconv.Itoa(unix.SYS_PROCESS_VM_READV), "1"}, "EPERM"},
+		{"kexec_load", []string{"syscall", strconv.Itoa(unix.SYS_KEXEC_LOAD)}, "EPERM"},
+		{"init_module", []string{"syscall", strconv.Itoa(unix.SYS_INIT_MODULE)}, "EPERM"},
+		{"open_by_handle_at", []string{"syscall", strconv.Itoa(unix.SYS_OPEN_BY_HANDLE_AT)}, "EPERM"},
+		{"pivot_root", []string{"syscall", strconv.Itoa(unix.SYS_PIVOT_ROOT)}, "EPERM"},
+		{"chroot", []string{"syscall", strconv.Itoa(unix.SYS_CHROOT)}, "EPERM"},
+		{"move_mount", []string{"syscall", strconv.Itoa(unix.SYS_MOVE_MOUNT)}, "EPERM"},
+		{"add_key", []string{"syscall", strconv.Itoa(unix.SYS_ADD_KEY)}, "EPERM"},
+		{"setns", []string{"syscall", strconv.Itoa(unix.SYS_SETNS)}, "EPERM"},
 	} {
 		expect(t, tc.name, probe(t, sandbox.Spec{}, tc.args...), tc.want)
 	}

@@ -81,9 +81,13 @@ func main() {
 			unix.Close(fd)
 		}
 		report(err)
-	case "syscall": // NR
+	case "syscall": // NR [ARG0]
 		nr, _ := strconv.Atoi(args[0])
-		_, _, e := unix.Syscall(uintptr(nr), 0, 0, 0)
+		var a0 uint64
+		if len(args) > 1 {
+			a0, _ = strconv.ParseUint(args[1], 0, 64)
+		}
+		_, _, e := unix.Syscall(uintptr(nr), uintptr(a0), 0, 0)
 		report(errnoErr(e))
 	case "fds":
 		ents, _ := os.ReadDir("/proc/self/fd")
