@@ -18,6 +18,13 @@ const ExecArg0 = "tent-exec"
 // environment before the command runs.
 const rlimitsEnv = "TENT_RLIMITS"
 
+// Ports of the proxy listeners inside the sandbox (its own network
+// namespace, so they collide with nothing on the host).
+const (
+	ProxyHTTPPort  = 3128
+	ProxySOCKSPort = 1080
+)
+
 // Reserved exit codes of the init process.
 const (
 	ExitSetupFailed = 120
@@ -33,6 +40,12 @@ type Config struct {
 	Hostname string `json:"hostname"`
 	// Loopback brings up lo (own network namespace).
 	Loopback bool `json:"loopback"`
+	// ProxyListeners makes the init listen on [ProxyHTTPPort] and
+	// [ProxySOCKSPort] of 127.0.0.1 inside the sandbox's network namespace
+	// and hand both listening sockets to the host with the "started"
+	// message: the host accepts the sandbox's proxy connections on them
+	// directly, so no proxy listener exists on the host.
+	ProxyListeners bool `json:"proxy_listeners,omitempty"`
 	// LandlockABI is the ABI to enforce; 0 disables Landlock.
 	LandlockABI int `json:"landlock_abi"`
 	// LandlockRules are the path rules, inside paths.

@@ -131,10 +131,11 @@ func (e *StartError) Unwrap() error {
 
 // Run sends cfg with fds attached (the host keeps ownership of fds) and
 // waits until the command has started. It returns the command's pid in
-// the sandbox's pid namespace.
-func (i *Init) Run(cfg *Config, fds []int) (int, error) {
+// the sandbox's pid namespace and, when cfg.ProxyListeners is set, the
+// two listening sockets (HTTP, SOCKS5; close-on-exec, owned by the caller).
+func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 	if err := send(i.conn, message{Type: msgConfig, Config: cfg}, fds); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// A program that forgot sandbox.Init runs its own main instead of the
 	// init: never wait for it longer than helloTimeout.
@@ -146,21 +147,26 @@ func (i *Init) Run(cfg *Config, fds []int) (int, error) {
 		if err == nil {
 			err = fmt.Errorf("unexpected %q message", m.Type)
 		}
-		return 0, fmt.Errorf("%w (%v)", ErrInitMissing, err)
+		return 0, nil, fmt.Errorf("%w (%v)", ErrInitMissing, err)
 	}
 	_ = i.conn.SetReadDeadline(time.Time{})
 	m, extra, err = recv(i.conn)
-	closeAll(extra)
 	if err != nil {
-		return 0, i.explain(err)
+		return 0, nil, i.explain(err)
 	}
 	switch m.Type {
 	case msgStarted:
-		return m.Pid, nil
+		if cfg.ProxyListeners && len(extra) != 2 {
+			closeAll(extra)
+			return 0, nil, fmt.Errorf("sandbox init: %d proxy listeners, want 2", len(extra))
+		}
+		return m.Pid, extra, nil
 	case msgError:
-		return 0, &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
+		closeAll(extra)
+		return 0, nil, &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
 	}
-	return 0, fmt.Errorf("sandbox init: unexpected %q message", m.Type)
+	closeAll(extra)
+	return 0, nil, fmt.Errorf("sandbox init: unexpected %q message", m.Type)
 }
 
 // explain turns a dead control socket into the init's own story.

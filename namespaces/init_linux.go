@@ -78,6 +78,12 @@ func runInit() int {
 	if err := setup(cfg, fds); err != nil {
 		return fail("setup", err)
 	}
+	var listeners []int
+	if cfg.ProxyListeners {
+		if listeners, err = proxyListeners(); err != nil {
+			return fail("proxy", err)
+		}
+	}
 	var prog seccomp.Program
 	if len(cfg.Seccomp) > 0 {
 		if prog, err = seccomp.UnmarshalProgram(cfg.Seccomp); err != nil {
@@ -88,9 +94,10 @@ func runInit() int {
 	if err != nil {
 		return fail(stage, err)
 	}
-	if err := send(conn, message{Type: msgStarted, Pid: pid}, nil); err != nil {
+	if err := send(conn, message{Type: msgStarted, Pid: pid}, listeners); err != nil {
 		return ExitProtocol
 	}
+	closeAll(listeners) // the host holds them now
 
 	// Control messages from the host, until EOF.
 	ctl := make(chan message)
@@ -152,6 +159,29 @@ func setup(cfg *Config, fds []int) error {
 		return fmt.Errorf("building the root filesystem: %w", err)
 	}
 	return nil
+}
+
+// proxyListeners listens on 127.0.0.1's proxy ports, in this (the
+// sandbox's) network namespace.
+func proxyListeners() ([]int, error) {
+	var fds []int
+	for _, port := range []int{ProxyHTTPPort, ProxySOCKSPort} {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			closeAll(fds)
+			return nil, os.NewSyscallError("socket", err)
+		}
+		fds = append(fds, fd)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			closeAll(fds)
+			return nil, fmt.Errorf("proxy port %d: %w", port, os.NewSyscallError("bind", err))
+		}
+		if err := unix.Listen(fd, 1024); err != nil {
+			closeAll(fds)
+			return nil, os.NewSyscallError("listen", err)
+		}
+	}
+	return fds, nil
 }
 
 // loopbackUp brings up lo in the new network namespace.

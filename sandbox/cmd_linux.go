@@ -87,7 +87,7 @@ func (c *Cmd) Start() (err error) {
 		}
 		defer closeFDs(fds)
 	}
-	if _, err := r.init.Run(&p.cfg, fds); err != nil {
+	if _, _, err := r.init.Run(&p.cfg, fds); err != nil {
 		return startError(err)
 	}
 	log.Debug("command started", "path", c.Path, "elapsed", time.Since(start))

@@ -113,7 +113,7 @@ func main() {
 	case "forkbomb": // start children until it fails; report the error
 		var err error
 		for i := 0; i < 10000; i++ {
-			c := exec.Command("/bin/sleep", "30")
+			c := exec.Command("/bin/sleep", "271")
 			if err = c.Start(); err != nil {
 				break
 			}
