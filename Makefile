@@ -4,7 +4,12 @@
 GO ?= go
 BIN := bin/tent
 
-.PHONY: all setup build test test-root test-unprivileged lint bench clean
+# bin/tent is statically linked (libseccomp.a, netgo, osusergo): it runs on
+# any x86-64 Linux, needs no ld.so inside the sandbox when re-executed, and
+# starts faster (fewer page faults).
+STATIC := -tags netgo,osusergo -ldflags '-s -w -linkmode external -extldflags -static'
+
+.PHONY: all setup build static test test-root test-unprivileged lint bench clean
 
 all: build
 
@@ -12,7 +17,9 @@ setup:
 	@./scripts/setup
 
 build: setup
-	$(GO) build -o $(BIN) ./cmd/tent
+	$(GO) build $(STATIC) -o $(BIN) ./cmd/tent
+
+static: build
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
