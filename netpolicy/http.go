@@ -1,0 +1,363 @@
+package netpolicy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	maxHeaderBytes = 1 << 20         // request line and headers
+	idleTimeout    = 2 * time.Minute // between requests on a kept-alive connection
+	maxDrain       = 256 << 10       // request body read and dropped after a refusal
+)
+
+// httpConn is one client connection to the HTTP proxy.
+type httpConn struct {
+	p  *Proxy
+	c  net.Conn
+	lr *io.LimitedReader // caps header size; lifted for bodies
+	br *bufio.Reader
+	bw *bufio.Writer
+
+	up    *upstream // kept-alive upstream of plain forwarding, or nil
+	upKey string    // its host:port as requested
+	upBR  *bufio.Reader
+	upBW  *bufio.Writer
+	upIn  int64 // bytes read from up
+	upOut int64 // bytes written to up
+}
+
+func (p *Proxy) serveHTTPConn(c net.Conn) {
+	s := &httpConn{p: p, c: c, lr: &io.LimitedReader{R: c}}
+	s.br = bufio.NewReader(s.lr)
+	s.bw = bufio.NewWriter(c)
+	defer s.dropUpstream()
+	for {
+		s.lr.N = maxHeaderBytes
+		c.SetReadDeadline(time.Now().Add(idleTimeout))
+		req, err := http.ReadRequest(s.br)
+		if err != nil {
+			if s.lr.N <= 0 {
+				s.reply(http.StatusRequestHeaderFieldsTooLarge, nil, "tent: request headers too large\n", true)
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
+				s.reply(http.StatusBadRequest, nil, "tent: malformed HTTP request\n", true)
+			}
+			return
+		}
+		c.SetReadDeadline(time.Time{})
+		s.lr.N = math.MaxInt64
+		if req.Method == http.MethodConnect {
+			if !s.connect(req) {
+				return
+			}
+			continue
+		}
+		if !s.forward(req) {
+			return
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// connect serves a CONNECT request. It reports whether the connection
+// stays an HTTP proxy connection (after a refusal); after a tunnel, it is
+// done.
+func (s *httpConn) connect(req *http.Request) bool {
+	host, port, err := splitHostPort(req.Host, 443)
+	if err != nil {
+		return s.reply(http.StatusBadRequest, nil, "tent: bad CONNECT target: "+err.Error()+"\n", req.Close)
+	}
+	u, err := s.p.open(s.p.ctx, "connect", host, port)
+	if err != nil {
+		return s.refused(err, req)
+	}
+	s.dropUpstream()
+	s.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
+	if err := s.bw.Flush(); err != nil {
+		s.p.finish(u, 0, 0)
+		return false
+	}
+	pending, _ := s.br.Peek(s.br.Buffered())
+	s.p.tunnel(s.c, u, pending)
+	return false
+}
+
+// forward relays one absolute-form request and its response. It reports
+// whether the client connection may carry another request.
+func (s *httpConn) forward(req *http.Request) bool {
+	if req.URL.Scheme != "http" || req.URL.Host == "" {
+		msg := "tent: this is a proxy: send absolute-form http:// URLs, or CONNECT for https\n"
+		return s.reply(http.StatusBadRequest, nil, msg, true)
+	}
+	host, port, err := splitHostPort(req.URL.Host, 80)
+	if err != nil {
+		return s.reply(http.StatusBadRequest, nil, "tent: bad URL host: "+err.Error()+"\n", true)
+	}
+	key := normalizeHost(host) + ":" + strconv.Itoa(port)
+	reused := s.up != nil && s.upKey == key
+	if reused {
+		err = s.p.recheck(s.up, "http", host, port)
+	} else {
+		err = s.dial(host, port, key)
+	}
+	if err != nil {
+		s.dropUpstream()
+		return s.refused(err, req)
+	}
+
+	clientClose := req.Close
+	removeHopHeaders(req.Header)
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{""} // keep Go from adding its own
+	}
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		req.Header.Del("Expect")
+		s.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		if s.bw.Flush() != nil {
+			return false
+		}
+	}
+	req.Close = false
+	bodyless := req.Body == nil || req.Body == http.NoBody
+	if !bodyless {
+		req.Body = flushingBody{req.Body, s.upBW}
+	}
+	resp, err := s.roundTrip(req)
+	if err != nil && reused && bodyless {
+		// The origin may have closed the idle connection: try once afresh.
+		s.dropUpstream()
+		if err := s.dial(host, port, key); err != nil {
+			return s.refused(err, req)
+		}
+		resp, err = s.roundTrip(req)
+	}
+	if err != nil {
+		s.dropUpstream()
+		return s.reply(http.StatusBadGateway, nil, fmt.Sprintf("tent: %s: %v\n", key, err), true)
+	}
+	upstreamClose := resp.Close
+	removeHopHeaders(resp.Header)
+	// Without a length or chunking the body ends when the connection does,
+	// so the client connection must close after it (Response.Write agrees).
+	delimitedByClose := resp.ContentLength < 0 && !isChunked(resp.TransferEncoding) &&
+		req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent &&
+		resp.StatusCode != http.StatusNotModified
+	resp.Close = clientClose || delimitedByClose
+	if resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = flushingBody{resp.Body, s.bw}
+	}
+	werr := resp.Write(writerOnly{s.bw})
+	if werr == nil {
+		werr = s.bw.Flush()
+	}
+	resp.Body.Close()
+	if werr != nil || upstreamClose || delimitedByClose {
+		s.dropUpstream()
+	}
+	return werr == nil && !resp.Close
+}
+
+// dial opens a new upstream connection for plain forwarding.
+func (s *httpConn) dial(host string, port int, key string) error {
+	s.dropUpstream()
+	u, err := s.p.open(s.p.ctx, "http", host, port)
+	if err != nil {
+		return err
+	}
+	s.up, s.upKey = u, key
+	s.upBR = bufio.NewReader(countReader{u, &s.upIn})
+	s.upBW = bufio.NewWriter(countWriter{u, &s.upOut})
+	return nil
+}
+
+// roundTrip sends req upstream and reads the final response, relaying
+// informational (1xx) responses to the client on the way.
+func (s *httpConn) roundTrip(req *http.Request) (*http.Response, error) {
+	if err := req.Write(writerOnly{s.upBW}); err != nil {
+		return nil, fmt.Errorf("failed to send the request: %w", err)
+	}
+	if err := s.upBW.Flush(); err != nil {
+		return nil, fmt.Errorf("failed to send the request: %w", err)
+	}
+	for {
+		resp, err := http.ReadResponse(s.upBR, req)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read the response: %w", err)
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("protocol upgrades are not supported over plain forwarding: use CONNECT")
+		case resp.StatusCode >= 200:
+			return resp, nil
+		}
+		removeHopHeaders(resp.Header)
+		if err := resp.Write(s.bw); err != nil {
+			return nil, err
+		}
+		if err := s.bw.Flush(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// refused answers a refusal or failure from open or recheck, then drains
+// a small request body so the connection can go on. It reports whether it
+// can.
+func (s *httpConn) refused(err error, req *http.Request) bool {
+	keep := !req.Close
+	if req.Body != nil && req.Body != http.NoBody {
+		n, _ := io.Copy(io.Discard, io.LimitReader(req.Body, maxDrain+1))
+		keep = keep && n <= maxDrain
+	}
+	var ref *refusal
+	if errors.As(err, &ref) {
+		rule := ref.d.Rule
+		if rule == "" {
+			rule = "none"
+		}
+		hdr := []string{"X-Tent-Denied", ref.d.Reason + "; rule=" + rule}
+		return s.reply(http.StatusForbidden, hdr, denialText(ref), !keep)
+	}
+	code := http.StatusBadGateway
+	if isTimeout(err) {
+		code = http.StatusGatewayTimeout
+	}
+	return s.reply(code, nil, "tent: "+err.Error()+"\n", !keep)
+}
+
+// denialText is the body of a 403: what was blocked, why, and what to do.
+func denialText(r *refusal) string {
+	dest := net.JoinHostPort(r.host, strconv.Itoa(r.port))
+	switch r.d.Reason {
+	case ReasonDenied:
+		return fmt.Sprintf("tent: blocked %s: denied by rule %s of the sandbox's network policy\n", dest, r.d.Rule)
+	case ReasonNotAllowed:
+		return fmt.Sprintf("tent: blocked %s: not allowed by the sandbox's network policy (allow it with --allow-host)\n", dest)
+	case ReasonPrivate:
+		return fmt.Sprintf("tent: blocked %s: private address (loopback, private, link-local or metadata); only an IP or CIDR allow rule admits it\n", dest)
+	}
+	return fmt.Sprintf("tent: blocked %s: %s\n", dest, r.d.Reason)
+}
+
+// reply writes a short text response generated by the proxy itself. It
+// reports whether the connection stays open (false when close is set).
+func (s *httpConn) reply(code int, hdr []string, body string, close bool) bool {
+	b := s.bw
+	fmt.Fprintf(b, "HTTP/1.1 %d %s\r\n", code, http.StatusText(code))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		fmt.Fprintf(b, "%s: %s\r\n", hdr[i], hdr[i+1])
+	}
+	fmt.Fprintf(b, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n", len(body))
+	if close {
+		b.WriteString("Connection: close\r\n")
+	}
+	b.WriteString("\r\n")
+	b.WriteString(body)
+	return b.Flush() == nil && !close
+}
+
+// dropUpstream closes the kept-alive upstream, if any.
+func (s *httpConn) dropUpstream() {
+	if s.up != nil {
+		s.p.finish(s.up, s.upOut, s.upIn)
+		s.up, s.upKey, s.upBR, s.upBW, s.upIn, s.upOut = nil, "", nil, nil, 0, 0
+	}
+}
+
+// hopHeaders apply to one connection only and are never forwarded (RFC
+// 9110 section 7.6.1), nor is any Proxy-* header.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	for name := range h {
+		if strings.HasPrefix(name, "Proxy-") {
+			delete(h, name)
+		}
+	}
+}
+
+func isChunked(te []string) bool { return len(te) > 0 && te[0] == "chunked" }
+
+// splitHostPort splits "host:port", "[v6]:port" or a bare host (then def
+// is the port).
+func splitHostPort(hostport string, def int) (string, int, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if strings.Contains(hostport, "]") || strings.Count(hostport, ":") == 0 {
+			return strings.Trim(hostport, "[]"), def, nil
+		}
+		return "", 0, err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", port)
+	}
+	return host, n, nil
+}
+
+// flushingBody flushes w before every read of the body it relays, so that
+// a streamed body (chunks, server-sent events) reaches the other side as
+// it arrives instead of when w's buffer fills. The body must be copied to
+// w through a writerOnly.
+type flushingBody struct {
+	io.ReadCloser
+	w *bufio.Writer
+}
+
+func (f flushingBody) Read(b []byte) (int, error) {
+	if f.w.Buffered() > 0 {
+		if err := f.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.ReadCloser.Read(b)
+}
+
+// writerOnly hides bufio.Writer's ReadFrom, which reads straight into the
+// buffer and so must not meet a flushingBody flushing that same buffer.
+type writerOnly struct{ io.Writer }
+
+type countReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	*c.n += int64(n)
+	return n, err
+}
+
+type countWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	*c.n += int64(n)
+	return n, err
+}

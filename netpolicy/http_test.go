@@ -1,0 +1,233 @@
+package netpolicy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func get(t *testing.T, c *http.Client, url string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp, string(body)
+}
+
+func expectDenied(t *testing.T, resp *http.Response, body, header, dest string) {
+	t.Helper()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %d (%s), want 403", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-Tent-Denied"); got != header {
+		t.Errorf("X-Tent-Denied = %q, want %q", got, header)
+	}
+	if !strings.Contains(body, "blocked "+dest) {
+		t.Errorf("403 body %q does not name %s", body, dest)
+	}
+}
+
+func TestHTTPForwardAllowed(t *testing.T) {
+	o := newOrigin(t, false)
+	h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil)
+	h.res.set("allowed.test", "127.0.0.1")
+	c := h.client(nil)
+	url := fmt.Sprintf("http://Allowed.Test.:%d/hello", o.port)
+	resp, body := get(t, c, url, "Proxy-Authorization", "Basic c2VjcmV0", "Connection", "X-Hop", "X-Hop", "1")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	want := fmt.Sprintf(`host=Allowed.Test.:%d path=/hello ua="Go-http-client/1.1" proxy-auth="" hop=""`, o.port)
+	if body != want {
+		t.Errorf("origin saw %s\nwant        %s", body, want)
+	}
+	if d := h.dialed(); len(d) != 1 || d[0] != fmt.Sprintf("127.0.0.1:%d", o.port) {
+		t.Errorf("dials %v, want exactly the checked address", d)
+	}
+	// a streamed request body of 4 MiB
+	payload := make([]byte, 4<<20)
+	rand.Read(payload)
+	presp, err := c.Post(fmt.Sprintf("http://allowed.test:%d/echo", o.port), "application/octet-stream", io.MultiReader(bytes.NewReader(payload)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbody, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if want := fmt.Sprintf("len=%d sum=%x", len(payload), sha256.Sum256(payload)); string(pbody) != want {
+		t.Errorf("POST: %s, want %s", pbody, want)
+	}
+}
+
+// TestHTTPStreams: a response body reaches the client as the origin writes
+// it, not when the origin finishes.
+func TestHTTPStreams(t *testing.T) {
+	o := newOrigin(t, false)
+	h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil)
+	h.res.set("allowed.test", "127.0.0.1")
+	resp, err := h.client(nil).Get(fmt.Sprintf("http://allowed.test:%d/stream", o.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	done := make(chan string, 1)
+	go func() { line, _ := br.ReadString('\n'); done <- line }()
+	select {
+	case line := <-done:
+		if line != "first\n" {
+			t.Fatalf("first line %q", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first chunk did not arrive before the body ended")
+	}
+	close(o.release)
+	if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
+		t.Errorf("rest %q", rest)
+	}
+}
+
+// TestHTTPKeepAliveHosts: one client connection, several hosts, each
+// request checked on its own.
+func TestHTTPKeepAliveHosts(t *testing.T) {
+	o := newOrigin(t, false)
+	h := newHarness(t, []string{"allowed.test", "other.test", "127.0.0.1"}, nil)
+	h.res.set("allowed.test", "127.0.0.1")
+	h.res.set("other.test", "127.0.0.1")
+	h.res.set("denied.test", "127.0.0.1")
+	c, err := net.Dial("tcp", h.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i, tc := range []struct {
+		host string
+		code int
+	}{
+		{"allowed.test", 200}, {"other.test", 200}, {"denied.test", 403}, {"allowed.test", 200}, {"allowed.test", 200},
+	} {
+		fmt.Fprintf(c, "GET http://%s:%d/n%d HTTP/1.1\r\nHost: %s\r\n\r\n", tc.host, o.port, i, tc.host)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d (%s): %v", i, tc.host, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != tc.code {
+			t.Fatalf("request %d (%s): %d %s", i, tc.host, resp.StatusCode, body)
+		}
+		if tc.code == 200 && !strings.Contains(string(body), fmt.Sprintf("host=%s:%d path=/n%d", tc.host, o.port, i)) {
+			t.Errorf("request %d: %s", i, body)
+		}
+	}
+	if n := h.res.count("denied.test"); n != 0 {
+		t.Errorf("denied.test was resolved %d times", n)
+	}
+	// the last two requests share one upstream connection
+	if d := h.dialed(); len(d) != 3 {
+		t.Errorf("dials %v, want 3 (allowed, other, allowed kept alive)", d)
+	}
+}
+
+func TestCONNECTAllowed(t *testing.T) {
+	o := newOrigin(t, true)
+	h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil)
+	h.res.set("allowed.test", "127.0.0.1")
+	c := h.client(&http.Transport{TLSClientConfig: o.tlsConfig()})
+	resp, body := get(t, c, fmt.Sprintf("https://allowed.test:%d/secure", o.port))
+	if resp.StatusCode != 200 || !strings.HasPrefix(body, fmt.Sprintf("host=allowed.test:%d path=/secure", o.port)) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if d := h.dialed(); len(d) != 1 || d[0] != fmt.Sprintf("127.0.0.1:%d", o.port) {
+		t.Errorf("dials %v", d)
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	h := newHarness(t, []string{"allowed.test", "nowhere.test", "127.0.0.1"}, nil)
+	closed := closedPort(t)
+	h.res.set("allowed.test", "127.0.0.1")
+	for _, tc := range []struct {
+		req  string
+		code int
+	}{
+		{"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", 400},
+		{"GET https://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", 400},
+		{"GET http://nowhere.test/ HTTP/1.1\r\nHost: nowhere.test\r\n\r\n", 502},
+		{fmt.Sprintf("GET http://allowed.test:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", closed), 502},
+		{fmt.Sprintf("CONNECT allowed.test:%d HTTP/1.1\r\nHost: x\r\n\r\n", closed), 502},
+		{"CONNECT allowed.test:http HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"NONSENSE\r\n\r\n", 400},
+	} {
+		c, err := net.Dial("tcp", h.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, tc.req)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil || resp.StatusCode != tc.code {
+			t.Errorf("%q: %v %v, want %d", tc.req, resp, err, tc.code)
+		}
+	}
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := port(t, l.Addr().String())
+	l.Close()
+	return p
+}
+
+// TestHTTPRetriesStaleUpstream: an origin that drops a kept-alive
+// connection between requests costs the client nothing.
+func TestHTTPRetriesStaleUpstream(t *testing.T) {
+	p := tcpServer(t, func(c *net.TCPConn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	h := newHarness(t, []string{"127.0.0.1"}, nil)
+	c, err := net.Dial("tcp", h.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := range 3 {
+		fmt.Fprintf(c, "GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", p)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(body) != "ok" {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond) // let the origin's close arrive
+	}
+}

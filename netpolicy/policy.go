@@ -1,0 +1,234 @@
+package netpolicy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Reasons a [Decision] carries. They are stable strings: the proxy's
+// X-Tent-Denied header, the audit log and [Summary] use them verbatim.
+const (
+	ReasonAllowed     = "allowed by rule"  // an allow rule matched
+	ReasonPublic      = "public address"   // CheckAddr: not a private address
+	ReasonHostNetwork = "host network"     // mode host: everything is reachable
+	ReasonNotAllowed  = "not allowed"      // no allow rule matched
+	ReasonDenied      = "denied by rule"   // a deny rule matched
+	ReasonPrivate     = "private address"  // loopback, private, link-local, metadata...
+	ReasonInvalidHost = "invalid host"     // not a host name nor an IP address
+	ReasonBadPort     = "bad port"         // not in 1-65535
+	ReasonNetworkOff  = "network disabled" // mode none, or no policy at all
+)
+
+// Policy is a sandbox's network policy as plain data. The zero value is
+// mode [None]: no network. In JSON:
+//
+//	{"mode":"limited","allowed_hosts":["example.com"],"denied_hosts":["*.evil.example"]}
+//
+// AllowedHosts and DeniedHosts hold patterns in the syntax of [ParseRule]
+// and apply only in mode [Limited], where a deny rule always wins over an
+// allow rule and a limited policy without allowed hosts reaches nothing.
+type Policy struct {
+	Mode         Mode     `json:"mode"`
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	DeniedHosts  []string `json:"denied_hosts,omitempty"`
+}
+
+// Validate checks the mode and parses every pattern. Host patterns with
+// mode none or host are an error (they would silently do nothing). All
+// problems are reported at once, joined.
+func (p Policy) Validate() error {
+	_, err := Compile(p)
+	return err
+}
+
+// Compiled is an immutable, validated policy ready for matching. It is
+// safe for concurrent use. A nil *Compiled denies everything.
+type Compiled struct {
+	policy Policy
+	allow  []compiledRule
+	deny   []compiledRule
+}
+
+type compiledRule struct {
+	Rule
+	text string // Rule.String(), computed once
+}
+
+// Compile validates p and prepares it for matching.
+func Compile(p Policy) (*Compiled, error) {
+	mode := p.Mode.Normalize()
+	switch mode {
+	case None, Host:
+		if len(p.AllowedHosts)+len(p.DeniedHosts) > 0 {
+			return nil, fmt.Errorf("net mode %s takes no host rules: allowed and denied hosts need mode limited", mode)
+		}
+	case Limited:
+	default:
+		return nil, fmt.Errorf("unknown net mode %q: want none, limited or host", p.Mode)
+	}
+	c := &Compiled{policy: Policy{
+		Mode:         mode,
+		AllowedHosts: make([]string, 0, len(p.AllowedHosts)),
+		DeniedHosts:  make([]string, 0, len(p.DeniedHosts)),
+	}}
+	var errs []error
+	parse := func(field string, patterns []string, dst *[]compiledRule, canon *[]string) {
+		for _, s := range patterns {
+			r, err := ParseRule(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", field, err))
+				continue
+			}
+			*dst = append(*dst, compiledRule{r, r.String()})
+			*canon = append(*canon, r.String())
+		}
+	}
+	parse("allowed_hosts", p.AllowedHosts, &c.allow, &c.policy.AllowedHosts)
+	parse("denied_hosts", p.DeniedHosts, &c.deny, &c.policy.DeniedHosts)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Mode returns the policy's mode ([None] for a nil Compiled).
+func (c *Compiled) Mode() Mode {
+	if c == nil {
+		return None
+	}
+	return c.policy.Mode
+}
+
+// Policy returns the policy c was compiled from, with the mode normalized
+// and every pattern in its canonical form.
+func (c *Compiled) Policy() Policy {
+	if c == nil {
+		return Policy{Mode: None}
+	}
+	p := c.policy
+	p.AllowedHosts = append([]string(nil), p.AllowedHosts...)
+	p.DeniedHosts = append([]string(nil), p.DeniedHosts...)
+	return p
+}
+
+// Decision is the verdict for one destination.
+type Decision struct {
+	Allowed bool
+	Rule    string // the canonical pattern that decided, "" if none did
+	Reason  string // one of the Reason constants
+}
+
+// String renders d as "allow (allowed by rule example.com)" or
+// "deny (not allowed)".
+func (d Decision) String() string {
+	v := "deny"
+	if d.Allowed {
+		v = "allow"
+	}
+	if d.Rule != "" {
+		return fmt.Sprintf("%s (%s %s)", v, d.Reason, d.Rule)
+	}
+	return fmt.Sprintf("%s (%s)", v, d.Reason)
+}
+
+// modeDecision answers for every mode but limited.
+func (c *Compiled) modeDecision() (Decision, bool) {
+	switch c.Mode() {
+	case Limited:
+		return Decision{}, false
+	case Host:
+		return Decision{Allowed: true, Reason: ReasonHostNetwork}, true
+	}
+	return Decision{Reason: ReasonNetworkOff}, true
+}
+
+// CheckName decides on a destination given as a host name or an IP
+// literal (brackets allowed) and a port, before anything is resolved. Name
+// rules match names only; IP and CIDR rules match IP literals only. Deny
+// rules are consulted first and win. For an IP literal the proxy must also
+// call [Compiled.CheckAddr], which applies the private-address guard; for
+// a name it calls CheckAddr on every address the name resolves to.
+func (c *Compiled) CheckName(host string, port int) Decision {
+	if d, done := c.modeDecision(); done {
+		return d
+	}
+	if port < 1 || port > 65535 {
+		return Decision{Reason: ReasonBadPort}
+	}
+	h := normalizeHost(host)
+	if ip, err := netip.ParseAddr(h); err == nil {
+		if ip.Zone() != "" {
+			return Decision{Reason: ReasonInvalidHost}
+		}
+		return c.matchAddr(ip.Unmap(), port, false)
+	}
+	if checkName(h) != "" {
+		return Decision{Reason: ReasonInvalidHost}
+	}
+	for _, r := range c.deny {
+		if r.matchName(h, port) {
+			return Decision{Rule: r.text, Reason: ReasonDenied}
+		}
+	}
+	for _, r := range c.allow {
+		if r.matchName(h, port) {
+			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+	}
+	return Decision{Reason: ReasonNotAllowed}
+}
+
+// matchAddr applies the IP and CIDR rules to ip: deny rules first, then
+// allow rules; with none matching, the verdict is not allowed, or, when
+// public is set and ip is not private, allowed as a public address.
+func (c *Compiled) matchAddr(ip netip.Addr, port int, public bool) Decision {
+	for _, r := range c.deny {
+		if r.matchAddr(ip, port) {
+			return Decision{Rule: r.text, Reason: ReasonDenied}
+		}
+	}
+	for _, r := range c.allow {
+		if r.matchAddr(ip, port) {
+			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+	}
+	if !public {
+		return Decision{Reason: ReasonNotAllowed}
+	}
+	if IsPrivate(ip) {
+		return Decision{Reason: ReasonPrivate}
+	}
+	return Decision{Allowed: true, Reason: ReasonPublic}
+}
+
+// CheckAddr decides on an address a destination resolved to (or an IP
+// literal destination that [Compiled.CheckName] allowed). It is the second
+// gate, never the only one: a public address passes without a rule,
+// because CheckName already decided on the name. An address covered by an
+// IP or CIDR deny rule is refused; a private address (see [IsPrivate]) is
+// refused unless an IP or CIDR allow rule covers it and the port. IPv4-mapped
+// IPv6 addresses are judged as the IPv4 address they carry; zones are
+// ignored.
+func (c *Compiled) CheckAddr(ip netip.Addr, port int) Decision {
+	if d, done := c.modeDecision(); done {
+		return d
+	}
+	if port < 1 || port > 65535 {
+		return Decision{Reason: ReasonBadPort}
+	}
+	if !ip.IsValid() {
+		return Decision{Reason: ReasonInvalidHost}
+	}
+	return c.matchAddr(ip.WithZone("").Unmap(), port, true)
+}
+
+// normalizeHost strips brackets around an IPv6 literal and one trailing
+// dot, and lower-cases ASCII letters.
+func normalizeHost(h string) string {
+	if len(h) >= 2 && h[0] == '[' && h[len(h)-1] == ']' {
+		h = h[1 : len(h)-1]
+	}
+	return strings.TrimSuffix(asciiLower(h), ".")
+}

@@ -1,0 +1,392 @@
+package netpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// dialTimeout bounds resolving plus connecting for one destination.
+const dialTimeout = 10 * time.Second
+
+// Resolver resolves host names to addresses; *net.Resolver implements it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// ProxyConfig configures a [Proxy]. Only Policy matters for security; the
+// other fields have working defaults.
+type ProxyConfig struct {
+	// Policy is the initial policy; nil denies everything until
+	// [Proxy.SetPolicy] installs one.
+	Policy *Compiled
+	// SandboxID labels audit records and log lines.
+	SandboxID string
+	// Resolver resolves allowed names on the host; nil means
+	// net.DefaultResolver. It is only ever asked about names the policy
+	// allows.
+	Resolver Resolver
+	// Dial connects to the exact address that was checked, always given
+	// as "ip:port" with network "tcp" (never a name: no second lookup);
+	// nil means a net.Dialer with a 10 s timeout. A connection with a
+	// CloseWrite method (as *net.TCPConn has) lets tunnels pass half-closes
+	// on; without one, the end of either direction closes the tunnel.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Audit receives one JSON line ([AuditRecord]) per decision and per
+	// closed upstream connection, each line in a single Write; nil
+	// discards them.
+	Audit io.Writer
+	// Logger receives debug records of decisions and warnings; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Proxy is the host side of a limited sandbox's network: it serves HTTP
+// proxy requests (plain forwarding and CONNECT) and SOCKS5 CONNECT on
+// listeners the caller passes, letting through only what the current
+// policy allows. Its methods are safe for concurrent use.
+type Proxy struct {
+	policy   atomic.Pointer[Compiled]
+	id       string
+	resolver Resolver
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	audit    auditLog
+	log      *slog.Logger
+	denials  denials
+	bulk     chan struct{} // large tunnel buffers in use (see pump)
+
+	ctx    context.Context // cancelled by Close: aborts lookups and dials
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup // serve loops and connection handlers
+}
+
+// ErrProxyClosed is returned by [Proxy.ServeHTTP] and [Proxy.ServeSOCKS5]
+// when they are called after [Proxy.Close].
+var ErrProxyClosed = errors.New("netpolicy: proxy closed")
+
+// NewProxy returns a proxy that serves nothing until ServeHTTP or
+// ServeSOCKS5 is called.
+func NewProxy(cfg ProxyConfig) *Proxy {
+	p := &Proxy{
+		id:        cfg.SandboxID,
+		resolver:  cfg.Resolver,
+		dial:      cfg.Dial,
+		log:       cfg.Logger,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[net.Conn]struct{}),
+		bulk:      make(chan struct{}, largeBudget),
+	}
+	if p.resolver == nil {
+		p.resolver = net.DefaultResolver
+	}
+	if p.dial == nil {
+		p.dial = (&net.Dialer{Timeout: dialTimeout}).DialContext
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.audit = auditLog{w: cfg.Audit, log: p.log}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.policy.Store(cfg.Policy)
+	return p
+}
+
+// SetPolicy atomically replaces the policy. Every connection accepted
+// afterwards, and every later request on a kept-alive HTTP connection,
+// follows c; tunnels already established are left open. nil denies
+// everything.
+func (p *Proxy) SetPolicy(c *Compiled) { p.policy.Store(c) }
+
+// Policy returns the policy in force (nil if none).
+func (p *Proxy) Policy() *Compiled { return p.policy.Load() }
+
+// ServeHTTP accepts HTTP proxy connections on l until l is closed (by the
+// caller or by [Proxy.Close]), then returns nil. Each connection may carry
+// any number of absolute-form requests ("GET http://host/path"), each
+// checked on its own, or one CONNECT, after which it is a tunnel.
+func (p *Proxy) ServeHTTP(l net.Listener) error { return p.serve(l, p.serveHTTPConn) }
+
+// ServeSOCKS5 accepts SOCKS5 connections on l until l is closed, then
+// returns nil. It supports the no-authentication method and the CONNECT
+// command with domain, IPv4 and IPv6 addresses.
+func (p *Proxy) ServeSOCKS5(l net.Listener) error { return p.serve(l, p.serveSOCKS5Conn) }
+
+func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrProxyClosed
+	}
+	p.listeners[l] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, l)
+		p.mu.Unlock()
+		p.wg.Done()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if p.isClosed() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) &&
+				!errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.ENOMEM) &&
+				!errors.Is(err, syscall.ECONNABORTED) {
+				return fmt.Errorf("netpolicy: failed to accept on %s: %w", l.Addr(), err)
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			p.log.Warn("netpolicy: accept failed; retrying", "sandbox", p.id, "err", err, "delay", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-p.ctx.Done():
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		if !p.spawn(c, handle) {
+			return nil
+		}
+	}
+}
+
+// spawn tracks c and runs handle(c) in a goroutine Close waits for; it
+// closes c and returns false once the proxy is closed.
+func (p *Proxy) spawn(c net.Conn, handle func(net.Conn)) bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		defer p.untrack(c)
+		handle(c)
+	}()
+	return true
+}
+
+// track registers c so that Close closes it; false (and c closed) if the
+// proxy is already closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+// untrack closes c and forgets it.
+func (p *Proxy) untrack(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// Close closes the listeners being served, every client connection and
+// tunnel, aborts lookups and dials in progress, and waits until every
+// goroutine the proxy started has returned. It is idempotent.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	ls := make([]net.Listener, 0, len(p.listeners))
+	for l := range p.listeners {
+		ls = append(ls, l)
+	}
+	cs := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	p.cancel()
+	var errs []error
+	for _, l := range ls {
+		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("netpolicy: failed to close listener %s: %w", l.Addr(), err))
+		}
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	p.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Denied returns the refusals so far, one entry per destination and
+// reason, in order of first occurrence; see [Summary].
+func (p *Proxy) Denied() []Denial { return p.denials.snapshot() }
+
+// refusal is a destination the policy refused.
+type refusal struct {
+	host string
+	port int
+	d    Decision
+}
+
+func (e *refusal) Error() string {
+	return fmt.Sprintf("%s: %s", net.JoinHostPort(e.host, strconv.Itoa(e.port)), e.d.Reason)
+}
+
+// failure is an allowed destination that could not be resolved or reached.
+type failure struct {
+	op   string // "resolve" or "connect"
+	dest string
+	err  error
+}
+
+func (e *failure) Error() string { return fmt.Sprintf("failed to %s %s: %v", e.op, e.dest, e.err) }
+func (e *failure) Unwrap() error { return e.err }
+
+// upstream is a connection to a checked destination.
+type upstream struct {
+	net.Conn
+	addr netip.Addr  // the checked address c is connected to
+	rec  AuditRecord // the allow decision, reused for the close record
+}
+
+// open decides on host:port, resolves allowed names, checks every address
+// and connects to the first one that passed. It audits the outcome and
+// returns a *refusal or a *failure on error.
+func (p *Proxy) open(ctx context.Context, proto, host string, port int) (*upstream, error) {
+	pol := p.policy.Load()
+	rec := AuditRecord{Proto: proto, Host: normalizeHost(host), Port: port}
+	d := pol.CheckName(host, port)
+	if !d.Allowed {
+		return nil, p.refuse(rec, d)
+	}
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(p.ctx, cancel)
+	defer stop()
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(rec.Host); err == nil {
+		addrs = []netip.Addr{ip.Unmap()}
+	} else {
+		addrs, err = p.resolver.LookupNetIP(ctx, "ip", rec.Host)
+		if err == nil && len(addrs) == 0 {
+			err = errors.New("no addresses")
+		}
+		if err != nil {
+			return nil, p.fail(rec, d, "resolve", err)
+		}
+	}
+	var ok []netip.Addr
+	var refused Decision
+	for _, a := range addrs {
+		a = a.WithZone("").Unmap()
+		ad := pol.CheckAddr(a, port)
+		if ad.Allowed {
+			ok = append(ok, a)
+		} else if refused.Reason == "" {
+			refused, rec.Addr = ad, a.String()
+		}
+	}
+	if len(ok) == 0 {
+		return nil, p.refuse(rec, refused)
+	}
+	var err error
+	for _, a := range ok {
+		rec.Addr = a.String()
+		var c net.Conn
+		c, err = p.dial(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			if !p.track(c) {
+				return nil, p.fail(rec, d, "connect", ErrProxyClosed)
+			}
+			rec.Event, rec.Verdict, rec.Rule, rec.Reason = EventDecision, VerdictAllow, d.Rule, d.Reason
+			p.record(rec)
+			return &upstream{Conn: c, addr: a, rec: rec}, nil
+		}
+	}
+	return nil, p.fail(rec, d, "connect", err)
+}
+
+// recheck applies the current policy to a kept-alive upstream connection
+// for a new request to the same host and port, and audits the decision.
+func (p *Proxy) recheck(u *upstream, proto, host string, port int) error {
+	pol := p.policy.Load()
+	rec := AuditRecord{Proto: proto, Host: normalizeHost(host), Port: port}
+	d := pol.CheckName(host, port)
+	if !d.Allowed {
+		return p.refuse(rec, d)
+	}
+	rec.Addr = u.rec.Addr
+	if ad := pol.CheckAddr(u.addr, port); !ad.Allowed {
+		return p.refuse(rec, ad)
+	}
+	rec.Event, rec.Verdict, rec.Rule, rec.Reason = EventDecision, VerdictAllow, d.Rule, d.Reason
+	p.record(rec)
+	return nil
+}
+
+// finish closes u and writes its close record.
+func (p *Proxy) finish(u *upstream, up, down int64) {
+	p.untrack(u.Conn)
+	rec := u.rec
+	rec.Event, rec.BytesUp, rec.BytesDown = EventClose, up, down
+	p.record(rec)
+}
+
+func (p *Proxy) refuse(rec AuditRecord, d Decision) error {
+	if d.Reason == "" {
+		d.Reason = ReasonPrivate
+	}
+	rec.Event, rec.Verdict, rec.Rule, rec.Reason = EventDecision, VerdictDeny, d.Rule, d.Reason
+	p.record(rec)
+	p.denials.add(rec.Host, rec.Port, d.Reason)
+	return &refusal{host: rec.Host, port: rec.Port, d: d}
+}
+
+func (p *Proxy) fail(rec AuditRecord, d Decision, op string, err error) error {
+	rec.Event, rec.Verdict, rec.Rule = EventDecision, VerdictError, d.Rule
+	rec.Reason = fmt.Sprintf("failed to %s: %v", op, err)
+	p.record(rec)
+	return &failure{op: op, dest: net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)), err: err}
+}
+
+func (p *Proxy) record(rec AuditRecord) {
+	rec.Time, rec.Sandbox = time.Now().UTC(), p.id
+	p.audit.write(rec)
+	if !p.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	p.log.Debug("netpolicy: "+rec.Event, "sandbox", p.id, "proto", rec.Proto, "host", rec.Host,
+		"port", rec.Port, "addr", rec.Addr, "verdict", rec.Verdict, "rule", rec.Rule, "reason", rec.Reason,
+		"bytes_up", rec.BytesUp, "bytes_down", rec.BytesDown)
+}
