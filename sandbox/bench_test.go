@@ -22,7 +22,7 @@ func BenchmarkRunTrue(b *testing.B) {
 // BenchmarkRunTrueHostNet is the same without a network namespace.
 func BenchmarkRunTrueHostNet(b *testing.B) {
 	for b.Loop() {
-		if err := sandbox.Command(context.Background(), sandbox.Spec{Net: netpolicy.Host}, "/bin/true").Run(); err != nil {
+		if err := sandbox.Command(context.Background(), sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}, "/bin/true").Run(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+
+	"github.com/tent-sandbox/tent/netpolicy"
 )
 
 // Cmd is a command to run in a fresh sandbox, shaped like os/exec.Cmd:
@@ -27,6 +29,12 @@ type Cmd struct {
 	Stderr io.Writer
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
+	// NetLog receives the network audit log in limited mode: one JSON line
+	// per decision and per closed connection (netpolicy.AuditRecord).
+	NetLog io.Writer
+	// Resolver resolves the names the network policy allows, on the host;
+	// nil means the host's resolver.
+	Resolver netpolicy.Resolver
 
 	// Report describes the run once Wait has returned.
 	Report *Report

@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -13,12 +16,14 @@ import (
 
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/netpolicy"
 )
 
 // running is a started command's host-side state.
 type running struct {
 	init     *namespaces.Init
 	cg       *cgroups.Cgroup
+	proxy    *netpolicy.Proxy // limited mode
 	plan     *plan
 	start    time.Time
 	timedOut chan struct{} // closed when the timeout fired
@@ -87,8 +92,14 @@ func (c *Cmd) Start() (err error) {
 		}
 		defer closeFDs(fds)
 	}
-	if _, _, err := r.init.Run(&p.cfg, fds); err != nil {
+	_, listeners, err := r.init.Run(&p.cfg, fds)
+	if err != nil {
 		return startError(err)
+	}
+	if p.network != nil {
+		if r.proxy, err = startProxy(p.network, listeners, c.NetLog, c.Resolver, log); err != nil {
+			return err
+		}
 	}
 	log.Debug("command started", "path", c.Path, "elapsed", time.Since(start))
 
@@ -141,6 +152,10 @@ func (c *Cmd) Wait() error {
 		stats, _ = r.cg.Stats()
 		rep.PeakMemory = stats.MemoryPeak
 	}
+	if r.proxy != nil {
+		_ = r.proxy.Close() // the command is gone: end its tunnels
+		rep.NetworkDenied = r.proxy.Denied()
+	}
 	teardownStart := time.Now()
 	teardownErr := r.teardown(context.Background())
 	c.Report = &rep
@@ -167,12 +182,63 @@ func (c *Cmd) Wait() error {
 	return nil
 }
 
+// SetNetworkPolicy replaces the network rules of a running limited
+// sandbox; new connections follow them at once, open ones are kept.
+// Switching to mode none denies every new connection. Switching to or
+// from host, or to limited for a sandbox started without it, fails with
+// ErrUnsupported: those are chosen when the sandbox is created.
+func (c *Cmd) SetNetworkPolicy(p NetworkPolicy) error {
+	c.mu.Lock()
+	r := c.run
+	c.mu.Unlock()
+	if r == nil {
+		return errors.New("sandbox: not started")
+	}
+	if r.proxy == nil || p.Mode == netpolicy.Host {
+		return fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
+	}
+	if p.Mode == netpolicy.None || p.Mode == "" {
+		p = NetworkPolicy{Mode: netpolicy.Limited} // no allowed host: everything denied
+	}
+	compiled, err := netpolicy.Compile(p)
+	if err != nil {
+		return invalid(fmt.Errorf("network: %w", err))
+	}
+	r.proxy.SetPolicy(compiled)
+	return nil
+}
+
+// startProxy serves the sandbox's proxy listeners (HTTP, SOCKS5) with a
+// host-side proxy.
+func startProxy(policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver netpolicy.Resolver, log *slog.Logger) (*netpolicy.Proxy, error) {
+	var ls []net.Listener
+	for _, fd := range fds {
+		f := os.NewFile(uintptr(fd), "tent-proxy-listener")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, fmt.Errorf("proxy listener: %w", err)
+		}
+		ls = append(ls, l)
+	}
+	proxy := netpolicy.NewProxy(netpolicy.ProxyConfig{Policy: policy, Resolver: resolver, Audit: audit, Logger: log})
+	go func() { _ = proxy.ServeHTTP(ls[0]) }()
+	go func() { _ = proxy.ServeSOCKS5(ls[1]) }()
+	return proxy, nil
+}
+
 // teardown kills and reaps the init and removes the cgroup.
 func (r *running) teardown(ctx context.Context) error {
 	var errs []error
 	if r.init != nil {
 		_ = r.init.Kill()
 		errs = append(errs, r.init.Close())
+	}
+	if r.proxy != nil {
+		errs = append(errs, r.proxy.Close())
 	}
 	if r.cg != nil {
 		errs = append(errs, r.cg.Destroy(ctx))

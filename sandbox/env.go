@@ -1,6 +1,9 @@
 package sandbox
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // DefaultPath is PATH inside the sandbox unless the spec sets one.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -9,9 +12,11 @@ const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 var passedThrough = []string{"TERM", "LANG", "TZ"}
 
 // buildEnv computes the command's environment: the clean default (or the
-// caller's whole environment with inherit), then layers in order, later
-// entries winning. home and user describe the identity inside.
-func buildEnv(inherit bool, layers []string, home, user string, environ []string) []string {
+// caller's whole environment with inherit), then the network's variables
+// (proxy settings in limited mode: they must replace any inherited
+// ones), then layers in order, later entries winning. home and user
+// describe the identity inside.
+func buildEnv(inherit bool, network, layers []string, home, user string, environ []string) []string {
 	var base []string
 	if inherit {
 		base = append(base, environ...)
@@ -26,7 +31,30 @@ func buildEnv(inherit bool, layers []string, home, user string, environ []string
 			}
 		}
 	}
+	base = append(base, network...)
 	return mergeEnv(append(base, layers...))
+}
+
+// proxyEnv points every common proxy variable at the sandbox's proxy
+// listeners (its own loopback, bridged to tent's host-side proxy).
+func proxyEnv(httpPort, socksPort int) []string {
+	httpURL := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	socksURL := fmt.Sprintf("socks5h://127.0.0.1:%d", socksPort)
+	noProxy := "localhost,127.0.0.1,::1"
+	var env []string
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+		"npm_config_proxy", "npm_config_https_proxy", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", "PIP_PROXY"} {
+		env = append(env, k+"="+httpURL)
+	}
+	for _, k := range []string{"ALL_PROXY", "all_proxy"} {
+		env = append(env, k+"="+socksURL)
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy", "npm_config_noproxy"} {
+		env = append(env, k+"="+noProxy)
+	}
+	// JVMs ignore the variables above.
+	env = append(env, fmt.Sprintf("JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%d -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=%d -Dhttp.nonProxyHosts=localhost|127.0.0.1", httpPort, httpPort))
+	return env
 }
 
 // mergeEnv keeps the last value of each key, at the position of its

@@ -75,7 +75,7 @@ func TestHostAbstractSocketsAreOutOfReach(t *testing.T) {
 	// Own network namespace: the name does not exist there.
 	expect(t, "abstract socket, --net none", probe(t, sandbox.Spec{}, "abstract", name), "ECONNREFUSED")
 	// Host network: Landlock's abstract-socket scope (ABI 6) refuses it.
-	expect(t, "abstract socket, --net host", probe(t, sandbox.Spec{Net: netpolicy.Host}, "abstract", name), "EPERM")
+	expect(t, "abstract socket, --net host", probe(t, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}, "abstract", name), "EPERM")
 }
 
 func TestNetNoneHasOnlyLoopback(t *testing.T) {

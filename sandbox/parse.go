@@ -259,8 +259,8 @@ func LoadSeccomp(value, dir string) (Seccomp, error) {
 	return Seccomp{Profile: p}, nil
 }
 
-// ParseNet parses a --net value: "none" (the default, also for "") or
-// "host" (see netpolicy.ParseMode).
+// ParseNet parses a --net value: "none" (the default, also for ""),
+// "limited" or "host" (see netpolicy.ParseMode).
 func ParseNet(s string) (netpolicy.Mode, error) { return netpolicy.ParseMode(s) }
 
 // Scalar is a policy value that may be written as a string or a number

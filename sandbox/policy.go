@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/netpolicy"
 )
 
 // Policy is the tent CLI's --policy file: the settings of `tent run`'s
@@ -56,6 +57,8 @@ type Policy struct {
 	RW         []string      `json:"rw,omitempty" yaml:"rw,omitempty"`
 	Workdir    string        `json:"workdir,omitempty" yaml:"workdir,omitempty"`
 	Net        string        `json:"net,omitempty" yaml:"net,omitempty"`
+	AllowHosts []string      `json:"allowed_hosts,omitempty" yaml:"allowed_hosts,omitempty"`
+	DenyHosts  []string      `json:"denied_hosts,omitempty" yaml:"denied_hosts,omitempty"`
 	Memory     Scalar        `json:"memory,omitempty" yaml:"memory,omitempty"`
 	Pids       int64         `json:"pids,omitempty" yaml:"pids,omitempty"`
 	CPUs       float64       `json:"cpus,omitempty" yaml:"cpus,omitempty"`
@@ -287,7 +290,17 @@ func (p *Policy) Apply(spec *Spec, getenv func(string) (string, bool)) error {
 		if err != nil {
 			return policyErr("net", "", err)
 		}
-		spec.Net = mode
+		spec.Network.Mode = mode
+	}
+	if len(p.AllowHosts)+len(p.DenyHosts) > 0 {
+		if p.Net == "" { // host rules imply limited
+			spec.Network.Mode = netpolicy.Limited
+		}
+		spec.Network.AllowedHosts = append(spec.Network.AllowedHosts, p.AllowHosts...)
+		spec.Network.DeniedHosts = append(spec.Network.DeniedHosts, p.DenyHosts...)
+		if err := spec.Network.Validate(); err != nil {
+			return policyErr("allowed_hosts/denied_hosts", "", err)
+		}
 	}
 	if err := p.applyLimits(&spec.Limits); err != nil {
 		return err

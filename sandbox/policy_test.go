@@ -70,7 +70,7 @@ func TestPolicyJSONAndYAMLAgree(t *testing.T) {
 			{Source: filepath.Join(dir, "out"), Target: filepath.Join(dir, "out"), Access: sandbox.ReadWrite},
 		},
 		Workdir:    "/work",
-		Net:        netpolicy.Host,
+		Network:    sandbox.NetworkPolicy{Mode: netpolicy.Host},
 		Limits:     sandbox.Limits{Memory: 256 << 20, Pids: 64, CPUs: 1.5, Timeout: 30 * time.Second, NoFile: 1024},
 		Env:        []string{"FROM_FILE=1", "A=overridden-by-env", "PASSED=from-caller", "A=1", "B=2", "EMPTY="},
 		EnvInherit: true,

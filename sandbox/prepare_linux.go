@@ -30,6 +30,7 @@ type plan struct {
 	uid, gid   uint32
 	userMounts []fs.Mount
 	limits     cgroups.Limits
+	network    *netpolicy.Compiled // limited mode only
 	report     Report
 	missing    []Missing
 }
@@ -74,10 +75,8 @@ func validate(s *Spec) error {
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
 		return fmt.Errorf("workdir: %q must be an absolute, clean path inside the sandbox", s.Workdir)
 	}
-	switch s.Net {
-	case "", netpolicy.None, netpolicy.Host:
-	default:
-		return fmt.Errorf("net: unknown mode %q: want none or host", s.Net)
+	if err := s.Network.Validate(); err != nil {
+		return fmt.Errorf("network: %w", err)
 	}
 	for i, kv := range s.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
@@ -124,7 +123,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(p.uid), HostID: hostUID, Size: 1}
 	p.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(p.gid), HostID: hostGID, Size: 1}
 	p.opts.Privileged = p.privileged
-	p.opts.ShareNet = s.Net == netpolicy.Host
+	p.opts.ShareNet = s.Network.Mode == netpolicy.Host
 	p.opts.CgroupFD = -1
 
 	home, user := "/root", "root"
@@ -152,6 +151,13 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 			}
 		}
 	}
+	var netEnv []string
+	if s.Network.Mode == netpolicy.Limited {
+		if p.network, err = netpolicy.Compile(s.Network); err != nil {
+			return nil, invalid(fmt.Errorf("network: %w", err))
+		}
+		netEnv = proxyEnv(namespaces.ProxyHTTPPort, namespaces.ProxySOCKSPort)
+	}
 	hostname := s.Hostname
 	if hostname == "" {
 		hostname = DefaultHostname
@@ -160,10 +166,12 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		Plan:     mounts,
 		Hostname: hostname,
 		Loopback: !p.opts.ShareNet,
+		// Limited: listeners inside, handed to the host-side proxy.
+		ProxyListeners: p.network != nil,
 		Exec: namespaces.Exec{
 			Path: name,
 			Args: append([]string{name}, args...),
-			Env:  buildEnv(s.EnvInherit, s.Env, home, user, os.Environ()),
+			Env:  buildEnv(s.EnvInherit, netEnv, s.Env, home, user, os.Environ()),
 			Dir:  workdir,
 		},
 	}
@@ -173,9 +181,12 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	for _, ns := range []string{"user", "mount", "pid", "ipc", "uts", "cgroup"} {
 		r.add(ns+" namespace", Enforced, "")
 	}
-	if p.opts.ShareNet {
+	switch {
+	case p.opts.ShareNet:
 		r.add("network namespace", Absent, "--net host shares the host's network")
-	} else {
+	case p.network != nil:
+		r.add("network namespace", Enforced, fmt.Sprintf("limited: loopback only, allowed hosts through tent's proxy (%d allow, %d deny rules)", len(s.Network.AllowedHosts), len(s.Network.DeniedHosts)))
+	default:
 		r.add("network namespace", Enforced, "loopback only")
 	}
 	r.add("root filesystem", Enforced, "tmpfs root, system directories read-only")

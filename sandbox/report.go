@@ -3,6 +3,8 @@ package sandbox
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/tent-sandbox/tent/netpolicy"
 )
 
 // Status says how well a protection was provided.
@@ -43,6 +45,9 @@ type Report struct {
 	LandlockABI   int           `json:"landlock_abi"`
 	CgroupVersion string        `json:"cgroup_version"`
 	Protections   []Protection  `json:"protections"`
+	// NetworkDenied lists the destinations the network policy refused
+	// (limited mode), for a summary such as netpolicy.Summary.
+	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
 }
 
 // ExitCode is the conventional exit code of the run (see [ExitError]).

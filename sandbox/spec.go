@@ -29,8 +29,10 @@ type Spec struct {
 	User *User `json:"user,omitempty"`
 	// Hostname inside; "" means [DefaultHostname], never the host's.
 	Hostname string `json:"hostname,omitempty"`
-	// Net is the network mode; the zero value is none.
-	Net netpolicy.Mode `json:"net,omitempty"`
+	// Network is the network policy; the zero value is mode none (own
+	// network namespace, loopback only). Limited mode reaches allowed hosts
+	// through tent's host-side proxy; host shares the host's network.
+	Network NetworkPolicy `json:"network"`
 	// Limits bound the sandbox's resources.
 	Limits Limits `json:"limits"`
 	// Seccomp selects the syscall filter.
@@ -40,6 +42,11 @@ type Spec struct {
 	// with an [*UnsupportedError].
 	BestEffort bool `json:"best_effort,omitempty"`
 }
+
+// NetworkPolicy is a sandbox's network policy. In JSON it reads
+// {"mode":"limited","allowed_hosts":["example.com"],"denied_hosts":[...]};
+// see netpolicy.Policy for the rule syntax.
+type NetworkPolicy = netpolicy.Policy
 
 // Mount binds a host path into the sandbox.
 type Mount = fs.Mount

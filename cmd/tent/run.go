@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -79,6 +80,15 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) erro
 	cmd := sandbox.Command(context.Background(), spec, args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Logger = log
+	if o.netLog != "" {
+		// Appended, never truncated: one log can span several runs.
+		f, err := os.OpenFile(o.netLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf("--net-log: %v", err)}
+		}
+		defer f.Close()
+		cmd.NetLog = f
+	}
 
 	// Signals that arrive while the sandbox starts wait in the channel and
 	// are forwarded once the command runs.
@@ -111,6 +121,12 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) erro
 // and turns its outcome into an exit code.
 func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) error {
 	rep := cmd.Report
+	if rep != nil {
+		// An agent reading stderr learns why its request failed.
+		if s := netpolicy.Summary(rep.NetworkDenied); s != "" {
+			printError(os.Stderr, s)
+		}
+	}
 	if rep != nil && spec.BestEffort {
 		for _, p := range rep.Protections {
 			if p.Status != sandbox.Enforced && !userChoice(spec, p) {
@@ -149,7 +165,7 @@ func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 func userChoice(spec *sandbox.Spec, p sandbox.Protection) bool {
 	switch p.Name {
 	case "network namespace":
-		return spec.Net == "host"
+		return spec.Network.Mode == netpolicy.Host
 	case "seccomp":
 		return spec.Seccomp.Unconfined
 	}

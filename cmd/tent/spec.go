@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -17,6 +18,9 @@ type runOptions struct {
 	ro, rw     []string
 	workdir    string
 	net        string
+	allowHosts []string
+	denyHosts  []string
+	netLog     string
 	memory     string
 	pids       string
 	cpus       string
@@ -39,7 +43,10 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.ro, "ro", nil, "bind host path `SRC[:DST]` read-only (repeatable; DST defaults to SRC's absolute path)")
 	f.StringArrayVar(&o.rw, "rw", nil, "bind host path `SRC[:DST]` read-write: writes reach the host (repeatable)")
 	f.StringVar(&o.workdir, "workdir", "", "working `DIR` inside (default: the current directory when it lies in a mount target, else /)")
-	f.StringVar(&o.net, "net", "none", "network: `none` (loopback only) or host")
+	f.StringVar(&o.net, "net", "none", "network: `none` (loopback only), limited (allowed hosts through tent's proxy) or host")
+	f.StringArrayVar(&o.allowHosts, "allow-host", nil, "allow `PATTERN`: host, *.example.com, IP or CIDR, optional :PORT (repeatable; implies --net limited)")
+	f.StringArrayVar(&o.denyHosts, "deny-host", nil, "deny `PATTERN` (repeatable; wins over --allow-host)")
+	f.StringVar(&o.netLog, "net-log", "", "append every network decision to `FILE` as JSON lines (limited mode)")
 	f.StringVar(&o.memory, "memory", "", "memory limit `SIZE`, e.g. 256M or 1G (powers of 1024)")
 	f.StringVar(&o.pids, "pids", "", "maximum number of processes `N`")
 	f.StringVar(&o.cpus, "cpus", "", "CPU bandwidth in cores `N.N`, e.g. 0.5")
@@ -88,9 +95,19 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 		spec.Workdir = o.workdir
 	}
 	if f.Changed("net") {
-		if spec.Net, err = sandbox.ParseNet(o.net); err != nil {
+		if spec.Network.Mode, err = sandbox.ParseNet(o.net); err != nil {
 			return spec, fmt.Errorf("--net: %w", err)
 		}
+	}
+	if len(o.allowHosts)+len(o.denyHosts) > 0 {
+		if !f.Changed("net") && spec.Network.Mode != netpolicy.Host {
+			spec.Network.Mode = netpolicy.Limited // host rules imply limited
+		}
+		spec.Network.AllowedHosts = append(spec.Network.AllowedHosts, o.allowHosts...)
+		spec.Network.DeniedHosts = append(spec.Network.DeniedHosts, o.denyHosts...)
+	}
+	if err := spec.Network.Validate(); err != nil {
+		return spec, fmt.Errorf("--net/--allow-host/--deny-host: %w", err)
 	}
 	if f.Changed("user") {
 		if spec.User, err = sandbox.ParseUser(o.user); err != nil {

@@ -5,8 +5,13 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -132,6 +137,38 @@ func main() {
 		var ru unix.Rusage
 		unix.Getrusage(unix.RUSAGE_SELF, &ru)
 		fmt.Println((ru.Utime.Sec+ru.Stime.Sec)*1000 + (ru.Utime.Usec+ru.Stime.Usec)/1000)
+	case "fetch": // fetch URL: GET through the environment's proxy; print status, denial header, body
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			Proxy:           http.ProxyFromEnvironment,
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the tests' own server
+		}}
+		resp, err := client.Get(args[0])
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
+	case "socks": // socks HOST PORT: SOCKS5 CONNECT through $ALL_PROXY, then GET /; print the reply code or status line
+		fmt.Println(socksGet(args[0], args[1]))
+	case "udp": // udp IP PORT: send one datagram
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			report(err)
+			return
+		}
+		port, _ := strconv.Atoi(args[1])
+		var a [4]byte
+		copy(a[:], parseIP4(args[0]))
+		report(unix.Sendto(fd, []byte("x"), 0, &unix.SockaddrInet4{Port: port, Addr: a}))
+	case "dns": // dns NAME: resolve with the system's resolver configuration
+		_, err := net.DefaultResolver.LookupHost(context.Background(), args[0])
+		if err != nil {
+			fmt.Println("error")
+			return
+		}
+		fmt.Println("ok")
 	case "nofile":
 		var err error
 		for i := 0; i < 100000; i++ {
