@@ -2,13 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
