@@ -218,3 +218,9 @@ func TestNetworkPolicyChangesAtRuntime(t *testing.T) {
 	}
 	pw.Close()
 }
+
+func TestTwoHundredConcurrentTunnels(t *testing.T) {
+	_, tlsPort := hostServers(t)
+	out, _ := runNet(t, limited(), &fakeResolver{}, nil, "parallel", "200", "https://allowed.test:"+tlsPort+"/")
+	expect(t, "200 concurrent CONNECT tunnels from one sandbox", out, "ok 200")
+}

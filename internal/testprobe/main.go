@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -150,6 +151,72 @@ func main() {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
+	case "parallel": // parallel N URL: N concurrent GETs through the proxy; "ok N" or the first error
+		n, _ := strconv.Atoi(args[0])
+		client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment, MaxConnsPerHost: 0, MaxIdleConnsPerHost: n,
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		}}
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				resp, err := client.Get(args[1])
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				errs <- err
+			}()
+		}
+		ok := 0
+		var first error
+		for i := 0; i < n; i++ {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			} else if err == nil {
+				ok++
+			}
+		}
+		if first != nil {
+			fmt.Println("error:", first)
+			return
+		}
+		fmt.Println("ok", ok)
+	case "ttfb": // ttfb N URL: N requests on fresh connections; median time to the response headers, in µs
+		n, _ := strconv.Atoi(args[0])
+		client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
+		var d []time.Duration
+		for i := 0; i < n; i++ {
+			start := time.Now()
+			resp, err := client.Get(args[1])
+			if err != nil {
+				fmt.Println("error:", err)
+				return
+			}
+			d = append(d, time.Since(start))
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		fmt.Println(d[len(d)/2].Microseconds())
+	case "download": // download URL: GET through the proxy (if any); print MB/s
+		client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		start := time.Now()
+		resp, err := client.Get(args[0])
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		fmt.Printf("%.1f\n", float64(n)/time.Since(start).Seconds()/1e6)
 	case "socks": // socks HOST PORT: SOCKS5 CONNECT through $ALL_PROXY, then GET /; print the reply code or status line
 		fmt.Println(socksGet(args[0], args[1]))
 	case "udp": // udp IP PORT: send one datagram

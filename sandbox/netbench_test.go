@@ -1,0 +1,89 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// probeRates runs the probe with args in a limited sandbox and on the host
+// (hostArgs), and returns both numbers it prints.
+func probeRates(b *testing.B, args, hostArgs []string) (inside, host float64) {
+	b.Helper()
+	dir, err := probeDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec := limited()
+	spec.Mounts = []sandbox.Mount{{Source: dir, Target: probeTarget, Access: sandbox.ReadOnly}}
+	cmd := sandbox.Command(context.Background(), spec, probeTarget+"/testprobe", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Resolver = &out, &fakeResolver{}
+	if err := cmd.Run(); err != nil {
+		b.Fatal(err)
+	}
+	if inside, err = strconv.ParseFloat(strings.TrimSpace(out.String()), 64); err != nil {
+		b.Fatalf("in the sandbox: %q", out.String())
+	}
+	o, err := exec.Command(filepath.Join(dir, "testprobe"), hostArgs...).Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if host, err = strconv.ParseFloat(strings.TrimSpace(string(o)), 64); err != nil {
+		b.Fatalf("on the host: %q", o)
+	}
+	return inside, host
+}
+
+// BenchmarkLimitedDownload downloads 256 MiB over TLS from a host server,
+// from inside a limited sandbox (through the CONNECT tunnel of tent's
+// proxy) and directly on the host's loopback, and reports both rates and
+// their ratio (target >= 0.8).
+func BenchmarkLimitedDownload(b *testing.B) {
+	blob := make([]byte, 256<<20)
+	_, _ = rand.Read(blob)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(blob)))
+		_, _ = w.Write(blob)
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var viaProxy, direct float64
+	for b.Loop() {
+		in, host := probeRates(b, []string{"download", "https://allowed.test:" + port + "/"}, []string{"download", srv.URL})
+		viaProxy += in
+		direct += host
+	}
+	b.ReportMetric(viaProxy/float64(b.N), "sandbox-MB/s")
+	b.ReportMetric(direct/float64(b.N), "direct-MB/s")
+	b.ReportMetric(viaProxy/direct, "ratio")
+}
+
+// BenchmarkLimitedFirstByte compares the median time to the response
+// headers of 50 requests on fresh connections, from inside a limited
+// sandbox through the proxy and directly on the host (target: at most
+// 1 ms added).
+func BenchmarkLimitedFirstByte(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var in, host float64
+	for b.Loop() {
+		i, h := probeRates(b, []string{"ttfb", "50", "http://allowed.test:" + port + "/"}, []string{"ttfb", "50", srv.URL})
+		in += i
+		host += h
+	}
+	b.ReportMetric(in/float64(b.N), "sandbox-µs")
+	b.ReportMetric(host/float64(b.N), "direct-µs")
+	b.ReportMetric((in-host)/float64(b.N), "added-µs")
+}
