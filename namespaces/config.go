@@ -55,7 +55,9 @@ type Config struct {
 	// Rlimits are applied to the command (through the trampoline, see
 	// ExecArg0), never to the init.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
-	// Exec is the command to run.
+	// Exec is the command to run at once (a one-shot sandbox, which ends
+	// when it exits). When its Path is empty the init reports "ready" and
+	// runs the commands of exec messages until the host closes the socket.
 	Exec Exec `json:"exec"`
 }
 
@@ -78,7 +80,10 @@ type Rlimit struct {
 
 // message is the unit of the control protocol.
 type message struct {
-	Type   string  `json:"type"`
+	Type string `json:"type"`
+	// ID names an exec of a long-lived sandbox ("" is a one-shot command).
+	ID     string  `json:"id,omitempty"`
+	Exec   *Exec   `json:"exec,omitempty"`
 	Config *Config `json:"config,omitempty"`
 	Pid    int     `json:"pid,omitempty"`
 	// Status is a raw wait status (syscall.WaitStatus).
@@ -95,5 +100,8 @@ const (
 	msgStarted = "started"
 	msgError   = "error"
 	msgSignal  = "signal"
+	msgReady   = "ready"
+	msgExec    = "exec"
+	msgKill    = "kill"
 	msgExit    = "exit"
 )

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,9 +36,15 @@ type Options struct {
 
 // Init is a running sandbox init as seen from the host.
 type Init struct {
-	cmd  *exec.Cmd
-	conn *net.UnixConn
-	log  *slog.Logger
+	cmd    *exec.Cmd
+	conn   *net.UnixConn
+	log    *slog.Logger
+	sendMu sync.Mutex
+
+	// Long-lived sandboxes (see Serve): pending execs by id.
+	mu      sync.Mutex
+	waits   map[string]*execWait
+	deadErr error // set when the control socket failed
 }
 
 // ErrInitMissing means the re-executed binary did not act as an init: the
@@ -155,7 +162,7 @@ func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 		return 0, nil, i.explain(err)
 	}
 	switch m.Type {
-	case msgStarted:
+	case msgStarted, msgReady:
 		if cfg.ProxyListeners && len(extra) != 2 {
 			closeAll(extra)
 			return 0, nil, fmt.Errorf("sandbox init: %d proxy listeners, want 2", len(extra))
@@ -178,9 +185,15 @@ func (i *Init) explain(err error) error {
 	return fmt.Errorf("sandbox init died before answering (%v): %w", state, err)
 }
 
-// Signal forwards sig to the command.
+// Signal forwards sig to the one-shot command.
 func (i *Init) Signal(sig syscall.Signal) error {
-	return send(i.conn, message{Type: msgSignal, Signal: int(sig)}, nil)
+	return i.send(message{Type: msgSignal, Signal: int(sig)}, nil)
+}
+
+func (i *Init) send(m message, fds []int) error {
+	i.sendMu.Lock()
+	defer i.sendMu.Unlock()
+	return send(i.conn, m, fds)
 }
 
 // WaitExit waits for the command's exit report. If the init dies without

@@ -90,47 +90,104 @@ func runInit() int {
 			return fail("seccomp", err)
 		}
 	}
-	pid, stage, err := spawn(cfg, prog, [3]int{0, 1, 2})
-	if err != nil {
-		return fail(stage, err)
+	// execs maps the pids of running commands to their exec ids; the
+	// one-shot command has the empty id and its exit ends the init.
+	execs := map[int]string{}
+	oneShot := cfg.Exec.Path != ""
+	ready := message{Type: msgReady}
+	if oneShot {
+		pid, stage, err := spawn(cfg, cfg.Exec, prog, [3]int{0, 1, 2})
+		if err != nil {
+			return fail(stage, err)
+		}
+		execs[pid] = ""
+		ready = message{Type: msgStarted, Pid: pid}
 	}
-	if err := send(conn, message{Type: msgStarted, Pid: pid}, listeners); err != nil {
+	if err := send(conn, ready, listeners); err != nil {
 		return ExitProtocol
 	}
 	closeAll(listeners) // the host holds them now
+	pidOf := func(id string) int {
+		for pid, e := range execs {
+			if e == id {
+				return pid
+			}
+		}
+		return 0
+	}
 
 	// Control messages from the host, until EOF.
-	ctl := make(chan message)
+	type control struct {
+		m   message
+		fds []int
+	}
+	ctl := make(chan control)
 	go func() {
 		defer close(ctl)
 		for {
-			m, extra, err := recv(conn)
-			closeAll(extra)
+			m, fds, err := recv(conn)
 			if err != nil {
 				return
 			}
-			ctl <- m
+			ctl <- control{m, fds}
 		}
 	}()
 	for {
 		select {
-		case m, ok := <-ctl:
+		case c, ok := <-ctl:
 			if !ok {
 				return ExitProtocol // the host is gone: take everything down
 			}
-			if m.Type == msgSignal {
-				_ = unix.Kill(pid, syscall.Signal(m.Signal))
+			m := c.m
+			switch m.Type {
+			case msgExec:
+				if len(c.fds) != 3 || m.Exec == nil || m.ID == "" || pidOf(m.ID) != 0 {
+					closeAll(c.fds)
+					_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "protocol", Error: "an exec needs an unused id, a command and 3 descriptors"}, nil)
+					continue
+				}
+				pid, stage, err := spawn(cfg, *m.Exec, prog, [3]int{c.fds[0], c.fds[1], c.fds[2]})
+				closeAll(c.fds)
+				if err != nil {
+					var errno syscall.Errno
+					errors.As(err, &errno)
+					_ = send(conn, message{Type: msgError, ID: m.ID, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
+					continue
+				}
+				execs[pid] = m.ID
+				_ = send(conn, message{Type: msgStarted, ID: m.ID, Pid: pid}, nil)
+			case msgSignal:
+				closeAll(c.fds)
+				if pid := pidOf(m.ID); pid != 0 {
+					_ = unix.Kill(pid, syscall.Signal(m.Signal))
+				}
+			case msgKill:
+				closeAll(c.fds)
+				// The exec's session: itself and whatever stayed in its
+				// process group. (Descendants that started their own
+				// session are only reached by terminating the sandbox.)
+				if pid := pidOf(m.ID); pid != 0 {
+					_ = unix.Kill(-pid, unix.SIGKILL)
+					_ = unix.Kill(pid, unix.SIGKILL)
+				}
+			default:
+				closeAll(c.fds)
 			}
 		case <-chld:
-			// PID 1 reaps every orphan; the command's own status ends the run.
+			// PID 1 reaps every orphan; an exec's own status is reported.
 			for {
 				var ws unix.WaitStatus
 				wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
 				if err != nil || wpid <= 0 {
 					break
 				}
-				if wpid == pid {
-					_ = send(conn, message{Type: msgExit, Status: uint32(ws)}, nil)
+				id, ok := execs[wpid]
+				if !ok {
+					continue
+				}
+				delete(execs, wpid)
+				_ = send(conn, message{Type: msgExit, ID: id, Status: uint32(ws)}, nil)
+				if oneShot && id == "" {
 					return 0
 				}
 			}

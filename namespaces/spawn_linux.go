@@ -16,13 +16,13 @@ import (
 
 // spawn starts the command with every per-process protection. It returns
 // the command's pid, or the stage that failed and why.
-func spawn(cfg *Config, prog seccomp.Program, stdio [3]int) (int, string, error) {
-	path, err := lookPath(cfg.Exec.Path, cfg.Exec.Env)
+func spawn(cfg *Config, e Exec, prog seccomp.Program, stdio [3]int) (int, string, error) {
+	path, err := lookPath(e.Path, e.Env)
 	if err != nil {
 		return 0, "exec", err
 	}
 	// Resource limits go through the trampoline (see ExecArg0).
-	execPath, args, env := path, cfg.Exec.Args, cfg.Exec.Env
+	execPath, args, env := path, e.Args, e.Env
 	var execFDs []int
 	if len(cfg.Rlimits) > 0 {
 		exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -30,7 +30,7 @@ func spawn(cfg *Config, prog seccomp.Program, stdio [3]int) (int, string, error)
 			return 0, "rlimits", os.NewSyscallError("open /proc/self/exe", err)
 		}
 		defer unix.Close(exe)
-		if execPath, args, env, err = trampoline(exe, path, cfg.Exec, cfg.Rlimits); err != nil {
+		if execPath, args, env, err = trampoline(exe, path, e, cfg.Rlimits); err != nil {
 			return 0, "rlimits", err
 		}
 		execFDs = append(execFDs, exe)
@@ -53,7 +53,7 @@ func spawn(cfg *Config, prog seccomp.Program, stdio [3]int) (int, string, error)
 		// This thread is restricted for good and is never unlocked: when
 		// the goroutine returns, the runtime discards the thread.
 		runtime.LockOSThread()
-		pid, stage, err := forkRestricted(cfg.Exec, execPath, args, env, prog, ruleset, stdio)
+		pid, stage, err := forkRestricted(e, execPath, args, env, prog, ruleset, stdio)
 		done <- result{pid, stage, err}
 	}()
 	r := <-done

@@ -44,65 +44,11 @@ func (c *Cmd) Start() (err error) {
 	if len(c.Args) == 0 {
 		c.Args = []string{c.Path}
 	}
-	start := time.Now()
-	log := c.logger()
-	p, err := prepare(&c.Spec, c.Path, c.Args[1:])
-	if err != nil {
-		return err
-	}
 	ctx := c.context()
-	if err := ctx.Err(); err != nil {
+	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{c.Stdin, c.Stdout, c.Stderr, c.NetLog, c.Resolver, c.logger()})
+	if err != nil {
 		return err
 	}
-
-	r := &running{plan: p, start: start, timedOut: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			r.teardown(context.Background())
-		}
-	}()
-	log.Debug("prepared", "elapsed", time.Since(start))
-	if err := r.createCgroup(&c.Spec, log); err != nil {
-		return err
-	}
-	log.Debug("cgroup ready", "elapsed", time.Since(start), "version", p.report.CgroupVersion)
-	if r.cg != nil {
-		if fd, ok := r.cg.FD(); ok {
-			p.opts.CgroupFD = fd
-		}
-	}
-	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = c.Stdin, c.Stdout, c.Stderr
-	p.opts.Logger = log
-	r.init, err = namespaces.Start(ctx, p.opts)
-	if err != nil {
-		return hostError(err)
-	}
-	if r.cg != nil && p.opts.CgroupFD < 0 {
-		// cgroup v1: the init waits for its config before doing anything,
-		// so it is in place before any sandboxed code runs.
-		if err := r.cg.AddProc(r.init.Pid()); err != nil {
-			return fmt.Errorf("placing the sandbox in its cgroup: %w", err)
-		}
-	}
-	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
-	var fds []int
-	if p.privileged && len(p.userMounts) > 0 {
-		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid); err != nil {
-			return err
-		}
-		defer closeFDs(fds)
-	}
-	_, listeners, err := r.init.Run(&p.cfg, fds)
-	if err != nil {
-		return startError(err)
-	}
-	if p.network != nil {
-		if r.proxy, err = startProxy(p.network, listeners, c.NetLog, c.Resolver, log); err != nil {
-			return err
-		}
-	}
-	log.Debug("command started", "path", c.Path, "elapsed", time.Since(start))
-
 	if t := c.Spec.Limits.Timeout; t > 0 {
 		timer := time.AfterFunc(t, func() { close(r.timedOut); _ = r.init.Kill() })
 		stopCtx := context.AfterFunc(ctx, func() { _ = r.init.Kill() })
@@ -113,6 +59,78 @@ func (c *Cmd) Start() (err error) {
 	}
 	c.run = r
 	return nil
+}
+
+// bootIO is what a sandbox's start needs besides its spec.
+type bootIO struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	netLog         io.Writer
+	resolver       netpolicy.Resolver
+	log            *slog.Logger
+}
+
+// boot builds a sandbox: a one-shot one running path with args, or, with
+// an empty path, a long-lived one whose init waits for execs. Nothing is
+// left behind when it fails.
+func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootIO) (_ *running, err error) {
+	start := time.Now()
+	log := bio.log
+	p, err := prepare(spec, path, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := &running{plan: p, start: start, timedOut: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			r.teardown(context.Background())
+		}
+	}()
+	log.Debug("prepared", "elapsed", time.Since(start))
+	if err := r.createCgroup(spec, log); err != nil {
+		return nil, err
+	}
+	log.Debug("cgroup ready", "elapsed", time.Since(start), "version", p.report.CgroupVersion)
+	if r.cg != nil {
+		if fd, ok := r.cg.FD(); ok {
+			p.opts.CgroupFD = fd
+		}
+	}
+	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = bio.stdin, bio.stdout, bio.stderr
+	p.opts.Logger = log
+	r.init, err = namespaces.Start(ctx, p.opts)
+	if err != nil {
+		return nil, hostError(err)
+	}
+	if r.cg != nil && p.opts.CgroupFD < 0 {
+		// cgroup v1: the init waits for its config before doing anything,
+		// so it is in place before any sandboxed code runs.
+		if err := r.cg.AddProc(r.init.Pid()); err != nil {
+			return nil, fmt.Errorf("placing the sandbox in its cgroup: %w", err)
+		}
+	}
+	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
+	var fds []int
+	if p.privileged && len(p.userMounts) > 0 {
+		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid); err != nil {
+			return nil, err
+		}
+		defer closeFDs(fds)
+	}
+	_, listeners, err := r.init.Run(&p.cfg, fds)
+	if err != nil {
+		return nil, startError(err)
+	}
+	if p.network != nil {
+		if r.proxy, err = startProxy(p.network, listeners, bio.netLog, bio.resolver, log); err != nil {
+			return nil, err
+		}
+	}
+	log.Debug("sandbox running", "path", path, "elapsed", time.Since(start))
+	return r, nil
 }
 
 // Signal forwards sig to the command (not to the sandbox's init).

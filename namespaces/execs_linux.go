@@ -1,0 +1,104 @@
+package namespaces
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// ErrInitGone is returned for execs of a sandbox whose init has ended.
+var ErrInitGone = errors.New("the sandbox's init is gone")
+
+// ExecExit is how one exec of a long-lived sandbox ended.
+type ExecExit struct {
+	Status syscall.WaitStatus
+	// Err is set when the init ended before reporting the exit.
+	Err error
+}
+
+type execWait struct {
+	started chan message
+	exit    chan ExecExit
+}
+
+// Serve dispatches the init's reports to the execs waiting for them. Call
+// it once, in its own goroutine, after [Init.Run] of a config without a
+// command; it returns when the control socket closes.
+func (i *Init) Serve() {
+	for {
+		m, extra, err := recv(i.conn)
+		closeAll(extra)
+		if err != nil {
+			i.mu.Lock()
+			i.deadErr = fmt.Errorf("%w: %v", ErrInitGone, err)
+			for id, w := range i.waits {
+				if w.started != nil {
+					w.started <- message{Type: msgError, ID: id, Stage: "init", Error: i.deadErr.Error()}
+				}
+				w.exit <- ExecExit{Err: i.deadErr}
+				delete(i.waits, id)
+			}
+			i.mu.Unlock()
+			return
+		}
+		i.mu.Lock()
+		w := i.waits[m.ID]
+		switch {
+		case w == nil:
+			i.log.Debug("control message for no exec", "type", m.Type, "id", m.ID)
+		case m.Type == msgStarted && w.started != nil:
+			w.started <- m
+			w.started = nil
+		case m.Type == msgError && w.started != nil:
+			w.started <- m
+			delete(i.waits, m.ID)
+		case m.Type == msgExit:
+			w.exit <- ExecExit{Status: syscall.WaitStatus(m.Status)}
+			delete(i.waits, m.ID)
+		}
+		i.mu.Unlock()
+	}
+}
+
+// Exec starts e in the sandbox under the unique id with stdio as its fds
+// 0, 1 and 2 (the caller keeps ownership). It returns the pid inside and
+// a channel that receives the exit once.
+func (i *Init) Exec(id string, e Exec, stdio [3]int) (int, <-chan ExecExit, error) {
+	w := &execWait{started: make(chan message, 1), exit: make(chan ExecExit, 1)}
+	i.mu.Lock()
+	switch {
+	case i.deadErr != nil:
+		i.mu.Unlock()
+		return 0, nil, i.deadErr
+	case i.waits == nil:
+		i.waits = map[string]*execWait{}
+	}
+	if _, dup := i.waits[id]; dup {
+		i.mu.Unlock()
+		return 0, nil, fmt.Errorf("exec id %q is in use", id)
+	}
+	i.waits[id] = w
+	started := w.started
+	i.mu.Unlock()
+	if err := i.send(message{Type: msgExec, ID: id, Exec: &e}, stdio[:]); err != nil {
+		i.mu.Lock()
+		delete(i.waits, id)
+		i.mu.Unlock()
+		return 0, nil, err
+	}
+	m := <-started
+	if m.Type == msgError {
+		return 0, nil, &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
+	}
+	return m.Pid, w.exit, nil
+}
+
+// SignalExec sends sig to the exec id.
+func (i *Init) SignalExec(id string, sig syscall.Signal) error {
+	return i.send(message{Type: msgSignal, ID: id, Signal: int(sig)}, nil)
+}
+
+// KillExec SIGKILLs the exec id and its process group.
+func (i *Init) KillExec(id string) error {
+	return i.send(message{Type: msgKill, ID: id}, nil)
+}
