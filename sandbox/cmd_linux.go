@@ -212,6 +212,10 @@ func (c *Cmd) SetNetworkPolicy(p NetworkPolicy) error {
 	if r == nil {
 		return errors.New("sandbox: not started")
 	}
+	return r.setNetworkPolicy(p)
+}
+
+func (r *running) setNetworkPolicy(p NetworkPolicy) error {
 	if r.proxy == nil || p.Mode == netpolicy.Host {
 		return fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
 	}

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -18,3 +19,5 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+func ioPipe() (*io.PipeReader, *io.PipeWriter) { return io.Pipe() }

@@ -1,0 +1,143 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+func provision(t *testing.T, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Terminate(context.Background()) })
+	return sb
+}
+
+func execOut(t *testing.T, sb *sandbox.Sandbox, req sandbox.ExecRequest) (string, *sandbox.ExecResult) {
+	t.Helper()
+	var out bytes.Buffer
+	req.Stdout = &out
+	res, err := sb.Exec(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%v: %v", req.Args, err)
+	}
+	return strings.TrimSpace(out.String()), res
+}
+
+func TestSandboxKeepsStateAcrossExecs(t *testing.T) {
+	sb := provision(t, sandbox.Spec{})
+	if out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo kept > /tmp/f; exit 3"}}); res.ExitCode != 3 || out != "" {
+		t.Fatalf("first exec: %+v %q", res, out)
+	}
+	out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/f; echo $FOO; pwd"}, Env: []string{"FOO=bar"}, Dir: "/tmp"})
+	if res.ExitCode != 0 || out != "kept\nbar\n/tmp" {
+		t.Fatalf("second exec: %+v %q", res, out)
+	}
+	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"/nonexistent"}}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("missing command: %v", err)
+	}
+}
+
+func TestSandboxConcurrentExecs(t *testing.T) {
+	sb := provision(t, sandbox.Spec{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			var out bytes.Buffer
+			res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", fmt.Sprintf("echo %d; exit %d", i, i%5)}, Stdout: &out})
+			switch {
+			case err != nil:
+				errs <- err
+			case res.ExitCode != i%5 || strings.TrimSpace(out.String()) != fmt.Sprint(i):
+				errs <- fmt.Errorf("exec %d: %+v %q", i, res, out.String())
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestSandboxExecTimeoutKillsOnlyThatExec(t *testing.T) {
+	sb := provision(t, sandbox.Spec{})
+	long := make(chan *sandbox.ExecResult)
+	go func() {
+		res, _ := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "sleep 2; echo survived"}})
+		long <- res
+	}()
+	start := time.Now()
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "sleep 30 & sleep 30"}, Timeout: 200 * time.Millisecond})
+	if err != nil || !res.TimedOut || res.ExitCode != 124 || time.Since(start) > 3*time.Second {
+		t.Fatalf("timed-out exec: %+v, %v after %s", res, err, time.Since(start))
+	}
+	if r := <-long; r == nil || r.ExitCode != 0 {
+		t.Errorf("the other exec was affected: %+v", r)
+	}
+	// A cancelled context kills the exec too.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sleep", "30"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled exec: %v", err)
+	}
+}
+
+func TestSandboxStreamsOutput(t *testing.T) {
+	sb := provision(t, sandbox.Spec{})
+	pr, pw := ioPipe()
+	done := make(chan error)
+	go func() {
+		_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "echo first; sleep 1; echo second"}, Stdout: pw})
+		pw.Close()
+		done <- err
+	}()
+	buf := make([]byte, 6)
+	start := time.Now()
+	if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "first\n" || time.Since(start) > 900*time.Millisecond {
+		t.Errorf("first line %q after %s: not streamed", buf, time.Since(start))
+	}
+	if rest, _ := io.ReadAll(pr); string(rest) != "second\n" {
+		t.Errorf("rest %q", rest)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSandboxTerminateLeavesNothing(t *testing.T) {
+	before := len(tentCgroups())
+	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "setsid sleep 317 & sleep 317"}}) }()
+	time.Sleep(300 * time.Millisecond)
+	if err := sb.Terminate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertNoProcess(t, "sleep", "317")
+	if n := len(tentCgroups()); n > before {
+		t.Errorf("cgroups left: %v", tentCgroups())
+	}
+	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrTerminated) {
+		t.Errorf("exec after terminate: %v, want ErrTerminated", err)
+	}
+	if err := sb.Terminate(context.Background()); err != nil {
+		t.Errorf("second terminate: %v", err)
+	}
+}

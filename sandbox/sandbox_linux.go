@@ -1,0 +1,299 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/netpolicy"
+)
+
+// ErrTerminated is returned by the methods of a terminated [Sandbox].
+var ErrTerminated = errors.New("sandbox terminated")
+
+// ProvisionOptions are the host-side settings of a long-lived sandbox.
+type ProvisionOptions struct {
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+	// NetLog receives the network audit log in limited mode.
+	NetLog io.Writer
+	// Resolver resolves the names the network policy allows; nil means
+	// the host's resolver.
+	Resolver netpolicy.Resolver
+}
+
+// Sandbox is a long-lived sandbox: provisioned once, it runs any number
+// of commands, concurrently, until Terminate. Its methods are safe for
+// concurrent use.
+type Sandbox struct {
+	spec Spec
+	run  *running
+
+	mu       sync.Mutex
+	nextExec int
+	done     bool
+}
+
+// Provision builds a sandbox from spec whose init waits for commands.
+// Limits.Timeout, when set, bounds the sandbox's whole life.
+func Provision(ctx context.Context, spec Spec, opts ProvisionOptions) (*Sandbox, error) {
+	if namespaces.IsInit() {
+		return nil, ErrInitMissing
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log})
+	if err != nil {
+		return nil, err
+	}
+	go r.init.Serve()
+	s := &Sandbox{spec: spec, run: r}
+	r.stop = func() bool { return true }
+	if t := spec.Limits.Timeout; t > 0 {
+		timer := time.AfterFunc(t, func() { _ = s.Terminate(context.Background()) })
+		r.stop = timer.Stop
+	}
+	return s, nil
+}
+
+// Spec returns the spec the sandbox was provisioned with.
+func (s *Sandbox) Spec() Spec { return s.spec }
+
+// Protections reports how each protection is provided.
+func (s *Sandbox) Protections() []Protection {
+	return append([]Protection(nil), s.run.plan.report.Protections...)
+}
+
+// ExecRequest is one command to run in a [Sandbox].
+type ExecRequest struct {
+	// Args is the command and its arguments; Args[0] is looked up in PATH
+	// inside the sandbox unless it contains a slash.
+	Args []string
+	// Dir is the working directory inside; "" means the sandbox's.
+	Dir string
+	// Env is layered over the sandbox's environment, later wins.
+	Env []string
+	// Stdin, Stdout and Stderr are the command's fds 0, 1 and 2: an
+	// *os.File is passed as is (streamed with no copy), other readers and
+	// writers through pipes; nil means /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Timeout, when positive, kills the command (and its process group)
+	// after that long; the result says TimedOut.
+	Timeout time.Duration
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int           `json:"exit_code"` // the shell convention: 128+N for signal N, 124 for a timeout
+	Signal   string        `json:"signal,omitempty"`
+	TimedOut bool          `json:"timed_out"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Exec runs one command and waits for it. Cancelling ctx kills it. A
+// command that cannot start returns an error (ErrNotFound,
+// ErrNotExecutable, ...); a command that ran returns its result, whatever
+// its exit code.
+func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
+	if len(req.Args) == 0 || req.Args[0] == "" {
+		return nil, fmt.Errorf("%w: exec needs a command", ErrInvalidSpec)
+	}
+	for i, kv := range req.Env {
+		if k, _, ok := cutEnv(kv); !ok || k == "" {
+			return nil, fmt.Errorf("%w: env %d: %q is not KEY=VALUE", ErrInvalidSpec, i+1, kv)
+		}
+	}
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return nil, ErrTerminated
+	}
+	s.nextExec++
+	id := strconv.Itoa(s.nextExec)
+	s.mu.Unlock()
+
+	base := s.run.plan.cfg.Exec
+	e := namespaces.Exec{Path: req.Args[0], Args: req.Args, Env: mergeEnv(append(append([]string{}, base.Env...), req.Env...)), Dir: base.Dir}
+	if req.Dir != "" {
+		e.Dir = req.Dir
+	}
+	stdio, err := openStdio(req.Stdin, req.Stdout, req.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer stdio.close()
+	start := time.Now()
+	_, exited, err := s.run.init.Exec(id, e, stdio.fds)
+	stdio.closeChildEnds()
+	if err != nil {
+		if errors.Is(err, namespaces.ErrInitGone) {
+			return nil, fmt.Errorf("%w: %w", ErrTerminated, err)
+		}
+		return nil, startError(err)
+	}
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	res := &ExecResult{}
+	var ex namespaces.ExecExit
+	select {
+	case ex = <-exited:
+	case <-timeout:
+		res.TimedOut = true
+		_ = s.run.init.KillExec(id)
+		ex = <-exited
+	case <-ctx.Done():
+		_ = s.run.init.KillExec(id)
+		ex = <-exited
+	}
+	res.Duration = time.Since(start)
+	stdio.wait(250 * time.Millisecond)
+	if ex.Err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTerminated, ex.Err)
+	}
+	switch {
+	case res.TimedOut:
+		res.ExitCode = 124
+	case ex.Status.Signaled():
+		res.Signal = ex.Status.Signal().String()
+		res.ExitCode = 128 + int(ex.Status.Signal())
+	default:
+		res.ExitCode = ex.Status.ExitStatus()
+	}
+	if err := ctx.Err(); err != nil && !res.TimedOut {
+		return res, err
+	}
+	return res, nil
+}
+
+// SetNetworkPolicy replaces the rules of a limited sandbox (see
+// [Cmd.SetNetworkPolicy]).
+func (s *Sandbox) SetNetworkPolicy(p NetworkPolicy) error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done {
+		return ErrTerminated
+	}
+	if err := s.run.setNetworkPolicy(p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.spec.Network = p
+	s.mu.Unlock()
+	return nil
+}
+
+// Terminate kills every process of the sandbox and removes its cgroup;
+// nothing is left. It is idempotent.
+func (s *Sandbox) Terminate(ctx context.Context) error {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return nil
+	}
+	s.done = true
+	s.mu.Unlock()
+	s.run.stop()
+	return s.run.teardown(ctx)
+}
+
+// stdio holds an exec's descriptors: the caller's files as they are, or
+// pipes whose other ends are copied from or to its readers and writers.
+type stdio struct {
+	fds        [3]int
+	childEnds  []*os.File // closed once the init has them
+	ownedFiles []*os.File // closed at the end
+	copies     sync.WaitGroup
+}
+
+func openStdio(in io.Reader, out, errw io.Writer) (*stdio, error) {
+	s := &stdio{}
+	for i, x := range []any{in, out, errw} {
+		f, err := s.fd(i, x)
+		if err != nil {
+			s.closeChildEnds()
+			s.close()
+			return nil, err
+		}
+		s.fds[i] = int(f.Fd())
+	}
+	return s, nil
+}
+
+func (s *stdio) fd(i int, x any) (*os.File, error) {
+	if f, ok := x.(*os.File); ok && f != nil {
+		return f, nil
+	}
+	if x == nil {
+		flag := os.O_WRONLY
+		if i == 0 {
+			flag = os.O_RDONLY
+		}
+		f, err := os.OpenFile(os.DevNull, flag, 0)
+		if err != nil {
+			return nil, err
+		}
+		s.childEnds = append(s.childEnds, f)
+		return f, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	if i == 0 {
+		r := x.(io.Reader)
+		s.childEnds = append(s.childEnds, pr)
+		s.ownedFiles = append(s.ownedFiles, pw)
+		go func() { _, _ = io.Copy(pw, r); pw.Close() }()
+		return pr, nil
+	}
+	w := x.(io.Writer)
+	s.childEnds = append(s.childEnds, pw)
+	s.ownedFiles = append(s.ownedFiles, pr)
+	s.copies.Add(1)
+	go func() { defer s.copies.Done(); _, _ = io.Copy(w, pr) }()
+	return pw, nil
+}
+
+func (s *stdio) closeChildEnds() {
+	for _, f := range s.childEnds {
+		f.Close()
+	}
+	s.childEnds = nil
+}
+
+// wait lets the output copies drain; a background process that keeps an
+// output pipe open is cut off after grace.
+func (s *stdio) wait(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.copies.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		for _, f := range s.ownedFiles {
+			f.Close()
+		}
+		<-done
+	}
+}
+
+func (s *stdio) close() {
+	for _, f := range s.ownedFiles {
+		f.Close()
+	}
+}
+
