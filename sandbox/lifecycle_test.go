@@ -125,7 +125,9 @@ func TestSandboxTerminateLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _, _ = sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "setsid sleep 317 & sleep 317"}}) }()
+	go func() {
+		_, _ = sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "setsid sleep 317 & sleep 317"}})
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if err := sb.Terminate(context.Background()); err != nil {
 		t.Fatal(err)

@@ -296,4 +296,3 @@ func (s *stdio) close() {
 		f.Close()
 	}
 }
-
