@@ -16,8 +16,8 @@ var (
 	ErrInvalidSpec = errors.New("invalid sandbox spec")
 	// ErrUnsupported means the host cannot provide a requested protection.
 	ErrUnsupported = errors.New("unsupported on this host")
-	// ErrNotFound means the command does not exist inside the sandbox.
-	ErrNotFound = errors.New("command not found")
+	// ErrCommandNotFound means the command does not exist inside the sandbox.
+	ErrCommandNotFound = errors.New("command not found")
 	// ErrNotExecutable means the command exists but cannot be executed.
 	ErrNotExecutable = errors.New("command not executable")
 	// ErrInitMissing means the program never called [Init].
@@ -91,7 +91,7 @@ func (e *ExitError) ExitCode() int { return e.Report.ExitCode() }
 // conventions: 127 not found, 126 not executable, else 125.
 func exitCodeForStart(err error) int {
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrCommandNotFound):
 		return 127
 	case errors.Is(err, ErrNotExecutable):
 		return 126
@@ -117,7 +117,7 @@ func ExitCode(err error) int {
 func startErrno(errno syscall.Errno) error {
 	switch errno {
 	case syscall.ENOENT:
-		return ErrNotFound
+		return ErrCommandNotFound
 	case syscall.EACCES, syscall.ENOEXEC, syscall.EPERM, syscall.EISDIR:
 		return ErrNotExecutable
 	}

@@ -44,7 +44,7 @@ func TestSandboxKeepsStateAcrossExecs(t *testing.T) {
 	if res.ExitCode != 0 || out != "kept\nbar\n/tmp" {
 		t.Fatalf("second exec: %+v %q", res, out)
 	}
-	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"/nonexistent"}}); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"/nonexistent"}}); !errors.Is(err, sandbox.ErrCommandNotFound) {
 		t.Errorf("missing command: %v", err)
 	}
 }

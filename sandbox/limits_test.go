@@ -97,7 +97,7 @@ func TestNofileLimit(t *testing.T) {
 
 func TestCommandNotFoundAndNotExecutable(t *testing.T) {
 	_, _, err := run(t, sandbox.Spec{}, "/nonexistent")
-	if !errors.Is(err, sandbox.ErrNotFound) || sandbox.ExitCode(err) != 127 {
+	if !errors.Is(err, sandbox.ErrCommandNotFound) || sandbox.ExitCode(err) != 127 {
 		t.Errorf("missing command: %v (exit %d)", err, sandbox.ExitCode(err))
 	}
 	_, _, err = run(t, sandbox.Spec{}, "/etc/hostname")

@@ -39,6 +39,7 @@ type Sandbox struct {
 	mu       sync.Mutex
 	nextExec int
 	done     bool
+	ended    chan struct{} // closed by Terminate
 }
 
 // Provision builds a sandbox from spec whose init waits for commands.
@@ -56,7 +57,7 @@ func Provision(ctx context.Context, spec Spec, opts ProvisionOptions) (*Sandbox,
 		return nil, err
 	}
 	go r.init.Serve()
-	s := &Sandbox{spec: spec, run: r}
+	s := &Sandbox{spec: spec, run: r, ended: make(chan struct{})}
 	r.stop = func() bool { return true }
 	if t := spec.Limits.Timeout; t > 0 {
 		timer := time.AfterFunc(t, func() { _ = s.Terminate(context.Background()) })
@@ -101,7 +102,7 @@ type ExecResult struct {
 }
 
 // Exec runs one command and waits for it. Cancelling ctx kills it. A
-// command that cannot start returns an error (ErrNotFound,
+// command that cannot start returns an error (ErrCommandNotFound,
 // ErrNotExecutable, ...); a command that ran returns its result, whatever
 // its exit code.
 func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
@@ -208,8 +209,14 @@ func (s *Sandbox) Terminate(ctx context.Context) error {
 	s.done = true
 	s.mu.Unlock()
 	s.run.stop()
-	return s.run.teardown(ctx)
+	err := s.run.teardown(ctx)
+	close(s.ended)
+	return err
 }
+
+// Done is closed once the sandbox has been terminated (by Terminate or
+// when Limits.Timeout ran out).
+func (s *Sandbox) Done() <-chan struct{} { return s.ended }
 
 // stdio holds an exec's descriptors: the caller's files as they are, or
 // pipes whose other ends are copied from or to its readers and writers.

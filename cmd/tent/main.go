@@ -83,7 +83,8 @@ func printError(w io.Writer, msg string) {
 
 // globalOptions are the flags every subcommand has.
 type globalOptions struct {
-	verbose bool
+	verbose  bool
+	stateDir string
 }
 
 // logger returns the debug logger (-v) or nil.
@@ -107,10 +108,12 @@ seccomp and cgroups: no daemon, no image, no root required.`,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "debug log on stderr")
+	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state `DIR` of long-lived sandboxes (default $TENT_STATE_DIR, /var/lib/tent for root, else $XDG_STATE_HOME/tent)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{cmd: c.CommandPath(), err: err}
 	})
-	root.AddCommand(newRunCmd(g), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(g), newCreateCmd(g), newExecCmd(g), newLsCmd(g), newInspectCmd(g), newNetCmd(g), newRmCmd(g),
+		newDoctorCmd(), newVersionCmd(), newSuperviseCmd(g))
 	return root
 }
 

@@ -1,0 +1,392 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// createOptions are tent create's flags: run's, plus a name and labels.
+type createOptions struct {
+	runOptions
+	name   string
+	labels []string
+}
+
+func (o *createOptions) register(f *pflag.FlagSet) {
+	o.runOptions.register(f)
+	f.StringVar(&o.name, "name", "", "a `NAME` to refer to the sandbox by")
+	f.StringArrayVar(&o.labels, "label", nil, "attach a `K=V` label (repeatable)")
+}
+
+func parseLabels(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want K=V", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (g *globalOptions) store() sandbox.Store {
+	if g.stateDir != "" {
+		return sandbox.Store{Dir: g.stateDir}
+	}
+	return sandbox.Store{Dir: sandbox.DefaultStateDir()}
+}
+
+// lookup finds a sandbox record, as tent's exit-125 refusal when missing.
+func (g *globalOptions) lookup(ref string) (*sandbox.Record, error) {
+	rec, err := g.store().Get(ref)
+	if err != nil {
+		return nil, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	return rec, nil
+}
+
+// call sends one request to a running sandbox's supervisor.
+func (g *globalOptions) call(rec *sandbox.Record, req ctlRequest, fds []int) (ctlReply, error) {
+	if rec.State != "running" {
+		return ctlReply{}, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s is %s: its supervisor is gone (tent rm %s cleans up)", rec.ID, rec.State, rec.ID)}
+	}
+	conn, err := dialSupervisor(rec.Socket)
+	if err != nil {
+		return ctlReply{}, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s: %v", rec.ID, err)}
+	}
+	defer conn.Close()
+	if err := ctlSend(conn, req, fds); err != nil {
+		return ctlReply{}, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	var reply ctlReply
+	if _, err := ctlRecv(conn, &reply); err != nil {
+		return ctlReply{}, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s: no answer: %v", rec.ID, err)}
+	}
+	return reply, nil
+}
+
+func newCreateCmd(g *globalOptions) *cobra.Command {
+	o := &createOptions{}
+	c := &cobra.Command{
+		Use:   "create [flags]",
+		Short: "Create a long-lived sandbox and print its id",
+		Long: `Create a sandbox that keeps running (owned by a small supervisor process)
+until tent rm, and print its id as the last line of stdout. It takes the
+same flags as tent run; --timeout bounds the sandbox's whole life.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cwd, _ := os.Getwd()
+			if _, err := buildSpec(c.Flags(), &o.runOptions, os.LookupEnv, cwd, nil); err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			if _, err := parseLabels(o.labels); err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			return g.startSupervisor(c)
+		},
+	}
+	o.register(c.Flags())
+	return c
+}
+
+// startSupervisor re-executes tent as the sandbox's supervisor, in its own
+// session, and waits until the sandbox is ready.
+func (g *globalOptions) startSupervisor(c *cobra.Command) error {
+	store := g.store()
+	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
+		return &exitError{code: exitRefused, msg: fmt.Sprintf("state directory: %v", err)}
+	}
+	id := sandbox.NewID()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	logFile, err := os.OpenFile(store.SocketPath(id)[:len(store.SocketPath(id))-5]+".log", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	defer logFile.Close()
+	args := []string{"--state-dir", store.Dir}
+	if g.verbose {
+		args = append(args, "-v")
+	}
+	args = append(append(args, superviseCmd, id), createArgs(os.Args)...)
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return err
+	}
+	w.Close()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	if strings.TrimSpace(line) != "ok" {
+		_ = cmd.Wait()
+		var code int
+		var msg string
+		if _, err := fmt.Sscanf(line, "error %d", &code); err != nil {
+			code, msg = exitRefused, "the sandbox's supervisor failed: see "+logFile.Name()
+		} else {
+			msg = strings.TrimSpace(strings.SplitN(line, " ", 3)[2])
+		}
+		return &exitError{code: code, msg: msg}
+	}
+	_ = cmd.Process.Release()
+	fmt.Fprintln(c.OutOrStdout(), id)
+	return nil
+}
+
+// createArgs returns the flags given to `tent create` (after "create").
+func createArgs(argv []string) []string {
+	for i, a := range argv {
+		if a == "create" {
+			return argv[i+1:]
+		}
+	}
+	return nil
+}
+
+func newExecCmd(g *globalOptions) *cobra.Command {
+	var timeout, workdir string
+	var env []string
+	c := &cobra.Command{
+		Use:   "exec [flags] ID -- CMD [ARGS...]",
+		Short: "Run a command in a sandbox made by tent create, with its exit status",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			rec, err := g.lookup(args[0])
+			if err != nil {
+				return err
+			}
+			argv := args[1:]
+			if argv[0] == "--" {
+				argv = argv[1:]
+			}
+			if len(argv) == 0 {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("missing command: want tent exec [flags] ID -- CMD [ARGS...]")}
+			}
+			req := ctlRequest{Op: "exec", Args: argv, Env: env, Dir: workdir}
+			if timeout != "" {
+				d, err := sandbox.ParseDuration(timeout)
+				if err != nil {
+					return &exitError{code: exitRefused, msg: fmt.Sprintf("--timeout %q: %v", timeout, err)}
+				}
+				req.Timeout = int64(d)
+			}
+			for _, kv := range env {
+				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+					return &exitError{code: exitRefused, msg: fmt.Sprintf("--env %q: want K=V", kv)}
+				}
+			}
+			// Interrupting tent exec ends the command: the supervisor
+			// kills it when this connection closes.
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			go func() {
+				s := <-sigs
+				os.Exit(128 + int(s.(syscall.Signal)))
+			}()
+			reply, err := g.call(rec, req, []int{0, 1, 2})
+			if err != nil {
+				return err
+			}
+			msg := reply.Error
+			if reply.TimedOut {
+				msg = "timed out after " + timeout + ": command killed"
+			}
+			if reply.Code != 0 || msg != "" {
+				return &exitError{code: reply.Code, msg: msg}
+			}
+			return nil
+		},
+	}
+	c.Flags().SetInterspersed(false)
+	c.Flags().StringVar(&timeout, "timeout", "", "kill the command after `DURATION`")
+	c.Flags().StringArrayVar(&env, "env", nil, "set variable `K=V` (repeatable)")
+	c.Flags().StringVar(&workdir, "workdir", "", "working `DIR` inside")
+	return c
+}
+
+func newLsCmd(g *globalOptions) *cobra.Command {
+	var output string
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "ls",
+		Short: "List sandboxes",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			recs, err := g.store().List()
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			out := c.OutOrStdout()
+			switch {
+			case quiet:
+				for _, r := range recs {
+					fmt.Fprintln(out, r.ID)
+				}
+			case output == "json":
+				if recs == nil {
+					recs = []*sandbox.Record{}
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(recs)
+			case output == "" || output == "table":
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCREATED\tLABELS")
+				for _, r := range recs {
+					var labels []string
+					for k, v := range r.Labels {
+						labels = append(labels, k+"="+v)
+					}
+					sort.Strings(labels)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, r.State, r.Created.Local().Format(time.DateTime), strings.Join(labels, ","))
+				}
+				return tw.Flush()
+			default:
+				return &exitError{code: exitRefused, msg: fmt.Sprintf("-o %q: want table or json", output)}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "", "output format: `table` or json")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print ids only")
+	return c
+}
+
+func newInspectCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect ID",
+		Short: "Print a sandbox's record as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			rec, err := g.lookup(args[0])
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(c.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(rec)
+		},
+	}
+}
+
+func newRmCmd(g *globalOptions) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "rm ID... | --all",
+		Short: "Terminate sandboxes and remove them",
+		RunE: func(c *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("give sandbox ids or --all")}
+			}
+			var recs []*sandbox.Record
+			if all {
+				list, err := g.store().List()
+				if err != nil {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
+				recs = list
+			}
+			for _, ref := range args {
+				rec, err := g.lookup(ref)
+				if err != nil {
+					return err
+				}
+				recs = append(recs, rec)
+			}
+			var failed []string
+			for _, rec := range recs {
+				if err := g.remove(rec); err != nil {
+					failed = append(failed, err.Error())
+				}
+			}
+			if len(failed) > 0 {
+				return &exitError{code: exitRefused, msg: strings.Join(failed, "\n")}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, "remove every sandbox")
+	return c
+}
+
+// remove terminates a running sandbox through its supervisor, or cleans
+// up after one whose supervisor is gone (its processes died with it).
+func (g *globalOptions) remove(rec *sandbox.Record) error {
+	if rec.State == "running" {
+		reply, err := g.call(rec, ctlRequest{Op: "rm"}, nil)
+		if err != nil {
+			return err
+		}
+		if reply.Error != "" {
+			return fmt.Errorf("sandbox %s: %s", rec.ID, reply.Error)
+		}
+		// Wait for the supervisor to finish its teardown.
+		for i := 0; i < 200 && processAlive(rec.Supervisor); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return g.store().Remove(rec.ID)
+}
+
+func processAlive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+func newNetCmd(g *globalOptions) *cobra.Command {
+	var mode string
+	var allow, deny []string
+	c := &cobra.Command{
+		Use:   "net ID [--net none|limited] [--allow-host P]... [--deny-host P]...",
+		Short: "Replace a running sandbox's network rules",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			rec, err := g.lookup(args[0])
+			if err != nil {
+				return err
+			}
+			p := sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: allow, DeniedHosts: deny}
+			if c.Flags().Changed("net") {
+				if p.Mode, err = sandbox.ParseNet(mode); err != nil {
+					return &exitError{code: exitRefused, msg: fmt.Sprintf("--net: %v", err)}
+				}
+			}
+			if err := p.Validate(); err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			reply, err := g.call(rec, ctlRequest{Op: "net", Network: &p}, nil)
+			if err != nil {
+				return err
+			}
+			if reply.Error != "" {
+				return &exitError{code: exitRefused, msg: reply.Error}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&mode, "net", "limited", "`none` (deny everything) or limited")
+	c.Flags().StringArrayVar(&allow, "allow-host", nil, "allow `PATTERN` (repeatable)")
+	c.Flags().StringArrayVar(&deny, "deny-host", nil, "deny `PATTERN` (repeatable)")
+	return c
+}

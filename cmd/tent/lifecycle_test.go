@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// life runs tent with a private state directory.
+type life struct{ dir string }
+
+func newLife(t *testing.T) life {
+	l := life{dir: t.TempDir()}
+	t.Cleanup(func() { tent(t, "--state-dir", l.dir, "rm", "--all") })
+	return l
+}
+
+func (l life) tent(t *testing.T, args ...string) result {
+	t.Helper()
+	return tent(t, append([]string{"--state-dir", l.dir}, args...)...)
+}
+
+func (l life) create(t *testing.T, args ...string) string {
+	t.Helper()
+	r := l.tent(t, append([]string{"create"}, args...)...)
+	r.expect(t, 0)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestLifecycleVerbs(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t, "--name", "box", "--label", "team=a", "--hostname", "kept")
+	if len(id) != 16 {
+		t.Fatalf("create printed %q, want a 16-digit id", id)
+	}
+	l.tent(t, "exec", "box", "--", "sh", "-c", "echo state > /tmp/f").expect(t, 0)
+	if r := l.tent(t, "exec", id[:6], "--", "sh", "-c", "cat /tmp/f; hostname"); r.stdout != "state\nkept\n" {
+		t.Errorf("second exec saw %q: state or settings lost", r.stdout)
+	}
+	l.tent(t, "exec", id, "--", "sh", "-c", "exit 9").expect(t, 9)
+	l.tent(t, "exec", "--env", "A=b", "--workdir", "/tmp", id, "--", "sh", "-c", `test "$A$(pwd)" = b/tmp`).expect(t, 0)
+	l.tent(t, "exec", "--timeout", "200ms", id, "--", "sleep", "10").expect(t, 124, "timed out")
+	l.tent(t, "exec", id, "--", "/nonexistent").expect(t, 127)
+
+	if r := l.tent(t, "ls", "-q"); strings.TrimSpace(r.stdout) != id {
+		t.Errorf("ls -q: %q", r.stdout)
+	}
+	var recs []map[string]any
+	if err := json.Unmarshal([]byte(l.tent(t, "ls", "-o", "json").stdout), &recs); err != nil || len(recs) != 1 || recs[0]["state"] != "running" || recs[0]["name"] != "box" {
+		t.Errorf("ls -o json: %v %v", recs, err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(l.tent(t, "inspect", "box").stdout), &rec); err != nil || rec["id"] != id {
+		t.Errorf("inspect: %v %v", rec, err)
+	}
+	pid := int(rec["supervisor_pid"].(float64))
+	l.tent(t, "rm", id).expect(t, 0)
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("supervisor %d still runs after rm", pid)
+	}
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("state left after rm: %v", ents)
+	}
+	l.tent(t, "exec", id, "--", "true").expect(t, 125, "no such sandbox")
+}
+
+func TestLifecycleRefusals(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	l.tent(t, "exec", "nope", "--", "true").expect(t, 125, "no such sandbox")
+	l.tent(t, "create", "--memory", "-1").expect(t, 125, "memory")
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("a refused create left state: %v", ents)
+	}
+	a, b := l.create(t), l.create(t)
+	common := 0
+	for common < len(a) && a[common] == b[common] {
+		common++
+	}
+	l.tent(t, "exec", a[:common], "--", "true").expect(t, 125) // "" or a shared prefix: ambiguous or unknown
+	l.tent(t, "net", a, "--allow-host", "*").expect(t, 125, `"*"`)
+	l.tent(t, "net", a, "--allow-host", "example.com").expect(t, 125, "limited") // a none sandbox has no proxy
+	l.tent(t, "rm", "--all").expect(t, 0)
+}
+
+func TestLimitedSandboxRulesChangeAtRuntime(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t, "--allow-host", "evil.example")
+	get := func() string { return l.tent(t, "exec", id, "--", "perl", "-e", proxyGet).stdout }
+	if got := get(); strings.HasPrefix(got, "HTTP/1.1 403") {
+		t.Fatalf("allowed host refused: %q", got)
+	}
+	l.tent(t, "net", id, "--allow-host", "example.org").expect(t, 0)
+	if got := get(); !strings.HasPrefix(got, "HTTP/1.1 403") {
+		t.Errorf("after tent net: %q, want 403", got)
+	}
+	l.tent(t, "net", id, "--net", "host").expect(t, 125, "host")
+}
+
+func TestKilledSupervisorIsReconciled(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t)
+	b, err := os.ReadFile(filepath.Join(l.dir, id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Supervisor int `json:"supervisor_pid"`
+	}
+	_ = json.Unmarshal(b, &rec)
+	if err := syscall.Kill(rec.Supervisor, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(l.tent(t, "ls").stdout, "stopped") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := l.tent(t, "ls").stdout; !strings.Contains(out, id) || !strings.Contains(out, "stopped") {
+		t.Fatalf("ls after kill -9 of the supervisor: %q", out)
+	}
+	l.tent(t, "exec", id, "--", "true").expect(t, 125, "stopped")
+	l.tent(t, "rm", id).expect(t, 0)
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("state left after rm: %v", ents)
+	}
+	_ = strconv.Itoa
+}

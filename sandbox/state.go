@@ -1,0 +1,189 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrNotFound is returned for an id or prefix that names no sandbox.
+	ErrNotFound = errors.New("no such sandbox")
+	// ErrAmbiguous is returned for a prefix that names several sandboxes.
+	ErrAmbiguous = errors.New("ambiguous sandbox id prefix")
+)
+
+// Record is the durable description of a long-lived sandbox, one JSON
+// file per sandbox in the state directory, written atomically so that a
+// crash leaves the old or the new record, never a torn one.
+type Record struct {
+	ID      string            `json:"id"`
+	Name    string            `json:"name,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Created time.Time         `json:"created"`
+	// State is "running" while its supervisor lives; readers reconcile
+	// it (see [Store.List]) to "stopped" when the supervisor is gone.
+	State string `json:"state"`
+	// Supervisor is the pid of the process that owns the sandbox.
+	Supervisor int `json:"supervisor_pid,omitempty"`
+	// Socket is the supervisor's control socket.
+	Socket string `json:"socket,omitempty"`
+	// Args are the `tent create` flags the sandbox was made from.
+	Args []string `json:"args,omitempty"`
+	Spec Spec     `json:"spec"`
+	// Protections as reported at provision time.
+	Protections []Protection `json:"protections,omitempty"`
+}
+
+// Store is a state directory.
+type Store struct{ Dir string }
+
+// DefaultStateDir is $TENT_STATE_DIR, else /var/lib/tent for root, else
+// $XDG_STATE_HOME/tent, else ~/.local/state/tent.
+func DefaultStateDir() string {
+	if d := os.Getenv("TENT_STATE_DIR"); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/tent"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "tent")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "state", "tent")
+}
+
+// NewID returns a fresh random sandbox id (16 hex digits).
+func NewID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s Store) ensure() error { return os.MkdirAll(s.Dir, 0o700) }
+
+func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
+
+// SocketPath is where the supervisor of id listens.
+func (s Store) SocketPath(id string) string { return filepath.Join(s.Dir, id+".sock") }
+
+// Save writes r atomically: a temporary file in the same directory,
+// fsync'd, renamed over the record, and the directory fsync'd.
+func (s Store) Save(r *Record) error {
+	if err := s.ensure(); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(s.Dir, "."+r.ID+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), s.path(r.ID)); err != nil {
+		return err
+	}
+	if d, err := os.Open(s.Dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Remove deletes id's record and socket.
+func (s Store) Remove(id string) error {
+	_ = os.Remove(s.SocketPath(id))
+	_ = os.Remove(filepath.Join(s.Dir, id+".log"))
+	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// List reads every record, oldest first, reconciling each one's state
+// with its supervisor: a record whose supervisor is gone reads "stopped".
+func (s Store) List() ([]*Record, error) {
+	paths, err := filepath.Glob(filepath.Join(s.Dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("state record %s: %w", p, err)
+		}
+		if r.State == "running" && !supervisorAlive(r.Supervisor, r.ID) {
+			r.State = "stopped"
+		}
+		out = append(out, &r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// Get finds a record by exact id, unique id prefix, or exact name.
+func (s Store) Get(ref string) (*Record, error) {
+	if ref == "" {
+		return nil, fmt.Errorf("%w: empty id", ErrNotFound)
+	}
+	all, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var matches []*Record
+	for _, r := range all {
+		if r.ID == ref || r.Name == ref {
+			return r, nil
+		}
+		if strings.HasPrefix(r.ID, ref) {
+			matches = append(matches, r)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, fmt.Errorf("%w: %q (see tent ls)", ErrNotFound, ref)
+	case 1:
+		return matches[0], nil
+	}
+	ids := make([]string, len(matches))
+	for i, m := range matches {
+		ids[i] = m.ID
+	}
+	return nil, fmt.Errorf("%w: %q matches %s", ErrAmbiguous, ref, strings.Join(ids, ", "))
+}
+
+// supervisorAlive reports whether pid is still the supervisor of id (not
+// a recycled pid).
+func supervisorAlive(pid int, id string) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), "\x00"+id)
+}
