@@ -214,6 +214,15 @@ func (s *Sandbox) Terminate(ctx context.Context) error {
 	return err
 }
 
+// NetworkDenied lists the destinations the network policy has refused
+// so far (limited mode), with counts.
+func (s *Sandbox) NetworkDenied() []netpolicy.Denial {
+	if s.run.proxy == nil {
+		return nil
+	}
+	return s.run.proxy.Denied()
+}
+
 // Done is closed once the sandbox has been terminated (by Terminate or
 // when Limits.Timeout ran out).
 func (s *Sandbox) Done() <-chan struct{} { return s.ended }

@@ -29,6 +29,9 @@ type ctlReply struct {
 	Code     int    `json:"code"` // the exit code to use
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
+	// Blocked summarises the connections the network policy refused
+	// during an exec.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 func ctlSend(c *net.UnixConn, v any, fds []int) error {

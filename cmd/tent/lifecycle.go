@@ -211,6 +211,9 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if reply.Blocked != "" {
+				printError(os.Stderr, reply.Blocked)
+			}
 			msg := reply.Error
 			if reply.TimedOut {
 				msg = "timed out after " + timeout + ": command killed"

@@ -99,8 +99,10 @@ func TestLimitedSandboxRulesChangeAtRuntime(t *testing.T) {
 		t.Fatalf("allowed host refused: %q", got)
 	}
 	l.tent(t, "net", id, "--allow-host", "example.org").expect(t, 0)
-	if got := get(); !strings.HasPrefix(got, "HTTP/1.1 403") {
-		t.Errorf("after tent net: %q, want 403", got)
+	r := l.tent(t, "exec", id, "--", "perl", "-e", proxyGet)
+	r.expect(t, 0, "tent: blocked 1 connection: evil.example:80 (not allowed)")
+	if !strings.HasPrefix(r.stdout, "HTTP/1.1 403") {
+		t.Errorf("after tent net: %q, want 403", r.stdout)
 	}
 	l.tent(t, "net", id, "--net", "host").expect(t, 125, "host")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -108,6 +109,28 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 	return nil
 }
 
+// deniedSince returns the denials in after beyond those in before (what
+// happened during one exec, give or take a concurrent one).
+func deniedSince(before, after []netpolicy.Denial) []netpolicy.Denial {
+	type key struct {
+		host   string
+		port   int
+		reason string
+	}
+	seen := map[key]int{}
+	for _, d := range before {
+		seen[key{d.Host, d.Port, d.Reason}] = d.Count
+	}
+	var out []netpolicy.Denial
+	for _, d := range after {
+		if n := d.Count - seen[key{d.Host, d.Port, d.Reason}]; n > 0 {
+			d.Count = n
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // argsAfter returns the arguments that follow the first occurrence of s.
 func argsAfter(argv []string, s string) []string {
 	for i, a := range argv {
@@ -141,6 +164,7 @@ func serveCtl(conn *net.UnixConn, sb *sandbox.Sandbox, store sandbox.Store, rec 
 		// The caller going away (Ctrl-C, kill) cancels the exec.
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { _, _ = conn.Read(make([]byte, 1)); cancel() }()
+		before := sb.NetworkDenied()
 		res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir,
 			Timeout: time.Duration(req.Timeout), Stdin: files[0], Stdout: files[1], Stderr: files[2]})
 		cancel()
@@ -148,7 +172,8 @@ func serveCtl(conn *net.UnixConn, sb *sandbox.Sandbox, store sandbox.Store, rec 
 			reply = ctlReply{Code: sandbox.ExitCode(err), Error: err.Error()}
 			break
 		}
-		reply = ctlReply{Code: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut}
+		reply = ctlReply{Code: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
+			Blocked: netpolicy.Summary(deniedSince(before, sb.NetworkDenied()))}
 	case "net":
 		if req.Network == nil {
 			reply = ctlReply{Code: exitRefused, Error: "net needs a policy"}
