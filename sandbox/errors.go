@@ -110,6 +110,10 @@ func ExitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.ExitCode()
 	}
+	var re *RemoteError
+	if errors.As(err, &re) && re.Code != 0 {
+		return re.Code
+	}
 	return exitCodeForStart(err)
 }
 

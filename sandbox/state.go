@@ -111,8 +111,8 @@ func (s Store) Save(r *Record) error {
 	return nil
 }
 
-// Remove deletes id's record and socket.
-func (s Store) Remove(id string) error {
+// removeFiles deletes id's record, socket and supervisor log.
+func (s Store) removeFiles(id string) error {
 	_ = os.Remove(s.SocketPath(id))
 	_ = os.Remove(filepath.Join(s.Dir, id+".log"))
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -65,26 +65,6 @@ func (g *globalOptions) lookup(ref string) (*sandbox.Record, error) {
 	return rec, nil
 }
 
-// call sends one request to a running sandbox's supervisor.
-func (g *globalOptions) call(rec *sandbox.Record, req ctlRequest, fds []int) (ctlReply, error) {
-	if rec.State != "running" {
-		return ctlReply{}, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s is %s: its supervisor is gone (tent rm %s cleans up)", rec.ID, rec.State, rec.ID)}
-	}
-	conn, err := dialSupervisor(rec.Socket)
-	if err != nil {
-		return ctlReply{}, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s: %v", rec.ID, err)}
-	}
-	defer conn.Close()
-	if err := ctlSend(conn, req, fds); err != nil {
-		return ctlReply{}, &exitError{code: exitRefused, msg: err.Error()}
-	}
-	var reply ctlReply
-	if _, err := ctlRecv(conn, &reply); err != nil {
-		return ctlReply{}, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s: no answer: %v", rec.ID, err)}
-	}
-	return reply, nil
-}
-
 func newCreateCmd(g *globalOptions) *cobra.Command {
 	o := &createOptions{}
 	c := &cobra.Command{
@@ -186,13 +166,13 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 			if len(argv) == 0 {
 				return &usageError{cmd: c.CommandPath(), err: errors.New("missing command: want tent exec [flags] ID -- CMD [ARGS...]")}
 			}
-			req := ctlRequest{Op: "exec", Args: argv, Env: env, Dir: workdir}
+			req := sandbox.ExecRequest{Args: argv, Env: env, Dir: workdir}
 			if timeout != "" {
 				d, err := sandbox.ParseDuration(timeout)
 				if err != nil {
 					return &exitError{code: exitRefused, msg: fmt.Sprintf("--timeout %q: %v", timeout, err)}
 				}
-				req.Timeout = int64(d)
+				req.Timeout = d
 			}
 			for _, kv := range env {
 				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -207,19 +187,18 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 				s := <-sigs
 				os.Exit(128 + int(s.(syscall.Signal)))
 			}()
-			reply, err := g.call(rec, req, []int{0, 1, 2})
+			res, blocked, err := sandbox.RemoteExec(rec, req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr})
 			if err != nil {
-				return err
+				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 			}
-			if reply.Blocked != "" {
-				printError(os.Stderr, reply.Blocked)
+			if blocked != "" {
+				printError(os.Stderr, blocked)
 			}
-			msg := reply.Error
-			if reply.TimedOut {
-				msg = "timed out after " + timeout + ": command killed"
+			if res.TimedOut {
+				return &exitError{code: res.ExitCode, msg: "timed out after " + timeout + ": command killed"}
 			}
-			if reply.Code != 0 || msg != "" {
-				return &exitError{code: reply.Code, msg: msg}
+			if res.ExitCode != 0 {
+				return &exitError{code: res.ExitCode}
 			}
 			return nil
 		},
@@ -322,7 +301,7 @@ func newRmCmd(g *globalOptions) *cobra.Command {
 			}
 			var failed []string
 			for _, rec := range recs {
-				if err := g.remove(rec); err != nil {
+				if err := g.store().Remove(rec); err != nil {
 					failed = append(failed, err.Error())
 				}
 			}
@@ -335,27 +314,6 @@ func newRmCmd(g *globalOptions) *cobra.Command {
 	c.Flags().BoolVar(&all, "all", false, "remove every sandbox")
 	return c
 }
-
-// remove terminates a running sandbox through its supervisor, or cleans
-// up after one whose supervisor is gone (its processes died with it).
-func (g *globalOptions) remove(rec *sandbox.Record) error {
-	if rec.State == "running" {
-		reply, err := g.call(rec, ctlRequest{Op: "rm"}, nil)
-		if err != nil {
-			return err
-		}
-		if reply.Error != "" {
-			return fmt.Errorf("sandbox %s: %s", rec.ID, reply.Error)
-		}
-		// Wait for the supervisor to finish its teardown.
-		for i := 0; i < 200 && processAlive(rec.Supervisor); i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	return g.store().Remove(rec.ID)
-}
-
-func processAlive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
 func newNetCmd(g *globalOptions) *cobra.Command {
 	var mode string
@@ -378,12 +336,8 @@ func newNetCmd(g *globalOptions) *cobra.Command {
 			if err := p.Validate(); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			reply, err := g.call(rec, ctlRequest{Op: "net", Network: &p}, nil)
-			if err != nil {
-				return err
-			}
-			if reply.Error != "" {
-				return &exitError{code: exitRefused, msg: reply.Error}
+			if err := sandbox.RemoteSetNetworkPolicy(rec, p); err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return nil
 		},

@@ -1,0 +1,88 @@
+// Package ctlmsg sends and receives JSON messages with attached file
+// descriptors over SOCK_SEQPACKET unix sockets: one message per packet,
+// descriptors passed with SCM_RIGHTS and received close-on-exec. tent's
+// host/init protocol and its supervisor protocol both use it.
+package ctlmsg
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxMessage bounds one message (a config with a large seccomp profile
+// is tens of KiB).
+const MaxMessage = 1 << 20
+
+// MaxFDs bounds the descriptors attached to one message.
+const MaxFDs = 64
+
+// ErrClosed is returned by Recv when the peer closed the socket.
+var ErrClosed = errors.New("control socket closed")
+
+// Send marshals v and sends it with fds attached (the caller keeps them).
+func Send(c *net.UnixConn, v any, fds []int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err = c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+// Recv reads one message into v and returns its descriptors, which the
+// caller owns.
+func Recv(c *net.UnixConn, v any) ([]int, error) {
+	buf := make([]byte, MaxMessage)
+	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	if oobn > 0 {
+		cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, fmt.Errorf("parsing control message: %w", err)
+		}
+		for _, cm := range cmsgs {
+			got, err := unix.ParseUnixRights(&cm)
+			if err != nil {
+				continue
+			}
+			for _, fd := range got {
+				unix.CloseOnExec(fd)
+			}
+			fds = append(fds, got...)
+		}
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		Close(fds)
+		return nil, errors.New("control message truncated")
+	}
+	if n == 0 {
+		Close(fds)
+		return nil, ErrClosed
+	}
+	if err := json.Unmarshal(buf[:n], v); err != nil {
+		Close(fds)
+		return nil, fmt.Errorf("decoding control message: %w", err)
+	}
+	return fds, nil
+}
+
+// Close closes every descriptor of fds that is not negative.
+func Close(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}

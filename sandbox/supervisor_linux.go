@@ -1,0 +1,231 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/netpolicy"
+)
+
+// A supervisor owns one long-lived sandbox on behalf of other processes
+// (the tent CLI's create/exec/net/rm): it serves a SOCK_SEQPACKET control
+// socket in the state directory, one JSON request per connection, with
+// the caller's stdin, stdout and stderr attached (SCM_RIGHTS) for execs.
+
+// remoteRequest is one request to a supervisor.
+type remoteRequest struct {
+	Op      string         `json:"op"` // exec, net, rm
+	Args    []string       `json:"args,omitempty"`
+	Env     []string       `json:"env,omitempty"`
+	Dir     string         `json:"dir,omitempty"`
+	Timeout time.Duration  `json:"timeout_ns,omitempty"`
+	Network *NetworkPolicy `json:"network,omitempty"`
+}
+
+// remoteReply is a supervisor's answer.
+type remoteReply struct {
+	Error  string      `json:"error,omitempty"`
+	Code   int         `json:"code"` // tent's exit code for a failure to start
+	Result *ExecResult `json:"result,omitempty"`
+	// Blocked summarises the connections the network policy refused
+	// during an exec.
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// Supervise serves sb at store.SocketPath(rec.ID), saves rec (state
+// running, this process as its supervisor) and calls ready; it returns
+// once the sandbox is removed (a remote rm), terminated, or ctx is done,
+// and then terminates the sandbox and removes its record.
+func Supervise(ctx context.Context, store Store, rec *Record, sb *Sandbox, ready func()) error {
+	defer sb.Terminate(context.Background())
+	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
+		return err
+	}
+	sock := store.SocketPath(rec.ID)
+	_ = os.Remove(sock)
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	defer l.Close()
+	rec.State, rec.Supervisor, rec.Socket = "running", os.Getpid(), sock
+	rec.Spec, rec.Protections = sb.Spec(), sb.Protections()
+	if err := store.Save(rec); err != nil {
+		return fmt.Errorf("saving the state record: %w", err)
+	}
+	defer store.removeFiles(rec.ID)
+	ready()
+
+	removed := make(chan struct{}, 1)
+	go func() {
+		for {
+			conn, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go serveRemote(conn, sb, store, rec, removed)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+	case <-removed:
+	case <-sb.Done():
+	}
+	return nil
+}
+
+func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, removed chan<- struct{}) {
+	defer conn.Close()
+	var req remoteRequest
+	fds, err := ctlmsg.Recv(conn, &req)
+	if err != nil {
+		return
+	}
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "stdio")
+		defer files[i].Close()
+	}
+	var reply remoteReply
+	switch req.Op {
+	case "exec":
+		if len(files) != 3 {
+			reply = remoteReply{Code: 125, Error: "exec needs the caller's stdin, stdout and stderr"}
+			break
+		}
+		// The caller going away (Ctrl-C, kill) cancels the exec.
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { _, _ = conn.Read(make([]byte, 1)); cancel() }()
+		before := sb.NetworkDenied()
+		res, err := sb.Exec(ctx, ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout,
+			Stdin: files[0], Stdout: files[1], Stderr: files[2]})
+		cancel()
+		if res == nil {
+			reply = remoteReply{Code: ExitCode(err), Error: err.Error()}
+			break
+		}
+		reply = remoteReply{Result: res, Blocked: netpolicy.Summary(deniedSince(before, sb.NetworkDenied()))}
+	case "net":
+		if req.Network == nil {
+			reply = remoteReply{Code: 125, Error: "net needs a policy"}
+			break
+		}
+		if err := sb.SetNetworkPolicy(*req.Network); err != nil {
+			reply = remoteReply{Code: 125, Error: err.Error()}
+			break
+		}
+		rec.Spec.Network = *req.Network
+		if err := store.Save(rec); err != nil {
+			reply = remoteReply{Code: 125, Error: err.Error()}
+		}
+	case "rm":
+		// Answer first: the caller then waits for the supervisor to exit,
+		// which it does once the teardown is done.
+		_ = ctlmsg.Send(conn, reply, nil)
+		removed <- struct{}{}
+		return
+	default:
+		reply = remoteReply{Code: 125, Error: fmt.Sprintf("unknown operation %q", req.Op)}
+	}
+	_ = ctlmsg.Send(conn, reply, nil)
+}
+
+// deniedSince returns the denials in after beyond those in before (what
+// happened during one exec, give or take a concurrent one).
+func deniedSince(before, after []netpolicy.Denial) []netpolicy.Denial {
+	type key struct {
+		host   string
+		port   int
+		reason string
+	}
+	seen := map[key]int{}
+	for _, d := range before {
+		seen[key{d.Host, d.Port, d.Reason}] = d.Count
+	}
+	var out []netpolicy.Denial
+	for _, d := range after {
+		if n := d.Count - seen[key{d.Host, d.Port, d.Reason}]; n > 0 {
+			d.Count = n
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ErrStopped is returned for a sandbox whose supervisor is gone.
+var ErrStopped = errors.New("sandbox stopped")
+
+// call sends one request to rec's supervisor and reads the answer.
+func call(rec *Record, req remoteRequest, fds []int) (remoteReply, error) {
+	if rec.State != "running" {
+		return remoteReply{}, fmt.Errorf("%w: %s is %s, its supervisor is gone (tent rm %s cleans up)", ErrStopped, rec.ID, rec.State, rec.ID)
+	}
+	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: rec.Socket, Net: "unixpacket"})
+	if err != nil {
+		return remoteReply{}, fmt.Errorf("%w: %s: %v", ErrStopped, rec.ID, err)
+	}
+	defer conn.Close()
+	if err := ctlmsg.Send(conn, req, fds); err != nil {
+		return remoteReply{}, err
+	}
+	var reply remoteReply
+	if _, err := ctlmsg.Recv(conn, &reply); err != nil {
+		return remoteReply{}, fmt.Errorf("sandbox %s: no answer: %w", rec.ID, err)
+	}
+	return reply, nil
+}
+
+// RemoteExec runs req in the sandbox rec names, through its supervisor,
+// with stdin, stdout and stderr passed as they are (req's readers and
+// writers are ignored). blocked summarises the connections the network
+// policy refused meanwhile.
+func RemoteExec(rec *Record, req ExecRequest, stdio [3]*os.File) (res *ExecResult, blocked string, err error) {
+	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
+	reply, err := call(rec, remoteRequest{Op: "exec", Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout}, fds)
+	if err != nil {
+		return nil, "", err
+	}
+	if reply.Result == nil {
+		return nil, "", &RemoteError{Code: reply.Code, Msg: reply.Error}
+	}
+	return reply.Result, reply.Blocked, nil
+}
+
+// RemoteSetNetworkPolicy replaces the network rules of the sandbox rec
+// names, through its supervisor.
+func RemoteSetNetworkPolicy(rec *Record, p NetworkPolicy) error {
+	reply, err := call(rec, remoteRequest{Op: "net", Network: &p}, nil)
+	if err == nil && reply.Error != "" {
+		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
+	}
+	return err
+}
+
+// Remove terminates the sandbox rec names and removes its record. A
+// sandbox whose supervisor is gone (its processes died with it) only
+// loses its record.
+func (s Store) Remove(rec *Record) error {
+	if rec.State == "running" {
+		if _, err := call(rec, remoteRequest{Op: "rm"}, nil); err != nil && !errors.Is(err, ErrStopped) {
+			return err
+		}
+		// The supervisor exits once its teardown is done.
+		for i := 0; i < 500 && supervisorAlive(rec.Supervisor, rec.ID); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return s.removeFiles(rec.ID)
+}
+
+// RemoteError is a supervisor's refusal, with tent's exit code for it.
+type RemoteError struct {
+	Code int
+	Msg  string
+}
+
+func (e *RemoteError) Error() string { return e.Msg }
