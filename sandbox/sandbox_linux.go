@@ -15,8 +15,12 @@ import (
 	"github.com/tent-sandbox/tent/netpolicy"
 )
 
-// ErrTerminated is returned by the methods of a terminated [Sandbox].
-var ErrTerminated = errors.New("sandbox terminated")
+var (
+	// ErrTerminated is returned by the methods of a terminated [Sandbox].
+	ErrTerminated = errors.New("sandbox terminated")
+	// ErrSuspended is returned by Exec on a suspended [Sandbox].
+	ErrSuspended = errors.New("sandbox suspended")
+)
 
 // ProvisionOptions are the host-side settings of a long-lived sandbox.
 type ProvisionOptions struct {
@@ -36,10 +40,11 @@ type Sandbox struct {
 	spec Spec
 	run  *running
 
-	mu       sync.Mutex
-	nextExec int
-	done     bool
-	ended    chan struct{} // closed by Terminate
+	mu        sync.Mutex
+	nextExec  int
+	done      bool
+	suspended bool
+	ended     chan struct{} // closed by Terminate
 }
 
 // Provision builds a sandbox from spec whose init waits for commands.
@@ -115,9 +120,13 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		}
 	}
 	s.mu.Lock()
-	if s.done {
+	switch {
+	case s.done:
 		s.mu.Unlock()
 		return nil, ErrTerminated
+	case s.suspended:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: resume it before running commands", ErrSuspended)
 	}
 	s.nextExec++
 	id := strconv.Itoa(s.nextExec)
@@ -207,11 +216,63 @@ func (s *Sandbox) Terminate(ctx context.Context) error {
 		return nil
 	}
 	s.done = true
+	suspended := s.suspended
 	s.mu.Unlock()
 	s.run.stop()
+	if suspended {
+		// On cgroup v1 a frozen process dies of SIGKILL only once thawed.
+		_ = s.run.cg.Thaw(ctx)
+	}
 	err := s.run.teardown(ctx)
 	close(s.ended)
 	return err
+}
+
+// Suspend freezes every process of the sandbox (cgroup freezer: no CPU,
+// memory kept) and waits until the kernel reports them frozen. Exec is
+// refused with ErrSuspended until Resume. It needs a cgroup (root, or a
+// delegated cgroup v2 subtree); without one it fails with ErrUnsupported.
+func (s *Sandbox) Suspend(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.done:
+		return ErrTerminated
+	case s.suspended:
+		return nil
+	case s.run.cg == nil:
+		return fmt.Errorf("%w: suspending needs a cgroup freezer, and this sandbox has no cgroup (run as root or under a delegated cgroup v2 subtree)", ErrUnsupported)
+	}
+	if err := s.run.cg.Freeze(ctx); err != nil {
+		_ = s.run.cg.Thaw(context.Background())
+		return fmt.Errorf("suspending: %w", err)
+	}
+	s.suspended = true
+	return nil
+}
+
+// Resume thaws a suspended sandbox.
+func (s *Sandbox) Resume(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.done:
+		return ErrTerminated
+	case !s.suspended:
+		return nil
+	}
+	if err := s.run.cg.Thaw(ctx); err != nil {
+		return fmt.Errorf("resuming: %w", err)
+	}
+	s.suspended = false
+	return nil
+}
+
+// Suspended reports whether the sandbox is suspended.
+func (s *Sandbox) Suspended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.suspended
 }
 
 // NetworkDenied lists the destinations the network policy has refused

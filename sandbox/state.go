@@ -28,8 +28,9 @@ type Record struct {
 	Name    string            `json:"name,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	Created time.Time         `json:"created"`
-	// State is "running" while its supervisor lives; readers reconcile
-	// it (see [Store.List]) to "stopped" when the supervisor is gone.
+	// State is "running" or "suspended" while its supervisor lives;
+	// readers reconcile it (see [Store.List]) to "stopped" when the
+	// supervisor is gone.
 	State string `json:"state"`
 	// Supervisor is the pid of the process that owns the sandbox.
 	Supervisor int `json:"supervisor_pid,omitempty"`
@@ -138,7 +139,7 @@ func (s Store) List() ([]*Record, error) {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("state record %s: %w", p, err)
 		}
-		if r.State == "running" && !supervisorAlive(r.Supervisor, r.ID) {
+		if (r.State == "running" || r.State == "suspended") && !supervisorAlive(r.Supervisor, r.ID) {
 			r.State = "stopped"
 		}
 		out = append(out, &r)

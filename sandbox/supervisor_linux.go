@@ -123,6 +123,21 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 		if err := store.Save(rec); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 		}
+	case "suspend", "resume":
+		var err error
+		if req.Op == "suspend" {
+			err = sb.Suspend(context.Background())
+		} else {
+			err = sb.Resume(context.Background())
+		}
+		if err != nil {
+			reply = remoteReply{Code: 125, Error: err.Error()}
+			break
+		}
+		rec.State = map[bool]string{true: "suspended", false: "running"}[sb.Suspended()]
+		if err := store.Save(rec); err != nil {
+			reply = remoteReply{Code: 125, Error: err.Error()}
+		}
 	case "rm":
 		// Answer first: the caller then waits for the supervisor to exit,
 		// which it does once the teardown is done.
@@ -162,7 +177,7 @@ var ErrStopped = errors.New("sandbox stopped")
 
 // call sends one request to rec's supervisor and reads the answer.
 func call(rec *Record, req remoteRequest, fds []int) (remoteReply, error) {
-	if rec.State != "running" {
+	if rec.State != "running" && rec.State != "suspended" {
 		return remoteReply{}, fmt.Errorf("%w: %s is %s, its supervisor is gone (tent rm %s cleans up)", ErrStopped, rec.ID, rec.State, rec.ID)
 	}
 	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: rec.Socket, Net: "unixpacket"})
@@ -196,6 +211,20 @@ func RemoteExec(rec *Record, req ExecRequest, stdio [3]*os.File) (res *ExecResul
 	return reply.Result, reply.Blocked, nil
 }
 
+// RemoteSuspend freezes, and RemoteResume thaws, the sandbox rec names.
+func RemoteSuspend(rec *Record) error { return remoteOp(rec, "suspend") }
+
+// RemoteResume thaws the sandbox rec names (see [RemoteSuspend]).
+func RemoteResume(rec *Record) error { return remoteOp(rec, "resume") }
+
+func remoteOp(rec *Record, op string) error {
+	reply, err := call(rec, remoteRequest{Op: op}, nil)
+	if err == nil && reply.Error != "" {
+		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
+	}
+	return err
+}
+
 // RemoteSetNetworkPolicy replaces the network rules of the sandbox rec
 // names, through its supervisor.
 func RemoteSetNetworkPolicy(rec *Record, p NetworkPolicy) error {
@@ -210,7 +239,7 @@ func RemoteSetNetworkPolicy(rec *Record, p NetworkPolicy) error {
 // sandbox whose supervisor is gone (its processes died with it) only
 // loses its record.
 func (s Store) Remove(rec *Record) error {
-	if rec.State == "running" {
+	if rec.State == "running" || rec.State == "suspended" {
 		if _, err := call(rec, remoteRequest{Op: "rm"}, nil); err != nil && !errors.Is(err, ErrStopped) {
 			return err
 		}

@@ -315,6 +315,28 @@ func newRmCmd(g *globalOptions) *cobra.Command {
 	return c
 }
 
+func newSuspendCmd(g *globalOptions, suspend bool) *cobra.Command {
+	use, short, op := "suspend ID", "Freeze every process of a sandbox (cgroup freezer)", sandbox.RemoteSuspend
+	if !suspend {
+		use, short, op = "resume ID", "Thaw a suspended sandbox", sandbox.RemoteResume
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			rec, err := g.lookup(args[0])
+			if err != nil {
+				return err
+			}
+			if err := op(rec); err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			return nil
+		},
+	}
+}
+
 func newNetCmd(g *globalOptions) *cobra.Command {
 	var mode string
 	var allow, deny []string

@@ -136,3 +136,23 @@ func TestKilledSupervisorIsReconciled(t *testing.T) {
 		t.Errorf("state left after rm: %v", ents)
 	}
 }
+
+func TestSuspendAndResumeVerbs(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t)
+	r := l.tent(t, "suspend", id)
+	if r.code != 0 {
+		// Without a cgroup (an unprivileged user without delegation).
+		r.expect(t, 125, "cgroup")
+		return
+	}
+	if out := l.tent(t, "ls").stdout; !strings.Contains(out, "suspended") {
+		t.Errorf("ls after suspend: %q", out)
+	}
+	l.tent(t, "exec", id, "--", "true").expect(t, 125, "suspended")
+	l.tent(t, "resume", id).expect(t, 0)
+	l.tent(t, "exec", id, "--", "true").expect(t, 0)
+	l.tent(t, "suspend", id).expect(t, 0)
+	l.tent(t, "rm", id).expect(t, 0) // a suspended sandbox is removed too
+}
