@@ -156,7 +156,10 @@ func TestSandboxSuspendAndResume(t *testing.T) {
 	go func() {
 		_, _ = sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.01; done"}})
 	}()
-	count := func() string { out, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"cat", "/tmp/n"}}); return out }
+	count := func() string {
+		out, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"cat", "/tmp/n"}})
+		return out
+	}
 	time.Sleep(300 * time.Millisecond)
 	if err := sb.Suspend(context.Background()); err != nil {
 		t.Fatal(err)
