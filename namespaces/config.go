@@ -69,6 +69,10 @@ type Exec struct {
 	Args []string `json:"args"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
+	// FileHelper runs tent's own file helper (fs.FileHelperArg0) instead
+	// of Path: the host binary, reached through a descriptor the init
+	// holds and allowed by one Landlock execute rule.
+	FileHelper bool `json:"file_helper,omitempty"`
 }
 
 // Rlimit is one resource limit (RLIMIT_* number, soft and hard).

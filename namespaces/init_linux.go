@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
@@ -22,6 +23,9 @@ func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == InitArg0 }
 func MaybeRunInit() {
 	if len(os.Args) > 0 && os.Args[0] == ExecArg0 {
 		os.Exit(runTrampoline())
+	}
+	if len(os.Args) > 0 && os.Args[0] == fs.FileHelperArg0 {
+		os.Exit(fs.RunFileHelper(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if !IsInit() {
 		return

@@ -17,23 +17,39 @@ import (
 // spawn starts the command with every per-process protection. It returns
 // the command's pid, or the stage that failed and why.
 func spawn(cfg *Config, e Exec, prog seccomp.Program, stdio [3]int) (int, string, error) {
-	path, err := lookPath(e.Path, e.Env)
-	if err != nil {
+	var path string
+	var err error
+	var execFDs []int
+	// The host binary, for the rlimit trampoline and the file helper.
+	self := func() (int, error) {
+		exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, os.NewSyscallError("open /proc/self/exe", err)
+		}
+		execFDs = append(execFDs, exe)
+		return exe, nil
+	}
+	defer func() { closeAll(execFDs) }()
+	if e.FileHelper {
+		exe, err := self()
+		if err != nil {
+			return 0, "exec", err
+		}
+		path = fmt.Sprintf("/proc/self/fd/%d", exe)
+		e.Args = append([]string{fs.FileHelperArg0}, e.Args...)
+	} else if path, err = lookPath(e.Path, e.Env); err != nil {
 		return 0, "exec", err
 	}
 	// Resource limits go through the trampoline (see ExecArg0).
 	execPath, args, env := path, e.Args, e.Env
-	var execFDs []int
-	if len(cfg.Rlimits) > 0 {
-		exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if len(cfg.Rlimits) > 0 && !e.FileHelper {
+		exe, err := self()
 		if err != nil {
-			return 0, "rlimits", os.NewSyscallError("open /proc/self/exe", err)
+			return 0, "rlimits", err
 		}
-		defer unix.Close(exe)
 		if execPath, args, env, err = trampoline(exe, path, e, cfg.Rlimits); err != nil {
 			return 0, "rlimits", err
 		}
-		execFDs = append(execFDs, exe)
 	}
 	ruleset := -1
 	if cfg.LandlockABI > 0 {

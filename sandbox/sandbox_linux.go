@@ -111,6 +111,12 @@ type ExecResult struct {
 // ErrNotExecutable, ...); a command that ran returns its result, whatever
 // its exit code.
 func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
+	return s.exec(ctx, req, false)
+}
+
+// exec runs req; with helper, req.Args are the arguments of tent's file
+// helper.
+func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*ExecResult, error) {
 	if len(req.Args) == 0 || req.Args[0] == "" {
 		return nil, fmt.Errorf("%w: exec needs a command", ErrInvalidSpec)
 	}
@@ -133,7 +139,7 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	s.mu.Unlock()
 
 	base := s.run.plan.cfg.Exec
-	e := namespaces.Exec{Path: req.Args[0], Args: req.Args, Env: mergeEnv(append(append([]string{}, base.Env...), req.Env...)), Dir: base.Dir}
+	e := namespaces.Exec{Path: req.Args[0], Args: req.Args, Env: mergeEnv(append(append([]string{}, base.Env...), req.Env...)), Dir: base.Dir, FileHelper: helper}
 	if req.Dir != "" {
 		e.Dir = req.Dir
 	}

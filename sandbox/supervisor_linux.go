@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"time"
@@ -25,6 +26,8 @@ type remoteRequest struct {
 	Dir     string         `json:"dir,omitempty"`
 	Timeout time.Duration  `json:"timeout_ns,omitempty"`
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// FileHelper runs tent's file helper with Args (see Sandbox.ReadFile).
+	FileHelper bool `json:"file_helper,omitempty"`
 }
 
 // remoteReply is a supervisor's answer.
@@ -102,8 +105,8 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { _, _ = conn.Read(make([]byte, 1)); cancel() }()
 		before := sb.NetworkDenied()
-		res, err := sb.Exec(ctx, ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout,
-			Stdin: files[0], Stdout: files[1], Stderr: files[2]})
+		res, err := sb.exec(ctx, ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout,
+			Stdin: files[0], Stdout: files[1], Stderr: files[2]}, req.FileHelper)
 		cancel()
 		if res == nil {
 			reply = remoteReply{Code: ExitCode(err), Error: err.Error()}
@@ -209,6 +212,31 @@ func RemoteExec(rec *Record, req ExecRequest, stdio [3]*os.File) (res *ExecResul
 		return nil, "", &RemoteError{Code: reply.Code, Msg: reply.Error}
 	}
 	return reply.Result, reply.Blocked, nil
+}
+
+// RemoteFile runs one file operation (read, write, list, stat, remove,
+// remove-all; see Sandbox.ReadFile) on path inside the sandbox rec names,
+// with in as the file helper's stdin and out as its stdout: read streams
+// the file to out, write streams in into the file (extra: the octal mode).
+func RemoteFile(rec *Record, op, path string, extra []string, in, out *os.File) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	errOut := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(pr); errOut <- string(b) }()
+	reply, err := call(rec, remoteRequest{Op: "exec", FileHelper: true, Args: append([]string{op, path}, extra...)},
+		[]int{int(in.Fd()), int(out.Fd()), int(pw.Fd())})
+	pw.Close()
+	stderr := <-errOut
+	if err != nil {
+		return err
+	}
+	if reply.Result == nil {
+		return &RemoteError{Code: reply.Code, Msg: reply.Error}
+	}
+	return fileResult(op, path, reply.Result, stderr)
 }
 
 // RemoteSuspend freezes, and RemoteResume thaws, the sandbox rec names.

@@ -156,3 +156,32 @@ func TestSuspendAndResumeVerbs(t *testing.T) {
 	l.tent(t, "suspend", id).expect(t, 0)
 	l.tent(t, "rm", id).expect(t, 0) // a suspended sandbox is removed too
 }
+
+func TestCp(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	host := t.TempDir()
+	os.Chmod(host, 0o777)
+	id := l.create(t)
+	src := filepath.Join(host, "in.txt")
+	if err := os.WriteFile(src, []byte("to the sandbox\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	l.tent(t, "cp", src, id+":/tmp/in.txt").expect(t, 0)
+	if r := l.tent(t, "exec", id, "--", "sh", "-c", "cat /tmp/in.txt; stat -c %a /tmp/in.txt"); r.stdout != "to the sandbox\n640\n" {
+		t.Errorf("inside after cp in: %q", r.stdout)
+	}
+	l.tent(t, "exec", id, "--", "sh", "-c", "echo from the sandbox > /tmp/out.txt").expect(t, 0)
+	dst := filepath.Join(host, "out.txt")
+	l.tent(t, "cp", id+":/tmp/out.txt", dst).expect(t, 0)
+	if b, _ := os.ReadFile(dst); string(b) != "from the sandbox\n" {
+		t.Errorf("host after cp out: %q", b)
+	}
+	if r := l.tent(t, "cp", id+":/tmp/out.txt", "-"); r.stdout != "from the sandbox\n" {
+		t.Errorf("cp to stdout: %q", r.stdout)
+	}
+	l.tent(t, "cp", id+":/etc/shadow", "-").expect(t, 1, "permission denied")
+	l.tent(t, "cp", id+":/nope", dst).expect(t, 1, "no such file")
+	l.tent(t, "cp", src, src).expect(t, 125, "ID:PATH")
+	l.tent(t, "cp", host, id+":/tmp/x").expect(t, 125, "directory")
+}

@@ -1,0 +1,92 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/fs"
+)
+
+// FileInfo describes a file inside a sandbox.
+type FileInfo = fs.FileInfo
+
+// Files of a sandbox, for an agent's read/write/edit tools. Each call runs
+// tent's file helper inside the sandbox with the sandbox's own view and
+// restrictions (mounts, Landlock, seccomp, identity): a path the sandbox
+// cannot reach fails the same way for these calls, with an
+// *os.PathError carrying the errno (errors.Is(err, fs.ErrNotExist) works).
+// Contents stream; nothing is held in memory.
+
+// ReadFile streams the file at path inside the sandbox to w.
+func (s *Sandbox) ReadFile(ctx context.Context, path string, w io.Writer) error {
+	return s.fileOp(ctx, "read", path, nil, nil, w)
+}
+
+// WriteFile creates or truncates the file at path with perm and streams r
+// into it.
+func (s *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, perm os.FileMode) error {
+	return s.fileOp(ctx, "write", path, []string{fmt.Sprintf("%o", perm.Perm())}, r, nil)
+}
+
+// ListDir lists the directory at path.
+func (s *Sandbox) ListDir(ctx context.Context, path string) ([]FileInfo, error) {
+	var out bytes.Buffer
+	if err := s.fileOp(ctx, "list", path, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	var infos []FileInfo
+	return infos, json.Unmarshal(out.Bytes(), &infos)
+}
+
+// Stat describes the file at path (not following a final symlink).
+func (s *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
+	var out bytes.Buffer
+	var fi FileInfo
+	if err := s.fileOp(ctx, "stat", path, nil, nil, &out); err != nil {
+		return fi, err
+	}
+	return fi, json.Unmarshal(out.Bytes(), &fi)
+}
+
+// Remove deletes the file or empty directory at path; with all, a whole
+// tree.
+func (s *Sandbox) Remove(ctx context.Context, path string, all bool) error {
+	op := "remove"
+	if all {
+		op = "remove-all"
+	}
+	return s.fileOp(ctx, op, path, nil, nil, nil)
+}
+
+func (s *Sandbox) fileOp(ctx context.Context, op, path string, extra []string, in io.Reader, out io.Writer) error {
+	var stderr bytes.Buffer
+	res, err := s.exec(ctx, ExecRequest{Args: append([]string{op, path}, extra...), Stdin: in, Stdout: out, Stderr: &stderr}, true)
+	if err != nil {
+		return err
+	}
+	return fileResult(op, path, res, stderr.String())
+}
+
+// fileResult turns the helper's exit into nil or an *os.PathError.
+func fileResult(op, path string, res *ExecResult, stderr string) error {
+	if res.ExitCode == 0 {
+		return nil
+	}
+	if res.ExitCode == fs.HelperFailed {
+		name, _, _ := strings.Cut(strings.TrimSpace(stderr), " ")
+		for e := syscall.Errno(1); e < 256; e++ {
+			if unix.ErrnoName(e) == name {
+				return &os.PathError{Op: op, Path: path, Err: e}
+			}
+		}
+	}
+	return &os.PathError{Op: op, Path: path, Err: fmt.Errorf("file helper exited %d: %s", res.ExitCode, strings.TrimSpace(stderr))}
+}
