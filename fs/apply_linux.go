@@ -35,6 +35,32 @@ func (p *Plan) Apply(pre []int) error {
 		}
 	}()
 	for i, s := range p.Steps {
+		if s.Kind == KindOverlay {
+			if s.FD >= 0 { // lower layer from the host: staged in applyStep
+				fd, err := openSource(s, pre)
+				if err != nil {
+					return err
+				}
+				srcs[i] = fd
+				// The layers' host paths are covered once the new root is
+				// staged: keep them as descriptors.
+				for _, dir := range []*string{&p.Steps[i].Upper, &p.Steps[i].Work} {
+					dfd, err := unix.Open(*dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+					if err != nil {
+						return fmt.Errorf("cow %s: %w", s.Target, &os.PathError{Op: "open", Path: *dir, Err: err})
+					}
+					defer unix.Close(dfd)
+					*dir = fmt.Sprintf("/proc/self/fd/%d", dfd)
+				}
+				continue
+			}
+			fd, err := newOverlay(s, s.Source)
+			if err != nil {
+				return fmt.Errorf("cow %s: %w", s.Target, err)
+			}
+			srcs[i] = fd
+			continue
+		}
 		if s.Kind != KindBind {
 			continue
 		}
@@ -55,7 +81,8 @@ func (p *Plan) Apply(pre []int) error {
 	}
 
 	var readOnlyAfter []string
-	for i, s := range p.Steps {
+	for i := range p.Steps {
+		s := p.Steps[i]
 		if err := applyStep(root, s, srcs[i]); err != nil {
 			return fmt.Errorf("%s %s: %w", s.Kind, s.Target, err)
 		}
@@ -115,6 +142,16 @@ func applyStep(root int, s Step, src int) error {
 	switch s.Kind {
 	case KindSymlink:
 		return os.NewSyscallError("symlinkat", unix.Symlinkat(s.LinkTo, parent, name))
+	case KindOverlay:
+		if s.FD >= 0 {
+			ov, err := stagedOverlay(root, s, src)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(ov)
+			src = ov
+		}
+		return attach(src, parent, name, false)
 	case KindBind:
 		var st unix.Stat_t
 		if err := unix.Fstat(src, &st); err != nil {
@@ -144,6 +181,58 @@ func applyStep(root int, s Step, src int) error {
 		return attach(fd, parent, name, false)
 	}
 	return fmt.Errorf("unknown step kind %q", s.Kind)
+}
+
+// newOverlay creates a detached overlay mount of s (in a user namespace:
+// user.* xattrs, Linux 5.11). Its paths are resolved now, while the host
+// view is intact.
+func newOverlay(s Step, lower string) (int, error) {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, os.NewSyscallError("fsopen overlay", err)
+	}
+	defer unix.Close(fsfd)
+	for _, kv := range [][2]string{{"lowerdir", lower}, {"upperdir", s.Upper}, {"workdir", s.Work}} {
+		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
+			if errors.Is(err, unix.EACCES) && kv[0] == "lowerdir" {
+				return -1, fmt.Errorf("the sandbox's user cannot reach %s (a root caller's sandbox runs as an unprivileged id: run tent as the directory's owner, or mount it --rw): %w", kv[1], os.NewSyscallError("fsconfig", err))
+			}
+			return -1, fmt.Errorf("overlay %s=%s: %w", kv[0], kv[1], os.NewSyscallError("fsconfig", err))
+		}
+	}
+	if err := unix.FsconfigSetFlag(fsfd, "userxattr"); err != nil {
+		return -1, fmt.Errorf("overlay userxattr: %w", os.NewSyscallError("fsconfig", err))
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("creating the overlay (needs Linux 5.11 for overlays in a user namespace): %w", os.NewSyscallError("fsconfig", err))
+	}
+	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, os.NewSyscallError("fsmount overlay", err)
+	}
+	return fd, nil
+}
+
+// stagedOverlay builds an overlay whose lower layer is the detached
+// mount lowerFD (an idmapped clone of the source, made by a root
+// caller): overlayfs takes layers by path, so the clone is attached for a
+// moment on a private directory of the new root, then detached again.
+func stagedOverlay(root int, s Step, lowerFD int) (int, error) {
+	name := ".tent-lower"
+	if err := unix.Mkdirat(root, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, os.NewSyscallError("mkdirat", err)
+	}
+	defer unix.Unlinkat(root, name, unix.AT_REMOVEDIR)
+	if err := unix.MoveMount(lowerFD, "", root, name, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return -1, fmt.Errorf("staging the lower layer: %w", os.NewSyscallError("move_mount", err))
+	}
+	staged := stage + "/" + name
+	defer unix.Unmount(staged, unix.MNT_DETACH)
+	fd, err := newOverlay(s, staged)
+	if err != nil {
+		return -1, fmt.Errorf("cow %s: %w", s.Target, err)
+	}
+	return fd, nil
 }
 
 // attach creates name under parent (a directory, or an empty file when

@@ -19,9 +19,10 @@ const (
 	ReadOnly Access = "ro"
 	// ReadWrite mounts are bound read-write: writes reach the host at once.
 	ReadWrite Access = "rw"
-	// CopyOnWrite mounts are overlays whose changes stay in the sandbox.
-	// They are planned by the lifecycle work and rejected by [Validate]
-	// until then.
+	// CopyOnWrite mounts are overlays over the host directory: the
+	// sandbox reads and writes freely, the host directory never changes,
+	// and the changes (the overlay's upper layer, on the host) can be
+	// listed and exported (see Diff).
 	CopyOnWrite Access = "cow"
 )
 
@@ -104,11 +105,9 @@ func Validate(mounts []Mount, stat func(string) error) error {
 			return fmt.Errorf("mount %d (%s): %w", i+1, m.Source, err)
 		}
 		switch m.Access {
-		case "", ReadOnly, ReadWrite:
-		case CopyOnWrite:
-			return fmt.Errorf("mount %d (%s): %w: access cow is not implemented yet: use ro or rw", i+1, m.Source, ErrInvalidMount)
+		case "", ReadOnly, ReadWrite, CopyOnWrite:
 		default:
-			return fmt.Errorf("mount %d (%s): %w: unknown access %q: want ro or rw", i+1, m.Source, ErrInvalidMount, m.Access)
+			return fmt.Errorf("mount %d (%s): %w: unknown access %q: want ro, rw or cow", i+1, m.Source, ErrInvalidMount, m.Access)
 		}
 		if j, dup := seen[m.Target]; dup {
 			return fmt.Errorf("mount %d (%s): %w: target %q is already used by mount %d", i+1, m.Source, ErrInvalidMount, m.Target, j)

@@ -21,6 +21,9 @@ const (
 	KindDevpts Kind = "devpts"
 	// KindSymlink creates a symbolic link.
 	KindSymlink Kind = "symlink"
+	// KindOverlay mounts an overlay: Source is the lower (host) directory,
+	// Upper and Work are host directories that receive the changes.
+	KindOverlay Kind = "overlay"
 )
 
 // Step is one operation of a [Plan]. Steps are plain data so that a plan
@@ -45,6 +48,9 @@ type Step struct {
 	LinkTo string `json:"link_to,omitempty"`
 	// User marks a step that comes from the caller's mounts.
 	User bool `json:"user,omitempty"`
+	// Upper and Work are an overlay's host directories.
+	Upper string `json:"upper,omitempty"`
+	Work  string `json:"work,omitempty"`
 }
 
 // Plan is the ordered list of steps that builds a sandbox's root.
@@ -78,8 +84,18 @@ type PlanInput struct {
 	Home string
 	// PreOpened, when true, makes each user bind refer to a descriptor
 	// (its index in Mounts) instead of its source path: root callers open
-	// sources on the host, where they have the access the sandbox lacks.
+	// sources on the host, where they have the access the sandbox lacks;
+	// a cow mount's descriptor is then its (idmapped) lower layer.
 	PreOpened bool
+	// Layers holds, for each cow mount (by index in Mounts), the host
+	// directories of its overlay's upper and work layers.
+	Layers map[int]Layer
+}
+
+// Layer is where a cow mount's changes go on the host.
+type Layer struct {
+	Upper string `json:"upper"`
+	Work  string `json:"work"`
 }
 
 // NewPlan builds the mount plan. It performs no system calls.
@@ -139,7 +155,17 @@ func NewPlan(in PlanInput) (*Plan, error) {
 			}
 		}
 		s := Step{Kind: KindBind, Target: m.Target, Source: m.Source, ReadOnly: !m.Writable(), Writable: m.Writable(), User: true, FD: -1}
-		if in.PreOpened {
+		switch {
+		case m.Access == CopyOnWrite:
+			l, ok := in.Layers[i]
+			if !ok {
+				return nil, fmt.Errorf("mount %d (%s): %w: no layer directories for a cow mount", i+1, m.Source, ErrInvalidMount)
+			}
+			s.Kind, s.Upper, s.Work = KindOverlay, l.Upper, l.Work
+			if in.PreOpened {
+				s.FD = i // an idmapped lower layer from the host
+			}
+		case in.PreOpened:
 			s.FD = i
 		}
 		steps = append(steps, s)

@@ -90,6 +90,9 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		}
 	}()
 	log.Debug("prepared", "elapsed", time.Since(start))
+	if err := p.makeLayers(); err != nil {
+		return nil, err
+	}
 	if err := r.createCgroup(spec, log); err != nil {
 		return nil, err
 	}
@@ -262,6 +265,7 @@ func (r *running) teardown(ctx context.Context) error {
 	if r.proxy != nil {
 		errs = append(errs, r.proxy.Close())
 	}
+	errs = append(errs, removeLayers(r.plan.cowRoot))
 	if r.cg != nil {
 		errs = append(errs, r.cg.Destroy(ctx))
 	}

@@ -31,6 +31,11 @@ func openUserMounts(mounts []fs.Mount, initPid int, uid, gid uint32) (fds []int,
 		}
 		fds = append(fds, fd)
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if m.Access == fs.CopyOnWrite {
+			// The overlay's lower layer: never written, but its owner
+			// must be the sandbox user's to be copied up.
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
 		if !m.Writable() {
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 		} else {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -31,6 +33,8 @@ type plan struct {
 	userMounts []fs.Mount
 	limits     cgroups.Limits
 	network    *netpolicy.Compiled // limited mode only
+	cowRoot    string              // host directory of the cow layers ("" without cow mounts)
+	layers     []CowLayer
 	report     Report
 	missing    []Missing
 }
@@ -136,6 +140,18 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	}
 
 	planInput := fs.PlanInput{Mounts: s.Mounts, System: probeSystem(), Home: home, PreOpened: p.privileged}
+	for i, m := range s.Mounts {
+		if m.Access != fs.CopyOnWrite {
+			continue
+		}
+		if p.cowRoot == "" {
+			p.cowRoot = filepath.Join(os.TempDir(), "tent-cow-"+randomID())
+			planInput.Layers = map[int]fs.Layer{}
+		}
+		dir := filepath.Join(p.cowRoot, strconv.Itoa(i))
+		planInput.Layers[i] = fs.Layer{Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
+		p.layers = append(p.layers, CowLayer{Source: m.Source, Target: m.Target, Upper: filepath.Join(dir, "upper")})
+	}
 	mounts, err := fs.NewPlan(planInput)
 	if err != nil {
 		return nil, invalid(err)

@@ -56,8 +56,9 @@ type Access = fs.Access
 
 // Access modes of a [Mount].
 const (
-	ReadOnly  = fs.ReadOnly
-	ReadWrite = fs.ReadWrite
+	ReadOnly    = fs.ReadOnly
+	ReadWrite   = fs.ReadWrite
+	CopyOnWrite = fs.CopyOnWrite
 )
 
 // DefaultHostname is the sandbox's hostname when the spec sets none.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -21,3 +22,5 @@ func containsAll(s string, subs ...string) bool {
 }
 
 func ioPipe() (*io.PipeReader, *io.PipeWriter) { return io.Pipe() }
+
+func sortStrings(s []string) { sort.Strings(s) }

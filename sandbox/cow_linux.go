@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/tent-sandbox/tent/fs"
+)
+
+// CowLayer is the host side of a cow mount: the directory it overlays and
+// the upper layer that holds the sandbox's changes.
+type CowLayer struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+	Upper  string `json:"upper"`
+}
+
+// MountChanges are the changes of one cow mount.
+type MountChanges struct {
+	CowLayer
+	Changes []fs.Change `json:"changes"`
+}
+
+// Change is one changed path of a cow mount (see fs.Diff).
+type Change = fs.Change
+
+// DiffLayers lists what the sandbox changed in each cow mount, reading
+// the host side only (the sandbox may be running).
+func DiffLayers(layers []CowLayer) ([]MountChanges, error) {
+	var out []MountChanges
+	for _, l := range layers {
+		changes, err := fs.Diff(l.Source, l.Upper)
+		if err != nil {
+			return nil, fmt.Errorf("diff of %s: %w", l.Target, err)
+		}
+		out = append(out, MountChanges{CowLayer: l, Changes: changes})
+	}
+	return out, nil
+}
+
+// WritePatch writes a cow mount's changes as a unified diff that `patch
+// -p1` or `git apply` applies in its source directory.
+func WritePatch(w io.Writer, l CowLayer) error {
+	changes, err := fs.Diff(l.Source, l.Upper)
+	if err != nil {
+		return err
+	}
+	return fs.WritePatch(w, l.Source, l.Upper, changes)
+}
+
+// ExportTo applies a cow mount's changes onto dir (for example a copy of
+// its source, or the source itself to keep the sandbox's work).
+func ExportTo(dir string, l CowLayer) error {
+	changes, err := fs.Diff(l.Source, l.Upper)
+	if err != nil {
+		return err
+	}
+	return fs.ApplyChanges(dir, l.Upper, changes)
+}
+
+// CowLayers returns the sandbox's cow mounts.
+func (s *Sandbox) CowLayers() []CowLayer { return append([]CowLayer(nil), s.run.plan.layers...) }
+
+// makeLayers creates the upper and work directories of the plan's cow
+// mounts, owned by the sandbox's host identity.
+func (p *plan) makeLayers() error {
+	if p.cowRoot == "" {
+		return nil
+	}
+	if err := os.Mkdir(p.cowRoot, 0o700); err != nil {
+		return fmt.Errorf("cow layers: %w", err)
+	}
+	for _, step := range p.cfg.Plan.Steps {
+		if step.Kind != fs.KindOverlay {
+			continue
+		}
+		for _, d := range []string{filepath.Dir(step.Upper), step.Upper, step.Work} {
+			if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+				return fmt.Errorf("cow layers: %w", err)
+			}
+		}
+		// The overlay's root shows the upper directory's mode: the source's.
+		if fi, err := os.Stat(step.Source); err == nil {
+			_ = os.Chmod(step.Upper, fi.Mode().Perm())
+		}
+	}
+	if p.privileged {
+		uid, gid := p.opts.UIDMap.HostID, p.opts.GIDMap.HostID
+		return filepath.WalkDir(p.cowRoot, func(path string, d iofs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(path, uid, gid)
+		})
+	}
+	return nil
+}
+
+// removeLayers deletes the cow layers; overlay leaves work/work with no
+// permissions, which must be restored first.
+func removeLayers(root string) error {
+	if root == "" {
+		return nil
+	}
+	_ = filepath.WalkDir(root, func(path string, d iofs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(root)
+}
