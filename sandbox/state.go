@@ -41,6 +41,8 @@ type Record struct {
 	Spec Spec     `json:"spec"`
 	// Protections as reported at provision time.
 	Protections []Protection `json:"protections,omitempty"`
+	// Layers are the host sides of the cow mounts (see DiffLayers).
+	Layers []CowLayer `json:"layers,omitempty"`
 }
 
 // Store is a state directory.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
@@ -57,7 +58,7 @@ func Supervise(ctx context.Context, store Store, rec *Record, sb *Sandbox, ready
 	}
 	defer l.Close()
 	rec.State, rec.Supervisor, rec.Socket = "running", os.Getpid(), sock
-	rec.Spec, rec.Protections = sb.Spec(), sb.Protections()
+	rec.Spec, rec.Protections, rec.Layers = sb.Spec(), sb.Protections(), sb.CowLayers()
 	if err := store.Save(rec); err != nil {
 		return fmt.Errorf("saving the state record: %w", err)
 	}
@@ -275,6 +276,10 @@ func (s Store) Remove(rec *Record) error {
 		for i := 0; i < 500 && supervisorAlive(rec.Supervisor, rec.ID); i++ {
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	// A supervisor that was killed could not remove the cow layers.
+	for _, l := range rec.Layers {
+		_ = removeLayers(filepath.Dir(filepath.Dir(l.Upper)))
 	}
 	return s.removeFiles(rec.ID)
 }

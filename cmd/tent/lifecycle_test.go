@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,4 +185,58 @@ func TestCp(t *testing.T) {
 	l.tent(t, "cp", id+":/nope", dst).expect(t, 1, "no such file")
 	l.tent(t, "cp", src, src).expect(t, 125, "ID:PATH")
 	l.tent(t, "cp", host, id+":/tmp/x").expect(t, 125, "directory")
+}
+
+func TestDiffAndExportVerbs(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	src := t.TempDir()
+	os.Chmod(src, 0o777)
+	os.Chmod(filepath.Dir(src), 0o755) // reachable by a root caller's sandbox user
+	for p, c := range map[string]string{"a.txt": "alpha\n", "b.txt": "beta\n"} {
+		os.WriteFile(filepath.Join(src, p), []byte(c), 0o666)
+		os.Chmod(filepath.Join(src, p), 0o666)
+	}
+	id := l.create(t, "--cow", src+":/work")
+	l.tent(t, "exec", id, "--", "sh", "-c", "cd /work && echo ALPHA > a.txt && rm b.txt && echo new > c.txt").expect(t, 0)
+	if b, _ := os.ReadFile(filepath.Join(src, "a.txt")); string(b) != "alpha\n" {
+		t.Fatalf("the host directory changed: %q", b)
+	}
+	if r := l.tent(t, "diff", id); r.stdout != "M /work/a.txt\nD /work/b.txt\nA /work/c.txt\n" {
+		t.Errorf("tent diff: %q", r.stdout)
+	}
+	r := l.tent(t, "export", id, "--patch")
+	r.expect(t, 0)
+	copyDir := t.TempDir()
+	for _, p := range []string{"a.txt", "b.txt"} {
+		b, _ := os.ReadFile(filepath.Join(src, p))
+		os.WriteFile(filepath.Join(copyDir, p), b, 0o644)
+	}
+	patch := exec.Command("patch", "-p1", "--batch", "--remove-empty-files")
+	patch.Dir, patch.Stdin = copyDir, strings.NewReader(r.stdout)
+	if out, err := patch.CombinedOutput(); err != nil {
+		t.Fatalf("patch -p1 of tent export --patch: %v\n%s\n%s", err, out, r.stdout)
+	}
+	if got := tree(t, copyDir); len(got) != 2 || got["a.txt"] != "ALPHA\n" || got["c.txt"] != "new\n" {
+		t.Errorf("patched copy: %v", got)
+	}
+	toDir := t.TempDir()
+	l.tent(t, "export", id, "--to", toDir).expect(t, 0)
+	if got := tree(t, toDir); got["a.txt"] != "ALPHA\n" || got["c.txt"] != "new\n" {
+		t.Errorf("export --to: %v", got)
+	}
+	l.tent(t, "export", id).expect(t, 125, "--patch")
+	other := l.create(t)
+	l.tent(t, "diff", other).expect(t, 125, "no cow mount")
+}
+
+func tree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(root, e.Name()))
+		out[e.Name()] = string(b)
+	}
+	return out
 }

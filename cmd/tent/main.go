@@ -113,7 +113,7 @@ seccomp and cgroups: no daemon, no image, no root required.`,
 		return &usageError{cmd: c.CommandPath(), err: err}
 	})
 	root.AddCommand(newRunCmd(g), newCreateCmd(g), newExecCmd(g), newLsCmd(g), newInspectCmd(g), newNetCmd(g), newRmCmd(g),
-		newSuspendCmd(g, true), newSuspendCmd(g, false), newCpCmd(g),
+		newSuspendCmd(g, true), newSuspendCmd(g, false), newCpCmd(g), newDiffCmd(g), newExportCmd(g),
 		newDoctorCmd(), newVersionCmd(), newSuperviseCmd(g))
 	return root
 }

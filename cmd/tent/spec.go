@@ -16,6 +16,7 @@ import (
 // buildSpec, so that errors name the flag and quote the value.
 type runOptions struct {
 	ro, rw     []string
+	cow        []string
 	workdir    string
 	net        string
 	allowHosts []string
@@ -42,6 +43,7 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.SortFlags = false
 	f.StringArrayVar(&o.ro, "ro", nil, "bind host path `SRC[:DST]` read-only (repeatable; DST defaults to SRC's absolute path)")
 	f.StringArrayVar(&o.rw, "rw", nil, "bind host path `SRC[:DST]` read-write: writes reach the host (repeatable)")
+	f.StringArrayVar(&o.cow, "cow", nil, "mount host path `SRC[:DST]` copy-on-write: the sandbox writes freely, the host directory never changes (repeatable; see tent diff and tent export)")
 	f.StringVar(&o.workdir, "workdir", "", "working `DIR` inside (default: the current directory when it lies in a mount target, else /)")
 	f.StringVar(&o.net, "net", "none", "network: `none` (loopback only), limited (allowed hosts through tent's proxy) or host")
 	f.StringArrayVar(&o.allowHosts, "allow-host", nil, "allow `PATTERN`: host, *.example.com, IP or CIDR, optional :PORT (repeatable; implies --net limited)")
@@ -134,14 +136,10 @@ func (o *runOptions) applyMounts(spec *sandbox.Spec, cwd string) error {
 	var mounts []sandbox.Mount
 	for _, l := range []struct {
 		values []string
-		rw     bool
-	}{{o.ro, false}, {o.rw, true}} {
-		access := sandbox.ReadOnly
-		if l.rw {
-			access = sandbox.ReadWrite
-		}
+		access sandbox.Access
+	}{{o.ro, sandbox.ReadOnly}, {o.rw, sandbox.ReadWrite}, {o.cow, sandbox.CopyOnWrite}} {
 		for _, v := range l.values {
-			m, err := sandbox.ParseMount(v, access, cwd)
+			m, err := sandbox.ParseMount(v, l.access, cwd)
 			if err != nil {
 				return err
 			}
