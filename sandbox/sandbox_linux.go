@@ -71,6 +71,9 @@ func Provision(ctx context.Context, spec Spec, opts ProvisionOptions) (*Sandbox,
 	return s, nil
 }
 
+// InitPID is the host pid of the sandbox's init (PID 1 inside).
+func (s *Sandbox) InitPID() int { return s.run.init.Pid() }
+
 // Spec returns the spec the sandbox was provisioned with.
 func (s *Sandbox) Spec() Spec { return s.spec }
 

@@ -1,0 +1,108 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// BenchmarkExecLatency compares Exec(/bin/true) in a provisioned sandbox
+// with os/exec running /bin/true on the host, medians of the same run
+// (target: ratio <= 1.5).
+func BenchmarkExecLatency(b *testing.B) {
+	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Terminate(context.Background())
+	var in, host []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"/bin/true"}}); err != nil {
+			b.Fatal(err)
+		}
+		in = append(in, time.Since(start))
+		start = time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		host = append(host, time.Since(start))
+	}
+	mi, mh := median(in), median(host)
+	b.ReportMetric(float64(mi.Microseconds()), "sandbox-µs")
+	b.ReportMetric(float64(mh.Microseconds()), "host-µs")
+	b.ReportMetric(float64(mi)/float64(mh), "ratio")
+}
+
+// BenchmarkProvisionTerminate measures sandboxes provisioned and
+// terminated per second, two at a time (target >= 50/s on 2 cores).
+func BenchmarkProvisionTerminate(b *testing.B) {
+	start := time.Now()
+	b.SetParallelism(1)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := sb.Terminate(context.Background()); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sandboxes/s")
+}
+
+// BenchmarkIdleMemory provisions 20 sandboxes and reports, per sandbox,
+// the memory of their processes (the init; nothing else runs): RSS, and
+// PSS, which shares the binary's pages among the inits as the kernel
+// does (target <= 4 MiB).
+func BenchmarkIdleMemory(b *testing.B) {
+	for b.Loop() {
+		var sbs []*sandbox.Sandbox
+		for i := 0; i < 20; i++ {
+			sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sbs = append(sbs, sb)
+		}
+		time.Sleep(200 * time.Millisecond) // let them settle
+		var rss, pss int64
+		for _, sb := range sbs {
+			rss += statusKiB("/proc/"+strconv.Itoa(sb.InitPID())+"/status", "VmRSS:")
+			pss += statusKiB("/proc/"+strconv.Itoa(sb.InitPID())+"/smaps_rollup", "Pss:")
+		}
+		for _, sb := range sbs {
+			_ = sb.Terminate(context.Background())
+		}
+		b.ReportMetric(float64(rss)/20/1024, "RSS-MiB/sandbox")
+		b.ReportMetric(float64(pss)/20/1024, "PSS-MiB/sandbox")
+	}
+}
+
+// statusKiB reads a "Key:  N kB" line of a /proc file.
+func statusKiB(path, key string) int64 {
+	b, _ := os.ReadFile(path)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
