@@ -111,6 +111,11 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 			return err
 		}
 		return json.NewEncoder(stdout).Encode(fi)
+	case "untar":
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return err
+		}
+		return ExtractTar(stdin, path)
 	case "remove":
 		return os.Remove(path)
 	case "remove-all":

@@ -45,7 +45,7 @@ func (c *Cmd) Start() (err error) {
 		c.Args = []string{c.Path}
 	}
 	ctx := c.context()
-	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{c.Stdin, c.Stdout, c.Stderr, c.NetLog, c.Resolver, c.logger()})
+	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{stdin: c.Stdin, stdout: c.Stdout, stderr: c.Stderr, netLog: c.NetLog, resolver: c.Resolver, log: c.logger()})
 	if err != nil {
 		return err
 	}
@@ -68,6 +68,9 @@ type bootIO struct {
 	netLog         io.Writer
 	resolver       netpolicy.Resolver
 	log            *slog.Logger
+	// prefill, when set, fills the cow layers (a fork from a snapshot)
+	// before the sandbox mounts them.
+	prefill func([]CowLayer) error
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -90,7 +93,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		}
 	}()
 	log.Debug("prepared", "elapsed", time.Since(start))
-	if err := p.makeLayers(); err != nil {
+	if err := p.makeLayers(bio.prefill); err != nil {
 		return nil, err
 	}
 	if err := r.createCgroup(spec, log); err != nil {

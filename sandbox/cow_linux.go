@@ -66,7 +66,7 @@ func (s *Sandbox) CowLayers() []CowLayer { return append([]CowLayer(nil), s.run.
 
 // makeLayers creates the upper and work directories of the plan's cow
 // mounts, owned by the sandbox's host identity.
-func (p *plan) makeLayers() error {
+func (p *plan) makeLayers(prefill func([]CowLayer) error) error {
 	if p.cowRoot == "" {
 		return nil
 	}
@@ -85,6 +85,11 @@ func (p *plan) makeLayers() error {
 		// The overlay's root shows the upper directory's mode: the source's.
 		if fi, err := os.Stat(step.Source); err == nil {
 			_ = os.Chmod(step.Upper, fi.Mode().Perm())
+		}
+	}
+	if prefill != nil {
+		if err := prefill(p.layers); err != nil {
+			return err
 		}
 	}
 	if p.privileged {

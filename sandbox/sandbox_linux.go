@@ -50,6 +50,10 @@ type Sandbox struct {
 // Provision builds a sandbox from spec whose init waits for commands.
 // Limits.Timeout, when set, bounds the sandbox's whole life.
 func Provision(ctx context.Context, spec Spec, opts ProvisionOptions) (*Sandbox, error) {
+	return provision(ctx, spec, opts, nil)
+}
+
+func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill func([]CowLayer) error) (*Sandbox, error) {
 	if namespaces.IsInit() {
 		return nil, ErrInitMissing
 	}
@@ -57,7 +61,7 @@ func Provision(ctx context.Context, spec Spec, opts ProvisionOptions) (*Sandbox,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log})
+	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill})
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ type Seccomp struct {
 	Unconfined bool `json:"unconfined,omitempty"`
 	// Profile, when set, replaces the built-in profile (an OCI/Docker
 	// seccomp profile, see seccomp.Load).
-	Profile *seccomp.Profile `json:"-"`
+	Profile *seccomp.Profile `json:"profile,omitempty"`
 }
 
 // Options are per-run settings that are not part of the sandbox's

@@ -1,0 +1,300 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/tent-sandbox/tent/fs"
+)
+
+// Snapshot is a saved copy of a sandbox's writable layers — its cow
+// mounts' changes, its /tmp and its $HOME — and its spec: enough to fork
+// a new, independent sandbox in the same state (rw mounts are the host's
+// and are not copied).
+type Snapshot struct {
+	ID        string         `json:"id"`
+	SandboxID string         `json:"sandbox_id,omitempty"`
+	Created   time.Time      `json:"created"`
+	Spec      Spec           `json:"spec"`
+	Parts     []SnapshotPart `json:"parts"`
+	// Dir is where the snapshot lives (not stored).
+	Dir string `json:"-"`
+}
+
+// SnapshotPart is one archived layer: a zstd-compressed tar file with
+// its checksum.
+type SnapshotPart struct {
+	File   string `json:"file"`
+	Kind   string `json:"kind"`   // cow, tmp, home
+	Target string `json:"target"` // the path inside the sandbox
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// ErrSnapshotCorrupt is returned for a snapshot whose files do not match
+// its manifest.
+var ErrSnapshotCorrupt = errors.New("snapshot corrupt")
+
+const manifestName = "manifest.json"
+
+// Snapshot freezes the sandbox briefly (when it has a cgroup), archives
+// its writable layers into a new directory under dir, and thaws it. The
+// snapshot appears atomically (written aside, fsync'd, renamed) and its
+// cost grows with what changed: only the cow mounts' upper layers and
+// the sandbox's own tmpfs are read. id names it ("" picks one).
+func (s *Sandbox) Snapshot(ctx context.Context, dir, id string) (*Snapshot, error) {
+	if id == "" {
+		id = NewID()
+	}
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return nil, ErrTerminated
+	}
+	frozenByUs := false
+	if s.run.cg != nil && !s.suspended {
+		if err := s.run.cg.Freeze(ctx); err == nil {
+			frozenByUs = true
+		}
+	}
+	defer func() {
+		if frozenByUs {
+			_ = s.run.cg.Thaw(context.Background())
+		}
+		s.mu.Unlock()
+	}()
+
+	snap := &Snapshot{ID: id, Created: time.Now().UTC(), Spec: s.spec}
+	tmp := filepath.Join(dir, ".tmp-"+id)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	for i, l := range s.run.plan.layers {
+		part, err := archive(tmp, "cow-"+strconv.Itoa(i)+".tar.zst", l.Upper)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", l.Target, err)
+		}
+		part.Kind, part.Target = "cow", l.Target
+		snap.Parts = append(snap.Parts, part)
+	}
+	// The sandbox's own tmpfs, through its init's root (the caller owns
+	// the sandbox's user namespace, so /proc/PID/root is open to it).
+	root := fmt.Sprintf("/proc/%d/root", s.run.init.Pid())
+	for _, st := range s.run.plan.cfg.Plan.Steps {
+		kind := ""
+		switch {
+		case st.Kind == fs.KindTmpfs && st.Target == "/tmp":
+			kind = "tmp"
+		case st.Kind == fs.KindTmpfs && st.Target == s.run.plan.cfg.Plan.Home:
+			kind = "home"
+		default:
+			continue
+		}
+		part, err := archive(tmp, kind+".tar.zst", root+st.Target)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", st.Target, err)
+		}
+		part.Kind, part.Target = kind, st.Target
+		snap.Parts = append(snap.Parts, part)
+	}
+	if err := writeJSONFile(filepath.Join(tmp, manifestName), snap); err != nil {
+		return nil, err
+	}
+	final := filepath.Join(dir, id)
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, err
+	}
+	syncDir(dir)
+	ok = true
+	snap.Dir = final
+	return snap, nil
+}
+
+// archive writes src as dir/name (tar, zstd) and returns its checksum.
+func archive(dir, name, src string) (SnapshotPart, error) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return SnapshotPart{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(f, h)}
+	zw, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		return SnapshotPart{}, err
+	}
+	if err := fs.WriteTar(zw, src); err != nil {
+		zw.Close()
+		return SnapshotPart{}, err
+	}
+	if err := zw.Close(); err != nil {
+		return SnapshotPart{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return SnapshotPart{}, err
+	}
+	return SnapshotPart{File: name, SHA256: hex.EncodeToString(h.Sum(nil)), Size: cw.n}, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// LoadSnapshot reads the snapshot in dir and verifies every part against
+// its checksum (ErrSnapshotCorrupt when one differs).
+func LoadSnapshot(dir string) (*Snapshot, error) {
+	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		return nil, err
+	}
+	var snap Snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return nil, fmt.Errorf("%w: manifest: %v", ErrSnapshotCorrupt, err)
+	}
+	for _, p := range snap.Parts {
+		if filepath.Base(p.File) != p.File {
+			return nil, fmt.Errorf("%w: part %q", ErrSnapshotCorrupt, p.File)
+		}
+		sum, n, err := fileSHA256(filepath.Join(dir, p.File))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+		}
+		if sum != p.SHA256 || n != p.Size {
+			return nil, fmt.Errorf("%w: %s does not match its checksum", ErrSnapshotCorrupt, p.File)
+		}
+	}
+	snap.Dir = dir
+	return &snap, nil
+}
+
+func fileSHA256(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	var h hash.Hash = sha256.New()
+	n, err := io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// openPart returns a decompressing reader of one part.
+func openPart(snap *Snapshot, p SnapshotPart) (io.ReadCloser, error) {
+	f, err := os.Open(filepath.Join(snap.Dir, p.File))
+	if err != nil {
+		return nil, err
+	}
+	zr, err := zstd.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return readCloser{zr.IOReadCloser(), f}, nil
+}
+
+type readCloser struct {
+	io.ReadCloser
+	f *os.File
+}
+
+func (r readCloser) Close() error { r.ReadCloser.Close(); return r.f.Close() }
+
+// Fork provisions a new, independent sandbox from snap: its spec, its cow
+// mounts' changes (over the same host directories), its /tmp and $HOME.
+func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox, error) {
+	byTarget := map[string]SnapshotPart{}
+	for _, p := range snap.Parts {
+		byTarget[p.Kind+":"+p.Target] = p
+	}
+	prefill := func(layers []CowLayer) error {
+		for _, l := range layers {
+			p, ok := byTarget["cow:"+l.Target]
+			if !ok {
+				continue
+			}
+			r, err := openPart(snap, p)
+			if err != nil {
+				return err
+			}
+			err = fs.ExtractTar(r, l.Upper)
+			r.Close()
+			if err != nil {
+				return fmt.Errorf("restoring %s: %w", l.Target, err)
+			}
+		}
+		return nil
+	}
+	sb, err := provision(ctx, snap.Spec, opts, prefill)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range snap.Parts {
+		if p.Kind != "tmp" && p.Kind != "home" {
+			continue
+		}
+		r, err := openPart(snap, p)
+		if err != nil {
+			sb.Terminate(context.Background())
+			return nil, err
+		}
+		err = sb.fileOp(ctx, "untar", p.Target, nil, r, nil)
+		r.Close()
+		if err != nil {
+			sb.Terminate(context.Background())
+			return nil, fmt.Errorf("restoring %s: %w", p.Target, err)
+		}
+	}
+	return sb, nil
+}

@@ -1,0 +1,66 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+func TestSnapshotAndFork(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	os.Chmod(src, 0o777)
+	os.Chmod(filepath.Dir(src), 0o755)
+	os.WriteFile(filepath.Join(src, "base.txt"), []byte("base\n"), 0o666)
+	os.Chmod(filepath.Join(src, "base.txt"), 0o666)
+	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}, Hostname: "origin"}
+	sb := provision(t, spec)
+	execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo tmp > /tmp/t; echo home > $HOME/h; echo cow > /work/c; rm /work/base.txt"}})
+
+	store := t.TempDir()
+	snap, err := sb.Snapshot(ctx, store, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Changes after the snapshot are not in it.
+	execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo later > /tmp/t; echo later > /work/c"}})
+
+	loaded, err := sandbox.LoadSnapshot(snap.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := sandbox.Fork(ctx, loaded, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fork.Terminate(ctx)
+	out, _ := execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/t $HOME/h /work/c; ls /work; hostname"}})
+	if out != "tmp\nhome\ncow\nc\norigin" {
+		t.Errorf("the fork sees %q", out)
+	}
+	// The two are independent.
+	execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo fork > /tmp/t"}})
+	if out, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"cat", "/tmp/t"}}); out != "later" {
+		t.Errorf("the original sees %q after the fork wrote", out)
+	}
+	if ents, _ := os.ReadDir(src); len(ents) != 1 {
+		t.Errorf("the host directory changed: %v", ents)
+	}
+
+	// A damaged part is detected before anything is restored.
+	part := filepath.Join(snap.Dir, snap.Parts[0].File)
+	b, _ := os.ReadFile(part)
+	b[len(b)/2] ^= 0xff
+	os.WriteFile(part, b, 0o600)
+	if _, err := sandbox.LoadSnapshot(snap.Dir); !errors.Is(err, sandbox.ErrSnapshotCorrupt) {
+		t.Errorf("corrupt snapshot: %v, want ErrSnapshotCorrupt", err)
+	}
+	if ents, _ := os.ReadDir(store); len(ents) != 1 || strings.HasPrefix(ents[0].Name(), ".tmp") {
+		t.Errorf("snapshot store: %v", ents)
+	}
+}
