@@ -33,6 +33,14 @@ type Snapshot struct {
 	Dir string `json:"-"`
 }
 
+// SnapshotOptions name a snapshot.
+type SnapshotOptions struct {
+	// ID names the snapshot; "" picks a random one.
+	ID string
+	// SandboxID records which sandbox it was taken of.
+	SandboxID string
+}
+
 // SnapshotPart is one archived layer: a zstd-compressed tar file with
 // its checksum.
 type SnapshotPart struct {
@@ -53,8 +61,9 @@ const manifestName = "manifest.json"
 // its writable layers into a new directory under dir, and thaws it. The
 // snapshot appears atomically (written aside, fsync'd, renamed) and its
 // cost grows with what changed: only the cow mounts' upper layers and
-// the sandbox's own tmpfs are read. id names it ("" picks one).
-func (s *Sandbox) Snapshot(ctx context.Context, dir, id string) (*Snapshot, error) {
+// the sandbox's own tmpfs are read.
+func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions) (*Snapshot, error) {
+	id := opts.ID
 	if id == "" {
 		id = NewID()
 	}
@@ -76,7 +85,7 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir, id string) (*Snapshot, erro
 		s.mu.Unlock()
 	}()
 
-	snap := &Snapshot{ID: id, Created: time.Now().UTC(), Spec: s.spec}
+	snap := &Snapshot{ID: id, SandboxID: opts.SandboxID, Created: time.Now().UTC(), Spec: s.spec}
 	tmp := filepath.Join(dir, ".tmp-"+id)
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err

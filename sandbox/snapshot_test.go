@@ -23,7 +23,7 @@ func TestSnapshotAndFork(t *testing.T) {
 	execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo tmp > /tmp/t; echo home > $HOME/h; echo cow > /work/c; rm /work/base.txt"}})
 
 	store := t.TempDir()
-	snap, err := sb.Snapshot(ctx, store, "")
+	snap, err := sb.Snapshot(ctx, store, sandbox.SnapshotOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,63 @@ func (s Store) ensure() error { return os.MkdirAll(s.Dir, 0o700) }
 
 func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
 
+// SnapshotsDir holds the snapshots (see Sandbox.Snapshot).
+func (s Store) SnapshotsDir() string { return filepath.Join(s.Dir, "snapshots") }
+
+// Snapshots lists the snapshots, oldest first; damaged ones are skipped
+// from the listing but stay on disk.
+func (s Store) Snapshots() ([]*Snapshot, error) {
+	ents, err := os.ReadDir(s.SnapshotsDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Snapshot
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.SnapshotsDir(), e.Name(), manifestName))
+		if err != nil {
+			continue
+		}
+		var snap Snapshot
+		if json.Unmarshal(b, &snap) == nil {
+			snap.Dir = filepath.Join(s.SnapshotsDir(), e.Name())
+			out = append(out, &snap)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// Snapshot finds a snapshot by id or unique prefix and verifies it.
+func (s Store) Snapshot(ref string) (*Snapshot, error) {
+	all, err := s.Snapshots()
+	if err != nil {
+		return nil, err
+	}
+	var match *Snapshot
+	for _, snap := range all {
+		if snap.ID == ref {
+			match = snap
+			break
+		}
+		if ref != "" && strings.HasPrefix(snap.ID, ref) {
+			if match != nil {
+				return nil, fmt.Errorf("%w: snapshot %q", ErrAmbiguous, ref)
+			}
+			match = snap
+		}
+	}
+	if match == nil {
+		return nil, fmt.Errorf("%w: no snapshot %q (see tent snapshot ls)", ErrNotFound, ref)
+	}
+	return LoadSnapshot(match.Dir)
+}
+
 // SocketPath is where the supervisor of id listens.
 func (s Store) SocketPath(id string) string { return filepath.Join(s.Dir, id+".sock") }
 

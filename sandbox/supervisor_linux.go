@@ -39,6 +39,8 @@ type remoteReply struct {
 	// Blocked summarises the connections the network policy refused
 	// during an exec.
 	Blocked string `json:"blocked,omitempty"`
+	// Snapshot is the id of a snapshot just taken.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Supervise serves sb at store.SocketPath(rec.ID), saves rec (state
@@ -127,6 +129,13 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 		if err := store.Save(rec); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 		}
+	case "snapshot":
+		snap, err := sb.Snapshot(context.Background(), store.SnapshotsDir(), SnapshotOptions{SandboxID: rec.ID})
+		if err != nil {
+			reply = remoteReply{Code: 125, Error: err.Error()}
+			break
+		}
+		reply = remoteReply{Snapshot: snap.ID}
 	case "suspend", "resume":
 		var err error
 		if req.Op == "suspend" {
@@ -238,6 +247,16 @@ func RemoteFile(rec *Record, op, path string, extra []string, in, out *os.File) 
 		return &RemoteError{Code: reply.Code, Msg: reply.Error}
 	}
 	return fileResult(op, path, reply.Result, stderr)
+}
+
+// RemoteSnapshot snapshots the sandbox rec names into the store's
+// snapshots directory and returns the snapshot's id.
+func RemoteSnapshot(rec *Record) (string, error) {
+	reply, err := call(rec, remoteRequest{Op: "snapshot"}, nil)
+	if err == nil && reply.Error != "" {
+		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
+	}
+	return reply.Snapshot, err
 }
 
 // RemoteSuspend freezes, and RemoteResume thaws, the sandbox rec names.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -27,6 +28,8 @@ type createOptions struct {
 	runOptions
 	name   string
 	labels []string
+	// fromSnapshot (supervisor only) forks the sandbox from a snapshot.
+	fromSnapshot string
 }
 
 func (o *createOptions) register(f *pflag.FlagSet) {
@@ -83,7 +86,7 @@ same flags as tent run; --timeout bounds the sandbox's whole life.`,
 			if _, err := parseLabels(o.labels); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			return g.startSupervisor(c)
+			return g.startSupervisor(c, sandbox.NewID(), createArgs(os.Args))
 		},
 	}
 	o.register(c.Flags())
@@ -92,12 +95,11 @@ same flags as tent run; --timeout bounds the sandbox's whole life.`,
 
 // startSupervisor re-executes tent as the sandbox's supervisor, in its own
 // session, and waits until the sandbox is ready.
-func (g *globalOptions) startSupervisor(c *cobra.Command) error {
+func (g *globalOptions) startSupervisor(c *cobra.Command, id string, flags []string) error {
 	store := g.store()
 	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
 		return &exitError{code: exitRefused, msg: fmt.Sprintf("state directory: %v", err)}
 	}
-	id := sandbox.NewID()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
@@ -112,7 +114,7 @@ func (g *globalOptions) startSupervisor(c *cobra.Command) error {
 	if g.verbose {
 		args = append(args, "-v")
 	}
-	args = append(append(args, superviseCmd, id), createArgs(os.Args)...)
+	args = append(append(args, superviseCmd, id), flags...)
 	cmd := exec.Command("/proc/self/exe", args...)
 	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -330,12 +332,46 @@ func newSuspendCmd(g *globalOptions, suspend bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !suspend && rec.State == "stopped" {
+				return g.reprovision(c, rec)
+			}
 			if err := op(rec); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return nil
 		},
 	}
+}
+
+// reprovision brings back a sandbox whose supervisor is gone (a host
+// restart, a kill) from its latest snapshot, under the same id.
+func (g *globalOptions) reprovision(c *cobra.Command, rec *sandbox.Record) error {
+	snaps, err := g.store().Snapshots()
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	var latest *sandbox.Snapshot
+	for _, s := range snaps {
+		if s.SandboxID == rec.ID {
+			latest = s
+		}
+	}
+	if latest == nil {
+		return &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s is stopped and has no snapshot to resume from (tent rm %s)", rec.ID, rec.ID)}
+	}
+	flags := []string{"--from-snapshot", latest.Dir}
+	if rec.Name != "" {
+		flags = append(flags, "--name", rec.Name)
+	}
+	for k, v := range rec.Labels {
+		flags = append(flags, "--label", k+"="+v)
+	}
+	for _, l := range rec.Layers { // the old layers are superseded by the snapshot's
+		_ = os.RemoveAll(filepath.Dir(filepath.Dir(l.Upper)))
+	}
+	var out strings.Builder
+	c.SetOut(&out)
+	return g.startSupervisor(c, rec.ID, flags)
 }
 
 func newNetCmd(g *globalOptions) *cobra.Command {
@@ -531,5 +567,93 @@ func newExportCmd(g *globalOptions) *cobra.Command {
 	c.Flags().BoolVar(&patch, "patch", false, "print a unified diff that patch -p1 or git apply applies in the mount's source directory")
 	c.Flags().StringVar(&to, "to", "", "apply the changes onto `DIR`")
 	c.Flags().StringVar(&mount, "mount", "", "the cow mount at `TARGET` (needed when there are several)")
+	return c
+}
+
+func newSnapshotCmd(g *globalOptions) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "snapshot ID",
+		Short: "Snapshot a sandbox's writable layers (cow changes, /tmp, $HOME) and print the snapshot's id",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			rec, err := g.lookup(args[0])
+			if err != nil {
+				return err
+			}
+			id, err := sandbox.RemoteSnapshot(rec)
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			fmt.Fprintln(c.OutOrStdout(), id)
+			return nil
+		},
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "ls",
+		Short: "List snapshots",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			snaps, err := g.store().Snapshots()
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SNAPSHOT\tSANDBOX\tCREATED\tSIZE")
+			for _, s := range snaps {
+				var size int64
+				for _, p := range s.Parts {
+					size += p.Size
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.SandboxID, s.Created.Local().Format(time.DateTime), sandbox.FormatSize(size))
+			}
+			return tw.Flush()
+		},
+	}, &cobra.Command{
+		Use:   "rm SNAPSHOT...",
+		Short: "Remove snapshots",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			for _, ref := range args {
+				snap, err := g.store().Snapshot(ref)
+				if err != nil && !errors.Is(err, sandbox.ErrSnapshotCorrupt) {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
+				if snap == nil {
+					continue
+				}
+				if err := os.RemoveAll(snap.Dir); err != nil {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
+			}
+			return nil
+		},
+	})
+	return c
+}
+
+func newForkCmd(g *globalOptions) *cobra.Command {
+	var name string
+	var labels []string
+	c := &cobra.Command{
+		Use:   "fork SNAPSHOT",
+		Short: "Create a new, independent sandbox from a snapshot and print its id",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			snap, err := g.store().Snapshot(args[0])
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			flags := []string{"--from-snapshot", snap.Dir}
+			if name != "" {
+				flags = append(flags, "--name", name)
+			}
+			for _, l := range labels {
+				flags = append(flags, "--label", l)
+			}
+			return g.startSupervisor(c, sandbox.NewID(), flags)
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "a `NAME` for the new sandbox")
+	c.Flags().StringArrayVar(&labels, "label", nil, "attach a `K=V` label (repeatable)")
 	return c
 }

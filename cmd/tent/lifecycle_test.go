@@ -240,3 +240,46 @@ func tree(t *testing.T, root string) map[string]string {
 	}
 	return out
 }
+
+func TestSnapshotForkAndResumeVerbs(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t, "--name", "orig")
+	l.tent(t, "exec", id, "--", "sh", "-c", "echo saved > /tmp/state").expect(t, 0)
+	r := l.tent(t, "snapshot", id)
+	r.expect(t, 0)
+	snap := strings.TrimSpace(r.stdout)
+	if ls := l.tent(t, "snapshot", "ls").stdout; !strings.Contains(ls, snap) || !strings.Contains(ls, id) {
+		t.Errorf("snapshot ls: %q", ls)
+	}
+	l.tent(t, "exec", id, "--", "sh", "-c", "echo changed > /tmp/state").expect(t, 0)
+
+	fr := l.tent(t, "fork", snap[:6], "--name", "copy")
+	fr.expect(t, 0)
+	forkID := strings.TrimSpace(fr.stdout)
+	if r := l.tent(t, "exec", "copy", "--", "cat", "/tmp/state"); r.stdout != "saved\n" {
+		t.Errorf("the fork sees %q", r.stdout)
+	}
+
+	// The original's supervisor dies (a host restart, a kill -9): resume
+	// brings it back from its latest snapshot, under the same id.
+	var rec struct {
+		Supervisor int `json:"supervisor_pid"`
+	}
+	json.Unmarshal([]byte(l.tent(t, "inspect", id).stdout), &rec)
+	syscall.Kill(rec.Supervisor, syscall.SIGKILL)
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(l.tent(t, "ls").stdout, "stopped") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.tent(t, "resume", id).expect(t, 0)
+	if r := l.tent(t, "exec", id, "--", "cat", "/tmp/state"); r.stdout != "saved\n" {
+		t.Errorf("resumed sandbox sees %q", r.stdout)
+	}
+	l.tent(t, "rm", id, forkID).expect(t, 0)
+	l.tent(t, "snapshot", "rm", snap).expect(t, 0)
+	if ls := l.tent(t, "snapshot", "ls").stdout; strings.Contains(ls, snap) {
+		t.Errorf("snapshot rm left %q", ls)
+	}
+	l.tent(t, "fork", "nope").expect(t, 125, "no snapshot")
+}

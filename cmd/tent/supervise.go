@@ -32,6 +32,7 @@ func newSuperviseCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	o.register(c.Flags())
+	c.Flags().StringVar(&o.fromSnapshot, "from-snapshot", "", "fork from the snapshot in `DIR`")
 	return c
 }
 
@@ -66,8 +67,17 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	sb, err := sandbox.Provision(ctx, spec, opts)
-	if err != nil {
+	var sb *sandbox.Sandbox
+	if o.fromSnapshot != "" {
+		snap, err := sandbox.LoadSnapshot(o.fromSnapshot)
+		if err != nil {
+			return fail(exitRefused, err)
+		}
+		sb, err = sandbox.Fork(ctx, snap, opts)
+		if err != nil {
+			return fail(sandbox.ExitCode(err), err)
+		}
+	} else if sb, err = sandbox.Provision(ctx, spec, opts); err != nil {
 		return fail(sandbox.ExitCode(err), err)
 	}
 	rec := &sandbox.Record{ID: id, Name: o.name, Labels: labels, Created: time.Now().UTC(), Args: argsAfter(os.Args, id)}
