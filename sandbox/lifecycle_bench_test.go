@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,4 +106,48 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkSnapshotCost snapshots a cow workspace of 500 MiB after a
+// 1 MiB change and after a 500 MiB change (target: the first <= 50 ms;
+// the cost follows the bytes changed, not the workspace).
+func BenchmarkSnapshotCost(b *testing.B) {
+	src := b.TempDir()
+	os.Chmod(src, 0o777)
+	os.Chmod(filepath.Dir(src), 0o755)
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < 500; i++ {
+		if err := os.WriteFile(filepath.Join(src, "f"+strconv.Itoa(i)), chunk, 0o666); err != nil {
+			b.Fatal(err)
+		}
+	}
+	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}
+	var small, large time.Duration
+	for b.Loop() {
+		for _, tc := range []struct {
+			script string
+			d      *time.Duration
+		}{
+			{"head -c 1048576 /dev/urandom > /work/new", &small},
+			{"for i in $(seq 0 499); do head -c 1048576 /dev/urandom > /work/f$i; done", &large},
+		} {
+			sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", tc.script}}); err != nil {
+				b.Fatal(err)
+			}
+			store := b.TempDir()
+			start := time.Now()
+			if _, err := sb.Snapshot(context.Background(), store, sandbox.SnapshotOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			*tc.d += time.Since(start)
+			_ = sb.Terminate(context.Background())
+			os.RemoveAll(store)
+		}
+	}
+	b.ReportMetric(float64(small.Milliseconds())/float64(b.N), "1MiB-change-ms")
+	b.ReportMetric(float64(large.Milliseconds())/float64(b.N), "500MiB-change-ms")
 }
