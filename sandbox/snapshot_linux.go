@@ -146,7 +146,7 @@ func archive(dir, name, src string) (SnapshotPart, error) {
 	defer f.Close()
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, h)}
-	zw, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	zw, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return SnapshotPart{}, err
 	}
