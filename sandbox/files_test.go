@@ -16,7 +16,7 @@ import (
 
 func TestSandboxFiles(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := rwDir(t)
 	os.Chmod(dir, 0o777)
 	ro := t.TempDir()
 	os.Chmod(ro, 0o755)

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,3 +98,19 @@ func expect(t *testing.T, what, got, want string) {
 }
 
 func privileged() bool { return os.Geteuid() == 0 }
+
+// rwDir returns a fresh host directory for an rw mount. A root caller's
+// rw mounts are idmapped, which some filesystems cannot do (tmpfs before
+// Linux 6.3): tent then refuses, and the test skips with that reason.
+func rwDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if privileged() {
+		_, _, err := run(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/probe-rw", Access: sandbox.ReadWrite}}}, "true")
+		var ue *sandbox.UnsupportedError
+		if errors.As(err, &ue) && strings.Contains(err.Error(), "idmap") {
+			t.Skipf("rw mounts as root need idmapped mounts, which %s does not support here: %v", dir, err)
+		}
+	}
+	return dir
+}

@@ -45,7 +45,7 @@ func TestRootCallerNeverHoldsHostRoot(t *testing.T) {
 }
 
 func TestReadWriteMountKeepsHostOwnership(t *testing.T) {
-	dir := t.TempDir() // owned by the caller: root in the privileged run
+	dir := rwDir(t) // owned by the caller: root in the privileged run
 	os.Chmod(dir, 0o755)
 	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}
 	mustRun(t, spec, "sh", "-c", "echo data > /out/new && mkdir /out/sub")
@@ -65,7 +65,7 @@ func TestRootReadWriteMountOfAnotherOwnerIsRefused(t *testing.T) {
 	if !privileged() {
 		t.Skip("needs a root caller")
 	}
-	dir := t.TempDir()
+	dir := rwDir(t)
 	if err := os.Chown(dir, 4321, 4321); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 func TestSnapshotAndFork(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
+	src := rwDir(t)
 	os.Chmod(src, 0o777)
 	os.Chmod(filepath.Dir(src), 0o755)
 	os.WriteFile(filepath.Join(src, "base.txt"), []byte("base\n"), 0o666)

@@ -197,7 +197,12 @@ func TestDiffAndExportVerbs(t *testing.T) {
 		os.WriteFile(filepath.Join(src, p), []byte(c), 0o666)
 		os.Chmod(filepath.Join(src, p), 0o666)
 	}
-	id := l.create(t, "--cow", src+":/work")
+	r0 := l.tent(t, "create", "--cow", src+":/work")
+	if r0.code == 125 && strings.Contains(r0.stderr, "idmap") {
+		t.Skipf("a root caller's cow mounts need idmapped mounts, unsupported here: %s", r0.stderr)
+	}
+	r0.expect(t, 0)
+	id := strings.TrimSpace(r0.stdout)
 	l.tent(t, "exec", id, "--", "sh", "-c", "cd /work && echo ALPHA > a.txt && rm b.txt && echo new > c.txt").expect(t, 0)
 	if b, _ := os.ReadFile(filepath.Join(src, "a.txt")); string(b) != "alpha\n" {
 		t.Fatalf("the host directory changed: %q", b)
