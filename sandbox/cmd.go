@@ -36,7 +36,8 @@ type Cmd struct {
 	// nil means the host's resolver.
 	Resolver netpolicy.Resolver
 
-	// Report describes the run once Wait has returned.
+	// Report describes the run once Wait has returned; between Start and
+	// Wait it holds the protections and the cgroup already in place.
 	Report *Report
 
 	ctx context.Context

@@ -58,6 +58,8 @@ func (c *Cmd) Start() (err error) {
 		r.stop = stopCtx
 	}
 	c.run = r
+	started := r.plan.report
+	c.Report = &started
 	return nil
 }
 
@@ -287,6 +289,7 @@ func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) 
 	if err == nil {
 		reapStaleCgroups(r.cg)
 		p.report.CgroupVersion = r.cg.Version().String()
+		p.report.CgroupPaths = r.cg.Paths()
 		p.reportCgroupLimits(r.cg.Version())
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/tent-sandbox/tent/sandbox"
@@ -25,7 +26,7 @@ func hostHelper() int {
 		fmt.Println("error:", err)
 		return 1
 	}
-	fmt.Println("started")
+	fmt.Println("started", strings.Join(cmd.Report.CgroupPaths, " "))
 	_ = cmd.Wait()
 	return 0
 }

@@ -44,7 +44,9 @@ type Report struct {
 	MemoryLimit   int64         `json:"-"`
 	LandlockABI   int           `json:"landlock_abi"`
 	CgroupVersion string        `json:"cgroup_version"`
-	Protections   []Protection  `json:"protections"`
+	// CgroupPaths are the sandbox's cgroup directories (removed with it).
+	CgroupPaths []string     `json:"cgroup_paths,omitempty"`
+	Protections []Protection `json:"protections"`
 	// NetworkDenied lists the destinations the network policy refused
 	// (limited mode), for a summary such as netpolicy.Summary.
 	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`

@@ -75,6 +75,12 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	return s, nil
 }
 
+// CgroupPaths are the sandbox's cgroup directories (none without a
+// cgroup); Terminate removes them.
+func (s *Sandbox) CgroupPaths() []string {
+	return append([]string(nil), s.run.plan.report.CgroupPaths...)
+}
+
 // InitPID is the host pid of the sandbox's init (PID 1 inside).
 func (s *Sandbox) InitPID() int { return s.run.init.Pid() }
 

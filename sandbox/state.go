@@ -43,6 +43,8 @@ type Record struct {
 	Protections []Protection `json:"protections,omitempty"`
 	// Layers are the host sides of the cow mounts (see DiffLayers).
 	Layers []CowLayer `json:"layers,omitempty"`
+	// Cgroups are the sandbox's cgroup directories.
+	Cgroups []string `json:"cgroups,omitempty"`
 }
 
 // Store is a state directory.

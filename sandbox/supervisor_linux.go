@@ -61,6 +61,7 @@ func Supervise(ctx context.Context, store Store, rec *Record, sb *Sandbox, ready
 	defer l.Close()
 	rec.State, rec.Supervisor, rec.Socket = "running", os.Getpid(), sock
 	rec.Spec, rec.Protections, rec.Layers = sb.Spec(), sb.Protections(), sb.CowLayers()
+	rec.Cgroups = sb.run.plan.report.CgroupPaths
 	if err := store.Save(rec); err != nil {
 		return fmt.Errorf("saving the state record: %w", err)
 	}
@@ -296,9 +297,18 @@ func (s Store) Remove(rec *Record) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	// A supervisor that was killed could not remove the cow layers.
+	// A supervisor that was killed could not remove the cow layers, nor
+	// its cgroup (empty: its processes died with it).
 	for _, l := range rec.Layers {
 		_ = removeLayers(filepath.Dir(filepath.Dir(l.Upper)))
+	}
+	for _, cg := range rec.Cgroups {
+		for i := 0; i < 100; i++ {
+			if err := os.Remove(cg); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	return s.removeFiles(rec.ID)
 }
