@@ -129,9 +129,11 @@ func (g *globalOptions) startSupervisor(c *cobra.Command, id string, flags []str
 		var code int
 		var msg string
 		if _, err := fmt.Sscanf(line, "error %d", &code); err != nil {
+			// Keep the log: it is all there is to say what happened.
 			code, msg = exitRefused, "the sandbox's supervisor failed: see "+logFile.Name()
 		} else {
 			msg = strings.TrimSpace(strings.SplitN(line, " ", 3)[2])
+			_ = os.Remove(logFile.Name()) // a refusal leaves nothing behind
 		}
 		return &exitError{code: code, msg: msg}
 	}

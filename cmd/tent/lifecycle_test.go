@@ -78,6 +78,9 @@ func TestLifecycleRefusals(t *testing.T) {
 	l := newLife(t)
 	l.tent(t, "exec", "nope", "--", "true").expect(t, 125, "no such sandbox")
 	l.tent(t, "create", "--memory", "-1").expect(t, 125, "memory")
+	// Refused by the supervisor itself (a mount source that vanished is
+	// caught before; a bad seccomp file after the flags parse).
+	l.tent(t, "create", "--rw", "/nonexistent-tent-dir:/x").expect(t, 125, "nonexistent")
 	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
 		t.Errorf("a refused create left state: %v", ents)
 	}
