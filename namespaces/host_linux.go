@@ -57,6 +57,9 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if IsInit() {
 		return nil, fmt.Errorf("refusing to start a sandbox from inside a sandbox init: %w", ErrInitMissing)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("socketpair", err)

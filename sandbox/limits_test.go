@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -142,4 +141,3 @@ func assertNoProcess(t *testing.T, argv ...string) {
 	}
 }
 
-var _ = context.Background

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -335,4 +334,3 @@ func probeSystem() []fs.SystemEntry {
 	return out
 }
 
-var _ = errors.Is
