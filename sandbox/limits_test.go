@@ -140,4 +140,3 @@ func assertNoProcess(t *testing.T, argv ...string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-

@@ -333,4 +333,3 @@ func probeSystem() []fs.SystemEntry {
 	}
 	return out
 }
-
