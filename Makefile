@@ -45,3 +45,15 @@ bench: build
 
 clean:
 	rm -rf bin
+
+# The integration tests in a VM (scripts/vm/): Debian's 6.1 kernel under
+# qemu with software emulation (no KVM needed), pure cgroup v2, a systemd-
+# like cgroup tree; runs the sandbox, CLI and cgroups tests as root (with
+# /tmp on ext4, then on tmpfs), as a user with a delegated cgroup and as one
+# without, plus CLI checks of those set-ups. Fails when a test fails or the
+# VM does not finish. Settings (VM_RUNS, VM_FLAGS, ...): see scripts/vm/run.
+.PHONY: test-vm
+test-vm: setup
+	./scripts/vm/setup
+	./scripts/vm/build-initramfs
+	./scripts/vm/run
