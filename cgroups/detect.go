@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -326,4 +327,31 @@ func v1MountControllers(superOpts string) []string {
 		out = append(out, o)
 	}
 	return out
+}
+
+// AtRoot returns h as seen from the top of each hierarchy: sandbox
+// cgroups created with it are children of the root cgroup instead of this
+// process's own. That is for privileged callers whose own cgroup v2 holds
+// other processes (a login shell, a CI step — the "no internal processes"
+// rule then forbids enabling controllers for children there), which may
+// write at the root. V2Controllers is read from the root's
+// cgroup.controllers.
+func (h *Host) AtRoot() (*Host, error) {
+	r := *h
+	r.Self = make(map[string]string, len(h.Self))
+	for c := range h.Self {
+		root := h.roots[c]
+		if root == "" {
+			root = "/"
+		}
+		r.Self[c] = root
+	}
+	if h.V2Root != "" {
+		b, err := os.ReadFile(filepath.Join(h.V2Root, "cgroup.controllers"))
+		if err != nil {
+			return nil, err
+		}
+		r.V2Controllers = strings.Fields(string(b))
+	}
+	return &r, nil
 }

@@ -286,6 +286,15 @@ func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) 
 	if err == nil {
 		r.cg, err = cgroups.Create(host, "tent-"+randomID(), p.limits)
 	}
+	if err != nil && p.privileged && host != nil && r.cg == nil {
+		// Root whose own cgroup holds other processes (a shell, a CI step
+		// on a systemd host): create the sandbox's cgroup at the top.
+		if top, terr := host.AtRoot(); terr == nil {
+			if cg, cerr := cgroups.Create(top, "tent-"+randomID(), p.limits); cerr == nil {
+				r.cg, err = cg, nil
+			}
+		}
+	}
 	if err == nil {
 		reapStaleCgroups(r.cg)
 		p.report.CgroupVersion = r.cg.Version().String()

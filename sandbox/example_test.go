@@ -16,12 +16,14 @@ import (
 func Example() {
 	dir, _ := os.MkdirTemp("", "tent-example-")
 	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	os.WriteFile(dir+"/greeting", []byte("hello from"), 0o644)
 
 	spec := sandbox.Spec{
-		Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
+		Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadOnly}},
 		Limits: sandbox.Limits{Timeout: 10 * time.Second, NoFile: 256},
 	}
-	cmd := sandbox.Command(context.Background(), spec, "sh", "-c", "echo hello from $(hostname) > /work/out; cat /work/out")
+	cmd := sandbox.Command(context.Background(), spec, "sh", "-c", "echo $(cat /work/greeting) $(hostname) > /tmp/out; cat /tmp/out")
 	out, err := cmd.Output()
 	if err != nil {
 		fmt.Println("error:", err, "exit code", sandbox.ExitCode(err))

@@ -148,7 +148,7 @@ func TestSandboxTerminateLeavesNothing(t *testing.T) {
 }
 
 func TestSandboxSuspendAndResume(t *testing.T) {
-	dir := t.TempDir()
+	dir := rwDir(t)
 	os.Chmod(dir, 0o777)
 	sb := provision(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}})
 	if !canLimit(t) {

@@ -255,7 +255,9 @@ func TestSnapshotForkAndResumeVerbs(t *testing.T) {
 	id := l.create(t, "--name", "orig")
 	l.tent(t, "exec", id, "--", "sh", "-c", "echo saved > /tmp/state").expect(t, 0)
 	r := l.tent(t, "snapshot", id)
-	r.expect(t, 0)
+	if r.code != 0 {
+		t.Fatalf("tent snapshot: exit %d: %s", r.code, r.stderr)
+	}
 	snap := strings.TrimSpace(r.stdout)
 	if ls := l.tent(t, "snapshot", "ls").stdout; !strings.Contains(ls, snap) || !strings.Contains(ls, id) {
 		t.Errorf("snapshot ls: %q", ls)
