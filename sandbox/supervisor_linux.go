@@ -297,8 +297,14 @@ func (s Store) Remove(rec *Record) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	// A supervisor that was killed could not remove the cow layers, nor
-	// its cgroup (empty: its processes died with it).
+	s.Reclaim(rec)
+	return s.removeFiles(rec.ID)
+}
+
+// Reclaim removes what a sandbox whose supervisor was killed could not:
+// its cow layers and its (empty: its processes died with it) cgroups.
+// The record itself stays.
+func (s Store) Reclaim(rec *Record) {
 	for _, l := range rec.Layers {
 		_ = removeLayers(filepath.Dir(filepath.Dir(l.Upper)))
 	}
@@ -310,7 +316,6 @@ func (s Store) Remove(rec *Record) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	return s.removeFiles(rec.ID)
 }
 
 // RemoteError is a supervisor's refusal, with tent's exit code for it.

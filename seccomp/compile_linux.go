@@ -284,19 +284,5 @@ func decodeNative(raw []byte) (Program, error) {
 	if len(raw) == 0 || len(raw)%instructionSize != 0 {
 		return nil, fmt.Errorf("libseccomp exported %d bytes, not a whole number of BPF instructions", len(raw))
 	}
-	prog := make(Program, len(raw)/instructionSize)
-	for i := range prog {
-		b := raw[i*instructionSize:]
-		prog[i] = unix.SockFilter{
-			Code: binary.NativeEndian.Uint16(b[0:]),
-			Jt:   b[2],
-			Jf:   b[3],
-			K:    binary.NativeEndian.Uint32(b[4:]),
-		}
-	}
-	if len(prog) > MaxInstructions {
-		return nil, fmt.Errorf("%w: filter has %d BPF instructions, the kernel accepts at most %d",
-			ErrInvalidProfile, len(prog), MaxInstructions)
-	}
-	return prog, nil
+	return decode(raw, binary.NativeEndian), nil
 }

@@ -48,15 +48,17 @@ func UnmarshalProgram(b []byte) (Program, error) {
 		return nil, fmt.Errorf("seccomp program has %d instructions, the kernel accepts at most %d",
 			len(b)/instructionSize, MaxInstructions)
 	}
+	p := decode(b, binary.LittleEndian)
+	return p, nil
+}
+
+// decode reads struct sock_filter records (len(b) a multiple of 8) in
+// the given byte order.
+func decode(b []byte, order binary.ByteOrder) Program {
 	p := make(Program, len(b)/instructionSize)
 	for i := range p {
 		r := b[i*instructionSize:]
-		p[i] = unix.SockFilter{
-			Code: binary.LittleEndian.Uint16(r[0:]),
-			Jt:   r[2],
-			Jf:   r[3],
-			K:    binary.LittleEndian.Uint32(r[4:]),
-		}
+		p[i] = unix.SockFilter{Code: order.Uint16(r[0:]), Jt: r[2], Jf: r[3], K: order.Uint32(r[4:])}
 	}
-	return p, nil
+	return p
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -86,7 +85,7 @@ same flags as tent run; --timeout bounds the sandbox's whole life.`,
 			if _, err := parseLabels(o.labels); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			return g.startSupervisor(c, sandbox.NewID(), createArgs(os.Args))
+			return g.startSupervisor(c, sandbox.NewID(), argsAfter(os.Args, "create"))
 		},
 	}
 	o.register(c.Flags())
@@ -139,16 +138,6 @@ func (g *globalOptions) startSupervisor(c *cobra.Command, id string, flags []str
 	}
 	_ = cmd.Process.Release()
 	fmt.Fprintln(c.OutOrStdout(), id)
-	return nil
-}
-
-// createArgs returns the flags given to `tent create` (after "create").
-func createArgs(argv []string) []string {
-	for i, a := range argv {
-		if a == "create" {
-			return argv[i+1:]
-		}
-	}
 	return nil
 }
 
@@ -368,9 +357,7 @@ func (g *globalOptions) reprovision(c *cobra.Command, rec *sandbox.Record) error
 	for k, v := range rec.Labels {
 		flags = append(flags, "--label", k+"="+v)
 	}
-	for _, l := range rec.Layers { // the old layers are superseded by the snapshot's
-		_ = os.RemoveAll(filepath.Dir(filepath.Dir(l.Upper)))
-	}
+	g.store().Reclaim(rec) // the old layers are superseded by the snapshot's
 	var out strings.Builder
 	c.SetOut(&out)
 	return g.startSupervisor(c, rec.ID, flags)
