@@ -40,7 +40,14 @@ func Send(c *net.UnixConn, v any, fds []int) error {
 // Recv reads one message into v and returns its descriptors, which the
 // caller owns.
 func Recv(c *net.UnixConn, v any) ([]int, error) {
-	buf := make([]byte, MaxMessage)
+	size, err := peekSize(c)
+	if err != nil {
+		return nil, err
+	}
+	// One byte more than announced, so that a message that grew between
+	// the peek and the read (it cannot: a packet is atomic) would show as
+	// truncated rather than silently cut.
+	buf := make([]byte, size+1)
 	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
 	if err != nil {
@@ -76,6 +83,37 @@ func Recv(c *net.UnixConn, v any) ([]int, error) {
 		return nil, fmt.Errorf("decoding control message: %w", err)
 	}
 	return fds, nil
+}
+
+// peekSize waits for the next packet and returns its length without
+// consuming it (MSG_PEEK|MSG_TRUNC reports the real length of a
+// SOCK_SEQPACKET packet), so that Recv allocates what the message needs
+// rather than MaxMessage every time: the control path runs once per exec
+// and a megabyte per message was most of its cost. A packet longer than
+// MaxMessage is an error; 0 means the peer closed the socket.
+func peekSize(c *net.UnixConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var serr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, serr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		return serr != unix.EAGAIN
+	})
+	if err == nil {
+		err = serr
+	}
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, ErrClosed
+	case n > MaxMessage:
+		return 0, fmt.Errorf("control message of %d bytes exceeds %d", n, MaxMessage)
+	}
+	return n, nil
 }
 
 // Close closes every descriptor of fds that is not negative.
