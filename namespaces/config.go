@@ -52,6 +52,14 @@ type Config struct {
 	LandlockRules []fs.LandlockRule `json:"landlock_rules,omitempty"`
 	// Seccomp is a marshaled seccomp.Program; empty means unconfined.
 	Seccomp []byte `json:"seccomp,omitempty"`
+	// ReuseThread lets the init keep one restricted thread for the
+	// sandbox's lifetime and fork every exec that needs no extra Landlock
+	// rule from it, instead of restricting a fresh thread per exec. The
+	// host sets it only for seccomp programs known to allow every system
+	// call the Go runtime makes while that thread waits (tent's default
+	// profile, or none): under an arbitrary custom profile the waiting
+	// thread could be refused a futex and bring the init down.
+	ReuseThread bool `json:"reuse_thread,omitempty"`
 	// Rlimits are applied to the command (through the trampoline, see
 	// ExecArg0), never to the init.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`

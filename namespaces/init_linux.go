@@ -94,13 +94,14 @@ func runInit() int {
 			return fail("seccomp", err)
 		}
 	}
+	sp := newSpawner(cfg, prog)
 	// execs maps the pids of running commands to their exec ids; the
 	// one-shot command has the empty id and its exit ends the init.
 	execs := map[int]string{}
 	oneShot := cfg.Exec.Path != ""
 	ready := message{Type: msgReady}
 	if oneShot {
-		pid, stage, err := spawn(cfg, cfg.Exec, prog, [3]int{0, 1, 2})
+		pid, stage, err := sp.spawn(cfg.Exec, [3]int{0, 1, 2}, false)
 		if err != nil {
 			return fail(stage, err)
 		}
@@ -150,7 +151,7 @@ func runInit() int {
 					_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "protocol", Error: "an exec needs an unused id, a command and 3 descriptors"}, nil)
 					continue
 				}
-				pid, stage, err := spawn(cfg, *m.Exec, prog, [3]int{c.fds[0], c.fds[1], c.fds[2]})
+				pid, stage, err := sp.spawn(*m.Exec, [3]int{c.fds[0], c.fds[1], c.fds[2]}, true)
 				closeAll(c.fds)
 				if err != nil {
 					var errno syscall.Errno

@@ -14,27 +14,51 @@ import (
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
-// spawn starts the command with every per-process protection. It returns
-// the command's pid, or the stage that failed and why.
-func spawn(cfg *Config, e Exec, prog seccomp.Program, stdio [3]int) (int, string, error) {
+// spawner starts the sandbox's commands with every per-process
+// protection.
+type spawner struct {
+	cfg  *Config
+	prog seccomp.Program
+	// self is an O_PATH descriptor of the host binary (/proc/self/exe),
+	// for the rlimit trampoline and the file helper; -1 until needed.
+	self int
+	// forker is the kept restricted thread (Config.ReuseThread); nil
+	// until the first exec that can use it.
+	forker chan<- forkRequest
+}
+
+func newSpawner(cfg *Config, prog seccomp.Program) *spawner {
+	return &spawner{cfg: cfg, prog: prog, self: -1}
+}
+
+// selfFD opens (once) the descriptor of the host binary.
+func (s *spawner) selfFD() (int, error) {
+	if s.self >= 0 {
+		return s.self, nil
+	}
+	exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("open /proc/self/exe", err)
+	}
+	s.self = exe
+	return exe, nil
+}
+
+// spawn starts the command e with stdio as its fds 0-2. It returns the
+// command's pid, or the stage that failed and why. With reuse (a
+// long-lived sandbox's execs), a command that needs no Landlock rule of
+// its own is forked from the kept restricted thread.
+func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	var path string
 	var err error
-	var execFDs []int
-	// The host binary, for the rlimit trampoline and the file helper.
-	self := func() (int, error) {
-		exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return -1, os.NewSyscallError("open /proc/self/exe", err)
-		}
-		execFDs = append(execFDs, exe)
-		return exe, nil
-	}
-	defer func() { closeAll(execFDs) }()
-	if e.FileHelper {
-		exe, err := self()
-		if err != nil {
+	needSelf := e.FileHelper || len(s.cfg.Rlimits) > 0
+	var exe int
+	if needSelf {
+		if exe, err = s.selfFD(); err != nil {
 			return 0, "exec", err
 		}
+	}
+	if e.FileHelper {
 		path = fmt.Sprintf("/proc/self/fd/%d", exe)
 		e.Args = append([]string{fs.FileHelperArg0}, e.Args...)
 	} else if path, err = lookPath(e.Path, e.Env); err != nil {
@@ -42,62 +66,155 @@ func spawn(cfg *Config, e Exec, prog seccomp.Program, stdio [3]int) (int, string
 	}
 	// Resource limits go through the trampoline (see ExecArg0).
 	execPath, args, env := path, e.Args, e.Env
-	if len(cfg.Rlimits) > 0 && !e.FileHelper {
-		exe, err := self()
-		if err != nil {
-			return 0, "rlimits", err
-		}
-		if execPath, args, env, err = trampoline(exe, path, e, cfg.Rlimits); err != nil {
+	if len(s.cfg.Rlimits) > 0 && !e.FileHelper {
+		if execPath, args, env, err = trampoline(exe, path, e, s.cfg.Rlimits); err != nil {
 			return 0, "rlimits", err
 		}
 	}
+	if reuse && s.cfg.ReuseThread && !s.needsDeviceRule(stdio) {
+		return s.forkFromKept(forkRequest{e: e, path: execPath, args: args, env: env, stdio: stdio})
+	}
+	var execFDs []int
+	if needSelf {
+		execFDs = []int{exe}
+	}
 	ruleset := -1
-	if cfg.LandlockABI > 0 {
-		ruleset, err = fs.BuildRuleset(cfg.LandlockABI, cfg.LandlockRules, stdio[:], execFDs)
+	if s.cfg.LandlockABI > 0 {
+		ruleset, err = fs.BuildRuleset(s.cfg.LandlockABI, s.cfg.LandlockRules, stdio[:], execFDs)
 		if err != nil {
 			return 0, "landlock", err
 		}
 		defer unix.Close(ruleset)
 	}
-	type result struct {
-		pid   int
-		stage string
-		err   error
-	}
-	done := make(chan result, 1)
+	done := make(chan forkResult, 1)
 	go func() {
 		// This thread is restricted for good and is never unlocked: when
 		// the goroutine returns, the runtime discards the thread.
 		runtime.LockOSThread()
-		pid, stage, err := forkRestricted(e, execPath, args, env, prog, ruleset, stdio)
-		done <- result{pid, stage, err}
+		if stage, err := restrictThread(s.prog, ruleset); err != nil {
+			done <- forkResult{stage: stage, err: err}
+			return
+		}
+		pid, err := forkExec(e, execPath, args, env, stdio)
+		done <- forkResult{pid: pid, stage: "exec", err: err}
 	}()
 	r := <-done
 	return r.pid, r.stage, r.err
 }
 
-// forkRestricted runs on a locked, disposable thread: it applies every
-// per-thread restriction, then forks and execs the command from it.
-func forkRestricted(e Exec, path string, args, env []string, prog seccomp.Program, ruleset int, stdio [3]int) (int, string, error) {
+// needsDeviceRule reports whether one of the command's stdio descriptors
+// is a device other than /dev/null (a terminal): Landlock then needs a
+// rule allowing its ioctls, which the kept thread's domain does not have.
+func (s *spawner) needsDeviceRule(stdio [3]int) bool {
+	if s.cfg.LandlockABI == 0 {
+		return false
+	}
+	for _, fd := range stdio {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			return true // let the per-exec path report it
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev != unix.Mkdev(1, 3) {
+			return true
+		}
+	}
+	return false
+}
+
+type forkRequest struct {
+	e         Exec
+	path      string
+	args, env []string
+	stdio     [3]int
+	reply     chan forkResult
+}
+
+type forkResult struct {
+	pid   int
+	stage string
+	err   error
+}
+
+// forkFromKept forks r from the kept restricted thread, starting that
+// thread first if need be.
+//
+// The thread carries exactly the restrictions a per-exec thread gets —
+// its own cgroup namespace, no capabilities, no_new_privs, the sandbox's
+// Landlock domain, the seccomp filter — with one Landlock rule more: read
+// and execute on the host binary's inode (the trampoline and the file
+// helper exec it through a descriptor), which commands cannot reach by
+// any path that the sandbox's rules do not already allow. Keeping it
+// saves creating, restricting and discarding a thread (and compiling the
+// seccomp filter) on every exec.
+func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
+	if s.forker == nil {
+		exe, err := s.selfFD()
+		if err != nil {
+			return 0, "exec", err
+		}
+		ruleset := -1
+		if s.cfg.LandlockABI > 0 {
+			ruleset, err = fs.BuildRuleset(s.cfg.LandlockABI, s.cfg.LandlockRules, nil, []int{exe})
+			if err != nil {
+				return 0, "landlock", err
+			}
+		}
+		reqs := make(chan forkRequest)
+		started := make(chan forkResult, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread is restricted for good
+			stage, err := restrictThread(s.prog, ruleset)
+			if ruleset >= 0 {
+				unix.Close(ruleset)
+			}
+			started <- forkResult{stage: stage, err: err}
+			if err != nil {
+				return
+			}
+			for r := range reqs {
+				pid, err := forkExec(r.e, r.path, r.args, r.env, r.stdio)
+				r.reply <- forkResult{pid: pid, stage: "exec", err: err}
+			}
+		}()
+		if res := <-started; res.err != nil {
+			return 0, res.stage, res.err
+		}
+		s.forker = reqs
+	}
+	r.reply = make(chan forkResult, 1)
+	s.forker <- r
+	res := <-r.reply
+	return res.pid, res.stage, res.err
+}
+
+// restrictThread applies every per-thread restriction to the calling
+// (locked) thread; it returns the stage that failed.
+func restrictThread(prog seccomp.Program, ruleset int) (string, error) {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return 0, "cgroupns", os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)
+		return "cgroupns", os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)
 	}
 	if err := dropAllCaps(); err != nil {
-		return 0, "capabilities", err
+		return "capabilities", err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return 0, "no_new_privs", os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
+		return "no_new_privs", os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
 	}
 	if ruleset >= 0 {
 		if err := fs.RestrictThread(ruleset); err != nil {
-			return 0, "landlock", err
+			return "landlock", err
 		}
 	}
 	if len(prog) > 0 {
 		if err := prog.Install(); err != nil {
-			return 0, "seccomp", err
+			return "seccomp", err
 		}
 	}
+	return "", nil
+}
+
+// forkExec forks and execs the command from the calling, restricted
+// thread, in a session of its own.
+func forkExec(e Exec, path string, args, env []string, stdio [3]int) (int, error) {
 	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{
 		Dir:   e.Dir,
 		Env:   env,
@@ -105,9 +222,9 @@ func forkRestricted(e Exec, path string, args, env []string, prog seccomp.Progra
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
-		return 0, "exec", fmt.Errorf("%s: %w", e.Path, err)
+		return 0, fmt.Errorf("%s: %w", e.Path, err)
 	}
-	return pid, "", nil
+	return pid, nil
 }
 
 // lookPath resolves a program name with the command's own PATH, as its

@@ -223,6 +223,7 @@ func (p *plan) resolveSeccomp(s *Spec) error {
 	switch {
 	case s.Seccomp.Unconfined:
 		p.report.add("seccomp", Absent, "unconfined by request")
+		p.cfg.ReuseThread = true
 		return nil
 	case s.Seccomp.Profile != nil:
 		prog, err := seccomp.Compile(s.Seccomp.Profile)
@@ -238,6 +239,7 @@ func (p *plan) resolveSeccomp(s *Spec) error {
 		return fmt.Errorf("compiling the default seccomp profile: %w", err)
 	}
 	p.cfg.Seccomp = prog
+	p.cfg.ReuseThread = true
 	p.report.add("seccomp", Enforced, "default profile")
 	return nil
 }
