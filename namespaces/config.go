@@ -60,6 +60,11 @@ type Config struct {
 	// profile, or none): under an arbitrary custom profile the waiting
 	// thread could be refused a futex and bring the init down.
 	ReuseThread bool `json:"reuse_thread,omitempty"`
+	// HostView makes the init keep a copy of the host's mount table (see
+	// fs.SaveHostView) so that mounts can be attached to the running
+	// sandbox from host paths; the host sets it for callers whose mount
+	// sources the init opens itself (not root, who passes descriptors).
+	HostView bool `json:"host_view,omitempty"`
 	// Rlimits are applied to the command (through the trampoline, see
 	// ExecArg0), never to the init.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
@@ -96,6 +101,7 @@ type message struct {
 	// ID names an exec of a long-lived sandbox ("" is a one-shot command).
 	ID     string  `json:"id,omitempty"`
 	Exec   *Exec   `json:"exec,omitempty"`
+	Attach *Attach `json:"attach,omitempty"`
 	Config *Config `json:"config,omitempty"`
 	Pid    int     `json:"pid,omitempty"`
 	// Status is a raw wait status (syscall.WaitStatus).
@@ -116,4 +122,13 @@ const (
 	msgExec    = "exec"
 	msgKill    = "kill"
 	msgExit    = "exit"
+	msgAttach  = "attach"
+	msgDone    = "done"
 )
+
+// Attach is a mount to add to a running sandbox: the plan step, and the
+// Landlock rules that the next execs need for it (a writable mount).
+type Attach struct {
+	Step  fs.Step           `json:"step"`
+	Rules []fs.LandlockRule `json:"rules,omitempty"`
+}

@@ -49,6 +49,9 @@ func (i *Init) Serve() {
 		case m.Type == msgStarted && w.started != nil:
 			w.started <- m
 			w.started = nil
+		case m.Type == msgDone && w.started != nil:
+			w.started <- m
+			delete(i.waits, m.ID)
 		case m.Type == msgError && w.started != nil:
 			w.started <- m
 			delete(i.waits, m.ID)
@@ -101,4 +104,36 @@ func (i *Init) SignalExec(id string, sig syscall.Signal) error {
 // KillExec SIGKILLs the exec id and its process group.
 func (i *Init) KillExec(id string) error {
 	return i.send(message{Type: msgKill, ID: id}, nil)
+}
+
+// Attach asks the init to mount a.Step into the running sandbox, with fds
+// as the step's pre-opened descriptors (the caller keeps them), and waits
+// for the outcome. id must not collide with an exec's.
+func (i *Init) Attach(id string, a Attach, fds []int) error {
+	w := &execWait{started: make(chan message, 1), exit: make(chan ExecExit, 1)}
+	i.mu.Lock()
+	switch {
+	case i.deadErr != nil:
+		i.mu.Unlock()
+		return i.deadErr
+	case i.waits == nil:
+		i.waits = map[string]*execWait{}
+	}
+	if _, dup := i.waits[id]; dup {
+		i.mu.Unlock()
+		return fmt.Errorf("request id %q is in use", id)
+	}
+	i.waits[id] = w
+	i.mu.Unlock()
+	if err := i.send(message{Type: msgAttach, ID: id, Attach: &a}, fds); err != nil {
+		i.mu.Lock()
+		delete(i.waits, id)
+		i.mu.Unlock()
+		return err
+	}
+	m := <-w.started
+	if m.Type == msgError {
+		return &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
+	}
+	return nil
 }

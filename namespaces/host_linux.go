@@ -97,7 +97,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{InitArg0},
-		Env:         []string{},
+		Env:         []string{"GOMAXPROCS=1"},
 		Stdin:       o.Stdin,
 		Stdout:      o.Stdout,
 		Stderr:      o.Stderr,

@@ -79,6 +79,12 @@ func runInit() int {
 		return ExitSetupFailed
 	}
 
+	hostView := -1
+	if cfg.HostView {
+		if hostView, err = fs.SaveHostView(); err != nil {
+			return fail("setup", err)
+		}
+	}
 	if err := setup(cfg, fds); err != nil {
 		return fail("setup", err)
 	}
@@ -161,6 +167,25 @@ func runInit() int {
 				}
 				execs[pid] = m.ID
 				_ = send(conn, message{Type: msgStarted, ID: m.ID, Pid: pid}, nil)
+			case msgAttach:
+				var err error
+				if m.Attach == nil || m.ID == "" {
+					err = errors.New("an attach needs an id and a step")
+				} else {
+					err = fs.AttachStep(hostView, m.Attach.Step, c.fds)
+				}
+				closeAll(c.fds)
+				if err != nil {
+					var errno syscall.Errno
+					errors.As(err, &errno)
+					_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "attach", Error: err.Error(), Errno: int(errno)}, nil)
+					continue
+				}
+				if len(m.Attach.Rules) > 0 {
+					cfg.LandlockRules = append(cfg.LandlockRules, m.Attach.Rules...)
+					sp.rulesChanged()
+				}
+				_ = send(conn, message{Type: msgDone, ID: m.ID}, nil)
 			case msgSignal:
 				closeAll(c.fds)
 				if pid := pidOf(m.ID); pid != 0 {

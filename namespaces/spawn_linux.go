@@ -102,6 +102,16 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	return r.pid, r.stage, r.err
 }
 
+// rulesChanged drops the kept thread after the Landlock rules grew (a
+// writable mount was attached): its domain lacks the new rules, and a
+// domain can only ever shrink. The next exec restricts a new one.
+func (s *spawner) rulesChanged() {
+	if s.forker != nil {
+		close(s.forker) // its goroutine returns and the thread is discarded
+		s.forker = nil
+	}
+}
+
 // needsDeviceRule reports whether one of the command's stdio descriptors
 // is a device other than /dev/null (a terminal): Landlock then needs a
 // rule allowing its ioctls, which the kept thread's domain does not have.

@@ -1,0 +1,158 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/namespaces"
+)
+
+// Attach adds a mount to the running sandbox (the lifecycle's "attach
+// filesystem"). It is validated exactly as the mounts of a [Spec] are —
+// and its target may not be one the sandbox already mounts — and it is
+// bound with the same protections: read-only binds refuse writes with
+// EROFS, rw binds reach the host (idmapped for a root caller), cow mounts
+// get their own overlay layers, listed by CowLayers and captured by
+// snapshots.
+//
+// The mount is visible to every command started after Attach returns.
+// Commands already running see a new read-only mount too, but keep the
+// Landlock domain they started with, so they cannot write to a new
+// writable one. A missing mount point is created on the sandbox's root
+// (a read-only tmpfs that only tent writes to); beneath another mount,
+// the mount point must already exist. The spec returned by [Sandbox.Spec]
+// and recorded by snapshots includes the mount from then on.
+func (s *Sandbox) Attach(ctx context.Context, m Mount) error {
+	if m.Access == "" {
+		m.Access = fs.ReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.done:
+		return ErrTerminated
+	case s.suspended:
+		return fmt.Errorf("%w: resume it before attaching mounts", ErrSuspended)
+	}
+	p := s.run.plan
+	all := append(slices.Clone(s.spec.Mounts), m)
+	if err := fs.Validate(all, func(p string) error { _, err := os.Stat(p); return err }); err != nil {
+		return invalid(err)
+	}
+	for _, st := range p.cfg.Plan.Steps {
+		if st.Target == m.Target {
+			return invalid(fmt.Errorf("%w: target %s is already mounted in the sandbox", fs.ErrInvalidMount, m.Target))
+		}
+	}
+	step := fs.Step{Kind: fs.KindBind, Target: m.Target, Source: m.Source, ReadOnly: !m.Writable(), Writable: m.Writable(), User: true, FD: -1}
+	var layer *CowLayer
+	var layerDir string
+	if m.Access == fs.CopyOnWrite {
+		var err error
+		if layer, layerDir, err = p.addLayerDir(m, len(all)-1); err != nil {
+			return err
+		}
+		step.Kind, step.Upper, step.Work = fs.KindOverlay, layer.Upper, filepath.Join(layerDir, "work")
+	}
+	fail := func(err error) error {
+		if layerDir != "" {
+			removeLayerDir(layerDir)
+		}
+		return err
+	}
+
+	var fds []int
+	if p.privileged {
+		// Root's sources are opened (and rw ones idmapped) on the host;
+		// a cow mount's upper and work directories follow its lower layer.
+		var err error
+		if fds, err = openUserMounts([]fs.Mount{m}, s.run.init.Pid(), p.uid, p.gid); err != nil {
+			return fail(err)
+		}
+		defer closeFDs(fds)
+		step.FD = 0
+		if layer != nil {
+			fd, err := unix.OpenTree(unix.AT_FDCWD, layerDir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fail(fmt.Errorf("cow %s: %w", m.Target, os.NewSyscallError("open_tree", err)))
+			}
+			fds = append(fds, fd)
+		}
+	}
+	var rules []fs.LandlockRule
+	if m.Writable() {
+		rules = fs.LandlockRules(&fs.Plan{Steps: []fs.Step{step}})[1:] // without the "/" rule
+	}
+	s.nextExec++
+	id := "attach-" + strconv.Itoa(s.nextExec)
+	if err := s.run.init.Attach(id, namespaces.Attach{Step: step, Rules: rules}, fds); err != nil {
+		var se *namespaces.StartError
+		if errors.As(err, &se) && strings.Contains(se.Msg, fs.ErrInvalidMount.Error()) {
+			return fail(invalid(fmt.Errorf("attaching %s: %s", m.Target, se.Msg)))
+		}
+		if errors.Is(err, namespaces.ErrInitGone) {
+			return fail(fmt.Errorf("%w: %w", ErrTerminated, err))
+		}
+		return fail(fmt.Errorf("attaching %s: %w", m.Target, err))
+	}
+	step.FD = -1
+	if layer != nil {
+		step.Upper, step.Work = layer.Upper, filepath.Join(layerDir, "work")
+		p.layers = append(p.layers, *layer)
+	}
+	p.cfg.Plan.Steps = append(p.cfg.Plan.Steps, step)
+	p.cfg.LandlockRules = append(p.cfg.LandlockRules, rules...)
+	p.userMounts = all
+	s.spec.Mounts = all
+	return nil
+}
+
+// addLayerDir creates the upper and work directories of an attached cow
+// mount (index i of the spec's mounts) under the plan's cow root.
+func (p *plan) addLayerDir(m Mount, i int) (*CowLayer, string, error) {
+	if p.cowRoot == "" {
+		root := filepath.Join(os.TempDir(), "tent-cow-"+randomID())
+		if err := os.Mkdir(root, 0o700); err != nil {
+			return nil, "", fmt.Errorf("cow layers: %w", err)
+		}
+		p.cowRoot = root
+	}
+	dir := filepath.Join(p.cowRoot, strconv.Itoa(i))
+	for _, d := range []string{dir, filepath.Join(dir, "upper"), filepath.Join(dir, "work")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			removeLayerDir(dir)
+			return nil, "", fmt.Errorf("cow layers: %w", err)
+		}
+	}
+	// The overlay's root shows the upper directory's mode: the source's.
+	if fi, err := os.Stat(m.Source); err == nil {
+		_ = os.Chmod(filepath.Join(dir, "upper"), fi.Mode().Perm())
+	}
+	if p.privileged { // owned by the sandbox's (unprivileged) host identity
+		uid, gid := p.opts.UIDMap.HostID, p.opts.GIDMap.HostID
+		for _, d := range []string{p.cowRoot, dir, filepath.Join(dir, "upper"), filepath.Join(dir, "work")} {
+			if err := os.Lchown(d, uid, gid); err != nil {
+				removeLayerDir(dir)
+				return nil, "", fmt.Errorf("cow layers: %w", err)
+			}
+		}
+	}
+	return &CowLayer{Source: m.Source, Target: m.Target, Upper: filepath.Join(dir, "upper")}, dir, nil
+}
+
+// removeLayerDir removes a cow layer directory that no overlay uses.
+func removeLayerDir(dir string) {
+	_ = removeLayers(dir)
+}
