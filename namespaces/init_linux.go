@@ -7,12 +7,20 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/internal/memtrim"
 	"github.com/tent-sandbox/tent/seccomp"
 )
+
+// IdleTrimAfter is how long a long-lived sandbox's init waits without a
+// request before trimming its memory (internal/memtrim): an idle init
+// then holds about 1 MiB of its own instead of ~12 MiB of mapped binary
+// pages, and its next exec faults back the few hundred pages it needs.
+const IdleTrimAfter = 3 * time.Second
 
 // IsInit reports whether this process was started as a sandbox init.
 func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == InitArg0 }
@@ -143,12 +151,18 @@ func runInit() int {
 			ctl <- control{m, fds}
 		}
 	}()
+	// An init that has had nothing to do for IdleTrimAfter gives back its
+	// resident copies of tent's code and its free heap (see memtrim).
+	idle := time.NewTimer(IdleTrimAfter)
 	for {
 		select {
+		case <-idle.C:
+			_, _ = memtrim.Trim()
 		case c, ok := <-ctl:
 			if !ok {
 				return ExitProtocol // the host is gone: take everything down
 			}
+			idle.Reset(IdleTrimAfter)
 			m := c.m
 			switch m.Type {
 			case msgExec:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -77,7 +78,8 @@ func BenchmarkIdleMemory(b *testing.B) {
 			}
 			sbs = append(sbs, sb)
 		}
-		time.Sleep(200 * time.Millisecond) // let them settle
+		// Idle: nothing asked of them for longer than the init's trim delay.
+		time.Sleep(namespaces.IdleTrimAfter + 500*time.Millisecond)
 		var rss, pss int64
 		for _, sb := range sbs {
 			rss += statusKiB("/proc/"+strconv.Itoa(sb.InitPID())+"/status", "VmRSS:")
