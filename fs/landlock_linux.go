@@ -32,11 +32,36 @@ func LandlockABI() (int, error) {
 // execFDs (files). The returned descriptor is close-on-exec; pass it to
 // [RestrictThread]. Rules whose path does not exist are skipped.
 func BuildRuleset(abi int, rules []LandlockRule, ttyFDs, execFDs []int) (int, error) {
+	return buildRuleset(abi, rules, false, ttyFDs, execFDs)
+}
+
+// BuildRulesetNoTCP is [BuildRuleset] that also handles TCP bind and
+// connect (LANDLOCK_ACCESS_NET_BIND_TCP and _CONNECT_TCP, ABI 4, Linux
+// 6.7) with no network rule, so every TCP bind and connect is denied. It
+// stands in for an empty network namespace where there is none; below ABI
+// 4 it is BuildRuleset (see [HandledNet]).
+func BuildRulesetNoTCP(abi int, rules []LandlockRule, ttyFDs, execFDs []int) (int, error) {
+	return buildRuleset(abi, rules, true, ttyFDs, execFDs)
+}
+
+// HandledNet returns the network rights ABI abi can restrict: TCP bind
+// and connect from ABI 4, none before.
+func HandledNet(abi int) uint64 {
+	if abi >= 4 {
+		return unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	}
+	return 0
+}
+
+func buildRuleset(abi int, rules []LandlockRule, noTCP bool, ttyFDs, execFDs []int) (int, error) {
 	handled := HandledAccess(abi)
 	if handled == 0 {
 		return -1, fmt.Errorf("landlock: ABI %d is not usable", abi)
 	}
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled, Scoped: Scoped(abi)}
+	if noTCP {
+		attr.Handled_access_net = HandledNet(abi)
+	}
 	// Up to Scoped; kernels that predate a field accept it as long as it is zero.
 	size := unsafe.Offsetof(attr.Quiet_access_fs)
 	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)

@@ -22,8 +22,18 @@ var lastCap = sync.OnceValue(func() int {
 // dropAllCaps empties every capability set of the calling thread:
 // bounding and ambient first (they need CAP_SETPCAP), then effective,
 // permitted and inheritable with capset.
-func dropAllCaps() error {
-	for c := 0; c <= lastCap(); c++ {
+func dropAllCaps() error { return dropCaps(nil) }
+
+// dropCaps is dropAllCaps that calls between, when set, after the
+// bounding and ambient sets are empty and before capset: the last moment
+// the thread still holds CAP_SETUID and CAP_SETGID (see [Creds]).
+func dropCaps(between func() error) error {
+	// A thread without CAP_SETPCAP (an unprivileged caller of the
+	// reduced tier) cannot shrink its bounding set. It keeps it: the set
+	// only caps what an exec could grant, and under no_new_privs, with
+	// every other set empty and a non-root uid, an exec grants nothing.
+	keepBounding := !hasEffectiveCap(unix.CAP_SETPCAP)
+	for c := 0; c <= lastCap() && !keepBounding; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return os.NewSyscallError("prctl(PR_CAPBSET_DROP)", err)
 		}
@@ -31,7 +41,23 @@ func dropAllCaps() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return os.NewSyscallError("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", err)
 	}
+	if between != nil {
+		if err := between(); err != nil {
+			return err
+		}
+	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	return os.NewSyscallError("capset", unix.Capset(&hdr, &data[0]))
+}
+
+// hasEffectiveCap reports whether the calling thread holds capability c
+// in its effective set.
+func hasEffectiveCap(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return true // let PR_CAPBSET_DROP report the problem
+	}
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }

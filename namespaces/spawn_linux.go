@@ -198,12 +198,37 @@ func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
 }
 
 // restrictThread applies every per-thread restriction to the calling
-// (locked) thread; it returns the stage that failed.
+// (locked) thread, in its own cgroup namespace; it returns the stage that
+// failed.
 func restrictThread(prog seccomp.Program, ruleset int) (string, error) {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return "cgroupns", os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)
 	}
-	if err := dropAllCaps(); err != nil {
+	return RestrictThread(nil, ruleset, prog)
+}
+
+// RestrictThread applies tent's per-thread restrictions to the calling
+// thread, in this order: when creds is set, the thread's groups, gid and
+// uid become creds' (raw per-thread syscalls, never the whole process);
+// every capability set is emptied; no_new_privs is set; the Landlock
+// ruleset is enforced (when ruleset >= 0); each seccomp program is
+// installed (stacked: the most restrictive verdict wins). It returns the
+// stage that failed ("credentials", "capabilities", "no_new_privs",
+// "landlock", "seccomp").
+//
+// Precondition: the goroutine is locked to its OS thread
+// (runtime.LockOSThread) and never unlocks it: the restrictions cannot be
+// undone, so the thread must be discarded by returning from the locked
+// goroutine once it has forked what it restricts for.
+func RestrictThread(creds *Creds, ruleset int, progs ...seccomp.Program) (string, error) {
+	var between func() error
+	if creds != nil {
+		between = creds.setThread
+	}
+	if err := dropCaps(between); err != nil {
+		if ce, ok := err.(*credsError); ok {
+			return "credentials", ce.err
+		}
 		return "capabilities", err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -214,9 +239,11 @@ func restrictThread(prog seccomp.Program, ruleset int) (string, error) {
 			return "landlock", err
 		}
 	}
-	if len(prog) > 0 {
-		if err := prog.Install(); err != nil {
-			return "seccomp", err
+	for _, prog := range progs {
+		if len(prog) > 0 {
+			if err := prog.Install(); err != nil {
+				return "seccomp", err
+			}
 		}
 	}
 	return "", nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -32,6 +33,13 @@ func runTrampoline() int {
 	var limits []Rlimit
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
+		if v, ok := strings.CutPrefix(kv, gateEnv+"="); ok {
+			if err := waitGate(v); err != nil {
+				fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
+				return 126
+			}
+			continue
+		}
 		if v, ok := strings.CutPrefix(kv, rlimitsEnv+"="); ok {
 			if err := json.Unmarshal([]byte(v), &limits); err != nil {
 				fmt.Fprintf(os.Stderr, "tent: trampoline: bad limits: %v\n", err)
@@ -55,4 +63,28 @@ func runTrampoline() int {
 		return 127
 	}
 	return 126
+}
+
+// gateEnv names the descriptor on which the trampoline waits before it
+// execs the command (see Direct.Gate); it is removed from the environment.
+const gateEnv = "TENT_GATE"
+
+// waitGate reads one byte (or EOF) from descriptor fd and closes it.
+func waitGate(fd string) error {
+	n, err := strconv.Atoi(fd)
+	if err != nil {
+		return fmt.Errorf("bad %s %q", gateEnv, fd)
+	}
+	var b [1]byte
+	for {
+		_, err = syscall.Read(n, b[:])
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	syscall.Close(n)
+	if err != nil {
+		return fmt.Errorf("waiting for the host: %w", err)
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ type running struct {
 	start    time.Time
 	timedOut chan struct{} // closed when the timeout fired
 	stop     func() bool   // stops the timeout and context watchers
+	direct   *directRun    // reduced tier: no init (see reduced_linux.go)
 }
 
 // Start builds the sandbox and starts the command in it. Nothing is left
@@ -45,7 +46,13 @@ func (c *Cmd) Start() (err error) {
 		c.Args = []string{c.Path}
 	}
 	ctx := c.context()
+	if reduced, why := wantReduced(&c.Spec); reduced {
+		return c.startReduced(ctx, why)
+	}
 	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{stdin: c.Stdin, stdout: c.Stdout, stderr: c.Stderr, netLog: c.NetLog, resolver: c.Resolver, log: c.logger()})
+	if why, ok := fallBackToReduced(&c.Spec, err); ok {
+		return c.startReduced(ctx, why)
+	}
 	if err != nil {
 		return err
 	}
@@ -81,6 +88,9 @@ type bootIO struct {
 func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootIO) (_ *running, err error) {
 	start := time.Now()
 	log := bio.log
+	if spec.Tier == TierReduced {
+		return nil, errReducedLongLived
+	}
 	p, err := prepare(spec, path, args)
 	if err != nil {
 		return nil, err
@@ -149,6 +159,9 @@ func (c *Cmd) Signal(sig syscall.Signal) error {
 	if r == nil {
 		return errors.New("sandbox: not started")
 	}
+	if r.direct != nil {
+		return r.direct.signal(sig)
+	}
 	return r.init.Signal(sig)
 }
 
@@ -161,6 +174,9 @@ func (c *Cmd) Wait() error {
 	c.mu.Unlock()
 	if r == nil {
 		return errors.New("sandbox: not started")
+	}
+	if r.direct != nil {
+		return c.waitReduced(r)
 	}
 	status, waitErr := r.init.WaitExit()
 	wall := time.Since(r.start)
@@ -195,7 +211,7 @@ func (c *Cmd) Wait() error {
 		return errors.Join(fmt.Errorf("sandbox: %w", waitErr), teardownErr)
 	case status.Signaled():
 		rep.Signal, rep.SignalNum = status.Signal().String(), int(status.Signal())
-		rep.OOMKilled = status.Signal() == syscall.SIGKILL && stats.OOMKills > 0
+		rep.OOMKilled = killedByOOM(status, 0, stats.OOMKills)
 	default:
 		rep.ExitStatus = status.ExitStatus()
 	}
@@ -206,6 +222,23 @@ func (c *Cmd) Wait() error {
 		return &ExitError{Report: c.Report}
 	}
 	return nil
+}
+
+// killedByOOM reports whether a process that ended with status was the
+// OOM killer's victim: it died of SIGKILL while the count of OOM kills in
+// its cgroup rose from before to after.
+func killedByOOM(status syscall.WaitStatus, before, after int64) bool {
+	return status.Signaled() && status.Signal() == syscall.SIGKILL && after > before
+}
+
+// oomKills is the count of OOM kills in the sandbox's cgroup so far: 0
+// without a cgroup or a memory controller.
+func (r *running) oomKills() int64 {
+	if r.cg == nil {
+		return 0
+	}
+	stats, _ := r.cg.Stats()
+	return stats.OOMKills
 }
 
 // SetNetworkPolicy replaces the network rules of a running limited

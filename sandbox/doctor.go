@@ -61,7 +61,7 @@ func Doctor(ctx context.Context) *DoctorReport {
 	add := func(name string, res hostcheck.Result) {
 		r.Checks = append(r.Checks, Check{Name: name, Status: string(res.Status), Detail: res.Detail, Fix: res.Fix})
 	}
-	add(CheckUserNS, checkUserNS(ctx, procRoot))
+	add(CheckUserNS, withReducedTier(checkUserNS(ctx, procRoot)))
 	abi, err := fs.LandlockABI()
 	add(CheckLandlock, hostcheck.Landlock(abi, err, sysRoot))
 	_, err = unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)

@@ -67,12 +67,15 @@ func (s *Sandbox) Remove(ctx context.Context, path string, all bool) error {
 }
 
 func (s *Sandbox) fileOp(ctx context.Context, op, path string, extra []string, in io.Reader, out io.Writer) error {
-	var stderr bytes.Buffer
-	res, err := s.exec(ctx, ExecRequest{Args: append([]string{op, path}, extra...), Stdin: in, Stdout: out, Stderr: &stderr}, true)
+	if out == nil {
+		out = io.Discard
+	}
+	// Stderr is captured: the helper's one-line errno report.
+	res, err := s.exec(ctx, ExecRequest{Args: append([]string{op, path}, extra...), Stdin: in, Stdout: out}, true)
 	if err != nil {
 		return err
 	}
-	return fileResult(op, path, res, stderr.String())
+	return fileResult(op, path, res, string(res.Stderr))
 }
 
 // fileResult turns the helper's exit into nil or an *os.PathError.

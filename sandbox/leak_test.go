@@ -2,12 +2,15 @@ package sandbox_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,4 +108,179 @@ func TestNothingLeaksAcrossRuns(t *testing.T) {
 		t.Errorf("temporary files: %d before, %d after", len(tmp), len(tmpAfter))
 	}
 	assertNoProcess(t, "sleep", "0.3")
+}
+
+// hostState is what a sandbox could leak in the process that owns it.
+type hostState struct {
+	fds, goroutines, mounts, children int
+	temp                              []string // entries of the temporary directory
+}
+
+func readHostState(t *testing.T) hostState {
+	t.Helper()
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	temp, err := filepath.Glob(filepath.Join(os.TempDir(), "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hostState{
+		fds:        openFDs(t),
+		goroutines: runtime.NumGoroutine(),
+		mounts:     strings.Count(string(mountinfo), "\n"),
+		children:   len(childPIDs(t)),
+		temp:       temp,
+	}
+}
+
+// childPIDs lists this process's children, zombies included.
+func childPIDs(t *testing.T) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// cgroupDirs lists the sandbox cgroups (tent-*) under parents.
+func cgroupDirs(parents []string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range parents {
+		dirs, _ := filepath.Glob(filepath.Join(p, "tent-*"))
+		for _, d := range dirs {
+			out[d] = true
+		}
+	}
+	return out
+}
+
+func TestNothingLeaksAcross100Sandboxes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100 provision-exec-terminate cycles")
+	}
+	// A private temporary directory (the cow layers go there), reachable
+	// by a root caller's sandbox user, so that only these sandboxes count.
+	tmp := t.TempDir()
+	for _, d := range []string{tmp, filepath.Dir(tmp)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("TMPDIR", tmp)
+	src := filepath.Join(tmp, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}
+	cycle := func() (cgroups, layers []string) {
+		t.Helper()
+		sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"/bin/true"}})
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("exec /bin/true: %+v, %v", res, err)
+		}
+		for _, l := range sb.CowLayers() {
+			layers = append(layers, l.Upper)
+		}
+		if err := sb.Terminate(context.Background()); err != nil {
+			t.Fatalf("terminate: %v", err)
+		}
+		return sb.CgroupPaths(), layers
+	}
+	// Warm up once (lazily created state such as the compiled profile),
+	// and find where sandbox cgroups go.
+	warm, _ := cycle()
+	var parents []string
+	for _, c := range warm {
+		parents = append(parents, filepath.Dir(c))
+	}
+	if privileged() && len(parents) == 0 {
+		t.Fatal("root sandboxes reported no cgroup")
+	}
+	before := readHostState(t)
+	cgBefore := cgroupDirs(parents)
+
+	start := time.Now()
+	ours := map[string]bool{}
+	var layers []string
+	for i := 0; i < 100; i++ {
+		cgs, ls := cycle()
+		for _, c := range cgs {
+			ours[c] = true
+		}
+		layers = append(layers, ls...)
+	}
+	t.Logf("100 cycles in %s", time.Since(start))
+
+	// Goroutines and children may take a moment to wind down.
+	after := readHostState(t)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && (after.goroutines > before.goroutines || after.children > before.children); {
+		time.Sleep(10 * time.Millisecond)
+		after = readHostState(t)
+	}
+	if after.fds != before.fds {
+		t.Errorf("descriptors: %d before, %d after", before.fds, after.fds)
+	}
+	if after.goroutines != before.goroutines {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines: %d before, %d after\n%s", before.goroutines, after.goroutines, buf[:runtime.Stack(buf, true)])
+	}
+	if after.mounts != before.mounts {
+		t.Errorf("mounts (/proc/self/mountinfo lines): %d before, %d after", before.mounts, after.mounts)
+	}
+	if after.children != before.children {
+		t.Errorf("child processes: %d before, %d after (%v)", before.children, after.children, childPIDs(t))
+	}
+	if !slices.Equal(after.temp, before.temp) {
+		t.Errorf("temporary directory: %v before, %v after", before.temp, after.temp)
+	}
+	for _, l := range layers {
+		if _, err := os.Stat(l); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cow layer %s left behind (%v)", l, err)
+		}
+	}
+	// Other processes (other packages' tests) may add and remove sandbox
+	// cgroups beside ours meanwhile: every one of ours must be gone, and
+	// the others are left out of the comparison.
+	if privileged() && len(ours) < 100 {
+		t.Errorf("root sandboxes reported %d cgroups for 100 cycles", len(ours))
+	}
+	cgAfter := cgroupDirs(parents)
+	for c := range ours {
+		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left behind (%v)", c, err)
+		}
+	}
+	for c := range cgBefore {
+		if !cgAfter[c] {
+			t.Logf("cgroup %s (another process's) went away meanwhile", c)
+		}
+	}
+	for c := range cgAfter {
+		if !cgBefore[c] && !ours[c] {
+			t.Logf("cgroup %s (another process's) appeared meanwhile", c)
+		}
+	}
 }

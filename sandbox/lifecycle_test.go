@@ -196,3 +196,112 @@ func TestSandboxSuspendAndResume(t *testing.T) {
 		t.Fatal("terminating a suspended sandbox hangs")
 	}
 }
+
+func TestSandboxExecCapturesAndCapsOutput(t *testing.T) {
+	sb := provision(t, sandbox.Spec{})
+	exec := func(req sandbox.ExecRequest) *sandbox.ExecResult {
+		t.Helper()
+		res, err := sb.Exec(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%v: %v", req.Args, err)
+		}
+		return res
+	}
+	sh := func(script string) []string { return []string{"sh", "-c", script} }
+
+	// nil writers: captured, each stream on its own.
+	res := exec(sandbox.ExecRequest{Args: sh("echo out; echo err >&2; exit 2")})
+	if string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" || res.ExitCode != 2 || res.StdoutTruncated || res.StderrTruncated {
+		t.Errorf("captured: %+v", res)
+	}
+	// The default cap: exactly DefaultMaxOutput is kept whole, one byte
+	// more is truncated.
+	for _, n := range []int{sandbox.DefaultMaxOutput, sandbox.DefaultMaxOutput + 1} {
+		res = exec(sandbox.ExecRequest{Args: sh(fmt.Sprintf("head -c %d /dev/zero", n))})
+		if len(res.Stdout) != sandbox.DefaultMaxOutput || res.StdoutTruncated != (n > sandbox.DefaultMaxOutput) {
+			t.Errorf("%d bytes under the default cap: kept %d, truncated %v", n, len(res.Stdout), res.StdoutTruncated)
+		}
+	}
+	// Past the cap the command is never blocked: it writes 64 MiB into a
+	// 10-byte cap and goes on to report on stderr.
+	start := time.Now()
+	res = exec(sandbox.ExecRequest{Args: sh("head -c 67108864 /dev/zero | tr '\\0' a; echo went on >&2"), MaxOutput: 10})
+	if string(res.Stdout) != "aaaaaaaaaa" || !res.StdoutTruncated || string(res.Stderr) != "went on\n" || res.StderrTruncated || res.ExitCode != 0 {
+		t.Errorf("64 MiB under a 10-byte cap: %+v", res)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("draining 64 MiB took %s", d)
+	}
+	// io.Discard is /dev/null inside, with nothing copied.
+	res = exec(sandbox.ExecRequest{Args: sh("exec 3>&1; readlink /proc/self/fd/3 >&2"), Stdout: io.Discard})
+	if res.Stdout != nil || string(res.Stderr) != "/dev/null\n" {
+		t.Errorf("io.Discard: %+v", res)
+	}
+	// The caller's writer: streamed, uncapped unless MaxOutput says so.
+	var buf bytes.Buffer
+	res = exec(sandbox.ExecRequest{Args: sh("head -c 2097152 /dev/zero"), Stdout: &buf})
+	if buf.Len() != 2<<20 || res.Stdout != nil || res.StdoutTruncated {
+		t.Errorf("2 MiB to a writer: got %d bytes, %+v", buf.Len(), res)
+	}
+	buf.Reset()
+	res = exec(sandbox.ExecRequest{Args: sh("echo hello world"), Stdout: &buf, MaxOutput: 5})
+	if buf.String() != "hello" || !res.StdoutTruncated || res.Stdout != nil {
+		t.Errorf("writer capped at 5: %q, %+v", buf.String(), res)
+	}
+	// One writer for both streams: one pipe, the order kept, one cap.
+	buf.Reset()
+	res = exec(sandbox.ExecRequest{Args: sh("echo 1; echo 2 >&2; echo 3; echo 4 >&2"), Stdout: &buf, Stderr: &buf})
+	if buf.String() != "1\n2\n3\n4\n" || res.StdoutTruncated || res.StderrTruncated {
+		t.Errorf("combined: %q, %+v", buf.String(), res)
+	}
+	buf.Reset()
+	res = exec(sandbox.ExecRequest{Args: sh("echo 1; echo 2 >&2; echo 3"), Stdout: &buf, Stderr: &buf, MaxOutput: 3})
+	if buf.String() != "1\n2" || !res.StdoutTruncated || !res.StderrTruncated {
+		t.Errorf("combined, capped at 3: %q, %+v", buf.String(), res)
+	}
+	// A file is capped through a pipe when MaxOutput is set.
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res = exec(sandbox.ExecRequest{Args: sh("echo 123456789"), Stdout: f, MaxOutput: 4})
+	if b, _ := os.ReadFile(f.Name()); string(b) != "1234" || !res.StdoutTruncated {
+		t.Errorf("file capped at 4: %q, %+v", b, res)
+	}
+	// A failing writer is dropped; the command still runs to its end.
+	res = exec(sandbox.ExecRequest{Args: sh("head -c 1048576 /dev/zero; echo end >&2"), Stdout: failingWriter{}})
+	if res.ExitCode != 0 || string(res.Stderr) != "end\n" {
+		t.Errorf("failing writer: %+v", res)
+	}
+	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"true"}, MaxOutput: -1}); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "MaxOutput -1 is negative") {
+		t.Errorf("negative MaxOutput: %v, want ErrInvalidSpec naming MaxOutput", err)
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestSandboxExecReportsOOMKill(t *testing.T) {
+	if !canLimit(t) {
+		t.Skip("no writable cgroup for this user: OOM kills are neither enforced nor counted")
+	}
+	// The init is charged to the sandbox's cgroup too, and the OOM killer
+	// picks the largest process: the limit leaves the probe well ahead of
+	// a race-instrumented init.
+	sb := provision(t, withProbe(t, sandbox.Spec{Limits: sandbox.Limits{Memory: 128 << 20}}))
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{probeTarget + "/testprobe", "alloc", "400"}})
+	if err != nil || !res.OOMKilled || res.ExitCode != 137 || res.Signal != "killed" {
+		t.Fatalf("allocating 400 MiB under 128 MiB: %+v, %v", res, err)
+	}
+	// A SIGKILL without an OOM kill is not one; the sandbox lives on.
+	res, err = sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "kill -KILL $$"}})
+	if err != nil || res.OOMKilled || res.ExitCode != 137 {
+		t.Errorf("kill -KILL: %+v, %v", res, err)
+	}
+	res, err = sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{probeTarget + "/testprobe", "alloc", "4"}})
+	if err != nil || res.OOMKilled || res.ExitCode != 0 || string(res.Stdout) != "ok 4\n" {
+		t.Errorf("a small allocation after the OOM kill: %+v, %v", res, err)
+	}
+}

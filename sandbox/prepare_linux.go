@@ -195,6 +195,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	}
 
 	r := &p.report
+	r.Tier = TierFull
 	r.Timeout, r.MemoryLimit = s.Limits.Timeout, s.Limits.Memory
 	for _, ns := range []string{"user", "mount", "pid", "ipc", "uts", "cgroup"} {
 		r.add(ns+" namespace", Enforced, "")

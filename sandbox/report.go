@@ -34,7 +34,9 @@ type Report struct {
 	Signal     string `json:"signal,omitempty"`
 	SignalNum  int    `json:"signal_number,omitempty"`
 	TimedOut   bool   `json:"timed_out"`
-	OOMKilled  bool   `json:"oom_killed"`
+	// Tier is the tier that ran: TierFull or TierReduced.
+	Tier      Tier `json:"tier"`
+	OOMKilled bool `json:"oom_killed"`
 	// WallTime runs from Start to the command's exit.
 	WallTime time.Duration `json:"-"`
 	// PeakMemory is the cgroup's peak memory use in bytes (0 when no

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -101,22 +100,60 @@ type ExecRequest struct {
 	Dir string
 	// Env is layered over the sandbox's environment, later wins.
 	Env []string
-	// Stdin, Stdout and Stderr are the command's fds 0, 1 and 2: an
-	// *os.File is passed as is (streamed with no copy), other readers and
-	// writers through pipes; nil means /dev/null.
-	Stdin          io.Reader
+	// Stdin is the command's fd 0: an *os.File is passed as is, another
+	// reader is copied through a pipe; nil means /dev/null.
+	Stdin io.Reader
+	// Stdout and Stderr are the command's fds 1 and 2, streamed as the
+	// command writes (never buffered until it exits):
+	//
+	//   - nil: captured into ExecResult.Stdout or ExecResult.Stderr, up
+	//     to MaxOutput bytes (DefaultMaxOutput when MaxOutput is 0);
+	//   - [io.Discard]: /dev/null, nothing is copied;
+	//   - an *os.File: passed as is, with no copy, unless MaxOutput is
+	//     positive (the output is then counted through a pipe, so the
+	//     command no longer sees a terminal);
+	//   - another writer: copied through a pipe as the command writes.
+	//
+	// When Stdout and Stderr are the same writer, fds 1 and 2 share one
+	// pipe, as with os/exec: the order of the command's writes is kept,
+	// the writer is never called concurrently, MaxOutput caps the
+	// combined stream and both truncation flags report it. A writer that
+	// fails is dropped and the rest of its output discarded. Output that
+	// a background process writes after the command exited is cut off
+	// after a short grace.
 	Stdout, Stderr io.Writer
 	// Timeout, when positive, kills the command (and its process group)
 	// after that long; the result says TimedOut.
 	Timeout time.Duration
+	// MaxOutput caps each of stdout and stderr, in bytes. Past the cap
+	// the rest is read and dropped — the command never blocks on a full
+	// pipe and keeps running — and ExecResult.StdoutTruncated or
+	// StderrTruncated is set. 0 means DefaultMaxOutput for captured
+	// output (a nil Stdout or Stderr) and no cap for the caller's own
+	// writers and files; a negative value is refused (ErrInvalidSpec).
+	MaxOutput int64
 }
 
 // ExecResult is how a command ended.
 type ExecResult struct {
-	ExitCode int           `json:"exit_code"` // the shell convention: 128+N for signal N, 124 for a timeout
-	Signal   string        `json:"signal,omitempty"`
-	TimedOut bool          `json:"timed_out"`
-	Duration time.Duration `json:"duration_ns"`
+	ExitCode int    `json:"exit_code"` // the shell convention: 128+N for signal N, 124 for a timeout
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out"`
+	// OOMKilled is set when the command died of SIGKILL while the count
+	// of OOM kills in the sandbox's cgroup rose: the memory limit killed
+	// it (give or take a concurrent exec killed at the same moment).
+	// Without a cgroup memory controller it is always false.
+	OOMKilled bool          `json:"oom_killed"`
+	Duration  time.Duration `json:"duration_ns"`
+	// Stdout and Stderr are the captured output when the request's
+	// Stdout or Stderr was nil (at most MaxOutput bytes each); nil when
+	// it was streamed to a writer or file. Encoded in base64 in JSON.
+	Stdout []byte `json:"stdout,omitempty"`
+	Stderr []byte `json:"stderr,omitempty"`
+	// StdoutTruncated and StderrTruncated report that the command wrote
+	// more than MaxOutput bytes to that stream and the rest was dropped.
+	StdoutTruncated bool `json:"stdout_truncated"`
+	StderrTruncated bool `json:"stderr_truncated"`
 }
 
 // Exec runs one command and waits for it. Cancelling ctx kills it. A
@@ -138,6 +175,9 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 			return nil, fmt.Errorf("%w: env %d: %q is not KEY=VALUE", ErrInvalidSpec, i+1, kv)
 		}
 	}
+	if req.MaxOutput < 0 {
+		return nil, fmt.Errorf("%w: MaxOutput %d is negative: want a byte count, or 0 for the default", ErrInvalidSpec, req.MaxOutput)
+	}
 	s.mu.Lock()
 	switch {
 	case s.done:
@@ -156,11 +196,12 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 	if req.Dir != "" {
 		e.Dir = req.Dir
 	}
-	stdio, err := openStdio(req.Stdin, req.Stdout, req.Stderr)
+	stdio, err := openStdio(req.Stdin, req.Stdout, req.Stderr, req.MaxOutput)
 	if err != nil {
 		return nil, err
 	}
 	defer stdio.close()
+	oomBefore := s.run.oomKills()
 	start := time.Now()
 	_, exited, err := s.run.init.Exec(id, e, stdio.fds)
 	stdio.closeChildEnds()
@@ -193,12 +234,15 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 	if ex.Err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTerminated, ex.Err)
 	}
+	stdio.fill(res)
 	switch {
 	case res.TimedOut:
 		res.ExitCode = 124
 	case ex.Status.Signaled():
 		res.Signal = ex.Status.Signal().String()
 		res.ExitCode = 128 + int(ex.Status.Signal())
+		// A kill for ctx is ours, not the OOM killer's.
+		res.OOMKilled = ctx.Err() == nil && killedByOOM(ex.Status, oomBefore, s.run.oomKills())
 	default:
 		res.ExitCode = ex.Status.ExitStatus()
 	}
@@ -306,89 +350,3 @@ func (s *Sandbox) NetworkDenied() []netpolicy.Denial {
 // Done is closed once the sandbox has been terminated (by Terminate or
 // when Limits.Timeout ran out).
 func (s *Sandbox) Done() <-chan struct{} { return s.ended }
-
-// stdio holds an exec's descriptors: the caller's files as they are, or
-// pipes whose other ends are copied from or to its readers and writers.
-type stdio struct {
-	fds        [3]int
-	childEnds  []*os.File // closed once the init has them
-	ownedFiles []*os.File // closed at the end
-	copies     sync.WaitGroup
-}
-
-func openStdio(in io.Reader, out, errw io.Writer) (*stdio, error) {
-	s := &stdio{}
-	for i, x := range []any{in, out, errw} {
-		f, err := s.fd(i, x)
-		if err != nil {
-			s.closeChildEnds()
-			s.close()
-			return nil, err
-		}
-		s.fds[i] = int(f.Fd())
-	}
-	return s, nil
-}
-
-func (s *stdio) fd(i int, x any) (*os.File, error) {
-	if f, ok := x.(*os.File); ok && f != nil {
-		return f, nil
-	}
-	if x == nil {
-		flag := os.O_WRONLY
-		if i == 0 {
-			flag = os.O_RDONLY
-		}
-		f, err := os.OpenFile(os.DevNull, flag, 0)
-		if err != nil {
-			return nil, err
-		}
-		s.childEnds = append(s.childEnds, f)
-		return f, nil
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	if i == 0 {
-		r := x.(io.Reader)
-		s.childEnds = append(s.childEnds, pr)
-		s.ownedFiles = append(s.ownedFiles, pw)
-		go func() { _, _ = io.Copy(pw, r); pw.Close() }()
-		return pr, nil
-	}
-	w := x.(io.Writer)
-	s.childEnds = append(s.childEnds, pw)
-	s.ownedFiles = append(s.ownedFiles, pr)
-	s.copies.Add(1)
-	go func() { defer s.copies.Done(); _, _ = io.Copy(w, pr) }()
-	return pw, nil
-}
-
-func (s *stdio) closeChildEnds() {
-	for _, f := range s.childEnds {
-		f.Close()
-	}
-	s.childEnds = nil
-}
-
-// wait lets the output copies drain; a background process that keeps an
-// output pipe open is cut off after grace.
-func (s *stdio) wait(grace time.Duration) {
-	done := make(chan struct{})
-	go func() { s.copies.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-		for _, f := range s.ownedFiles {
-			f.Close()
-		}
-		<-done
-	}
-}
-
-func (s *stdio) close() {
-	for _, f := range s.ownedFiles {
-		f.Close()
-	}
-}

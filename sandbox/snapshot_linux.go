@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -86,7 +87,11 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 	}()
 
 	snap := &Snapshot{ID: id, SandboxID: opts.SandboxID, Created: time.Now().UTC(), Spec: s.spec}
-	tmp := filepath.Join(dir, ".tmp-"+id)
+	// A snapshot is written aside, in a dot directory that listings skip,
+	// named after the sandbox: if its owner is killed meanwhile, the next
+	// snapshot of the sandbox (or Store.Reclaim) removes it.
+	removeSnapshotTemps(dir, opts.SandboxID)
+	tmp := filepath.Join(dir, snapshotTempPrefix(opts.SandboxID)+id)
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err
 	}
@@ -138,6 +143,33 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 	ok = true
 	snap.Dir = final
 	return snap, nil
+}
+
+// snapshotTempPrefix begins the name of the directory a snapshot of
+// sandboxID is written in before it is renamed into place.
+func snapshotTempPrefix(sandboxID string) string {
+	if sandboxID == "" {
+		return ".tmp-"
+	}
+	return ".tmp-" + sandboxID + "-"
+}
+
+// removeSnapshotTemps removes from dir the unfinished snapshots of
+// sandboxID (none for an empty id), left by an owner killed while
+// writing them. The caller makes sure no snapshot of it is under way.
+func removeSnapshotTemps(dir, sandboxID string) {
+	if sandboxID == "" || strings.Contains(sandboxID, "/") {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), snapshotTempPrefix(sandboxID)) {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // archive writes src as dir/name (tar, zstd) and returns its checksum.

@@ -64,3 +64,29 @@ func TestSnapshotAndFork(t *testing.T) {
 		t.Errorf("snapshot store: %v", ents)
 	}
 }
+
+func TestSnapshotRemovesItsSandboxsUnfinishedSnapshots(t *testing.T) {
+	sb := provision(t, sandbox.Spec{})
+	store := t.TempDir()
+	// What an owner killed while snapshotting leaves: a partial snapshot
+	// in a dot directory named after the sandbox.
+	for _, d := range []string{".tmp-box-0123", ".tmp-box-4567/sub", ".tmp-other-89ab"} {
+		if err := os.MkdirAll(filepath.Join(store, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := sb.Snapshot(context.Background(), store, sandbox.SnapshotOptions{ID: "cdef", SandboxID: "box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	ents, _ := os.ReadDir(store)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	// The next snapshot of the same sandbox removed its leftovers, not
+	// another sandbox's.
+	if strings.Join(names, " ") != ".tmp-other-89ab cdef" || snap.Dir != filepath.Join(store, "cdef") {
+		t.Errorf("snapshot store after the next snapshot: %v (snapshot in %s)", names, snap.Dir)
+	}
+}

@@ -37,6 +37,9 @@ type Spec struct {
 	Limits Limits `json:"limits"`
 	// Seccomp selects the syscall filter.
 	Seccomp Seccomp `json:"seccomp"`
+	// Tier forces the full or the reduced tier; the zero value picks the
+	// full tier when user namespaces are available (see [Tier]).
+	Tier Tier `json:"tier,omitempty"`
 	// BestEffort runs even when the host cannot provide a requested
 	// protection; each missing one is reported. Without it, Start fails
 	// with an [*UnsupportedError].

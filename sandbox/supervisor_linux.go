@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
@@ -21,12 +25,14 @@ import (
 
 // remoteRequest is one request to a supervisor.
 type remoteRequest struct {
-	Op      string         `json:"op"` // exec, net, rm
-	Args    []string       `json:"args,omitempty"`
-	Env     []string       `json:"env,omitempty"`
-	Dir     string         `json:"dir,omitempty"`
-	Timeout time.Duration  `json:"timeout_ns,omitempty"`
-	Network *NetworkPolicy `json:"network,omitempty"`
+	Op      string        `json:"op"` // exec, net, rm
+	Args    []string      `json:"args,omitempty"`
+	Env     []string      `json:"env,omitempty"`
+	Dir     string        `json:"dir,omitempty"`
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// MaxOutput caps each output stream (see ExecRequest.MaxOutput).
+	MaxOutput int64          `json:"max_output,omitempty"`
+	Network   *NetworkPolicy `json:"network,omitempty"`
 	// FileHelper runs tent's file helper with Args (see Sandbox.ReadFile).
 	FileHelper bool `json:"file_helper,omitempty"`
 }
@@ -109,7 +115,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { _, _ = conn.Read(make([]byte, 1)); cancel() }()
 		before := sb.NetworkDenied()
-		res, err := sb.exec(ctx, ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout,
+		res, err := sb.exec(ctx, ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput,
 			Stdin: files[0], Stdout: files[1], Stderr: files[2]}, req.FileHelper)
 		cancel()
 		if res == nil {
@@ -211,11 +217,14 @@ func call(rec *Record, req remoteRequest, fds []int) (remoteReply, error) {
 
 // RemoteExec runs req in the sandbox rec names, through its supervisor,
 // with stdin, stdout and stderr passed as they are (req's readers and
-// writers are ignored). blocked summarises the connections the network
-// policy refused meanwhile.
+// writers are ignored): the output streams to them and the result holds
+// none. With req.MaxOutput positive the supervisor copies each output
+// stream to its file up to that many bytes and flags the truncation in
+// the result. blocked summarises the connections the network policy
+// refused meanwhile.
 func RemoteExec(rec *Record, req ExecRequest, stdio [3]*os.File) (res *ExecResult, blocked string, err error) {
 	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
-	reply, err := call(rec, remoteRequest{Op: "exec", Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout}, fds)
+	reply, err := call(rec, remoteRequest{Op: "exec", Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput}, fds)
 	if err != nil {
 		return nil, "", err
 	}
@@ -284,9 +293,10 @@ func RemoteSetNetworkPolicy(rec *Record, p NetworkPolicy) error {
 	return err
 }
 
-// Remove terminates the sandbox rec names and removes its record. A
-// sandbox whose supervisor is gone (its processes died with it) only
-// loses its record.
+// Remove terminates the sandbox rec names and removes its record. Of a
+// sandbox whose supervisor is gone (killed: its processes died with it,
+// or die once their frozen cgroup is thawed) it reclaims what is left
+// (see [Store.Reclaim]) before removing the record.
 func (s Store) Remove(rec *Record) error {
 	if rec.State == "running" || rec.State == "suspended" {
 		if _, err := call(rec, remoteRequest{Op: "rm"}, nil); err != nil && !errors.Is(err, ErrStopped) {
@@ -302,20 +312,76 @@ func (s Store) Remove(rec *Record) error {
 }
 
 // Reclaim removes what a sandbox whose supervisor was killed could not:
-// its cow layers and its (empty: its processes died with it) cgroups.
-// The record itself stays.
+// its cow layers, its cgroups (see reclaimCgroups), the temporary
+// directory of a snapshot it was taking and the temporary file of a
+// record it was saving. The record itself stays.
 func (s Store) Reclaim(rec *Record) {
 	for _, l := range rec.Layers {
 		_ = removeLayers(filepath.Dir(filepath.Dir(l.Upper)))
 	}
-	for _, cg := range rec.Cgroups {
+	reclaimCgroups(rec.Cgroups)
+	removeSnapshotTemps(s.SnapshotsDir(), rec.ID)
+	if temps, err := filepath.Glob(filepath.Join(s.Dir, "."+rec.ID+".*.tmp")); err == nil {
+		for _, t := range temps {
+			_ = os.Remove(t)
+		}
+	}
+}
+
+// reclaimCgroups removes the cgroup directories of a sandbox whose
+// supervisor is gone (one per hierarchy on cgroup v1). Its processes got
+// SIGKILL when their init died with the supervisor, but a frozen cgroup
+// (the supervisor was killed during a snapshot or while suspended) keeps
+// them on cgroup v1 until it is thawed: so thaw every directory, SIGKILL
+// whatever they still list, and remove them, children first, retrying
+// for a second while the processes leave. Directories not named tent-*
+// are left alone.
+func reclaimCgroups(paths []string) {
+	var dirs []string // each cgroup's subtree, deepest first
+	for _, dir := range paths {
+		if !strings.HasPrefix(filepath.Base(dir), "tent-") {
+			continue
+		}
+		var sub []string
+		_ = filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				sub = append([]string{p}, sub...)
+			}
+			return nil
+		})
+		dirs = append(dirs, sub...)
+	}
+	for _, d := range dirs {
+		writeCgroupFile(filepath.Join(d, "freezer.state"), "THAWED") // v1
+		writeCgroupFile(filepath.Join(d, "cgroup.freeze"), "0")      // v2
+	}
+	for _, d := range dirs {
 		for i := 0; i < 100; i++ {
-			if err := os.Remove(cg); err == nil || errors.Is(err, os.ErrNotExist) {
+			err := os.Remove(d)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
 				break
+			}
+			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// writeCgroupFile writes an existing cgroup control file; errors (a file
+// the hierarchy does not have) are ignored.
+func writeCgroupFile(path, value string) {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(value)
+	f.Close()
 }
 
 // RemoteError is a supervisor's refusal, with tent's exit code for it.

@@ -56,6 +56,8 @@ func helper(spec string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 3
 		}
+	case "guard": // the default profile with the network guard stacked on it
+		p = Default()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown profile %q\n", profileName)
 		return 3
@@ -69,9 +71,20 @@ func helper(spec string) int {
 		fmt.Fprintln(os.Stderr, "prctl:", err)
 		return 3
 	}
-	if err := prog.Install(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
+	progs := []Program{prog}
+	if profileName == "guard" {
+		g, err := Compile(GuardProfile(Guard{NoNetwork: true}))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+		progs = append(progs, g)
+	}
+	for _, prog := range progs {
+		if err := prog.Install(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
 	}
 	if name == "exec" {
 		path := os.Getenv(helperArgEnv)
@@ -108,6 +121,7 @@ var (
 	tmpfsPath     = []byte("tmpfs\x00")
 	nowherePath   = []byte("/nonexistent-tent-seccomp-test\x00")
 	ioctlArg      int32
+	pairFDs       [2]int32
 )
 
 // helperCalls returns the syscall a case makes.
@@ -118,21 +132,25 @@ func helperCalls(name string) (uintptr, [6]uintptr, bool) {
 		nr   uintptr
 		args [6]uintptr
 	}{
-		"getpid":         {unix.SYS_GETPID, [6]uintptr{}},
-		"io_uring_setup": {unix.SYS_IO_URING_SETUP, [6]uintptr{1, uintptr(unsafe.Pointer(&ioUringParams))}},
-		"keyctl":         {unix.SYS_KEYCTL, [6]uintptr{unix.KEYCTL_GET_KEYRING_ID, neg(unix.KEY_SPEC_SESSION_KEYRING)}},
-		"bpf":            {unix.SYS_BPF, [6]uintptr{unix.BPF_PROG_LOAD, 0, 0}},
-		"unshare_user":   {unix.SYS_UNSHARE, [6]uintptr{unix.CLONE_NEWUSER}},
-		"clone3":         {unix.SYS_CLONE3, [6]uintptr{0, 0}},
-		"tiocsti_high":   {unix.SYS_IOCTL, [6]uintptr{0, 0xffffffff00005412, uintptr(unsafe.Pointer(&ioctlArg))}},
-		"tcgets":         {unix.SYS_IOCTL, [6]uintptr{^uintptr(0), unix.TCGETS, uintptr(unsafe.Pointer(&ioctlArg))}},
-		"socket_vsock":   {unix.SYS_SOCKET, [6]uintptr{unix.AF_VSOCK, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}},
-		"socket_raw":     {unix.SYS_SOCKET, [6]uintptr{unix.AF_INET, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP}},
-		"mount":          {unix.SYS_MOUNT, [6]uintptr{ptr(tmpfsPath), ptr(nowherePath), ptr(tmpfsPath)}},
-		"open_tree":      {unix.SYS_OPEN_TREE, [6]uintptr{neg(unix.AT_FDCWD), ptr(rootPath), unix.OPEN_TREE_CLOEXEC}},
-		"ptrace":         {unix.SYS_PTRACE, [6]uintptr{unix.PTRACE_PEEKDATA, 1}},
-		"syscall999":     {999, [6]uintptr{}},
-		"x32_getpid":     {0x40000000 | unix.SYS_GETPID, [6]uintptr{}},
+		"getpid":          {unix.SYS_GETPID, [6]uintptr{}},
+		"io_uring_setup":  {unix.SYS_IO_URING_SETUP, [6]uintptr{1, uintptr(unsafe.Pointer(&ioUringParams))}},
+		"keyctl":          {unix.SYS_KEYCTL, [6]uintptr{unix.KEYCTL_GET_KEYRING_ID, neg(unix.KEY_SPEC_SESSION_KEYRING)}},
+		"bpf":             {unix.SYS_BPF, [6]uintptr{unix.BPF_PROG_LOAD, 0, 0}},
+		"unshare_user":    {unix.SYS_UNSHARE, [6]uintptr{unix.CLONE_NEWUSER}},
+		"clone3":          {unix.SYS_CLONE3, [6]uintptr{0, 0}},
+		"tiocsti_high":    {unix.SYS_IOCTL, [6]uintptr{0, 0xffffffff00005412, uintptr(unsafe.Pointer(&ioctlArg))}},
+		"tcgets":          {unix.SYS_IOCTL, [6]uintptr{^uintptr(0), unix.TCGETS, uintptr(unsafe.Pointer(&ioctlArg))}},
+		"socket_vsock":    {unix.SYS_SOCKET, [6]uintptr{unix.AF_VSOCK, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}},
+		"socket_raw":      {unix.SYS_SOCKET, [6]uintptr{unix.AF_INET, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP}},
+		"mount":           {unix.SYS_MOUNT, [6]uintptr{ptr(tmpfsPath), ptr(nowherePath), ptr(tmpfsPath)}},
+		"open_tree":       {unix.SYS_OPEN_TREE, [6]uintptr{neg(unix.AT_FDCWD), ptr(rootPath), unix.OPEN_TREE_CLOEXEC}},
+		"ptrace":          {unix.SYS_PTRACE, [6]uintptr{unix.PTRACE_PEEKDATA, 1}},
+		"syscall999":      {999, [6]uintptr{}},
+		"x32_getpid":      {0x40000000 | unix.SYS_GETPID, [6]uintptr{}},
+		"socket_inet":     {unix.SYS_SOCKET, [6]uintptr{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}},
+		"socket_netlink":  {unix.SYS_SOCKET, [6]uintptr{unix.AF_NETLINK, unix.SOCK_RAW | unix.SOCK_CLOEXEC}},
+		"socket_unix":     {unix.SYS_SOCKET, [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}},
+		"socketpair_unix": {unix.SYS_SOCKETPAIR, [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0, uintptr(unsafe.Pointer(&pairFDs))}},
 	}
 	c, ok := calls[name]
 	return c.nr, c.args, ok

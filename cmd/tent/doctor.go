@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os/signal"
 	"syscall"
 
@@ -15,19 +16,36 @@ import (
 const exitMissing = 1
 
 func newDoctorCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, apparmor bool
 	c := &cobra.Command{
-		Use:   "doctor [--json]",
+		Use:   "doctor [--json | --apparmor-profile]",
 		Short: "Check which protections this host can enforce",
 		Long: `Check this host for every protection tent uses (user namespaces,
 Landlock, seccomp, cgroups, overlayfs in a user namespace, idmapped
 mounts, the kernel) and print, for each, available, degraded or missing
-with the reason and the fix.
+with the reason and the fix. Where user namespaces are unavailable, tent
+run falls back to its reduced tier (see tent run --tier).
+
+--apparmor-profile prints an AppArmor profile that lets this tent binary
+create user namespaces on hosts with
+kernel.apparmor_restrict_unprivileged_userns=1 (Ubuntu 23.10 and later),
+with a comment saying where to install it and how to load it.
 
 Exit status: 0 when nothing is missing, 1 when something is, 125 when
 the check itself failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if apparmor {
+				p, err := sandbox.AppArmorProfile("")
+				if err != nil {
+					return &exitError{code: exitRefused, msg: "finding the tent binary: " + err.Error()}
+				}
+				_, err = io.WriteString(c.OutOrStdout(), p)
+				if err != nil {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
+				return nil
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			rep := sandbox.Doctor(ctx)
@@ -51,5 +69,6 @@ the check itself failed.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	c.Flags().BoolVar(&apparmor, "apparmor-profile", false, "print an AppArmor profile that allows this tent binary to create user namespaces, and exit")
 	return c
 }

@@ -142,7 +142,7 @@ func (g *globalOptions) startSupervisor(c *cobra.Command, id string, flags []str
 }
 
 func newExecCmd(g *globalOptions) *cobra.Command {
-	var timeout, workdir string
+	var timeout, workdir, maxOutput string
 	var env []string
 	c := &cobra.Command{
 		Use:   "exec [flags] ID -- CMD [ARGS...]",
@@ -168,6 +168,16 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 				}
 				req.Timeout = d
 			}
+			if maxOutput != "" {
+				n, err := sandbox.ParseSize(maxOutput)
+				if err == nil && n == 0 {
+					err = errors.New("want a positive size (leave the flag out for no cap)")
+				}
+				if err != nil {
+					return &exitError{code: exitRefused, msg: fmt.Sprintf("--max-output %q: %v", maxOutput, err)}
+				}
+				req.MaxOutput = n
+			}
 			for _, kv := range env {
 				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 					return &exitError{code: exitRefused, msg: fmt.Sprintf("--env %q: want K=V", kv)}
@@ -188,6 +198,14 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 			if blocked != "" {
 				printError(os.Stderr, blocked)
 			}
+			for _, tr := range []struct {
+				name string
+				cut  bool
+			}{{"stdout", res.StdoutTruncated}, {"stderr", res.StderrTruncated}} {
+				if tr.cut {
+					printError(os.Stderr, fmt.Sprintf("%s truncated at --max-output %s: the rest was dropped", tr.name, maxOutput))
+				}
+			}
 			if res.TimedOut {
 				return &exitError{code: res.ExitCode, msg: "timed out after " + timeout + ": command killed"}
 			}
@@ -201,6 +219,7 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 	c.Flags().StringVar(&timeout, "timeout", "", "kill the command after `DURATION`")
 	c.Flags().StringArrayVar(&env, "env", nil, "set variable `K=V` (repeatable)")
 	c.Flags().StringVar(&workdir, "workdir", "", "working `DIR` inside")
+	c.Flags().StringVar(&maxOutput, "max-output", "", "keep at most `SIZE` of stdout and of stderr (e.g. 64K, 1M); the rest is dropped and the command keeps running")
 	return c
 }
 

@@ -73,6 +73,27 @@ func TestLifecycleVerbs(t *testing.T) {
 	l.tent(t, "exec", id, "--", "true").expect(t, 125, "no such sandbox")
 }
 
+func TestExecMaxOutput(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t)
+	r := l.tent(t, "exec", "--max-output", "5", id, "--", "sh", "-c", "echo hello world; echo oops >&2; exit 3")
+	if r.code != 3 || r.stdout != "hello" || r.stderr != "oops\ntent: stdout truncated at --max-output 5: the rest was dropped\n" {
+		t.Errorf("capped at 5 bytes: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// The command is never blocked: 64 MiB into a 1K cap, then it goes on.
+	r = l.tent(t, "exec", "--max-output", "1K", id, "--", "sh", "-c", "head -c 67108864 /dev/zero; echo done >&2")
+	if r.code != 0 || len(r.stdout) != 1024 || r.stderr != "done\ntent: stdout truncated at --max-output 1K: the rest was dropped\n" {
+		t.Errorf("64 MiB capped at 1K: exit %d, %d bytes, stderr %q", r.code, len(r.stdout), r.stderr)
+	}
+	// Without the flag tent exec streams everything.
+	if r = l.tent(t, "exec", id, "--", "head", "-c", "3000000", "/dev/zero"); r.code != 0 || len(r.stdout) != 3000000 || r.stderr != "" {
+		t.Errorf("uncapped: exit %d, %d bytes, stderr %q", r.code, len(r.stdout), r.stderr)
+	}
+	l.tent(t, "exec", "--max-output", "0", id, "--", "true").expect(t, 125, `tent: --max-output "0": want a positive size`)
+	l.tent(t, "exec", "--max-output", "-1", id, "--", "true").expect(t, 125, `tent: --max-output "-1": size is negative`)
+}
+
 func TestLifecycleRefusals(t *testing.T) {
 	t.Parallel()
 	l := newLife(t)

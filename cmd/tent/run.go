@@ -98,6 +98,9 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) erro
 	if err := cmd.Start(); err != nil {
 		return o.finish(&spec, cmd, err)
 	}
+	if log != nil {
+		log.Info("sandbox started", "tier", cmd.Report.Tier)
+	}
 	done := make(chan struct{})
 	go func() {
 		for {

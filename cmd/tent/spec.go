@@ -37,6 +37,7 @@ type runOptions struct {
 	policy     string
 	bestEffort bool
 	report     string
+	tier       string
 }
 
 func (o *runOptions) register(f *pflag.FlagSet) {
@@ -62,6 +63,7 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.hostname, "hostname", "", "host `NAME` inside (default \""+sandbox.DefaultHostname+"\", never the host's)")
 	f.StringVar(&o.seccomp, "seccomp", "default", "syscall filter: `default`, unconfined, or the path of an OCI/Docker seccomp JSON profile")
 	f.StringVar(&o.policy, "policy", "", "read settings from a JSON or YAML policy `FILE`; flags override it")
+	f.StringVar(&o.tier, "tier", "auto", "`TIER`: auto (full when user namespaces are available, else reduced), full, or reduced (no namespaces: Landlock, seccomp, no_new_privs, rlimits/cgroup; one-shot tent run only)")
 	f.BoolVar(&o.bestEffort, "best-effort", false, "run even when the host cannot provide a requested protection, and warn about each one")
 	f.StringVar(&o.report, "report", "", "write a JSON report of the run to `FILE` (also when the command fails)")
 }
@@ -126,6 +128,11 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 	}
 	if f.Changed("best-effort") {
 		spec.BestEffort = o.bestEffort
+	}
+	if f.Changed("tier") {
+		if spec.Tier, err = sandbox.ParseTier(o.tier); err != nil {
+			return spec, fmt.Errorf("--tier: %w", err)
+		}
 	}
 	return spec, nil
 }

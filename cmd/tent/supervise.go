@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,7 +19,10 @@ import (
 // `tent create` in its own session. It provisions the sandbox, serves it
 // (sandbox.Supervise) and writes "ok" — or "error CODE MESSAGE" — to fd 3
 // once the sandbox is ready. It lives until `tent rm`, SIGTERM, or the
-// end of the sandbox's --timeout.
+// end of the sandbox's --timeout. If `tent create` is gone when the
+// sandbox is ready (killed: the "ok" meets a closed pipe), nobody has
+// the sandbox's id, so the supervisor ends it and removes its record and
+// log rather than leave an orphan running.
 const superviseCmd = "__supervise"
 
 func newSuperviseCmd(g *globalOptions) *cobra.Command {
@@ -40,7 +44,10 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 	ready := os.NewFile(3, "ready")
 	defer ready.Close()
 	fail := func(code int, err error) error {
-		fmt.Fprintf(ready, "error %d %s\n", code, err)
+		if _, werr := fmt.Fprintf(ready, "error %d %s\n", code, err); werr != nil {
+			// tent create is gone: nobody will read the log.
+			_ = os.Remove(strings.TrimSuffix(g.store().SocketPath(id), ".sock") + ".log")
+		}
 		return &exitError{code: code}
 	}
 	cwd, _ := os.Getwd()
@@ -67,6 +74,8 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
+	ctx, creatorGone := context.WithCancel(ctx)
+	defer creatorGone()
 	var sb *sandbox.Sandbox
 	if o.fromSnapshot != "" {
 		snap, err := sandbox.LoadSnapshot(o.fromSnapshot)
@@ -81,7 +90,13 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 		return fail(sandbox.ExitCode(err), err)
 	}
 	rec := &sandbox.Record{ID: id, Name: o.name, Labels: labels, Created: time.Now().UTC(), Args: argsAfter(os.Args, id)}
-	err = sandbox.Supervise(ctx, g.store(), rec, sb, func() { fmt.Fprintln(ready, "ok"); ready.Close() })
+	err = sandbox.Supervise(ctx, g.store(), rec, sb, func() {
+		if _, err := fmt.Fprintln(ready, "ok"); err != nil {
+			log.Debug("tent create is gone: ending the sandbox nobody knows of", "err", err)
+			creatorGone()
+		}
+		ready.Close()
+	})
 	if err != nil {
 		return fail(exitRefused, err)
 	}

@@ -34,6 +34,11 @@ func UserNS(procRoot string) Result {
 	return userNS(procRoot, false)
 }
 
+// The AppArmor restriction applies only to unconfined processes: one
+// running under a profile gets what the profile grants (`userns,`), so
+// [UserNS] does not count the sysctl against a confined process and
+// leaves the verdict to a trial clone.
+
 // UserNSForRoot is [UserNS] for a caller holding CAP_SYS_ADMIN: only
 // SysctlMaxUserNS=0 blocks it.
 func UserNSForRoot(procRoot string) Result {
@@ -67,9 +72,9 @@ func userNS(procRoot string, privileged bool) Result {
 			note(SysctlUsernsClone+"=0", "only root may create user namespaces",
 				"sysctl -w "+SysctlUsernsClone+"=1 (persist it in /etc/sysctl.d/)")
 		}
-		if v, ok := read(SysctlAppArmorRestrict); ok && v != 0 {
+		if v, ok := read(SysctlAppArmorRestrict); ok && v != 0 && AppArmorLabel(procRoot) == "unconfined" {
 			note(SysctlAppArmorRestrict+"=1", "AppArmor denies unprivileged user namespaces unless a profile allows them",
-				"sysctl -w "+SysctlAppArmorRestrict+"=0, or install an AppArmor profile for the tent binary that grants `userns,`")
+				"sysctl -w "+SysctlAppArmorRestrict+"=0, or install an AppArmor profile for the tent binary that grants `userns,` (tent doctor --apparmor-profile prints one)")
 		}
 	}
 

@@ -87,6 +87,13 @@ func main() {
 			unix.Close(fd)
 		}
 		report(err)
+	case "socketpair": // an AF_UNIX stream pair
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}
+		report(err)
 	case "syscall": // NR [ARG0]
 		nr, _ := strconv.Atoi(args[0])
 		var a0 uint64
