@@ -25,7 +25,7 @@ import (
 
 // remoteRequest is one request to a supervisor.
 type remoteRequest struct {
-	Op      string        `json:"op"` // exec, net, rm
+	Op      string        `json:"op"` // exec, net, attach, snapshot, suspend, resume, rm
 	Args    []string      `json:"args,omitempty"`
 	Env     []string      `json:"env,omitempty"`
 	Dir     string        `json:"dir,omitempty"`
@@ -33,6 +33,8 @@ type remoteRequest struct {
 	// MaxOutput caps each output stream (see ExecRequest.MaxOutput).
 	MaxOutput int64          `json:"max_output,omitempty"`
 	Network   *NetworkPolicy `json:"network,omitempty"`
+	// Mount is the mount of an attach.
+	Mount *Mount `json:"mount,omitempty"`
 	// FileHelper runs tent's file helper with Args (see Sandbox.ReadFile).
 	FileHelper bool `json:"file_helper,omitempty"`
 }
@@ -133,6 +135,19 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 			break
 		}
 		rec.Spec.Network = *req.Network
+		if err := store.Save(rec); err != nil {
+			reply = remoteReply{Code: 125, Error: err.Error()}
+		}
+	case "attach":
+		if req.Mount == nil {
+			reply = remoteReply{Code: 125, Error: "attach needs a mount"}
+			break
+		}
+		if err := sb.Attach(context.Background(), *req.Mount); err != nil {
+			reply = remoteReply{Code: 125, Error: err.Error()}
+			break
+		}
+		rec.Spec, rec.Layers = sb.Spec(), sb.CowLayers()
 		if err := store.Save(rec); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 		}
@@ -287,6 +302,16 @@ func remoteOp(rec *Record, op string) error {
 // names, through its supervisor.
 func RemoteSetNetworkPolicy(rec *Record, p NetworkPolicy) error {
 	reply, err := call(rec, remoteRequest{Op: "net", Network: &p}, nil)
+	if err == nil && reply.Error != "" {
+		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
+	}
+	return err
+}
+
+// RemoteAttach adds m to the running sandbox rec names (see
+// [Sandbox.Attach]), through its supervisor, which records the new spec.
+func RemoteAttach(rec *Record, m Mount) error {
+	reply, err := call(rec, remoteRequest{Op: "attach", Mount: &m}, nil)
 	if err == nil && reply.Error != "" {
 		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
 	}
