@@ -19,12 +19,9 @@ var lastCap = sync.OnceValue(func() int {
 	return unix.CAP_LAST_CAP
 })
 
-// dropAllCaps empties every capability set of the calling thread:
-// bounding and ambient first (they need CAP_SETPCAP), then effective,
-// permitted and inheritable with capset.
-func dropAllCaps() error { return dropCaps(nil) }
-
-// dropCaps is dropAllCaps that calls between, when set, after the
+// dropCaps empties every capability set of the calling thread: bounding
+// and ambient first (they need CAP_SETPCAP), then effective, permitted
+// and inheritable with capset. It calls between, when set, after the
 // bounding and ambient sets are empty and before capset: the last moment
 // the thread still holds CAP_SETUID and CAP_SETGID (see [Creds]).
 func dropCaps(between func() error) error {
