@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -115,22 +116,18 @@ func (s Store) Snapshot(ref string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var match *Snapshot
-	for _, snap := range all {
-		if snap.ID == ref {
-			match = snap
-			break
-		}
-		if ref != "" && strings.HasPrefix(snap.ID, ref) {
-			if match != nil {
-				return nil, fmt.Errorf("%w: snapshot %q", ErrAmbiguous, ref)
-			}
-			match = snap
-		}
+	ids := make([]string, len(all))
+	for i, snap := range all {
+		ids[i] = snap.ID
 	}
-	if match == nil {
+	id, err := resolveRef(ref, ids, "snapshot")
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: no snapshot %q (see tent snapshot ls)", ErrNotFound, ref)
 	}
+	if err != nil {
+		return nil, err
+	}
+	match := all[slices.Index(ids, id)]
 	return LoadSnapshot(match.Dir)
 }
 
@@ -218,26 +215,21 @@ func (s Store) Get(ref string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var matches []*Record
-	for _, r := range all {
-		if r.ID == ref || r.Name == ref {
+	ids := make([]string, len(all))
+	for i, r := range all {
+		if r.Name == ref {
 			return r, nil
 		}
-		if strings.HasPrefix(r.ID, ref) {
-			matches = append(matches, r)
-		}
+		ids[i] = r.ID
 	}
-	switch len(matches) {
-	case 0:
+	id, err := resolveRef(ref, ids, "sandbox")
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: %q (see tent ls)", ErrNotFound, ref)
-	case 1:
-		return matches[0], nil
 	}
-	ids := make([]string, len(matches))
-	for i, m := range matches {
-		ids[i] = m.ID
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: %q matches %s", ErrAmbiguous, ref, strings.Join(ids, ", "))
+	return all[slices.Index(ids, id)], nil
 }
 
 // supervisorAlive reports whether pid is still the supervisor of id (not

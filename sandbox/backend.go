@@ -1,0 +1,308 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Backend runs sandboxes somewhere: [Local] runs them on this host; other
+// backends (a remote host, a microVM) implement the same contract. A
+// sandbox is named by the id its backend gave it, or by a unique prefix
+// of it: an unknown id fails with [ErrNotFound], an ambiguous prefix with
+// [ErrAmbiguous]. Every method is safe for concurrent use.
+//
+// The interface is the lifecycle only; conveniences (files, the
+// underlying [*Sandbox]) live on the concrete backends, and sessions,
+// timeouts and the warm pool on [Manager].
+type Backend interface {
+	// Name identifies the backend, for example "local".
+	Name() string
+	// Capabilities reports what the backend can do on this host. It is
+	// cheap: backends probe once, when they are created.
+	Capabilities() Capabilities
+	// Provision starts a sandbox from spec. A malformed spec fails with
+	// [ErrInvalidSpec] and a protection the host cannot provide with an
+	// [*UnsupportedError]; nothing is left behind either way.
+	Provision(ctx context.Context, spec Spec) (Session, error)
+	// AttachFilesystem mounts m into a running sandbox. m is validated
+	// as provisioning validates mounts (ErrInvalidSpec).
+	AttachFilesystem(ctx context.Context, id string, m Mount) error
+	// ApplyNetworkPolicy replaces a limited sandbox's rules; the mode
+	// itself is chosen at provision time (ErrUnsupported otherwise).
+	ApplyNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error
+	// Exec runs one command and waits for it (see [Sandbox.Exec]).
+	Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error)
+	// Snapshot saves the sandbox's writable layers and spec (see
+	// [Sandbox.Snapshot]) where Fork and Resume find them.
+	Snapshot(ctx context.Context, id string) (*Snapshot, error)
+	// Suspend freezes every process of the sandbox (ErrUnsupported when
+	// Capabilities().Suspend is false).
+	Suspend(ctx context.Context, id string) error
+	// Resume thaws a suspended sandbox; a sandbox that has ended (its
+	// Limits.Timeout, its owner's restart) is provisioned again, under
+	// the same id, from its latest snapshot. With no snapshot to resume
+	// from it fails with [ErrTerminated].
+	Resume(ctx context.Context, id string) (Session, error)
+	// Fork provisions a new, independent sandbox from a snapshot (an
+	// exact snapshot id or a unique prefix), with overrides applied to
+	// the snapshot's spec.
+	Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Session, error)
+	// Terminate kills every process of the sandbox and removes what it
+	// held; the backend forgets it (its snapshots stay).
+	Terminate(ctx context.Context, id string) error
+	// List returns the backend's sandboxes, oldest first.
+	List(ctx context.Context) ([]Session, error)
+	// Get returns one sandbox by exact id or unique prefix.
+	Get(ctx context.Context, id string) (Session, error)
+}
+
+// State is where a sandbox is in its lifecycle; the values are those of
+// [Record.State].
+type State string
+
+// States of a [Session].
+const (
+	// StateRunning: commands can run.
+	StateRunning State = "running"
+	// StateSuspended: frozen until Resume.
+	StateSuspended State = "suspended"
+	// StateStopped: ended (Limits.Timeout, or its init died) but not yet
+	// terminated; Resume brings it back from its latest snapshot.
+	StateStopped State = "stopped"
+)
+
+// Session describes one sandbox of a [Backend]: plain data, a copy taken
+// when it was returned.
+type Session struct {
+	// ID names the sandbox within its backend (16 hex digits for Local).
+	ID string `json:"id"`
+	// Backend is the backend's Name.
+	Backend string `json:"backend"`
+	// State is the sandbox's state when the Session was returned.
+	State State `json:"state"`
+	// Created is when the sandbox (its current incarnation, after a
+	// Resume from a snapshot) was provisioned.
+	Created time.Time `json:"created"`
+	// Spec is the spec the sandbox runs with, including network rules
+	// applied since.
+	Spec Spec `json:"spec"`
+	// InitPID is the host pid of the sandbox's init (0 when the backend
+	// runs it elsewhere).
+	InitPID int `json:"init_pid,omitempty"`
+	// CgroupPaths are the sandbox's cgroup directories on this host.
+	CgroupPaths []string `json:"cgroup_paths,omitempty"`
+	// Protections reports how each protection is provided.
+	Protections []Protection `json:"protections,omitempty"`
+}
+
+// ForkOverrides change what a fork takes from its snapshot's spec; the
+// zero value changes nothing. Mounts are not overridable: a snapshot's
+// cow layers are restored onto the mounts it was taken with.
+type ForkOverrides struct {
+	// Network, when not nil, replaces the network policy.
+	Network *NetworkPolicy
+	// Limits, when not nil, replaces the limits.
+	Limits *Limits
+	// Env is layered over the snapshot's environment (later wins).
+	Env []string
+	// Hostname, when not "", replaces the hostname.
+	Hostname string
+}
+
+// apply returns spec with the overrides applied; spec is not modified.
+func (o ForkOverrides) apply(spec Spec) Spec {
+	if o.Network != nil {
+		spec.Network = *o.Network
+	}
+	if o.Limits != nil {
+		spec.Limits = *o.Limits
+	}
+	if len(o.Env) > 0 {
+		spec.Env = append(slices.Clip(spec.Env), o.Env...)
+	}
+	if o.Hostname != "" {
+		spec.Hostname = o.Hostname
+	}
+	return spec
+}
+
+// Capabilities is what a [Backend] supports on this host.
+type Capabilities struct {
+	// Snapshot: Snapshot and Fork work.
+	Snapshot bool `json:"snapshot"`
+	// Suspend: Suspend works (it needs a cgroup freezer).
+	Suspend bool `json:"suspend"`
+	// Resume: an ended sandbox can be provisioned again from its latest
+	// snapshot (thawing a suspended one needs Suspend).
+	Resume bool `json:"resume"`
+	// NetworkPolicy: limited mode (allowlisting proxy) works and its
+	// rules can be replaced with ApplyNetworkPolicy.
+	NetworkPolicy bool `json:"network_policy"`
+	// CgroupVersion is the cgroup interface sandboxes get: "v1", "v2",
+	// or "none" (no limits, no freezer, no cgroup kill).
+	CgroupVersion string `json:"cgroup_version"`
+	// LandlockABI is the Landlock ABI sandboxes are restricted with (the
+	// kernel's, capped at the highest tent knows); 0 means none.
+	LandlockABI int `json:"landlock_abi"`
+}
+
+// Capability names one feature a [Selection] can require.
+type Capability string
+
+// Capabilities a [Selection] can require.
+const (
+	// CapSnapshot requires Capabilities.Snapshot.
+	CapSnapshot Capability = "snapshot"
+	// CapSuspend requires Capabilities.Suspend.
+	CapSuspend Capability = "suspend"
+	// CapResume requires Capabilities.Resume.
+	CapResume Capability = "resume"
+	// CapNetworkPolicy requires Capabilities.NetworkPolicy.
+	CapNetworkPolicy Capability = "network-policy"
+	// CapCgroup requires a cgroup of either version (resource limits).
+	CapCgroup Capability = "cgroup"
+	// CapLandlock requires Landlock at any ABI (see
+	// Selection.MinLandlockABI for a minimum).
+	CapLandlock Capability = "landlock"
+)
+
+var knownCapabilities = []Capability{CapSnapshot, CapSuspend, CapResume, CapNetworkPolicy, CapCgroup, CapLandlock}
+
+// Has reports whether c has the capability; an unknown name is an error.
+func (c Capabilities) Has(want Capability) (bool, error) {
+	switch want {
+	case CapSnapshot:
+		return c.Snapshot, nil
+	case CapSuspend:
+		return c.Suspend, nil
+	case CapResume:
+		return c.Resume, nil
+	case CapNetworkPolicy:
+		return c.NetworkPolicy, nil
+	case CapCgroup:
+		return c.CgroupVersion != "" && c.CgroupVersion != "none", nil
+	case CapLandlock:
+		return c.LandlockABI > 0, nil
+	}
+	names := make([]string, len(knownCapabilities))
+	for i, k := range knownCapabilities {
+		names[i] = string(k)
+	}
+	return false, fmt.Errorf("unknown capability %q (want one of %s)", want, strings.Join(names, ", "))
+}
+
+// Selection chooses a backend for a sandbox: the first of the manager's
+// backends, in order, that has every required capability.
+type Selection struct {
+	// Backend, when not "", names the only backend to consider.
+	Backend string
+	// Require lists the capabilities the backend must have.
+	Require []Capability
+	// MinLandlockABI, when positive, is the lowest acceptable
+	// Capabilities.LandlockABI.
+	MinLandlockABI int
+}
+
+// validate checks sel's own fields; field prefixes the names in errors.
+func (sel Selection) validate(field string) error {
+	for i, c := range sel.Require {
+		if _, err := (Capabilities{}).Has(c); err != nil {
+			return fmt.Errorf("%w: %s.Require[%d]: %w", ErrInvalidOptions, field, i, err)
+		}
+	}
+	if sel.MinLandlockABI < 0 {
+		return fmt.Errorf("%w: %s.MinLandlockABI: %d is negative", ErrInvalidOptions, field, sel.MinLandlockABI)
+	}
+	return nil
+}
+
+// lacks lists what caps misses of sel (sel is valid).
+func (sel Selection) lacks(caps Capabilities) []string {
+	var out []string
+	for _, c := range sel.Require {
+		if ok, _ := caps.Has(c); !ok {
+			out = append(out, string(c))
+		}
+	}
+	if sel.MinLandlockABI > 0 && caps.LandlockABI < sel.MinLandlockABI {
+		out = append(out, fmt.Sprintf("landlock ABI %d (has %d)", sel.MinLandlockABI, caps.LandlockABI))
+	}
+	return out
+}
+
+// choose returns the first backend that satisfies sel; field names sel in
+// errors.
+func (sel Selection) choose(backends []Backend, field string) (Backend, error) {
+	if err := sel.validate(field); err != nil {
+		return nil, err
+	}
+	var why []string
+	named := false
+	for _, b := range backends {
+		if sel.Backend != "" && b.Name() != sel.Backend {
+			continue
+		}
+		named = true
+		missing := sel.lacks(b.Capabilities())
+		if len(missing) == 0 {
+			return b, nil
+		}
+		why = append(why, b.Name()+" lacks "+strings.Join(missing, ", "))
+	}
+	if !named {
+		names := make([]string, len(backends))
+		for i, b := range backends {
+			names[i] = b.Name()
+		}
+		return nil, fmt.Errorf("%w: %s.Backend: no backend named %q (have %s)", ErrInvalidOptions, field, sel.Backend, strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("%w: no backend can provide what %s requires: %s", ErrUnsupported, field, strings.Join(why, "; "))
+}
+
+var (
+	// ErrInvalidOptions wraps every error about malformed options or
+	// requests of a [Manager] or a [Local] (not about a [Spec]); the
+	// message names the field.
+	ErrInvalidOptions = errors.New("invalid options")
+	// ErrClosed is returned by a [Manager] or a [Local] after Close.
+	ErrClosed = errors.New("closed")
+)
+
+// refError is a failed lookup by id or prefix: its message names what was
+// looked up, and it matches ErrNotFound or ErrAmbiguous.
+type refError struct {
+	msg  string
+	kind error
+}
+
+func (e *refError) Error() string        { return e.msg }
+func (e *refError) Is(target error) bool { return target == e.kind }
+
+// resolveRef finds ref among ids: an exact id, else the one id it is a
+// prefix of. what names the kind of id ("sandbox", "session") in errors.
+func resolveRef(ref string, ids []string, what string) (string, error) {
+	if ref == "" {
+		return "", &refError{msg: "empty " + what + " id", kind: ErrNotFound}
+	}
+	var matches []string
+	for _, id := range ids {
+		if id == ref {
+			return id, nil
+		}
+		if strings.HasPrefix(id, ref) {
+			matches = append(matches, id)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return "", &refError{msg: fmt.Sprintf("no %s %q", what, ref), kind: ErrNotFound}
+	case 1:
+		return matches[0], nil
+	}
+	slices.Sort(matches)
+	return "", &refError{msg: fmt.Sprintf("%s id prefix %q is ambiguous: it matches %s", what, ref, strings.Join(matches, ", ")), kind: ErrAmbiguous}
+}

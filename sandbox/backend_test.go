@@ -1,0 +1,381 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+func newLocal(t testing.TB, opts sandbox.LocalOptions) *sandbox.Local {
+	t.Helper()
+	l, err := sandbox.NewLocal(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	return l
+}
+
+// backendOut runs argv in sandbox id of b and returns trimmed stdout.
+func backendOut(t *testing.T, b sandbox.Backend, id string, argv ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: argv, Stdout: &out})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v: %+v, %v", argv, res, err)
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// assertGone checks that a sandbox's init and cgroups no longer exist.
+func assertGone(t *testing.T, s sandbox.Session) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for pidAlive(s.InitPID) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pidAlive(s.InitPID) {
+		t.Errorf("init %d of %s outlived it", s.InitPID, s.ID)
+	}
+	for _, c := range s.CgroupPaths {
+		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s of %s left behind (%v)", c, s.ID, err)
+		}
+	}
+}
+
+// pidAlive reports whether pid exists and is not a zombie.
+func pidAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z")
+}
+
+func TestLocalBackendCapabilities(t *testing.T) {
+	l := newLocal(t, sandbox.LocalOptions{})
+	c := l.Capabilities()
+	if l.Name() != sandbox.LocalName || !c.Snapshot || !c.Resume || !c.NetworkPolicy {
+		t.Errorf("%s: %+v", l.Name(), c)
+	}
+	switch c.CgroupVersion {
+	case "v1", "v2":
+		if !c.Suspend && c.CgroupVersion == "v2" {
+			t.Errorf("cgroup v2 without suspend: %+v", c)
+		}
+	case "none":
+		if c.Suspend {
+			t.Errorf("suspend without a cgroup: %+v", c)
+		}
+	default:
+		t.Errorf("cgroup version %q", c.CgroupVersion)
+	}
+	// What provisioning reports agrees with what was probed.
+	s, err := l.Provision(context.Background(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (len(s.CgroupPaths) > 0) != (c.CgroupVersion != "none") {
+		t.Errorf("capabilities say cgroup %s, the sandbox has cgroups %v", c.CgroupVersion, s.CgroupPaths)
+	}
+	if canLimit(t) != (c.CgroupVersion != "none") {
+		t.Errorf("capabilities say cgroup %s, limits work: %v", c.CgroupVersion, canLimit(t))
+	}
+	for _, p := range s.Protections {
+		if p.Name == "landlock" && (p.Status == sandbox.Absent) != (c.LandlockABI == 0) {
+			t.Errorf("landlock protection %+v, capability ABI %d", p, c.LandlockABI)
+		}
+	}
+	if _, err := sandbox.NewLocal(sandbox.LocalOptions{SnapshotStore: sandbox.Store{Dir: "relative"}}); !errors.Is(err, sandbox.ErrInvalidOptions) || !strings.Contains(err.Error(), "LocalOptions.SnapshotStore.Dir") {
+		t.Errorf("relative snapshot dir: %v", err)
+	}
+}
+
+func TestLocalBackendLifecycle(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t, sandbox.LocalOptions{})
+	s, err := l.Provision(ctx, sandbox.Spec{Hostname: "box", Env: []string{"GREETING=hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State != sandbox.StateRunning || len(s.ID) != 16 || s.Backend != "local" || !pidAlive(s.InitPID) {
+		t.Fatalf("provisioned %+v", s)
+	}
+	if out := backendOut(t, l, s.ID[:5], "sh", "-c", "echo $GREETING $(hostname)"); out != "hi box" {
+		t.Errorf("exec by prefix: %q", out)
+	}
+	if got, err := l.Get(ctx, s.ID[:3]); err != nil || got.ID != s.ID || got.InitPID != s.InitPID {
+		t.Errorf("get by prefix: %+v, %v", got, err)
+	}
+	for _, ref := range []string{"", "zz", s.ID + "0"} {
+		if _, err := l.Get(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("get %q: %v, want ErrNotFound", ref, err)
+		}
+	}
+	if list, err := l.List(ctx); err != nil || len(list) != 1 || list[0].ID != s.ID {
+		t.Errorf("list: %+v, %v", list, err)
+	}
+
+	// Mode none: the rules of a limited sandbox only can change.
+	err = l.ApplyNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}})
+	if !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("network policy on a mode-none sandbox: %v", err)
+	}
+
+	// Mounts are validated as at provision time; a valid one is attached
+	// and the next exec sees it.
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		m    sandbox.Mount
+		want string
+	}{
+		{sandbox.Mount{Source: dir, Target: "/proc/x"}, "reserved"},
+		{sandbox.Mount{Source: dir, Target: "relative"}, "not absolute"},
+		{sandbox.Mount{Source: dir, Target: "/a/../b"}, `".."`},
+		{sandbox.Mount{Source: "/nonexistent-tent", Target: "/x"}, "/nonexistent-tent"},
+		{sandbox.Mount{Source: dir, Target: "/x", Access: "rwx"}, `unknown access "rwx"`},
+	} {
+		err := l.AttachFilesystem(ctx, s.ID, tc.m)
+		if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("attach %+v: %v, want ErrInvalidSpec naming %s", tc.m, err, tc.want)
+		}
+	}
+	os.Chmod(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("attached"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AttachFilesystem(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
+		t.Fatalf("attach a valid mount: %v", err)
+	}
+	if res, err := l.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"cat", "/data/f"}}); err != nil || string(res.Stdout) != "attached" {
+		t.Errorf("reading the attached mount: %v %v", res, err)
+	}
+
+	if err := l.Terminate(ctx, s.ID[:6]); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, s)
+	for name, err := range map[string]error{
+		"Get":       func() error { _, err := l.Get(ctx, s.ID); return err }(),
+		"Exec":      func() error { _, err := l.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); return err }(),
+		"Terminate": l.Terminate(ctx, s.ID),
+	} {
+		if !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("%s after Terminate: %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func TestLocalBackendLimitedNetworkPolicy(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t, sandbox.LocalOptions{})
+	s, err := l.Provision(ctx, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.org"}, DeniedHosts: []string{"bad.example.org"}}
+	if err := l.ApplyNetworkPolicy(ctx, s.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Get(ctx, s.ID); got.Spec.Network.AllowedHosts[0] != "example.org" || got.Spec.Network.DeniedHosts[0] != "bad.example.org" {
+		t.Errorf("spec after the policy change: %+v", got.Spec.Network)
+	}
+	if err := l.ApplyNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"bad pattern!"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("bad rule: %v", err)
+	}
+}
+
+func TestLocalBackendSuspendResume(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t, sandbox.LocalOptions{})
+	s, err := l.Provision(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Capabilities().Suspend {
+		if err := l.Suspend(ctx, s.ID); !errors.Is(err, sandbox.ErrUnsupported) {
+			t.Errorf("suspend without a freezer: %v, want ErrUnsupported", err)
+		}
+		t.Skip("no cgroup freezer here: suspend is reported unsupported")
+	}
+	if err := l.Suspend(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Get(ctx, s.ID); got.State != sandbox.StateSuspended {
+		t.Errorf("state %s, want suspended", got.State)
+	}
+	if _, err := l.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrSuspended) {
+		t.Errorf("exec while suspended: %v", err)
+	}
+	got, err := l.Resume(ctx, s.ID)
+	if err != nil || got.State != sandbox.StateRunning || got.InitPID != s.InitPID {
+		t.Fatalf("resume: %+v, %v (want the same init, running)", got, err)
+	}
+	if out := backendOut(t, l, s.ID, "echo", "thawed"); out != "thawed" {
+		t.Errorf("after resume: %q", out)
+	}
+}
+
+// TestLocalBackendSnapshotForkResume: a snapshot feeds Fork (with
+// overrides) and, once the sandbox has ended, Resume under the same id.
+func TestLocalBackendSnapshotForkResume(t *testing.T) {
+	ctx := context.Background()
+	l := newLocal(t, sandbox.LocalOptions{})
+	s, err := l.Provision(ctx, sandbox.Spec{Hostname: "origin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Fork(ctx, "any", sandbox.ForkOverrides{}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("fork before any snapshot: %v", err)
+	}
+	backendOut(t, l, s.ID, "sh", "-c", "echo saved > /tmp/state")
+	snap, err := l.Snapshot(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.SandboxID != s.ID || !strings.HasPrefix(snap.Dir, os.TempDir()) {
+		t.Errorf("snapshot %+v", snap)
+	}
+	backendOut(t, l, s.ID, "sh", "-c", "echo later > /tmp/state")
+
+	limits := sandbox.Limits{Timeout: time.Minute}
+	fork, err := l.Fork(ctx, snap.ID[:6], sandbox.ForkOverrides{Hostname: "forked", Env: []string{"FORKED=yes"}, Limits: &limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.ID == s.ID || fork.Spec.Limits.Timeout != time.Minute || fork.Spec.Hostname != "forked" {
+		t.Errorf("fork %+v", fork)
+	}
+	if out := backendOut(t, l, fork.ID, "sh", "-c", "cat /tmp/state; hostname; echo $FORKED"); out != "saved\nforked\nyes" {
+		t.Errorf("the fork sees %q", out)
+	}
+
+	// The original's init dies (as after an OOM kill): it reads stopped,
+	// and Resume brings it back from its snapshot, under the same id,
+	// with a new init, after cleaning up the old one.
+	if err := syscall.Kill(s.InitPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the sandbox to read stopped", func() bool {
+		got, err := l.Get(ctx, s.ID)
+		return err == nil && got.State == sandbox.StateStopped
+	})
+	back, err := l.Resume(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID != s.ID || back.State != sandbox.StateRunning || back.InitPID == s.InitPID {
+		t.Errorf("resumed %+v (was init %d)", back, s.InitPID)
+	}
+	assertGone(t, s)
+	if out := backendOut(t, l, s.ID, "sh", "-c", "cat /tmp/state; hostname"); out != "saved\norigin" {
+		t.Errorf("resumed sandbox sees %q", out)
+	}
+
+	// The fork has no snapshot of its own: once ended, it cannot resume.
+	other, err := l.Provision(ctx, sandbox.Spec{Limits: sandbox.Limits{Timeout: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second sandbox's timeout", func() bool {
+		got, err := l.Get(ctx, other.ID)
+		return err == nil && got.State == sandbox.StateStopped
+	})
+	if _, err := l.Resume(ctx, other.ID); !errors.Is(err, sandbox.ErrTerminated) || !strings.Contains(err.Error(), "no snapshot") {
+		t.Errorf("resume without a snapshot: %v", err)
+	}
+
+	// Close removes the per-Local snapshot directory and every sandbox.
+	list, _ := l.List(ctx)
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		assertGone(t, s)
+	}
+	if _, err := os.Stat(filepath.Dir(filepath.Dir(snap.Dir))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("snapshot directory left behind: %v", err)
+	}
+}
+
+func TestLocalBackendSnapshotStoreOutlivesIt(t *testing.T) {
+	ctx := context.Background()
+	store := sandbox.Store{Dir: t.TempDir()}
+	l := newLocal(t, sandbox.LocalOptions{SnapshotStore: store})
+	s, err := l.Provision(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := l.Snapshot(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(snap.Dir) != store.SnapshotsDir() {
+		t.Errorf("snapshot in %s, want under %s", snap.Dir, store.SnapshotsDir())
+	}
+	if err := l.Health(ctx); err != nil {
+		t.Errorf("health: %v", err)
+	}
+	l.Close(ctx)
+	if got, err := store.Snapshot(snap.ID); err != nil || got.SandboxID != s.ID {
+		t.Errorf("the store after Close: %+v, %v", got, err)
+	}
+	for name, err := range map[string]error{
+		"Provision": func() error { _, err := l.Provision(ctx, sandbox.Spec{}); return err }(),
+		"List":      func() error { _, err := l.List(ctx); return err }(),
+		"Health":    l.Health(ctx),
+	} {
+		if !errors.Is(err, sandbox.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+func TestLocalBackendCloseLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	l0 := newLocal(t, sandbox.LocalOptions{}) // warm up lazily created state
+	if s, err := l0.Provision(ctx, sandbox.Spec{}); err == nil {
+		_ = l0.Terminate(ctx, s.ID)
+	}
+	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	l, err := sandbox.NewLocal(sandbox.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions []sandbox.Session
+	for i := 0; i < 2; i++ {
+		s, err := l.Provision(ctx, sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	go func() { _, _ = l.Exec(ctx, sessions[0].ID, sandbox.ExecRequest{Args: []string{"sleep", "331"}}) }()
+	time.Sleep(200 * time.Millisecond)
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sessions {
+		assertGone(t, s)
+	}
+	assertNoProcess(t, "sleep", "331")
+	eventually(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutines })
+	if n := openFDs(t); n != fds {
+		t.Errorf("descriptors: %d before, %d after", fds, n)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

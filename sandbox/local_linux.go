@@ -1,0 +1,493 @@
+package sandbox
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/fs"
+)
+
+// LocalName is the [Backend.Name] of [Local].
+const LocalName = "local"
+
+// LocalOptions configure a [Local] backend.
+type LocalOptions struct {
+	// Provision is passed to every sandbox the backend provisions, forks
+	// or resumes (logger, network audit log, resolver); its Logger also
+	// receives the backend's own debug logs. Nil Logger discards them.
+	Provision ProvisionOptions
+	// SnapshotStore is where snapshots go: SnapshotStore.SnapshotsDir(),
+	// the layout the tent CLI uses, so `tent snapshot ls` and `tent
+	// fork` see them; they outlive the backend. With an empty Dir each
+	// Local keeps its snapshots in a temporary directory of its own,
+	// created at the first Snapshot and removed, with them, by Close.
+	SnapshotStore Store
+}
+
+// Local is the [Backend] that runs sandboxes on this host, in this
+// process: each is a [*Sandbox] (see [Provision]), kept in memory under
+// a random id ([NewID]). It holds no state on disk besides snapshots;
+// its sandboxes die with the process that owns them. Use [NewLocal].
+type Local struct {
+	opts LocalOptions
+	log  *slog.Logger
+	caps Capabilities
+
+	mu     sync.Mutex
+	closed bool
+	boxes  map[string]*localBox
+	store  Store // Dir "" until the first snapshot when temporary
+	temp   bool  // store.Dir is ours, removed by Close
+}
+
+// localBox is one sandbox of a Local across its incarnations (Resume
+// from a snapshot replaces sb under the same id).
+type localBox struct {
+	id       string
+	sb       *Sandbox  // guarded by Local.mu
+	created  time.Time // guarded by Local.mu
+	gone     bool      // terminated; guarded by Local.mu
+	reviving sync.Mutex
+}
+
+// NewLocal returns a Local backend. It probes this host's capabilities
+// once (Landlock ABI, whether a sandbox cgroup can be created and of
+// which version), as `tent doctor` does, creating and removing an empty
+// probe cgroup.
+func NewLocal(opts LocalOptions) (*Local, error) {
+	if d := opts.SnapshotStore.Dir; d != "" && !filepath.IsAbs(d) {
+		return nil, fmt.Errorf("%w: LocalOptions.SnapshotStore.Dir: %q is not an absolute path", ErrInvalidOptions, d)
+	}
+	log := opts.Provision.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Local{opts: opts, log: log, caps: probeCapabilities(), boxes: map[string]*localBox{}, store: opts.SnapshotStore}
+	log.Debug("local backend", "capabilities", l.caps)
+	return l, nil
+}
+
+// probeCapabilities reports what sandboxes on this host get. Landlock is
+// the running kernel's ABI capped at fs.MaxLandlockABI; the cgroup is
+// probed with cgroups.CanCreate (the doctor's check), from the top of the
+// hierarchy for root as provisioning does when root's own cgroup holds
+// other processes. Suspend needs the cgroup's freezer (cgroup.freeze on
+// v2, the freezer controller on v1).
+func probeCapabilities() Capabilities {
+	c := Capabilities{Snapshot: true, Resume: true, NetworkPolicy: true, CgroupVersion: cgroups.None.String()}
+	if abi, err := fs.LandlockABI(); err == nil && abi > 0 {
+		c.LandlockABI = min(abi, fs.MaxLandlockABI)
+	}
+	host, err := cgroupHost()
+	if err != nil {
+		return c
+	}
+	v, err := cgroups.CanCreate(host)
+	if err != nil && os.Geteuid() == 0 {
+		if top, terr := host.AtRoot(); terr == nil {
+			v, err = cgroups.CanCreate(top)
+		}
+	}
+	if err == nil {
+		c.CgroupVersion = v.String()
+		c.Suspend = v == cgroups.V2 || host.V1Mounts["freezer"] != ""
+	}
+	return c
+}
+
+// Name returns [LocalName].
+func (l *Local) Name() string { return LocalName }
+
+// Capabilities reports what was probed when l was created.
+func (l *Local) Capabilities() Capabilities { return l.caps }
+
+// Provision starts a sandbox (see [Provision]).
+func (l *Local) Provision(ctx context.Context, spec Spec) (Session, error) {
+	if err := l.checkOpen(); err != nil {
+		return Session{}, err
+	}
+	sb, err := Provision(ctx, spec, l.opts.Provision)
+	if err != nil {
+		return Session{}, err
+	}
+	return l.add(sb)
+}
+
+// add registers a new sandbox under a fresh id.
+func (l *Local) add(sb *Sandbox) (Session, error) {
+	box := &localBox{id: NewID(), sb: sb, created: time.Now()}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		_ = sb.Terminate(context.Background())
+		return Session{}, ErrClosed
+	}
+	l.boxes[box.id] = box
+	s := box.session()
+	l.mu.Unlock()
+	l.log.Debug("sandbox provisioned", "id", box.id, "init_pid", s.InitPID)
+	return s, nil
+}
+
+// ended reports whether sb has ended: terminated (its Limits.Timeout) or
+// its init died (killed, out of memory). A dead init stays a zombie until
+// Terminate reaps it, so its pid is not reused meanwhile.
+func ended(sb *Sandbox) bool {
+	select {
+	case <-sb.Done():
+		return true
+	default:
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.InitPID()) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+}
+
+// session describes box; l.mu is held.
+func (b *localBox) session() Session {
+	sb := b.sb
+	st := StateRunning
+	switch {
+	case ended(sb):
+		st = StateStopped
+	case sb.Suspended():
+		st = StateSuspended
+	}
+	return Session{ID: b.id, Backend: LocalName, State: st, Created: b.created, Spec: sb.Spec(),
+		InitPID: sb.InitPID(), CgroupPaths: sb.CgroupPaths(), Protections: sb.Protections()}
+}
+
+func (l *Local) checkOpen() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// lookup resolves ref (an id or a unique prefix); l.mu is held.
+func (l *Local) lookup(ref string) (*localBox, error) {
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if b, ok := l.boxes[ref]; ok {
+		return b, nil
+	}
+	ids := make([]string, 0, len(l.boxes))
+	for id := range l.boxes {
+		ids = append(ids, id)
+	}
+	id, err := resolveRef(ref, ids, "sandbox")
+	if err != nil {
+		return nil, err
+	}
+	return l.boxes[id], nil
+}
+
+// Sandbox returns the [*Sandbox] behind id (the current incarnation),
+// for what the Backend interface leaves out: files (ReadFile,
+// WriteFile...), cow layers, denied destinations.
+func (l *Local) Sandbox(id string) (*Sandbox, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, err := l.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return b.sb, nil
+}
+
+// Get returns the sandbox named by id or a unique prefix of it.
+func (l *Local) Get(ctx context.Context, id string) (Session, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, err := l.lookup(id)
+	if err != nil {
+		return Session{}, err
+	}
+	return b.session(), nil
+}
+
+// List returns every sandbox, oldest first.
+func (l *Local) List(ctx context.Context) ([]Session, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Session, 0, len(l.boxes))
+	for _, b := range l.boxes {
+		out = append(out, b.session())
+	}
+	slices.SortFunc(out, func(a, b Session) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// Exec runs req in the sandbox (see [Sandbox.Exec]).
+func (l *Local) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	sb, err := l.Sandbox(id)
+	if err != nil {
+		return nil, err
+	}
+	return sb.Exec(ctx, req)
+}
+
+// AttachFilesystem adds m to the running sandbox (see [Sandbox.Attach]:
+// validated as at provisioning, visible to the next exec).
+func (l *Local) AttachFilesystem(ctx context.Context, id string, m Mount) error {
+	sb, err := l.Sandbox(id)
+	if err != nil {
+		return err
+	}
+	return sb.Attach(ctx, m)
+}
+
+// ApplyNetworkPolicy replaces a limited sandbox's rules (see
+// [Sandbox.SetNetworkPolicy]).
+func (l *Local) ApplyNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sb, err := l.Sandbox(id)
+	if err != nil {
+		return err
+	}
+	return sb.SetNetworkPolicy(p)
+}
+
+// Suspend freezes the sandbox (see [Sandbox.Suspend]).
+func (l *Local) Suspend(ctx context.Context, id string) error {
+	sb, err := l.Sandbox(id)
+	if err != nil {
+		return err
+	}
+	return sb.Suspend(ctx)
+}
+
+// snapshotStore returns the store, creating the temporary one when
+// create is set; ok is false when there is none yet.
+func (l *Local) snapshotStore(create bool) (Store, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return Store{}, false, ErrClosed
+	}
+	if l.store.Dir == "" {
+		if !create {
+			return Store{}, false, nil
+		}
+		dir, err := os.MkdirTemp("", "tent-local-")
+		if err != nil {
+			return Store{}, false, fmt.Errorf("failed to create the snapshot directory: %w", err)
+		}
+		l.store, l.temp = Store{Dir: dir}, true
+	}
+	return l.store, true, nil
+}
+
+// Snapshot saves the sandbox's writable layers into the snapshot store
+// (see [Sandbox.Snapshot]); the snapshot records the sandbox's id, which
+// Resume looks for.
+func (l *Local) Snapshot(ctx context.Context, id string) (*Snapshot, error) {
+	l.mu.Lock()
+	b, err := l.lookup(id)
+	var sb *Sandbox
+	if err == nil {
+		sb = b.sb
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	store, _, err := l.snapshotStore(true)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(store.SnapshotsDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("failed to create the snapshot directory: %w", err)
+	}
+	return sb.Snapshot(ctx, store.SnapshotsDir(), SnapshotOptions{SandboxID: b.id})
+}
+
+// Resume thaws a suspended sandbox (a running one is left as it is). A
+// sandbox that has ended (StateStopped: its Limits.Timeout ran out, or
+// its init died) is cleaned up and provisioned again, under the same id,
+// from the latest snapshot taken of it (see [Fork]); without one it
+// fails with ErrTerminated.
+func (l *Local) Resume(ctx context.Context, id string) (Session, error) {
+	l.mu.Lock()
+	b, err := l.lookup(id)
+	l.mu.Unlock()
+	if err != nil {
+		return Session{}, err
+	}
+	b.reviving.Lock() // one re-provisioning at a time
+	defer b.reviving.Unlock()
+	l.mu.Lock()
+	sb, gone := b.sb, b.gone
+	l.mu.Unlock()
+	if gone {
+		return Session{}, fmt.Errorf("%w: sandbox %s", ErrTerminated, b.id)
+	}
+	if !ended(sb) {
+		if err := sb.Resume(ctx); err != nil {
+			return Session{}, err
+		}
+		return l.Get(ctx, b.id)
+	}
+	snap, err := l.latestSnapshot(b.id)
+	if err != nil {
+		return Session{}, err
+	}
+	// An init that died leaves a cgroup, cow layers, a proxy: release
+	// them first (a no-op for a sandbox already terminated).
+	if err := sb.Terminate(ctx); err != nil {
+		l.log.Debug("cleaning up an ended sandbox", "id", b.id, "err", err)
+	}
+	nsb, err := Fork(ctx, snap, l.opts.Provision)
+	if err != nil {
+		return Session{}, fmt.Errorf("resuming %s from snapshot %s: %w", b.id, snap.ID, err)
+	}
+	l.mu.Lock()
+	if b.gone || l.closed {
+		l.mu.Unlock()
+		_ = nsb.Terminate(context.Background())
+		return Session{}, fmt.Errorf("%w: sandbox %s was terminated while resuming", ErrTerminated, b.id)
+	}
+	b.sb, b.created = nsb, time.Now()
+	s := b.session()
+	l.mu.Unlock()
+	l.log.Debug("sandbox resumed from snapshot", "id", b.id, "snapshot", snap.ID)
+	return s, nil
+}
+
+// latestSnapshot finds and verifies the newest snapshot of sandbox id.
+func (l *Local) latestSnapshot(id string) (*Snapshot, error) {
+	store, ok, err := l.snapshotStore(false)
+	if err != nil {
+		return nil, err
+	}
+	var latest *Snapshot
+	if ok {
+		snaps, err := store.Snapshots()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range snaps {
+			if s.SandboxID == id {
+				latest = s
+			}
+		}
+	}
+	if latest == nil {
+		return nil, fmt.Errorf("%w: sandbox %s has ended and has no snapshot to resume from", ErrTerminated, id)
+	}
+	return LoadSnapshot(latest.Dir)
+}
+
+// Fork provisions a new sandbox from the snapshot named by snapshotID
+// (an id or a unique prefix) in the snapshot store, its checksums
+// verified first (ErrSnapshotCorrupt), with overrides applied.
+func (l *Local) Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Session, error) {
+	store, ok, err := l.snapshotStore(false)
+	if err != nil {
+		return Session{}, err
+	}
+	if !ok {
+		return Session{}, &refError{msg: fmt.Sprintf("no snapshot %q (none taken yet)", snapshotID), kind: ErrNotFound}
+	}
+	snap, err := store.Snapshot(snapshotID)
+	if err != nil {
+		return Session{}, err
+	}
+	forked := *snap
+	forked.Spec = overrides.apply(snap.Spec)
+	sb, err := Fork(ctx, &forked, l.opts.Provision)
+	if err != nil {
+		return Session{}, err
+	}
+	return l.add(sb)
+}
+
+// Terminate kills the sandbox and forgets it; its snapshots stay.
+func (l *Local) Terminate(ctx context.Context, id string) error {
+	l.mu.Lock()
+	b, err := l.lookup(id)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	b.gone = true
+	delete(l.boxes, b.id)
+	sb := b.sb
+	l.mu.Unlock()
+	l.log.Debug("sandbox terminated", "id", b.id)
+	return sb.Terminate(ctx)
+}
+
+// Health reports whether l can serve: ErrClosed after Close, and an
+// error when the snapshot store's directory is not writable.
+func (l *Local) Health(ctx context.Context) error {
+	store, ok, err := l.snapshotStore(false)
+	if err != nil || !ok {
+		return err
+	}
+	dir := store.Dir
+	if _, err := os.Stat(store.SnapshotsDir()); err == nil {
+		dir = store.SnapshotsDir()
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("snapshot store: %w", &os.PathError{Op: "access", Path: dir, Err: err})
+	}
+	return nil
+}
+
+// Close terminates every sandbox and, when the snapshot store is
+// temporary, removes it with its snapshots. Later calls fail with
+// ErrClosed; Close itself is idempotent.
+func (l *Local) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	var sbs []*Sandbox
+	for _, b := range l.boxes {
+		b.gone = true
+		sbs = append(sbs, b.sb)
+	}
+	clear(l.boxes)
+	temp, dir := l.temp, l.store.Dir
+	l.mu.Unlock()
+	var errs []error
+	for _, sb := range sbs {
+		errs = append(errs, sb.Terminate(ctx))
+	}
+	if temp {
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	return errors.Join(errs...)
+}
+
+var _ Backend = (*Local)(nil)
