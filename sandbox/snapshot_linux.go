@@ -40,13 +40,18 @@ type SnapshotOptions struct {
 	ID string
 	// SandboxID records which sandbox it was taken of.
 	SandboxID string
+	// IncludeReadWrite also archives the rw mounts (host directories that
+	// the sandbox writes to directly), which are not copied by default:
+	// they are the host's, and can be large. Their cost is their whole
+	// size, not what changed.
+	IncludeReadWrite bool `json:"include_rw,omitempty"`
 }
 
 // SnapshotPart is one archived layer: a zstd-compressed tar file with
 // its checksum.
 type SnapshotPart struct {
 	File   string `json:"file"`
-	Kind   string `json:"kind"`   // cow, tmp, home
+	Kind   string `json:"kind"`   // cow, tmp, home, rw
 	Target string `json:"target"` // the path inside the sandbox
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
@@ -128,6 +133,23 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 		}
 		part.Kind, part.Target = kind, st.Target
 		snap.Parts = append(snap.Parts, part)
+	}
+	if opts.IncludeReadWrite {
+		i := 0
+		for _, st := range s.run.plan.cfg.Plan.Steps {
+			if st.Kind != fs.KindBind || !st.User || st.ReadOnly {
+				continue
+			}
+			// Through the sandbox's root, as the sandbox sees it (a root
+			// caller's rw mounts are idmapped there).
+			part, err := archive(tmp, "rw-"+strconv.Itoa(i)+".tar.zst", root+st.Target)
+			if err != nil {
+				return nil, fmt.Errorf("snapshot of %s: %w", st.Target, err)
+			}
+			part.Kind, part.Target = "rw", st.Target
+			snap.Parts = append(snap.Parts, part)
+			i++
+		}
 	}
 	if err := writeJSONFile(filepath.Join(tmp, manifestName), snap); err != nil {
 		return nil, err
@@ -328,6 +350,10 @@ func (r readCloser) Close() error { r.ReadCloser.Close(); return r.f.Close() }
 
 // Fork provisions a new, independent sandbox from snap: its spec, its cow
 // mounts' changes (over the same host directories), its /tmp and $HOME.
+// An rw mount's archive (IncludeReadWrite) is restored only into an empty
+// host directory — one that was lost, or a fresh one on another host —
+// and never over a directory that has contents: those are the host's
+// live files, which another sandbox may share.
 func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox, error) {
 	byTarget := map[string]SnapshotPart{}
 	for _, p := range snap.Parts {
@@ -355,8 +381,20 @@ func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox,
 	if err != nil {
 		return nil, err
 	}
+	rwSource := map[string]string{}
+	for _, m := range snap.Spec.Mounts {
+		if m.Access == ReadWrite {
+			rwSource[m.Target] = m.Source
+		}
+	}
 	for _, p := range snap.Parts {
-		if p.Kind != "tmp" && p.Kind != "home" {
+		switch p.Kind {
+		case "tmp", "home":
+		case "rw":
+			if !emptyDir(rwSource[p.Target]) {
+				continue
+			}
+		default:
 			continue
 		}
 		r, err := openPart(snap, p)
@@ -372,4 +410,18 @@ func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox,
 		}
 	}
 	return sb, nil
+}
+
+// emptyDir reports whether dir is an existing directory with no entries.
+func emptyDir(dir string) bool {
+	if dir == "" {
+		return false
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return err == io.EOF && len(names) == 0
 }

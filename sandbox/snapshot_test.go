@@ -90,3 +90,74 @@ func TestSnapshotRemovesItsSandboxsUnfinishedSnapshots(t *testing.T) {
 		t.Errorf("snapshot store after the next snapshot: %v (snapshot in %s)", names, snap.Dir)
 	}
 }
+
+// rw mounts are archived only when asked, and a fork restores them only
+// into an empty host directory, never over live files.
+func TestSnapshotIncludesReadWriteOnRequest(t *testing.T) {
+	ctx := context.Background()
+	src := rwDir(t)
+	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/rw", Access: sandbox.ReadWrite}}}
+	sb := provision(t, spec)
+	if _, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one > /rw/a && mkdir /rw/d && echo two > /rw/d/b"}}); res.ExitCode != 0 {
+		t.Fatalf("writing to the rw mount: exit %d", res.ExitCode)
+	}
+	store := t.TempDir()
+	plain, err := sb.Snapshot(ctx, store, sandbox.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plain.Parts {
+		if p.Kind == "rw" {
+			t.Fatalf("a default snapshot archived the rw mount: %+v", p)
+		}
+	}
+	snap, err := sb.Snapshot(ctx, store, sandbox.SnapshotOptions{IncludeReadWrite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rw []sandbox.SnapshotPart
+	for _, p := range snap.Parts {
+		if p.Kind == "rw" {
+			rw = append(rw, p)
+		}
+	}
+	if len(rw) != 1 || rw[0].Target != "/rw" {
+		t.Fatalf("rw parts: %+v", rw)
+	}
+	if err := sb.Terminate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := sandbox.LoadSnapshot(snap.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The host directory still has contents (changed since): left alone.
+	if err := os.WriteFile(filepath.Join(src, "a"), []byte("host's\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	fork, err := sandbox.Fork(ctx, loaded, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork.Terminate(ctx)
+	if b, _ := os.ReadFile(filepath.Join(src, "a")); string(b) != "host's\n" {
+		t.Fatalf("a fork overwrote live host files: a = %q", b)
+	}
+	// Emptied (lost): restored.
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(src, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fork, err = sandbox.Fork(ctx, loaded, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fork.Terminate(ctx)
+	a, _ := os.ReadFile(filepath.Join(src, "a"))
+	b, _ := os.ReadFile(filepath.Join(src, "d", "b"))
+	if string(a) != "one\n" || string(b) != "two\n" {
+		t.Fatalf("restored into the empty directory: a=%q d/b=%q", a, b)
+	}
+}

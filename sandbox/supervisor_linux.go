@@ -35,6 +35,8 @@ type remoteRequest struct {
 	Network   *NetworkPolicy `json:"network,omitempty"`
 	// Mount is the mount of an attach.
 	Mount *Mount `json:"mount,omitempty"`
+	// IncludeReadWrite asks a snapshot to archive the rw mounts too.
+	IncludeReadWrite bool `json:"include_rw,omitempty"`
 	// FileHelper runs tent's file helper with Args (see Sandbox.ReadFile).
 	FileHelper bool `json:"file_helper,omitempty"`
 }
@@ -152,7 +154,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 			reply = remoteReply{Code: 125, Error: err.Error()}
 		}
 	case "snapshot":
-		snap, err := sb.Snapshot(context.Background(), store.SnapshotsDir(), SnapshotOptions{SandboxID: rec.ID})
+		snap, err := sb.Snapshot(context.Background(), store.SnapshotsDir(), SnapshotOptions{SandboxID: rec.ID, IncludeReadWrite: req.IncludeReadWrite})
 		if err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 			break
@@ -275,9 +277,10 @@ func RemoteFile(rec *Record, op, path string, extra []string, in, out *os.File) 
 }
 
 // RemoteSnapshot snapshots the sandbox rec names into the store's
-// snapshots directory and returns the snapshot's id.
-func RemoteSnapshot(rec *Record) (string, error) {
-	reply, err := call(rec, remoteRequest{Op: "snapshot"}, nil)
+// snapshots directory and returns the snapshot's id. Of opts, only
+// IncludeReadWrite applies (the supervisor names the snapshot).
+func RemoteSnapshot(rec *Record, opts SnapshotOptions) (string, error) {
+	reply, err := call(rec, remoteRequest{Op: "snapshot", IncludeReadWrite: opts.IncludeReadWrite}, nil)
 	if err == nil && reply.Error != "" {
 		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
 	}

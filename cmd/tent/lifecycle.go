@@ -579,8 +579,9 @@ func newExportCmd(g *globalOptions) *cobra.Command {
 }
 
 func newSnapshotCmd(g *globalOptions) *cobra.Command {
+	var includeRW bool
 	c := &cobra.Command{
-		Use:   "snapshot ID",
+		Use:   "snapshot [--include-rw] ID",
 		Short: "Snapshot a sandbox's writable layers (cow changes, /tmp, $HOME) and print the snapshot's id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -588,7 +589,7 @@ func newSnapshotCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			id, err := sandbox.RemoteSnapshot(rec)
+			id, err := sandbox.RemoteSnapshot(rec, sandbox.SnapshotOptions{IncludeReadWrite: includeRW})
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
@@ -596,6 +597,7 @@ func newSnapshotCmd(g *globalOptions) *cobra.Command {
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&includeRW, "include-rw", false, "also archive the --rw mounts (their whole contents; restored by fork or resume only into an empty directory)")
 	c.AddCommand(&cobra.Command{
 		Use:   "ls",
 		Short: "List snapshots",

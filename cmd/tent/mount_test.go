@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,4 +38,37 @@ func TestMountVerb(t *testing.T) {
 	l.tent(t, "mount", id, "--ro", src, "--rw", src).expect(t, 125, "exactly one")
 	l.tent(t, "mount", id).expect(t, 125, "exactly one")
 	l.tent(t, "mount", "nope", "--ro", src).expect(t, 125, "no such sandbox")
+}
+
+func TestSnapshotIncludeRW(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	src := t.TempDir()
+	os.Chmod(src, 0o777)
+	id := l.create(t, "--rw", src+":/rw")
+	l.tent(t, "exec", id, "--", "sh", "-c", "echo x > /rw/f").expect(t, 0)
+	parts := func(args ...string) []string {
+		r := l.tent(t, append([]string{"snapshot"}, args...)...)
+		r.expect(t, 0)
+		snap := strings.TrimSpace(r.stdout)
+		b, err := os.ReadFile(filepath.Join(l.dir, "snapshots", snap, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct{ Parts []struct{ Kind, Target string } }
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for _, p := range m.Parts {
+			kinds = append(kinds, p.Kind+":"+p.Target)
+		}
+		return kinds
+	}
+	if got := parts(id); slices.Contains(got, "rw:/rw") {
+		t.Errorf("default snapshot parts %v include the rw mount", got)
+	}
+	if got := parts("--include-rw", id); !slices.Contains(got, "rw:/rw") {
+		t.Errorf("--include-rw snapshot parts %v lack the rw mount", got)
+	}
 }
