@@ -11,10 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/internal/memtrim"
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
 
@@ -79,25 +82,50 @@ func Supervise(ctx context.Context, store Store, rec *Record, sb *Sandbox, ready
 	ready()
 
 	removed := make(chan struct{}, 1)
+	activity := make(chan struct{}, 1)
+	var recMu sync.Mutex // the record's updates and saves
 	go func() {
 		for {
 			conn, err := l.AcceptUnix()
 			if err != nil {
 				return
 			}
-			go serveRemote(conn, sb, store, rec, removed)
+			select {
+			case activity <- struct{}{}:
+			default:
+			}
+			go serveRemote(conn, sb, store, rec, &recMu, removed)
 		}
 	}()
-	select {
-	case <-ctx.Done():
-	case <-removed:
-	case <-sb.Done():
+	// Like the init, an idle supervisor gives back its resident copies of
+	// tent's code and its free heap (internal/memtrim).
+	idle := time.NewTimer(namespaces.IdleTrimAfter)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-removed:
+			return nil
+		case <-sb.Done():
+			return nil
+		case <-activity:
+			idle.Reset(namespaces.IdleTrimAfter)
+		case <-idle.C:
+			_, _ = memtrim.Trim()
+		}
 	}
-	return nil
 }
 
-func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, removed chan<- struct{}) {
+func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, recMu *sync.Mutex, removed chan<- struct{}) {
 	defer conn.Close()
+	// save applies update to the record and saves it, one request at a time.
+	save := func(update func()) error {
+		recMu.Lock()
+		defer recMu.Unlock()
+		update()
+		return store.Save(rec)
+	}
 	var req remoteRequest
 	fds, err := ctlmsg.Recv(conn, &req)
 	if err != nil {
@@ -136,8 +164,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 			reply = remoteReply{Code: 125, Error: err.Error()}
 			break
 		}
-		rec.Spec.Network = *req.Network
-		if err := store.Save(rec); err != nil {
+		if err := save(func() { rec.Spec.Network = *req.Network }); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 		}
 	case "attach":
@@ -149,8 +176,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 			reply = remoteReply{Code: 125, Error: err.Error()}
 			break
 		}
-		rec.Spec, rec.Layers = sb.Spec(), sb.CowLayers()
-		if err := store.Save(rec); err != nil {
+		if err := save(func() { rec.Spec, rec.Layers = sb.Spec(), sb.CowLayers() }); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 		}
 	case "snapshot":
@@ -171,8 +197,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, remo
 			reply = remoteReply{Code: 125, Error: err.Error()}
 			break
 		}
-		rec.State = map[bool]string{true: "suspended", false: "running"}[sb.Suspended()]
-		if err := store.Save(rec); err != nil {
+		if err := save(func() { rec.State = map[bool]string{true: "suspended", false: "running"}[sb.Suspended()] }); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 		}
 	case "rm":

@@ -16,7 +16,7 @@ package memtrim
 
 import (
 	"bufio"
-	"bytes"
+	"io"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -30,12 +30,16 @@ import (
 // of mappings it dropped.
 func Trim() (int64, error) {
 	debug.FreeOSMemory()
-	b, err := os.ReadFile("/proc/self/smaps")
+	// Streamed through a small buffer: reading the whole file (some 100
+	// KiB) would leave that much garbage resident until the next GC.
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return 0, err
 	}
+	maps := cleanFileMappings(f)
+	f.Close()
 	var dropped int64
-	for _, m := range cleanFileMappings(b) {
+	for _, m := range maps {
 		// Raw madvise: the range is not Go memory.
 		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED); errno == 0 {
 			dropped += m.rss
@@ -53,9 +57,8 @@ type mapping struct {
 // to drop: backed by a file (a path, not [heap], [stack], [vdso] ...),
 // not writable, and with no anonymous (copied-on-write) page — a
 // read-only mapping can hold such pages after relocation (RELRO), and
-// dropping them would revert the relocations. It performs no system
-// calls.
-func cleanFileMappings(smaps []byte) []mapping {
+// dropping them would revert the relocations.
+func cleanFileMappings(smaps io.Reader) []mapping {
 	var out []mapping
 	var cur *mapping
 	var ok bool
@@ -66,7 +69,7 @@ func cleanFileMappings(smaps []byte) []mapping {
 		}
 		cur, ok, anon = nil, false, 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(smaps))
+	sc := bufio.NewScanner(smaps)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()

@@ -38,7 +38,7 @@ Anonymous:             0 kB
 // data, not [vvar], not anonymous memory, not shared mappings, not
 // mappings with nothing resident.
 func TestCleanFileMappings(t *testing.T) {
-	got := cleanFileMappings([]byte(smaps))
+	got := cleanFileMappings(strings.NewReader(smaps))
 	if len(got) != 2 || got[0].start != 0x400000 || got[1].start != 0x401000 || got[1].end != 0xa00000 || got[1].rss != 5000<<10 {
 		t.Fatalf("got %+v", got)
 	}
