@@ -20,8 +20,14 @@ type Limits struct {
 	// forbidden too: v2 memory.swap.max = 0, v1 memory.memsw.limit_in_bytes
 	// = Memory (where swap accounting exists; without it the kernel has no
 	// swap limit to set and none is applied). On v2 memory.oom.group = 1
-	// (Linux 4.19), so an OOM kill takes the whole sandbox, not one process.
+	// (Linux 4.19), so an OOM kill takes the whole sandbox, not one process
+	// (see PerProcessOOM).
 	Memory int64
+	// PerProcessOOM leaves memory.oom.group at 0 on v2: the OOM killer then
+	// kills the largest process, as on v1, and the others go on. A
+	// long-lived sandbox needs it, or one command over the limit would
+	// take its init, and so the sandbox, down with it.
+	PerProcessOOM bool
 	// Pids is the most tasks (processes and threads) the cgroup may hold;
 	// fork and clone fail with EAGAIN beyond it.
 	Pids int64

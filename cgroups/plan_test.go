@@ -48,6 +48,12 @@ func TestV2Files(t *testing.T) {
 	if got := v2Files(Limits{}); !reflect.DeepEqual(got, want) {
 		t.Errorf("v2Files(zero) = %v, want %v", got, want)
 	}
+	// A long-lived sandbox keeps the per-process OOM kill.
+	for _, w := range v2Files(Limits{Memory: 64 << 20, PerProcessOOM: true}) {
+		if w.File == "memory.oom.group" {
+			t.Errorf("PerProcessOOM still writes %v", w)
+		}
+	}
 }
 
 func TestLimitsValidate(t *testing.T) {

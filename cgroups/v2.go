@@ -35,7 +35,9 @@ func v2Files(l Limits) []fileWrite {
 			fileWrite{Controller: "memory", File: "memory.swap.max", Value: "0", Optional: true})
 	}
 	// Linux 4.19; absent when the memory controller is not enabled.
-	w = append(w, fileWrite{Controller: "memory", File: "memory.oom.group", Value: "1", Optional: true})
+	if !l.PerProcessOOM {
+		w = append(w, fileWrite{Controller: "memory", File: "memory.oom.group", Value: "1", Optional: true})
+	}
 	if l.Pids > 0 {
 		w = append(w, fileWrite{Controller: "pids", File: "pids.max", Value: strconv.FormatInt(l.Pids, 10)})
 	}

@@ -209,6 +209,18 @@ func TestNothingLeaksAcross100Sandboxes(t *testing.T) {
 		}
 		return sb.CgroupPaths(), layers
 	}
+	// A root caller's cow lower layer is idmapped, which some filesystems
+	// cannot do (tmpfs before Linux 6.3): then cycle without the mount.
+	if sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{}); err != nil {
+		var ue *sandbox.UnsupportedError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "idmap") {
+			t.Fatal(err)
+		}
+		t.Logf("no cow mount in the cycles: %v", err)
+		spec.Mounts = nil
+	} else if err := sb.Terminate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	// Warm up once (lazily created state such as the compiled profile),
 	// and find where sandbox cgroups go.
 	warm, _ := cycle()

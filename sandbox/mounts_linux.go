@@ -45,7 +45,7 @@ func openUserMounts(mounts []fs.Mount, initPid int, uid, gid uint32) (fds []int,
 			}
 			if st.Uid != uid {
 				return fds, &UnsupportedError{Missing: []Missing{{
-					Protection: "rw mount " + m.Source,
+					Protection: string(m.Access) + " mount " + m.Source,
 					Reason:     fmt.Sprintf("it is owned by uid %d but the sandbox user is uid %d; as root, tent maps the sandbox user onto the directory's owner with an idmapped mount", st.Uid, uid),
 					Fix:        fmt.Sprintf("run with --user %d:%d, or chown the directory to uid %d", st.Uid, st.Gid, uid),
 				}}}
@@ -62,7 +62,7 @@ func openUserMounts(mounts []fs.Mount, initPid int, uid, gid uint32) (fds []int,
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 			if m.Writable() && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EPERM)) {
 				return fds, &UnsupportedError{Missing: []Missing{{
-					Protection: "rw mount " + m.Source,
+					Protection: string(m.Access) + " mount " + m.Source,
 					Reason:     "the kernel or filesystem cannot idmap this mount: " + err.Error(),
 					Fix:        "run tent as the (non-root) user who owns the directory, or mount it --ro",
 				}}}

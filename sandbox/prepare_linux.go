@@ -270,7 +270,9 @@ func (p *plan) resolveLandlock() {
 // resolveLimits records which limits need a cgroup; the cgroup itself is
 // created by Start. nofile is always an rlimit.
 func (p *plan) resolveLimits(l Limits) {
-	p.limits = cgroups.Limits{Memory: l.Memory, Pids: l.Pids, CPUs: l.CPUs}
+	// A long-lived sandbox (no command yet) outlives a command the OOM
+	// killer takes: the killer picks that process, not the whole group.
+	p.limits = cgroups.Limits{Memory: l.Memory, Pids: l.Pids, CPUs: l.CPUs, PerProcessOOM: p.cfg.Exec.Path == ""}
 	if l.NoFile > 0 {
 		p.cfg.Rlimits = append(p.cfg.Rlimits, namespaces.Rlimit{Resource: unix.RLIMIT_NOFILE, Cur: l.NoFile, Max: l.NoFile})
 		p.report.add("nofile", Enforced, fmt.Sprintf("RLIMIT_NOFILE %d", l.NoFile))
