@@ -57,7 +57,9 @@ func TestSnapshotIncludeRW(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m struct{ Parts []struct{ Kind, Target string } }
+		var m struct {
+			Parts []struct{ Kind, Target string }
+		}
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
