@@ -206,12 +206,26 @@ func (c *Cmd) Wait() error {
 	switch {
 	case rep.TimedOut:
 	case waitErr != nil && stats.OOMKills > 0:
+		// The init died with the command: the OOM killer took them both.
 		rep.OOMKilled, rep.Signal, rep.SignalNum = true, "killed", int(syscall.SIGKILL)
+		return c.settle(nil, 0, teardownErr)
 	case waitErr != nil:
 		return errors.Join(fmt.Errorf("sandbox: %w", waitErr), teardownErr)
+	}
+	return c.settle(&status, stats.OOMKills, teardownErr)
+}
+
+// settle completes c.Report from the command's wait status (nil when it
+// is already filled in, or for a timeout) and the cgroup's OOM-kill count,
+// and returns Wait's error: the teardown's, an *ExitError for a non-zero
+// exit, or nil.
+func (c *Cmd) settle(status *syscall.WaitStatus, oomKills int64, teardownErr error) error {
+	rep := c.Report
+	switch {
+	case status == nil || rep.TimedOut:
 	case status.Signaled():
 		rep.Signal, rep.SignalNum = status.Signal().String(), int(status.Signal())
-		rep.OOMKilled = killedByOOM(status, 0, stats.OOMKills)
+		rep.OOMKilled = killedByOOM(*status, 0, oomKills)
 	default:
 		rep.ExitStatus = status.ExitStatus()
 	}

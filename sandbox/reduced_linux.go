@@ -442,21 +442,7 @@ func (c *Cmd) waitReduced(r *running) error {
 	teardownErr := d.cleanup(r)
 	c.Report = &rep
 	status := d.status
-	switch {
-	case rep.TimedOut:
-	case status.Signaled():
-		rep.Signal, rep.SignalNum = status.Signal().String(), int(status.Signal())
-		rep.OOMKilled = killedByOOM(status, 0, oomKills)
-	default:
-		rep.ExitStatus = status.ExitStatus()
-	}
-	if teardownErr != nil {
-		return teardownErr
-	}
-	if rep.ExitCode() != 0 {
-		return &ExitError{Report: c.Report}
-	}
-	return nil
+	return c.settle(&status, oomKills, teardownErr)
 }
 
 // kill kills the command and every descendant: the cgroup when there is
