@@ -398,7 +398,7 @@ func sandboxCgroups(pid int) []string {
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		// hierarchy-id:controllers:path
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || !strings.Contains(parts[2], "/tent-") {
+		if len(parts) != 3 || !sandboxCgroupName(filepath.Base(parts[2])) {
 			continue
 		}
 		for _, m := range strings.Split(string(mountinfo), "\n") {
@@ -416,4 +416,15 @@ func sandboxCgroups(pid int) []string {
 		}
 	}
 	return out
+}
+
+// sandboxCgroupName reports whether name is a sandbox cgroup's: "tent-"
+// and 16 hex digits (not, say, a test harness's tent-vm-NAME.scope).
+func sandboxCgroupName(name string) bool {
+	hex, ok := strings.CutPrefix(name, "tent-")
+	if !ok || len(hex) != 16 {
+		return false
+	}
+	_, err := strconv.ParseUint(hex, 16, 64)
+	return err == nil
 }
