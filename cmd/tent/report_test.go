@@ -175,3 +175,33 @@ func TestDoctor(t *testing.T) {
 		t.Errorf("tent doctor exited %d:\n%s%s", text.code, text.stdout, text.stderr)
 	}
 }
+
+// --report - prints the report on stdout; a FIFO or device is written in
+// place, never replaced by a renamed file.
+func TestReportToStdoutAndDevices(t *testing.T) {
+	r := tent(t, "run", "--report", "-", "--", "true")
+	r.expect(t, 0)
+	var rep struct {
+		Tier     string `json:"tier"`
+		ExitCode *int   `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Tier == "" {
+		t.Fatalf("--report - printed %q (%v)", r.stdout, err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- b
+	}()
+	tent(t, "run", "--report", fifo, "--", "true").expect(t, 0)
+	if b := <-got; !json.Valid(b) {
+		t.Errorf("the FIFO got %q", b)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v %v", fi, err)
+	}
+}

@@ -182,14 +182,33 @@ func detail(s string) string {
 	return ": " + s
 }
 
-// writeReport writes rep as indented JSON, atomically: a temporary file
-// in the same directory, synced, then renamed over path.
+// writeReport writes rep as indented JSON to path: standard output for
+// "-"; in place for an existing non-regular file; otherwise atomically (a
+// temporary file in the same directory, synced, then renamed over path).
 func writeReport(path string, rep *sandbox.Report) (err error) {
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
 	data = append(data, '\n')
+	// "-" is standard output; an existing path that is not a regular file
+	// (/dev/stdout, a FIFO, a terminal) is written in place: a temporary
+	// file renamed over it would replace it.
+	if path == "-" {
+		_, err = os.Stdout.Write(data)
+		return err
+	}
+	if fi, serr := os.Stat(path); serr == nil && !fi.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err

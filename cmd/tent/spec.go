@@ -65,7 +65,7 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.policy, "policy", "", "read settings from a JSON or YAML policy `FILE`; flags override it")
 	f.StringVar(&o.tier, "tier", "auto", "`TIER`: auto (full when user namespaces are available, else reduced), full, or reduced (no namespaces: Landlock, seccomp, no_new_privs, rlimits/cgroup; one-shot tent run only)")
 	f.BoolVar(&o.bestEffort, "best-effort", false, "run even when the host cannot provide a requested protection, and warn about each one")
-	f.StringVar(&o.report, "report", "", "write a JSON report of the run to `FILE` (also when the command fails)")
+	f.StringVar(&o.report, "report", "", "write a JSON report of the run to `FILE` (- for stdout; also when the command fails)")
 }
 
 // lookupEnv reads tent's own environment (os.LookupEnv in main).
