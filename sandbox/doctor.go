@@ -189,7 +189,7 @@ func checkCgroups(procRoot string) hostcheck.Result {
 	if err != nil {
 		return hostcheck.Cgroups(mounts, hostcheck.CgroupProbe{Err: err})
 	}
-	v, err := cgroups.CanCreate(h)
+	v, err := canCreateSandboxCgroup(h)
 	p := hostcheck.CgroupProbe{Version: v.String(), Err: err}
 	for _, c := range []string{"memory", "pids", "cpu", "freezer"} {
 		switch {

@@ -95,12 +95,7 @@ func probeCapabilities() Capabilities {
 	if err != nil {
 		return c
 	}
-	v, err := cgroups.CanCreate(host)
-	if err != nil && os.Geteuid() == 0 {
-		if top, terr := host.AtRoot(); terr == nil {
-			v, err = cgroups.CanCreate(top)
-		}
-	}
+	v, err := canCreateSandboxCgroup(host)
 	if err == nil {
 		c.CgroupVersion = v.String()
 		c.Suspend = v == cgroups.V2 || host.V1Mounts["freezer"] != ""
