@@ -36,7 +36,9 @@ type Options struct {
 
 // Init is a running sandbox init as seen from the host.
 type Init struct {
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd   // nil when cloned by cloneShared
+	proc   *os.Process // the init
+	state  *os.ProcessState
 	conn   *net.UnixConn
 	log    *slog.Logger
 	sendMu sync.Mutex
@@ -94,6 +96,30 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		sys.UseCgroupFD = true
 		sys.CgroupFD = o.CgroupFD
 	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if fastCloneAvailable && o.CgroupFD < 0 {
+		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
+			defer closeAll(fds.opened)
+			pid, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
+				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags,
+				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
+				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
+			if err != nil {
+				conn.Close()
+				return nil, err
+			}
+			proc, err := os.FindProcess(pid)
+			if err != nil {
+				conn.Close()
+				return nil, err
+			}
+			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true)
+			return &Init{proc: proc, conn: conn, log: log}, nil
+		}
+	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{InitArg0},
@@ -108,19 +134,71 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		conn.Close()
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	log.Debug("sandbox init started", "pid", cmd.Process.Pid, "cloneflags", fmt.Sprintf("%#x", flags))
-	return &Init{cmd: cmd, conn: conn, log: log}, nil
+	return &Init{cmd: cmd, proc: cmd.Process, conn: conn, log: log}, nil
+}
+
+// openedStdio are the init's fds 0-2 for cloneShared.
+type openedStdio struct {
+	fds    [3]int
+	opened []int // descriptors opened here (/dev/null), closed after the clone
+}
+
+// stdioFiles resolves the init's stdio when each is nil (/dev/null) or
+// an *os.File; ok is false otherwise (readers and writers that need copy
+// goroutines take os/exec's path).
+func stdioFiles(in io.Reader, out, errw io.Writer) (openedStdio, bool) {
+	var s openedStdio
+	for i, x := range []any{in, out, errw} {
+		switch v := x.(type) {
+		case nil:
+			fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+			if err != nil {
+				closeAll(s.opened)
+				return s, false
+			}
+			s.opened = append(s.opened, fd)
+			s.fds[i] = fd
+		case *os.File:
+			if v == nil {
+				closeAll(s.opened)
+				return s, false
+			}
+			s.fds[i] = int(v.Fd())
+		default:
+			closeAll(s.opened)
+			return s, false
+		}
+	}
+	return s, true
+}
+
+// writeIDMaps writes pid's one-id uid and gid maps, as os/exec does for
+// SysProcAttr.UidMappings: setgroups is denied first for an unprivileged
+// caller (the kernel requires it), kept for root.
+func writeIDMaps(pid int, uid, gid syscall.SysProcIDMap, privileged bool) error {
+	write := func(name, data string) error {
+		return os.WriteFile(fmt.Sprintf("/proc/%d/%s", pid, name), []byte(data), 0)
+	}
+	if err := write("uid_map", fmt.Sprintf("%d %d %d\n", uid.ContainerID, uid.HostID, uid.Size)); err != nil {
+		return fmt.Errorf("writing the init's uid map: %w", err)
+	}
+	if !privileged {
+		if err := write("setgroups", "deny"); err != nil {
+			return fmt.Errorf("writing the init's setgroups: %w", err)
+		}
+	}
+	if err := write("gid_map", fmt.Sprintf("%d %d %d\n", gid.ContainerID, gid.HostID, gid.Size)); err != nil {
+		return fmt.Errorf("writing the init's gid map: %w", err)
+	}
+	return nil
 }
 
 // helloTimeout bounds the wait for a fresh init's first message.
 const helloTimeout = 10 * time.Second
 
 // Pid is the init's pid on the host.
-func (i *Init) Pid() int { return i.cmd.Process.Pid }
+func (i *Init) Pid() int { return i.proc.Pid }
 
 // StartError is the init's report that setup or exec failed.
 type StartError struct {
@@ -219,7 +297,7 @@ func (i *Init) WaitExit() (syscall.WaitStatus, error) {
 // Kill kills the init with SIGKILL; the kernel then kills every process
 // of its pid namespace.
 func (i *Init) Kill() error {
-	err := i.cmd.Process.Kill()
+	err := i.proc.Kill()
 	if errors.Is(err, os.ErrProcessDone) {
 		return nil
 	}
@@ -235,6 +313,16 @@ func (i *Init) Close() error {
 }
 
 func (i *Init) wait() (*os.ProcessState, error) {
+	if i.cmd == nil {
+		if i.state == nil {
+			st, err := i.proc.Wait()
+			if err != nil {
+				return nil, err
+			}
+			i.state = st
+		}
+		return i.state, nil
+	}
 	if i.cmd.ProcessState == nil {
 		err := i.cmd.Wait()
 		var ee *exec.ExitError
