@@ -25,6 +25,7 @@ struct tent_clone {
 	char **argv;
 	char **envp;
 	int fds[4];       // the child's fds 0-3
+	int cgroup_fd;    // a cgroup v2 directory to join before exec, or -1
 	int set_ids;      // switch to uid/gid (a root caller's sandbox user)
 	unsigned uid, gid;
 	int last_cap;
@@ -70,6 +71,15 @@ static int tent_child(void *arg) {
 		tent_fail(c, 1);
 	}
 	close(c->go_pipe[0]);
+	if (c->cgroup_fd >= 0) {
+		// Into the sandbox's cgroup before anything of the init runs (as
+		// CLONE_INTO_CGROUP would put it), while this process still has
+		// the caller's ids: "0" is the writer itself.
+		int fd = openat(c->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		if (fd < 0) tent_fail(c, 12);
+		if (write(fd, "0", 1) != 1) tent_fail(c, 12);
+		close(fd);
+	}
 	if (c->set_ids) {
 		// Keep the capabilities across the uid change (0 -> the sandbox
 		// user): they are raised into the ambient set below.
@@ -180,16 +190,18 @@ const fastCloneAvailable = true
 
 // cloneSteps names tent_child's steps for errors.
 var cloneSteps = map[int]string{1: "waiting for the id maps", 2: "PR_SET_KEEPCAPS", 3: "setgroups", 4: "setresgid",
-	5: "setresuid", 6: "capset", 7: "PR_CAP_AMBIENT_RAISE", 8: "setsid", 9: "F_DUPFD", 10: "dup3", 11: "execve"}
+	5: "setresuid", 6: "capset", 7: "PR_CAP_AMBIENT_RAISE", 8: "setsid", 9: "F_DUPFD", 10: "dup3", 11: "execve",
+	12: "joining its cgroup"}
 
 // cloneShared starts path as a process in the namespaces of flags with
 // fds as its 0-3, sharing this process's memory until it execs (as
 // posix_spawn does) instead of forking it: a fork of a process with user
 // namespace flags cannot be a vfork in Go's os/exec, and the copy-on-write
 // faults it leaves behind cost this process ~100 page faults per sandbox.
-// maps writes the child's uid and gid maps while it waits; with setIDs
-// the child then switches to uid and gid before exec.
-func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, setIDs bool, uid, gid uint32, maps func(pid int) error) (int, error) {
+// maps writes the child's uid and gid maps while it waits; the child then
+// joins the cgroup v2 directory cgroupFD (when >= 0), switches to uid and
+// gid (with setIDs) and execs.
+func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgroupFD int, setIDs bool, uid, gid uint32, maps func(pid int) error) (int, error) {
 	c := (*C.struct_tent_clone)(C.calloc(1, C.sizeof_struct_tent_clone))
 	defer C.free(unsafe.Pointer(c))
 	cpath := C.CString(path)
@@ -203,6 +215,7 @@ func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, set
 	for i, fd := range fds {
 		c.fds[i] = C.int(fd)
 	}
+	c.cgroup_fd = C.int(cgroupFD)
 	if setIDs {
 		c.set_ids, c.uid, c.gid = 1, C.uint(uid), C.uint(gid)
 	}

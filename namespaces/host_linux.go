@@ -25,8 +25,9 @@ type Options struct {
 	// Privileged is set when the caller is root on the host: supplementary
 	// groups are cleared and the init switches to the mapped ids.
 	Privileged bool
-	// CgroupFD, when >= 0, is a cgroup v2 directory the init is cloned
-	// into (clone3 CLONE_INTO_CGROUP), so it never runs outside it.
+	// CgroupFD, when >= 0, is a cgroup v2 directory the init joins
+	// before it execs (or is cloned into, clone3 CLONE_INTO_CGROUP, on
+	// os/exec's path), so none of its code runs outside it.
 	CgroupFD int
 	// Stdin, Stdout and Stderr become the command's fds 0, 1 and 2.
 	Stdin          io.Reader
@@ -100,11 +101,11 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if fastCloneAvailable && o.CgroupFD < 0 {
+	if fastCloneAvailable {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
 			defer closeAll(fds.opened)
 			pid, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
-				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags,
+				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD,
 				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
 			if err != nil {
