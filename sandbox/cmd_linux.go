@@ -179,15 +179,7 @@ func (c *Cmd) Wait() error {
 		return c.waitReduced(r)
 	}
 	status, waitErr := r.init.WaitExit()
-	wall := time.Since(r.start)
-	r.stop()
-	rep := r.plan.report
-	rep.WallTime = wall
-	select {
-	case <-r.timedOut:
-		rep.TimedOut = true
-	default:
-	}
+	rep := r.endReport()
 	_ = r.init.Kill() // the command is gone: take its descendants with the init
 	var stats cgroups.Stats
 	if r.cg != nil {
@@ -201,7 +193,7 @@ func (c *Cmd) Wait() error {
 	teardownStart := time.Now()
 	teardownErr := r.teardown(context.Background())
 	c.Report = &rep
-	c.logger().Debug("sandbox torn down", "exited", wall, "teardown", time.Since(teardownStart))
+	c.logger().Debug("sandbox torn down", "exited", rep.WallTime, "teardown", time.Since(teardownStart))
 
 	switch {
 	case rep.TimedOut:
@@ -213,6 +205,22 @@ func (c *Cmd) Wait() error {
 		return errors.Join(fmt.Errorf("sandbox: %w", waitErr), teardownErr)
 	}
 	return c.settle(&status, stats.OOMKills, teardownErr)
+}
+
+// endReport stops r's watchers (timeout, context) and starts the report
+// of the run: the plan's protections, the wall time, whether the timeout
+// fired.
+func (r *running) endReport() Report {
+	wall := time.Since(r.start)
+	r.stop()
+	rep := r.plan.report
+	rep.WallTime = wall
+	select {
+	case <-r.timedOut:
+		rep.TimedOut = true
+	default:
+	}
+	return rep
 }
 
 // settle completes c.Report from the command's wait status (nil when it

@@ -423,15 +423,7 @@ func (d *directRun) signal(sig syscall.Signal) error {
 func (c *Cmd) waitReduced(r *running) error {
 	d := r.direct
 	<-d.exited
-	wall := time.Since(r.start)
-	r.stop()
-	rep := r.plan.report
-	rep.WallTime = wall
-	select {
-	case <-r.timedOut:
-		rep.TimedOut = true
-	default:
-	}
+	rep := r.endReport()
 	d.kill(r) // descendants the command left behind
 	var oomKills int64
 	if r.cg != nil {
