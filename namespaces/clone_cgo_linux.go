@@ -6,7 +6,6 @@ package namespaces
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -84,7 +83,9 @@ static int tent_child(void *arg) {
 		// Keep the capabilities across the uid change (0 -> the sandbox
 		// user): they are raised into the ambient set below.
 		if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0) tent_fail(c, 2);
-		if (setgroups(0, NULL) < 0) tent_fail(c, 3);
+		// Raw system calls: glibc's setgroups/setuid would broadcast to every
+		// thread of the host through its (shared) thread list.
+		if (syscall(SYS_setgroups, 0, NULL) < 0) tent_fail(c, 3);
 		if (syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0) tent_fail(c, 4);
 		if (syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0) tent_fail(c, 5);
 	}
