@@ -72,7 +72,7 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 		}
 	}
 	if reuse && s.cfg.ReuseThread && !s.needsDeviceRule(stdio) {
-		return preferredOOMVictim(s.forkFromKept(forkRequest{e: e, path: execPath, args: args, env: env, stdio: stdio}))
+		return s.forkFromKept(forkRequest{e: e, path: execPath, args: args, env: env, stdio: stdio})
 	}
 	var execFDs []int
 	if needSelf {
@@ -99,24 +99,7 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 		done <- forkResult{pid: pid, stage: "exec", err: err}
 	}()
 	r := <-done
-	return preferredOOMVictim(r.pid, r.stage, r.err)
-}
-
-// commandOOMScoreAdj is added to every command's OOM score, so that when
-// the sandbox's memory limit is hit the kernel kills a command rather than
-// the init, which would end the whole sandbox (a long-lived sandbox's
-// cgroup kills one process per OOM, not the group).
-const commandOOMScoreAdj = "500"
-
-// preferredOOMVictim raises the OOM score of a command just started (its
-// descendants inherit it; raising needs no privilege), passing spawn's
-// results through. A command that forked before the write keeps the
-// init's score in those children: the init is still the least likely.
-func preferredOOMVictim(pid int, stage string, err error) (int, string, error) {
-	if err == nil {
-		_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(commandOOMScoreAdj), 0)
-	}
-	return pid, stage, err
+	return r.pid, r.stage, r.err
 }
 
 // rulesChanged drops the kept thread after the Landlock rules grew (a

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -66,21 +65,5 @@ func TestSandboxExecsAreRestricted(t *testing.T) {
 		if out, _ := execOut(t, lim, sandbox.ExecRequest{Args: []string{"sh", "-c", "ulimit -n"}}); out != "16" {
 			t.Errorf("ulimit -n = %q, want 16", out)
 		}
-	}
-}
-
-// Commands, not the init, are the OOM killer's choice: their score is
-// raised (the init's is left alone).
-func TestCommandsArePreferredOOMVictims(t *testing.T) {
-	sb := provision(t, sandbox.Spec{})
-	for range 2 { // the first exec and one from the kept thread
-		// The score is written just after the fork: read it a moment later.
-		if out, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "sleep 0.2; cat /proc/$$/oom_score_adj"}}); out != "500" {
-			t.Errorf("a command's oom_score_adj is %q, want 500", out)
-		}
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.InitPID()) + "/oom_score_adj")
-	if err != nil || strings.TrimSpace(string(b)) != "0" {
-		t.Errorf("the init's oom_score_adj is %q (%v), want 0", b, err)
 	}
 }
