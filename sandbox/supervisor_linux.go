@@ -237,7 +237,8 @@ func deniedSince(before, after []netpolicy.Denial) []netpolicy.Denial {
 // ErrStopped is returned for a sandbox whose supervisor is gone.
 var ErrStopped = errors.New("sandbox stopped")
 
-// call sends one request to rec's supervisor and reads the answer.
+// call sends one request to rec's supervisor and reads the answer; an
+// answer that reports a failure is a *RemoteError.
 func call(rec *Record, req remoteRequest, fds []int) (remoteReply, error) {
 	if rec.State != "running" && rec.State != "suspended" {
 		return remoteReply{}, fmt.Errorf("%w: %s is %s, its supervisor is gone (tent rm %s cleans up)", ErrStopped, rec.ID, rec.State, rec.ID)
@@ -253,6 +254,9 @@ func call(rec *Record, req remoteRequest, fds []int) (remoteReply, error) {
 	var reply remoteReply
 	if _, err := ctlmsg.Recv(conn, &reply); err != nil {
 		return remoteReply{}, fmt.Errorf("sandbox %s: no answer: %w", rec.ID, err)
+	}
+	if reply.Error != "" {
+		return reply, &RemoteError{Code: reply.Code, Msg: reply.Error}
 	}
 	return reply, nil
 }
@@ -306,9 +310,6 @@ func RemoteFile(rec *Record, op, path string, extra []string, in, out *os.File) 
 // IncludeReadWrite applies (the supervisor names the snapshot).
 func RemoteSnapshot(rec *Record, opts SnapshotOptions) (string, error) {
 	reply, err := call(rec, remoteRequest{Op: "snapshot", IncludeReadWrite: opts.IncludeReadWrite}, nil)
-	if err == nil && reply.Error != "" {
-		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
-	}
 	return reply.Snapshot, err
 }
 
@@ -319,30 +320,21 @@ func RemoteSuspend(rec *Record) error { return remoteOp(rec, "suspend") }
 func RemoteResume(rec *Record) error { return remoteOp(rec, "resume") }
 
 func remoteOp(rec *Record, op string) error {
-	reply, err := call(rec, remoteRequest{Op: op}, nil)
-	if err == nil && reply.Error != "" {
-		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
-	}
+	_, err := call(rec, remoteRequest{Op: op}, nil)
 	return err
 }
 
 // RemoteSetNetworkPolicy replaces the network rules of the sandbox rec
 // names, through its supervisor.
 func RemoteSetNetworkPolicy(rec *Record, p NetworkPolicy) error {
-	reply, err := call(rec, remoteRequest{Op: "net", Network: &p}, nil)
-	if err == nil && reply.Error != "" {
-		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
-	}
+	_, err := call(rec, remoteRequest{Op: "net", Network: &p}, nil)
 	return err
 }
 
 // RemoteAttach adds m to the running sandbox rec names (see
 // [Sandbox.Attach]), through its supervisor, which records the new spec.
 func RemoteAttach(rec *Record, m Mount) error {
-	reply, err := call(rec, remoteRequest{Op: "attach", Mount: &m}, nil)
-	if err == nil && reply.Error != "" {
-		err = &RemoteError{Code: reply.Code, Msg: reply.Error}
-	}
+	_, err := call(rec, remoteRequest{Op: "attach", Mount: &m}, nil)
 	return err
 }
 
