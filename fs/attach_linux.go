@@ -31,35 +31,41 @@ import (
 // the calling process's current one (the host's view, before
 // [Plan.Apply]). Call it in the init before Apply.
 func SaveHostView() (int, error) {
+	fd, err := onDisposableThread(func() (int, error) {
+		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+			return -1, os.NewSyscallError("unshare(CLONE_NEWNS)", err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return -1, os.NewSyscallError("mount(MS_PRIVATE)", err)
+		}
+		fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, os.NewSyscallError("open /proc/thread-self/ns/mnt", err)
+		}
+		return fd, nil
+	})
+	if err != nil {
+		return -1, fmt.Errorf("keeping the host view for attached mounts: %w", err)
+	}
+	return fd, nil
+}
+
+// onDisposableThread runs f on a thread of its own, locked and never
+// unlocked: f changes the thread's namespaces or filesystem context for
+// good, and the runtime discards the thread when f returns.
+func onDisposableThread(f func() (int, error)) (int, error) {
 	type result struct {
 		fd  int
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		// The thread's namespaces change for good: never unlocked, the
-		// runtime discards it when the goroutine returns.
 		runtime.LockOSThread()
-		fd, err := func() (int, error) {
-			if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-				return -1, os.NewSyscallError("unshare(CLONE_NEWNS)", err)
-			}
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-				return -1, os.NewSyscallError("mount(MS_PRIVATE)", err)
-			}
-			fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return -1, os.NewSyscallError("open /proc/thread-self/ns/mnt", err)
-			}
-			return fd, nil
-		}()
+		fd, err := f()
 		done <- result{fd, err}
 	}()
 	r := <-done
-	if r.err != nil {
-		return -1, fmt.Errorf("keeping the host view for attached mounts: %w", r.err)
-	}
-	return r.fd, nil
+	return r.fd, r.err
 }
 
 // AttachStep mounts s (a bind or an overlay, as [NewPlan] makes them for
@@ -157,26 +163,30 @@ func kindName(file bool) string {
 // inHostView runs open on a throw-away thread that joined the hostView
 // mount namespace, and returns the descriptor it made.
 func inHostView(hostView int, open func() (int, error)) (int, error) {
-	type result struct {
-		fd  int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread is discarded
+	return onDisposableThread(func() (int, error) {
 		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			done <- result{-1, os.NewSyscallError("unshare(CLONE_FS)", err)}
-			return
+			return -1, os.NewSyscallError("unshare(CLONE_FS)", err)
 		}
 		if err := unix.Setns(hostView, unix.CLONE_NEWNS); err != nil {
-			done <- result{-1, os.NewSyscallError("setns(host view)", err)}
-			return
+			return -1, os.NewSyscallError("setns(host view)", err)
 		}
-		fd, err := open()
-		done <- result{fd, err}
-	}()
-	r := <-done
-	return r.fd, r.err
+		return open()
+	})
+}
+
+// writableRootClone returns a detached, writable clone of the root tmpfs
+// mount alone (no submounts): what tent writes to the sandbox's root goes
+// through it, while the sandbox's own view of / stays read-only.
+func writableRootClone(root int) (int, error) {
+	clone, err := unix.OpenTree(root, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, fmt.Errorf("cloning the root mount: %w", os.NewSyscallError("open_tree", err))
+	}
+	if err := unix.MountSetattr(clone, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		unix.Close(clone)
+		return -1, fmt.Errorf("a writable clone of the root mount: %w", os.NewSyscallError("mount_setattr", err))
+	}
+	return clone, nil
 }
 
 // makeMountpoint creates target's missing components (directories, and
@@ -185,14 +195,11 @@ func inHostView(hostView int, open func() (int, error)) (int, error) {
 // they are; a component beneath another mount is not created (the clone
 // shows the tmpfs beneath it), and Openat2 in the real view then fails.
 func makeMountpoint(root int, target string, file bool) error {
-	clone, err := unix.OpenTree(root, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	clone, err := writableRootClone(root)
 	if err != nil {
-		return fmt.Errorf("cloning the root mount: %w", os.NewSyscallError("open_tree", err))
+		return err
 	}
 	defer unix.Close(clone)
-	if err := unix.MountSetattr(clone, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return fmt.Errorf("a writable clone of the root mount: %w", os.NewSyscallError("mount_setattr", err))
-	}
 	// Only create on the root tmpfs where the real view shows the root
 	// tmpfs too: stop at the first component that is a mount point there.
 	rel := strings.TrimPrefix(target, "/")
@@ -272,14 +279,10 @@ func liveStagedOverlay(root int, s Step, lowerFD, layersFD int) (int, error) {
 		}
 	}
 	defer func() {
-		clone, err := unix.OpenTree(root, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
-		if err != nil {
-			return
-		}
-		defer unix.Close(clone)
-		if unix.MountSetattr(clone, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}) == nil {
+		if clone, err := writableRootClone(root); err == nil {
 			_ = unix.Unlinkat(clone, lower, unix.AT_REMOVEDIR)
 			_ = unix.Unlinkat(clone, layers, unix.AT_REMOVEDIR)
+			unix.Close(clone)
 		}
 	}()
 	for _, st := range []struct {

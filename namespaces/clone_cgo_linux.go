@@ -180,7 +180,6 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"syscall"
 	"unsafe"
 )
@@ -237,7 +236,6 @@ func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgr
 	if r := C.tent_clone_finish(c, &step); r < 0 {
 		return 0, fmt.Errorf("starting the sandbox init: %s: %w", cloneSteps[int(step)], syscall.Errno(-r))
 	}
-	runtime.KeepAlive(fds)
 	return pid, nil
 }
 

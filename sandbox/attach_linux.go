@@ -40,11 +40,8 @@ func (s *Sandbox) Attach(ctx context.Context, m Mount) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.done:
-		return ErrTerminated
-	case s.suspended:
-		return fmt.Errorf("%w: resume it before attaching mounts", ErrSuspended)
+	if err := s.checkRunning("attaching mounts"); err != nil {
+		return err
 	}
 	p := s.run.plan
 	all := append(slices.Clone(s.spec.Mounts), m)

@@ -179,13 +179,9 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 		return nil, fmt.Errorf("%w: MaxOutput %d is negative: want a byte count, or 0 for the default", ErrInvalidSpec, req.MaxOutput)
 	}
 	s.mu.Lock()
-	switch {
-	case s.done:
+	if err := s.checkRunning("running commands"); err != nil {
 		s.mu.Unlock()
-		return nil, ErrTerminated
-	case s.suspended:
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: resume it before running commands", ErrSuspended)
+		return nil, err
 	}
 	s.nextExec++
 	id := strconv.Itoa(s.nextExec)
@@ -289,6 +285,18 @@ func (s *Sandbox) Terminate(ctx context.Context) error {
 	err := s.run.teardown(ctx)
 	close(s.ended)
 	return err
+}
+
+// checkRunning, with s.mu held, refuses an operation (doing) on a
+// terminated or suspended sandbox.
+func (s *Sandbox) checkRunning(doing string) error {
+	switch {
+	case s.done:
+		return ErrTerminated
+	case s.suspended:
+		return fmt.Errorf("%w: resume it before %s", ErrSuspended, doing)
+	}
+	return nil
 }
 
 // Suspend freezes every process of the sandbox (cgroup freezer: no CPU,

@@ -34,8 +34,8 @@ func TestMountVerb(t *testing.T) {
 		t.Errorf("inspect after mount: %+v %v", rec, err)
 	}
 	// Refusals: exit 125 naming the problem, nothing changed.
-	l.tent(t, "mount", id, "--ro", src+":/data").expect(t, 125, "already")
-	l.tent(t, "mount", id, "--ro", src+":/proc/x").expect(t, 125, "/proc")
+	l.tent(t, "mount", id, "--ro", src+":/data").expect(t, 125, "already used")
+	l.tent(t, "mount", id, "--ro", src+":/proc/x").expect(t, 125, `target "/proc/x" is reserved`)
 	l.tent(t, "mount", id, "--ro", filepath.Join(src, "missing")+":/m").expect(t, 125, "missing")
 	l.tent(t, "mount", id, "--ro", src, "--rw", src).expect(t, 125, "exactly one")
 	l.tent(t, "mount", id).expect(t, 125, "exactly one")
