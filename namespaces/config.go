@@ -1,6 +1,8 @@
 package namespaces
 
 import (
+	"time"
+
 	"github.com/tent-sandbox/tent/fs"
 )
 
@@ -65,6 +67,10 @@ type Config struct {
 	// sandbox from host paths; the host sets it for callers whose mount
 	// sources the init opens itself (not root, who passes descriptors).
 	HostView bool `json:"host_view,omitempty"`
+	// IdleAfter is how long the init of a long-lived sandbox may sit with
+	// no request and no command running before it gives way to the idle
+	// holder; 0 means [DefaultIdleAfter], a negative value never.
+	IdleAfter time.Duration `json:"idle_after,omitempty"`
 	// Rlimits are applied to the command (through the trampoline, see
 	// ExecArg0), never to the init.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`

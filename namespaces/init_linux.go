@@ -22,6 +22,14 @@ import (
 // pages, and its next exec faults back the few hundred pages it needs.
 const IdleTrimAfter = 3 * time.Second
 
+// DefaultIdleAfter is the default of [Config.IdleAfter]: how long a
+// long-lived sandbox's init waits without a request, and with no command
+// running, before it execs the idle holder (see handOff), a C loop that
+// holds the sandbox in under 1 MiB and execs the init again at the next
+// request. That request then pays the Go runtime's start-up (about 10 ms
+// on a 2-vCPU VM). Builds without cgo have no holder and only trim.
+const DefaultIdleAfter = 10 * time.Second
+
 // IsInit reports whether this process was started as a sandbox init.
 func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == InitArg0 }
 
@@ -52,7 +60,18 @@ func runInit() int {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return ExitProtocol
 	}
-	f := os.NewFile(3, "tent-control")
+	// An init exec'd again by its idle holder (see handOff) resumes from
+	// the state it left; a new one reads its config from the host.
+	var resumed *idleState
+	ctlFD := 3
+	if len(os.Args) == 3 && os.Args[1] == "resume" {
+		var err error
+		if resumed, err = resumeState(os.Args[2]); err != nil {
+			return ExitProtocol
+		}
+		ctlFD = resumed.Control
+	}
+	f := os.NewFile(uintptr(ctlFD), "tent-control")
 	fc, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
@@ -69,8 +88,22 @@ func runInit() int {
 		for range drop {
 		}
 	}()
-	chld := make(chan os.Signal, 16)
-	signal.Notify(chld, unix.SIGCHLD)
+	in := &initLoop{conn: conn, execs: map[int]string{}, hostView: -1}
+	in.chld = make(chan os.Signal, 16)
+	signal.Notify(in.chld, unix.SIGCHLD)
+
+	if resumed != nil {
+		in.cfg, in.hostView = resumed.Config, resumed.HostView
+		var prog seccomp.Program
+		if len(in.cfg.Seccomp) > 0 {
+			if prog, err = seccomp.UnmarshalProgram(in.cfg.Seccomp); err != nil {
+				return ExitProtocol
+			}
+		}
+		in.sp = newSpawner(in.cfg, prog)
+		in.sp.self = resumed.Self
+		return in.serve()
+	}
 
 	if err := send(conn, message{Type: msgHello}, nil); err != nil {
 		return ExitProtocol
@@ -80,6 +113,7 @@ func runInit() int {
 		return ExitProtocol
 	}
 	cfg := m.Config
+	in.cfg = cfg
 	fail := func(stage string, err error) int {
 		var errno syscall.Errno
 		errors.As(err, &errno)
@@ -87,9 +121,8 @@ func runInit() int {
 		return ExitSetupFailed
 	}
 
-	hostView := -1
 	if cfg.HostView {
-		if hostView, err = fs.SaveHostView(); err != nil {
+		if in.hostView, err = fs.SaveHostView(); err != nil {
 			return fail("setup", err)
 		}
 	}
@@ -108,135 +141,221 @@ func runInit() int {
 			return fail("seccomp", err)
 		}
 	}
-	sp := newSpawner(cfg, prog)
-	// execs maps the pids of running commands to their exec ids; the
-	// one-shot command has the empty id and its exit ends the init.
-	execs := map[int]string{}
-	oneShot := cfg.Exec.Path != ""
+	in.sp = newSpawner(cfg, prog)
+	in.oneShot = cfg.Exec.Path != ""
 	ready := message{Type: msgReady}
-	if oneShot {
-		pid, stage, err := sp.spawn(cfg.Exec, [3]int{0, 1, 2}, false)
+	if in.oneShot {
+		pid, stage, err := in.sp.spawn(cfg.Exec, [3]int{0, 1, 2}, false)
 		if err != nil {
 			return fail(stage, err)
 		}
-		execs[pid] = ""
+		in.execs[pid] = ""
 		ready = message{Type: msgStarted, Pid: pid}
 	}
 	if err := send(conn, ready, listeners); err != nil {
 		return ExitProtocol
 	}
 	closeAll(listeners) // the host holds them now
-	pidOf := func(id string) int {
-		for pid, e := range execs {
-			if e == id {
-				return pid
-			}
-		}
-		return 0
-	}
+	return in.serve()
+}
 
-	// Control messages from the host, until EOF.
-	type control struct {
-		m   message
-		fds []int
-	}
+// initLoop is a running init's state between requests.
+type initLoop struct {
+	conn     *net.UnixConn
+	cfg      *Config
+	sp       *spawner
+	hostView int // fs.SaveHostView's descriptor, or -1
+	chld     chan os.Signal
+	// execs maps the pids of running commands to their exec ids; the
+	// one-shot command has the empty id and its exit ends the init.
+	execs   map[int]string
+	oneShot bool
+}
+
+// control is one result of reading the control socket.
+type control struct {
+	m   message
+	fds []int
+	err error
+}
+
+// serve handles control messages and children until the host goes away
+// (or the one-shot command exits), and returns the exit code.
+func (in *initLoop) serve() int {
+	// The socket is read by a goroutine, one message at a time when asked
+	// (next), so that at any moment the loop knows whether a read is under
+	// way: handing off to the idle holder needs none to be.
+	next := make(chan struct{}, 1)
 	ctl := make(chan control)
 	go func() {
-		defer close(ctl)
-		for {
-			m, fds, err := recv(conn)
-			if err != nil {
-				return
-			}
-			ctl <- control{m, fds}
+		for range next {
+			m, fds, err := recv(in.conn)
+			ctl <- control{m, fds, err}
 		}
 	}()
+	defer close(next)
+	next <- struct{}{}
+	// A child may have exited before SIGCHLD was caught (a resumed init).
+	in.reap()
 	// An init that has had nothing to do for IdleTrimAfter gives back its
-	// resident copies of tent's code and its free heap (see memtrim).
+	// resident copies of tent's code and its free heap (see memtrim); one
+	// idle for the hand-off delay, with no command running, hands the
+	// sandbox to the idle holder.
+	handOffAfter := in.cfg.IdleAfter
+	if handOffAfter == 0 {
+		handOffAfter = DefaultIdleAfter
+	}
+	canHandOff := holderAvailable && !in.oneShot && handOffAfter > 0
 	idle := time.NewTimer(IdleTrimAfter)
+	trimmed := false
+	arm := func() {
+		trimmed = false
+		idle.Reset(min(IdleTrimAfter, handOffAfter))
+	}
+	arm()
 	for {
 		select {
 		case <-idle.C:
-			_, _ = memtrim.Trim()
-		case c, ok := <-ctl:
-			if !ok {
-				return ExitProtocol // the host is gone: take everything down
+			if !canHandOff || len(in.execs) > 0 || (!trimmed && handOffAfter > IdleTrimAfter) {
+				if !trimmed {
+					_, _ = memtrim.Trim()
+					trimmed = true
+					if canHandOff && len(in.execs) == 0 {
+						idle.Reset(handOffAfter - IdleTrimAfter)
+					}
+				}
+				continue
 			}
-			idle.Reset(IdleTrimAfter)
-			m := c.m
-			switch m.Type {
-			case msgExec:
-				if len(c.fds) != 3 || m.Exec == nil || m.ID == "" || pidOf(m.ID) != 0 {
-					closeAll(c.fds)
-					_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "protocol", Error: "an exec needs an unused id, a command and 3 descriptors"}, nil)
-					continue
+			// Stop the pending read without losing a message: with a
+			// deadline in the past it returns at once, unless it already
+			// holds a message (handled below, as usual). A packet is
+			// read whole or not at all.
+			_ = in.conn.SetReadDeadline(time.Unix(1, 0))
+			c := <-ctl
+			_ = in.conn.SetReadDeadline(time.Time{})
+			if errors.Is(c.err, os.ErrDeadlineExceeded) {
+				if err := handOff(in.conn, in.cfg, in.hostView, in.sp); err != nil && !trimmed {
+					_, _ = memtrim.Trim() // the holder could not start: stay
+					trimmed = true
 				}
-				pid, stage, err := sp.spawn(*m.Exec, [3]int{c.fds[0], c.fds[1], c.fds[2]}, true)
-				closeAll(c.fds)
-				if err != nil {
-					var errno syscall.Errno
-					errors.As(err, &errno)
-					_ = send(conn, message{Type: msgError, ID: m.ID, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
-					continue
-				}
-				execs[pid] = m.ID
-				_ = send(conn, message{Type: msgStarted, ID: m.ID, Pid: pid}, nil)
-			case msgAttach:
-				var err error
-				if m.Attach == nil || m.ID == "" {
-					err = errors.New("an attach needs an id and a step")
-				} else {
-					err = fs.AttachStep(hostView, m.Attach.Step, c.fds)
-				}
-				closeAll(c.fds)
-				if err != nil {
-					var errno syscall.Errno
-					errors.As(err, &errno)
-					_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "attach", Error: err.Error(), Errno: int(errno)}, nil)
-					continue
-				}
-				if len(m.Attach.Rules) > 0 {
-					cfg.LandlockRules = append(cfg.LandlockRules, m.Attach.Rules...)
-					sp.rulesChanged()
-				}
-				_ = send(conn, message{Type: msgDone, ID: m.ID}, nil)
-			case msgSignal:
-				closeAll(c.fds)
-				if pid := pidOf(m.ID); pid != 0 {
-					_ = unix.Kill(pid, syscall.Signal(m.Signal))
-				}
-			case msgKill:
-				closeAll(c.fds)
-				// The exec's session: itself and whatever stayed in its
-				// process group. (Descendants that started their own
-				// session are only reached by terminating the sandbox.)
-				if pid := pidOf(m.ID); pid != 0 {
-					_ = unix.Kill(-pid, unix.SIGKILL)
-					_ = unix.Kill(pid, unix.SIGKILL)
-				}
-			default:
-				closeAll(c.fds)
+				next <- struct{}{}
+				continue
 			}
-		case <-chld:
-			// PID 1 reaps every orphan; an exec's own status is reported.
-			for {
-				var ws unix.WaitStatus
-				wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-				if err != nil || wpid <= 0 {
-					break
-				}
-				id, ok := execs[wpid]
-				if !ok {
-					continue
-				}
-				delete(execs, wpid)
-				_ = send(conn, message{Type: msgExit, ID: id, Status: uint32(ws)}, nil)
-				if oneShot && id == "" {
-					return 0
-				}
+			arm()
+			if code, done := in.handle(c); done {
+				return code
+			}
+			next <- struct{}{}
+		case c := <-ctl:
+			arm()
+			if code, done := in.handle(c); done {
+				return code
+			}
+			next <- struct{}{}
+		case <-in.chld:
+			if in.reap() {
+				return 0
+			}
+			if len(in.execs) == 0 {
+				arm()
 			}
 		}
 	}
+}
+
+// reap waits for every exited child: PID 1 reaps every orphan, and an
+// exec's own status is reported. It reports whether the one-shot command
+// has exited.
+func (in *initLoop) reap() bool {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err != nil || wpid <= 0 {
+			return false
+		}
+		id, ok := in.execs[wpid]
+		if !ok {
+			continue
+		}
+		delete(in.execs, wpid)
+		_ = send(in.conn, message{Type: msgExit, ID: id, Status: uint32(ws)}, nil)
+		if in.oneShot && id == "" {
+			return true
+		}
+	}
+}
+
+// pidOf returns the pid of the running exec id, or 0.
+func (in *initLoop) pidOf(id string) int {
+	for pid, e := range in.execs {
+		if e == id {
+			return pid
+		}
+	}
+	return 0
+}
+
+// handle carries out one control message. done means the init must exit
+// with code (the host is gone).
+func (in *initLoop) handle(c control) (code int, done bool) {
+	if c.err != nil {
+		return ExitProtocol, true // the host is gone: take everything down
+	}
+	conn, m := in.conn, c.m
+	switch m.Type {
+	case msgExec:
+		if len(c.fds) != 3 || m.Exec == nil || m.ID == "" || in.pidOf(m.ID) != 0 {
+			closeAll(c.fds)
+			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "protocol", Error: "an exec needs an unused id, a command and 3 descriptors"}, nil)
+			return 0, false
+		}
+		pid, stage, err := in.sp.spawn(*m.Exec, [3]int{c.fds[0], c.fds[1], c.fds[2]}, true)
+		closeAll(c.fds)
+		if err != nil {
+			var errno syscall.Errno
+			errors.As(err, &errno)
+			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
+			return 0, false
+		}
+		in.execs[pid] = m.ID
+		_ = send(conn, message{Type: msgStarted, ID: m.ID, Pid: pid}, nil)
+	case msgAttach:
+		var err error
+		if m.Attach == nil || m.ID == "" {
+			err = errors.New("an attach needs an id and a step")
+		} else {
+			err = fs.AttachStep(in.hostView, m.Attach.Step, c.fds)
+		}
+		closeAll(c.fds)
+		if err != nil {
+			var errno syscall.Errno
+			errors.As(err, &errno)
+			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "attach", Error: err.Error(), Errno: int(errno)}, nil)
+			return 0, false
+		}
+		if len(m.Attach.Rules) > 0 {
+			in.cfg.LandlockRules = append(in.cfg.LandlockRules, m.Attach.Rules...)
+			in.sp.rulesChanged()
+		}
+		_ = send(conn, message{Type: msgDone, ID: m.ID}, nil)
+	case msgSignal:
+		closeAll(c.fds)
+		if pid := in.pidOf(m.ID); pid != 0 {
+			_ = unix.Kill(pid, syscall.Signal(m.Signal))
+		}
+	case msgKill:
+		closeAll(c.fds)
+		// The exec's session: itself and whatever stayed in its
+		// process group. (Descendants that started their own
+		// session are only reached by terminating the sandbox.)
+		if pid := in.pidOf(m.ID); pid != 0 {
+			_ = unix.Kill(-pid, unix.SIGKILL)
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	default:
+		closeAll(c.fds)
+	}
+	return 0, false
 }
 
 // setup builds the sandbox around the init: hostname, loopback, the root

@@ -80,6 +80,8 @@ type bootIO struct {
 	// prefill, when set, fills the cow layers (a fork from a snapshot)
 	// before the sandbox mounts them.
 	prefill func([]CowLayer) error
+	// idleAfter is ProvisionOptions.IdleAfter.
+	idleAfter time.Duration
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -118,6 +120,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		}
 	}
 	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = bio.stdin, bio.stdout, bio.stderr
+	p.cfg.IdleAfter = bio.idleAfter
 	p.opts.Logger = log
 	r.init, err = namespaces.Start(ctx, p.opts)
 	if err != nil {

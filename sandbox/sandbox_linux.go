@@ -30,7 +30,19 @@ type ProvisionOptions struct {
 	// Resolver resolves the names the network policy allows; nil means
 	// the host's resolver.
 	Resolver netpolicy.Resolver
+	// IdleAfter is how long the sandbox may sit with no request and no
+	// command running before its init, a Go process of several MiB, gives
+	// way to a small idle holder (under 1 MiB resident) that brings the
+	// init back at the next request: that request then pays the Go
+	// runtime's start-up, about 10 ms on a 2-vCPU VM. 0 means
+	// [DefaultIdleAfter]; a negative value keeps the init for good (it
+	// still trims its memory after a few idle seconds). Binaries built
+	// without cgo have no holder.
+	IdleAfter time.Duration
 }
+
+// DefaultIdleAfter is the default [ProvisionOptions.IdleAfter].
+const DefaultIdleAfter = namespaces.DefaultIdleAfter
 
 // Sandbox is a long-lived sandbox: provisioned once, it runs any number
 // of commands, concurrently, until Terminate. Its methods are safe for
@@ -60,7 +72,7 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill})
+	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter})
 	if err != nil {
 		return nil, err
 	}

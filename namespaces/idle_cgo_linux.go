@@ -1,0 +1,161 @@
+//go:build cgo
+
+package namespaces
+
+/*
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TENT_IDLE_ARG0 "tent-idle"
+#define TENT_EXIT_PROTOCOL 121
+
+// tent_idle_fd parses a descriptor number; -1 when s is not one.
+static int tent_idle_fd(const char *s) {
+	long n = 0;
+	if (*s == 0)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || n > 1000000)
+			return -1;
+		n = n * 10 + (*s - '0');
+	}
+	return (int)n;
+}
+
+// tent_idle_trim drops this process's mappings of clean file pages (see
+// internal/memtrim, which does the same for a Go process): the lines of
+// /proc/self/smaps are read through a small buffer, a mapping is dropped
+// when it is backed by a file, not writable, and holds no anonymous
+// (copied-on-write) page, such as relocated RELRO data.
+static void tent_idle_trim(void) {
+	char buf[8192], line[512];
+	size_t len = 0;
+	unsigned long start = 0, end = 0;
+	int candidate = 0;
+	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] != '\n') {
+				if (len < sizeof line - 1)
+					line[len++] = buf[i];
+				continue;
+			}
+			line[len] = 0;
+			len = 0;
+			// A mapping's header: "start-end perms offset dev inode [path]".
+			char *p = line, *q;
+			unsigned long s = 0, e = 0;
+			int hex = 0;
+			for (q = p; (*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f'); q++, hex++)
+				s = s * 16 + (unsigned long)(*q <= '9' ? *q - '0' : *q - 'a' + 10);
+			if (hex > 0 && *q == '-') {
+				for (q++; (*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f'); q++)
+					e = e * 16 + (unsigned long)(*q <= '9' ? *q - '0' : *q - 'a' + 10);
+				if (*q == ' ') {
+					char *perms = q + 1;
+					// Skip perms, offset, dev and inode to the path.
+					int fields = 0;
+					for (q = perms; *q && fields < 4; q++)
+						if (*q == ' ') {
+							fields++;
+							while (q[1] == ' ')
+								q++;
+						}
+					start = s;
+					end = e;
+					candidate = perms[1] != 'w' && *q == '/';
+					continue;
+				}
+			}
+			if (candidate && strncmp(line, "Anonymous:", 10) == 0) {
+				long kb = 0;
+				for (q = line + 10; *q == ' '; q++) {}
+				for (; *q >= '0' && *q <= '9'; q++)
+					kb = kb * 10 + (*q - '0');
+				if (kb == 0 && end > start)
+					madvise((void *)start, end - start, MADV_DONTNEED);
+				candidate = 0;
+			}
+		}
+	}
+	close(fd);
+}
+
+// tent_idle is the idle holder: a long-lived sandbox's init that has had
+// nothing to do for a while execs the host binary with argv
+// {TENT_IDLE_ARG0, control fd, binary fd, state fd}, and this constructor
+// takes over before the Go runtime exists. As PID 1 it reaps orphans; it
+// never reads the control socket.
+// When a message arrives there it execs the Go init again (argv {"tent-init",
+// "resume", state fd}), which reads that message; when the host is gone it
+// exits, and the kernel kills the sandbox's processes with it.
+__attribute__((constructor)) static void tent_idle(int argc, char **argv, char **envp) {
+	if (argc != 4 || strcmp(argv[0], TENT_IDLE_ARG0) != 0)
+		return;
+	// As the Go init does: exec made this process dumpable again.
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	int ctl = tent_idle_fd(argv[1]), exe = tent_idle_fd(argv[2]), state = tent_idle_fd(argv[3]);
+	if (ctl < 0 || exe < 0 || state < 0)
+		_exit(TENT_EXIT_PROTOCOL);
+	// Children's exits arrive on a signalfd. Other signals need nothing:
+	// as PID 1 of its pid namespace, with default dispositions, the
+	// holder is sent none but SIGKILL and SIGSTOP (from the host).
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		_exit(TENT_EXIT_PROTOCOL);
+	tent_idle_trim();
+	for (;;) {
+		while (waitpid(-1, NULL, WNOHANG | __WALL) > 0) {}
+		struct pollfd p[2] = {{.fd = ctl, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(TENT_EXIT_PROTOCOL);
+		}
+		struct signalfd_siginfo si;
+		while (read(sfd, &si, sizeof si) > 0) {}
+		if (p[0].revents & POLLIN)
+			break;
+		if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+			_exit(TENT_EXIT_PROTOCOL);
+	}
+	// SIGCHLD was consumed above; the Go init starts with no signal
+	// blocked (its commands would inherit the mask).
+	close(sfd);
+	sigemptyset(&set);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+	char *args[] = {"tent-init", "resume", argv[3], NULL};
+	syscall(SYS_execveat, exe, "", args, envp, AT_EMPTY_PATH);
+	_exit(TENT_EXIT_PROTOCOL);
+}
+*/
+import "C"
+
+// holderAvailable reports whether this build has the idle holder (the C
+// constructor above, which runs before the Go runtime).
+const holderAvailable = true
+
+// holderArg0 is the holder's argv[0], as the C side spells it.
+const holderArg0 = C.TENT_IDLE_ARG0

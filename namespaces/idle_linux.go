@@ -1,0 +1,99 @@
+package namespaces
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// idleState is what an init hands to its idle holder, in a memfd, and
+// reads back when the holder execs it again: everything the init keeps
+// between requests. (Running commands are not in it: an init hands off
+// only when none runs; orphans are the holder's to reap.)
+type idleState struct {
+	Config   *Config `json:"config"`
+	Control  int     `json:"control"`
+	Self     int     `json:"self"`
+	HostView int     `json:"host_view"`
+}
+
+// handOff execs the idle holder (see idle_cgo_linux.go) in place of this
+// init: a few hundred KiB resident instead of the Go runtime's several
+// MiB, for as long as the sandbox has nothing to do. The holder execs the
+// init again when the next message arrives, and the init then picks up
+// where it left off (resumeState). The caller must not be reading conn.
+// handOff returns only when the exec failed, having undone what it did.
+func handOff(conn *net.UnixConn, cfg *Config, hostView int, sp *spawner) error {
+	self, err := sp.selfFD()
+	if err != nil {
+		return err
+	}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	ctl := -1
+	if cerr := rc.Control(func(fd uintptr) { ctl, err = unix.Dup(int(fd)) }); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return os.NewSyscallError("dup", err)
+	}
+	defer unix.Close(ctl)
+	b, err := json.Marshal(idleState{Config: cfg, Control: ctl, Self: self, HostView: hostView})
+	if err != nil {
+		return err
+	}
+	mfd, err := unix.MemfdCreate("tent-init-state", 0)
+	if err != nil {
+		return os.NewSyscallError("memfd_create", err)
+	}
+	defer unix.Close(mfd)
+	if _, err := unix.Pwrite(mfd, b, 0); err != nil {
+		return os.NewSyscallError("pwrite", err)
+	}
+	keep := []int{self}
+	if hostView >= 0 {
+		keep = append(keep, hostView)
+	}
+	for _, fd := range keep {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return os.NewSyscallError("fcntl", err)
+		}
+	}
+	err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", self),
+		[]string{holderArg0, strconv.Itoa(ctl), strconv.Itoa(self), strconv.Itoa(mfd)}, os.Environ())
+	for _, fd := range keep {
+		unix.CloseOnExec(fd)
+	}
+	return fmt.Errorf("exec of the idle holder: %w", err)
+}
+
+// resumeState reads the state that handOff left in descriptor arg and
+// closes it. The descriptors it names are made close-on-exec again.
+func resumeState(arg string) (*idleState, error) {
+	fd, err := strconv.Atoi(arg)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("bad state descriptor %q", arg)
+	}
+	f := os.NewFile(uintptr(fd), "tent-init-state")
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<24))
+	if err != nil {
+		return nil, err
+	}
+	var st idleState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("decoding the idle state: %w", err)
+	}
+	if st.Config == nil || st.Control < 3 || st.Self < 3 {
+		return nil, fmt.Errorf("incomplete idle state")
+	}
+	return &st, nil
+}

@@ -1,0 +1,10 @@
+//go:build !cgo
+
+package namespaces
+
+// holderAvailable is false without cgo: the idle holder is C code that
+// must run before the Go runtime. An idle init then only trims its memory
+// (internal/memtrim).
+const holderAvailable = false
+
+const holderArg0 = "tent-idle"

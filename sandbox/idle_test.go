@@ -1,0 +1,172 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// idleAfter is the hand-off delay of the tests' idle sandboxes.
+const idleAfter = 300 * time.Millisecond
+
+// initArgv0 is argv[0] of the process that holds sb's namespaces now.
+func initArgv0(t *testing.T, sb *sandbox.Sandbox) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.InitPID()) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arg0, _, _ := strings.Cut(string(b), "\x00")
+	return arg0
+}
+
+// waitFor polls cond every 20 ms until it holds or d has passed.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// An idle long-lived sandbox's init gives way to the idle holder (C code
+// that runs before any Go runtime), which reaps orphans and survives the
+// host's signals as the init does; the next request brings the init back with all it
+// had: the attached mount's Landlock rule, the sandbox's files, the same
+// pid.
+func TestIdleInitHandsOffAndResumes(t *testing.T) {
+	t.Parallel()
+	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Terminate(context.Background()) })
+	pid := sb.InitPID()
+	src := rwDir(t)
+	if err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
+		t.Fatal(err)
+	}
+	// An orphan that outlives the handoff: the holder must reap it.
+	if _, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo before > /tmp/f; sleep 5 >/dev/null 2>&1 &"}}); res.ExitCode != 0 {
+		t.Fatalf("first exec: %+v", res)
+	}
+	if arg0 := initArgv0(t, sb); arg0 != namespaces.InitArg0 {
+		t.Fatalf("busy sandbox's init is %q", arg0)
+	}
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == "tent-idle" }) {
+		t.Fatalf("no idle holder after %v: init is %q", idleAfter+5*time.Second, initArgv0(t, sb))
+	}
+	// The host's signals other than SIGKILL and SIGSTOP do not reach PID 1
+	// of a pid namespace that has no handler for them (the holder has
+	// none): each of these would end an ordinary process.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The orphan (sleep 5) exits while the holder is in charge and leaves
+	// no zombie behind.
+	children := "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children"
+	if !waitFor(10*time.Second, func() bool {
+		b, err := os.ReadFile(children)
+		return err == nil && strings.TrimSpace(string(b)) == ""
+	}) {
+		b, _ := os.ReadFile(children)
+		t.Fatalf("the holder left children %q", b)
+	}
+	if arg0 := initArgv0(t, sb); arg0 != "tent-idle" {
+		t.Fatalf("after the signals and the orphan's exit the init is %q", arg0)
+	}
+	out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/f && echo after > /work/out"}})
+	if res.ExitCode != 0 || out != "before" {
+		t.Fatalf("exec after the idle time: %+v %q", res, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(src, "out")); err != nil || string(b) != "after\n" {
+		t.Fatalf("the attached mount after resume: %q %v", b, err)
+	}
+	if sb.InitPID() != pid || initArgv0(t, sb) != namespaces.InitArg0 {
+		t.Fatalf("resumed init: pid %d (was %d), argv[0] %q", sb.InitPID(), pid, initArgv0(t, sb))
+	}
+}
+
+// Terminating an idle sandbox (its holder in charge) leaves nothing.
+func TestIdleSandboxTerminates(t *testing.T) {
+	t.Parallel()
+	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "setsid sleep 318 >/dev/null 2>&1 &"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == "tent-idle" }) {
+		t.Fatalf("no idle holder: init is %q", initArgv0(t, sb))
+	}
+	pid := sb.InitPID()
+	if err := sb.Terminate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the holder (pid %d) outlived terminate: %v", pid, err)
+	}
+	assertNoProcess(t, "sleep", "318")
+	for _, c := range sb.CgroupPaths() {
+		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left after terminate (%v)", c, err)
+		}
+	}
+}
+
+// A negative IdleAfter keeps the init (while one with a short delay is
+// handed off in the same time), and a running command keeps it too.
+func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
+	t.Parallel()
+	never, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = never.Terminate(context.Background()) })
+	busy, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Terminate(context.Background()) })
+	quiet, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = quiet.Terminate(context.Background()) })
+	exited := make(chan error, 1)
+	go func() {
+		_, err := busy.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sleep", "2"}})
+		exited <- err
+	}()
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, quiet) == "tent-idle" }) {
+		t.Fatalf("no idle holder: init is %q", initArgv0(t, quiet))
+	}
+	time.Sleep(idleAfter)
+	if got := initArgv0(t, never); got != namespaces.InitArg0 {
+		t.Errorf("IdleAfter < 0: the init is %q", got)
+	}
+	if got := initArgv0(t, busy); got != namespaces.InitArg0 {
+		t.Errorf("while a command runs: the init is %q", got)
+	}
+	// The command's exit status still comes from the init, and once it
+	// is done the init may go.
+	if err := <-exited; err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, busy) == "tent-idle" }) {
+		t.Fatalf("no idle holder after the command: init is %q", initArgv0(t, busy))
+	}
+}
