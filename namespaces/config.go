@@ -9,6 +9,10 @@ import (
 // InitArg0 is the argv[0] that makes the host binary act as a sandbox init.
 const InitArg0 = "tent-init"
 
+// IdleArg0 is the argv[0] of the idle holder that stands in for the init
+// of an idle long-lived sandbox (see [DefaultIdleAfter]).
+const IdleArg0 = "tent-idle"
+
 // ExecArg0 is the argv[0] of the rlimit trampoline: the host binary again,
 // run inside the sandbox (already restricted) when the command needs
 // resource limits, which are per-process and so cannot be set on the init

@@ -12,6 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// IdleHolderAvailable reports whether this build has the idle holder (it
+// is C code run before the Go runtime: builds with cgo).
+func IdleHolderAvailable() bool { return holderAvailable }
+
 // idleState is what an init hands to its idle holder, in a memfd, and
 // reads back when the holder execs it again: everything the init keeps
 // between requests. (Running commands are not in it: an init hands off

@@ -7,4 +7,4 @@ package namespaces
 // (internal/memtrim).
 const holderAvailable = false
 
-const holderArg0 = "tent-idle"
+const holderArg0 = IdleArg0

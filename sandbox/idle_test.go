@@ -18,6 +18,14 @@ import (
 // idleAfter is the hand-off delay of the tests' idle sandboxes.
 const idleAfter = 300 * time.Millisecond
 
+// needHolder skips a test in builds without the idle holder (no cgo).
+func needHolder(t *testing.T) {
+	t.Helper()
+	if !namespaces.IdleHolderAvailable() {
+		t.Skip("this build has no idle holder (built without cgo)")
+	}
+}
+
 // initArgv0 is argv[0] of the process that holds sb's namespaces now.
 func initArgv0(t *testing.T, sb *sandbox.Sandbox) string {
 	t.Helper()
@@ -46,6 +54,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 // pid.
 func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	t.Parallel()
+	needHolder(t)
 	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +72,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	if arg0 := initArgv0(t, sb); arg0 != namespaces.InitArg0 {
 		t.Fatalf("busy sandbox's init is %q", arg0)
 	}
-	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == "tent-idle" }) {
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == namespaces.IdleArg0 }) {
 		t.Fatalf("no idle holder after %v: init is %q", idleAfter+5*time.Second, initArgv0(t, sb))
 	}
 	// The host's signals other than SIGKILL and SIGSTOP do not reach PID 1
@@ -84,7 +93,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 		b, _ := os.ReadFile(children)
 		t.Fatalf("the holder left children %q", b)
 	}
-	if arg0 := initArgv0(t, sb); arg0 != "tent-idle" {
+	if arg0 := initArgv0(t, sb); arg0 != namespaces.IdleArg0 {
 		t.Fatalf("after the signals and the orphan's exit the init is %q", arg0)
 	}
 	out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/f && echo after > /work/out"}})
@@ -102,6 +111,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 // Terminating an idle sandbox (its holder in charge) leaves nothing.
 func TestIdleSandboxTerminates(t *testing.T) {
 	t.Parallel()
+	needHolder(t)
 	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +119,7 @@ func TestIdleSandboxTerminates(t *testing.T) {
 	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "setsid sleep 318 >/dev/null 2>&1 &"}}); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == "tent-idle" }) {
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == namespaces.IdleArg0 }) {
 		t.Fatalf("no idle holder: init is %q", initArgv0(t, sb))
 	}
 	pid := sb.InitPID()
@@ -131,6 +141,7 @@ func TestIdleSandboxTerminates(t *testing.T) {
 // handed off in the same time), and a running command keeps it too.
 func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
 	t.Parallel()
+	needHolder(t)
 	never, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +162,7 @@ func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
 		_, err := busy.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sleep", "2"}})
 		exited <- err
 	}()
-	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, quiet) == "tent-idle" }) {
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, quiet) == namespaces.IdleArg0 }) {
 		t.Fatalf("no idle holder: init is %q", initArgv0(t, quiet))
 	}
 	time.Sleep(idleAfter)
@@ -166,7 +177,7 @@ func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
 	if err := <-exited; err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, busy) == "tent-idle" }) {
+	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, busy) == namespaces.IdleArg0 }) {
 		t.Fatalf("no idle holder after the command: init is %q", initArgv0(t, busy))
 	}
 }

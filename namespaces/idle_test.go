@@ -1,0 +1,47 @@
+package namespaces
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The C holder and the Go side agree on the holder's argv[0].
+func TestHolderArg0(t *testing.T) {
+	if holderArg0 != IdleArg0 {
+		t.Fatalf("the C holder answers to %q, Go execs %q", holderArg0, IdleArg0)
+	}
+}
+
+// stateFD returns a memfd holding b, as handOff leaves it.
+func stateFD(t *testing.T, b string) string {
+	t.Helper()
+	fd, err := unix.MemfdCreate("state", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pwrite(fd, []byte(b), 0); err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(fd)
+}
+
+func TestResumeStateRefusesBadState(t *testing.T) {
+	for _, tc := range []struct{ name, arg, want string }{
+		{"not a number", "x", "bad state descriptor"},
+		{"stdio", "0", "bad state descriptor"},
+		{"not JSON", stateFD(t, "{"), "decoding the idle state"},
+		{"no config", stateFD(t, `{"control":4,"self":5,"host_view":-1}`), "incomplete"},
+		{"no control socket", stateFD(t, `{"config":{},"control":0,"self":5,"host_view":-1}`), "incomplete"},
+	} {
+		if _, err := resumeState(tc.arg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	st, err := resumeState(stateFD(t, `{"config":{"landlock_abi":7},"control":4,"self":5,"host_view":6}`))
+	if err != nil || st.Config.LandlockABI != 7 || st.Control != 4 || st.Self != 5 || st.HostView != 6 {
+		t.Fatalf("%+v %v", st, err)
+	}
+}
