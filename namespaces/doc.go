@@ -20,6 +20,18 @@
 // the command's exit, [ExitSetupFailed] when setup failed (the error was
 // sent first), [ExitProtocol] when the host broke the protocol.
 //
+// # The idle holder
+//
+// A long-lived sandbox's init that has had no request and no running
+// command for [Config.IdleAfter] execs the host binary as the idle holder
+// (argv[0] [IdleArg0]): a C constructor, linked into every cgo build, that
+// takes over before the Go runtime starts, so that an idle sandbox costs
+// a few hundred KiB instead of a Go process. It keeps the control socket,
+// the host binary's descriptor and a memfd with the init's state; it
+// marks itself non-dumpable, reaps orphans, and when a message arrives
+// (it never reads one) execs the init again, which resumes from the state
+// and reads the message. When the socket reaches EOF it exits.
+//
 // # The command
 //
 // The command is forked from a dedicated OS thread of the init that first
