@@ -27,6 +27,8 @@ type createOptions struct {
 	runOptions
 	name   string
 	labels []string
+	// idleAfter is --idle-after: "" (the default), "never" or a duration.
+	idleAfter string
 	// fromSnapshot (supervisor only) forks the sandbox from a snapshot.
 	fromSnapshot string
 }
@@ -35,6 +37,24 @@ func (o *createOptions) register(f *pflag.FlagSet) {
 	o.runOptions.register(f)
 	f.StringVar(&o.name, "name", "", "a `NAME` to refer to the sandbox by")
 	f.StringArrayVar(&o.labels, "label", nil, "attach a `K=V` label (repeatable)")
+	f.StringVar(&o.idleAfter, "idle-after", "", "hand an idle sandbox's init to the small idle holder after `D` without requests (default 10s; \"never\" keeps it)")
+}
+
+// parseIdleAfter reads --idle-after as sandbox.ProvisionOptions.IdleAfter:
+// "" is the default (0), "never" is negative, anything else a positive
+// duration.
+func parseIdleAfter(v string) (time.Duration, error) {
+	switch v {
+	case "":
+		return 0, nil
+	case "never":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--idle-after %q: want a positive duration (such as 30s) or never", v)
+	}
+	return d, nil
 }
 
 func parseLabels(kvs []string) (map[string]string, error) {
@@ -83,6 +103,9 @@ same flags as tent run; --timeout bounds the sandbox's whole life.`,
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			if _, err := parseLabels(o.labels); err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			if _, err := parseIdleAfter(o.idleAfter); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return g.startSupervisor(c, sandbox.NewID(), argsAfter(os.Args, "create"))

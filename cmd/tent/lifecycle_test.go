@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,4 +314,67 @@ func TestSnapshotForkAndResumeVerbs(t *testing.T) {
 		t.Errorf("snapshot rm left %q", ls)
 	}
 	l.tent(t, "fork", "nope").expect(t, 125, "no snapshot")
+}
+
+// argv0 is argv[0] of process pid ("" once it is gone).
+func argv0(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	a, _, _ := strings.Cut(string(b), "\x00")
+	return a
+}
+
+// until polls cond every 20 ms for up to 5 s.
+func until(cond func() bool) bool {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// --idle-after: an idle sandbox's init gives way to the idle holder, the
+// next exec brings it back, and the holder dies with its supervisor.
+func TestIdleAfter(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	for _, bad := range []string{"0", "-1s", "soon"} {
+		l.tent(t, "create", "--idle-after", bad).expect(t, 125, "--idle-after")
+	}
+	id := l.create(t, "--idle-after", "200ms")
+	b, err := os.ReadFile(filepath.Join(l.dir, id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Supervisor int `json:"supervisor_pid"`
+	}
+	_ = json.Unmarshal(b, &rec)
+	// The init is a child of the supervisor's thread that cloned it.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", rec.Supervisor))
+	var kids []byte
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		kids = append(kids, b...)
+	}
+	initPID, err := strconv.Atoi(strings.TrimSpace(string(kids)))
+	if err != nil {
+		t.Fatalf("the supervisor's children: %q", kids)
+	}
+	if !until(func() bool { return argv0(initPID) == "tent-idle" }) {
+		t.Fatalf("no idle holder: the init is %q", argv0(initPID))
+	}
+	if r := l.tent(t, "exec", id, "--", "echo", "back"); r.code != 0 || r.stdout != "back\n" {
+		t.Fatalf("exec after idling: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if !until(func() bool { return argv0(initPID) == "tent-idle" }) {
+		t.Fatalf("no idle holder after the exec: the init is %q", argv0(initPID))
+	}
+	if err := syscall.Kill(rec.Supervisor, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !until(func() bool { return argv0(initPID) == "" }) {
+		t.Fatalf("the idle holder outlived its supervisor: %q", argv0(initPID))
+	}
+	l.tent(t, "rm", id).expect(t, 0)
 }

@@ -63,7 +63,11 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts := sandbox.ProvisionOptions{Logger: log}
+	idleAfter, err := parseIdleAfter(o.idleAfter)
+	if err != nil {
+		return fail(exitRefused, err)
+	}
+	opts := sandbox.ProvisionOptions{Logger: log, IdleAfter: idleAfter}
 	if o.netLog != "" {
 		f, err := os.OpenFile(o.netLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
