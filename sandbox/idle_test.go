@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -95,6 +96,12 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	}
 	if arg0 := initArgv0(t, sb); arg0 != namespaces.IdleArg0 {
 		t.Fatalf("after the signals and the orphan's exit the init is %q", arg0)
+	}
+	// The first request after idling: the file API, which runs tent's own
+	// file helper through the binary's descriptor the holder kept.
+	var f bytes.Buffer
+	if err := sb.ReadFile(context.Background(), "/tmp/f", &f); err != nil || f.String() != "before\n" {
+		t.Fatalf("ReadFile after the idle time: %q %v", f.String(), err)
 	}
 	out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/f && echo after > /work/out"}})
 	if res.ExitCode != 0 || out != "before" {
