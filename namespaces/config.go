@@ -13,6 +13,10 @@ const InitArg0 = "tent-init"
 // of an idle long-lived sandbox (see [DefaultIdleAfter]).
 const IdleArg0 = "tent-idle"
 
+// IdleSupervisorArg0 is the argv[0] of the idle holder that stands in
+// for an idle CLI supervisor (see [ExecSupervisorHolder]).
+const IdleSupervisorArg0 = "tent-idle-supervisor"
+
 // ExecArg0 is the argv[0] of the rlimit trampoline: the host binary again,
 // run inside the sandbox (already restricted) when the command needs
 // resource limits, which are per-process and so cannot be set on the init

@@ -14,9 +14,11 @@ package namespaces
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TENT_IDLE_ARG0 "tent-idle"
+#define TENT_IDLE_SUPERVISOR_ARG0 "tent-idle-supervisor"
 #define TENT_EXIT_PROTOCOL 121
 
 // tent_idle_fd parses a descriptor number; -1 when s is not one.
@@ -106,7 +108,101 @@ static void tent_idle_trim(void) {
 // When a message arrives there it execs the Go init again (argv {"tent-init",
 // "resume", state fd}), which reads that message; when the host is gone it
 // exits, and the kernel kills the sandbox's processes with it.
+// tent_idle_supervisor is the idle holder of a CLI sandbox's supervisor
+// (see sandbox.SuperviseOptions): argv is {TENT_IDLE_SUPERVISOR_ARG0,
+// deadline, fd..., "--", binary fd, argv of the Go supervisor...}. It
+// waits until one of the fds is readable or hung up, the deadline (ms
+// since the epoch, 0 for none) passes, or SIGTERM, SIGINT, SIGHUP or
+// SIGCHLD arrives, then execs the Go supervisor with one argument more:
+// the number of the signal that woke it (SIGTERM, SIGINT, SIGHUP), or 0.
+static void tent_idle_supervisor(int argc, char **argv, char **envp) {
+	int sep = -1;
+	for (int i = 2; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0) {
+			sep = i;
+			break;
+		}
+	int nfds = sep - 2;
+	if (sep < 0 || nfds < 1 || nfds > 16 || sep + 2 >= argc)
+		_exit(TENT_EXIT_PROTOCOL);
+	long long deadline = 0;
+	for (const char *c = argv[1]; *c; c++) {
+		if (*c < '0' || *c > '9')
+			_exit(TENT_EXIT_PROTOCOL);
+		deadline = deadline * 10 + (*c - '0');
+	}
+	int exe = tent_idle_fd(argv[sep + 1]);
+	struct pollfd p[17];
+	for (int i = 0; i < nfds; i++) {
+		p[i].fd = tent_idle_fd(argv[2 + i]);
+		p[i].events = POLLIN;
+		if (p[i].fd < 0)
+			_exit(TENT_EXIT_PROTOCOL);
+	}
+	if (exe < 0)
+		_exit(TENT_EXIT_PROTOCOL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		_exit(TENT_EXIT_PROTOCOL);
+	p[nfds].fd = sfd;
+	p[nfds].events = POLLIN;
+	tent_idle_trim();
+	int reason = 0;
+	for (;;) {
+		int timeout = -1;
+		if (deadline > 0) {
+			struct timespec now;
+			clock_gettime(CLOCK_REALTIME, &now);
+			long long left = deadline - ((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+			timeout = left <= 0 ? 0 : left > 1000000000 ? 1000000000 : (int)left;
+		}
+		int n = poll(p, nfds + 1, timeout);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break; // the deadline (or a failed poll: let the Go side look)
+		struct signalfd_siginfo si;
+		while (read(sfd, &si, sizeof si) == sizeof si)
+			if (si.ssi_signo != SIGCHLD)
+				reason = (int)si.ssi_signo;
+		break;
+	}
+	close(sfd);
+	sigemptyset(&set);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+	int n = argc - (sep + 2);
+	char *args[n + 2];
+	for (int i = 0; i < n; i++)
+		args[i] = argv[sep + 2 + i];
+	char why[16];
+	int len = 0;
+	char digits[16];
+	int v = reason, d = 0;
+	do {
+		digits[d++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v > 0);
+	while (d > 0)
+		why[len++] = digits[--d];
+	why[len] = 0;
+	args[n] = why;
+	args[n + 1] = NULL;
+	// The Go supervisor opens the binary again when it needs it.
+	fcntl(exe, F_SETFD, FD_CLOEXEC);
+	syscall(SYS_execveat, exe, "", args, envp, AT_EMPTY_PATH);
+	_exit(TENT_EXIT_PROTOCOL);
+}
+
 __attribute__((constructor)) static void tent_idle(int argc, char **argv, char **envp) {
+	if (argc > 0 && strcmp(argv[0], TENT_IDLE_SUPERVISOR_ARG0) == 0)
+		tent_idle_supervisor(argc, argv, envp);
 	if (argc != 4 || strcmp(argv[0], TENT_IDLE_ARG0) != 0)
 		return;
 	// As the Go init does: exec made this process dumpable again.
@@ -159,3 +255,7 @@ const holderAvailable = true
 
 // holderArg0 is the holder's argv[0], as the C side spells it.
 const holderArg0 = C.TENT_IDLE_ARG0
+
+// supervisorHolderArg0 is the supervisor holder's argv[0], as the C side
+// spells it.
+const supervisorHolderArg0 = C.TENT_IDLE_SUPERVISOR_ARG0

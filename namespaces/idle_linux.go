@@ -2,12 +2,14 @@ package namespaces
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -100,4 +102,43 @@ func resumeState(arg string) (*idleState, error) {
 		return nil, fmt.Errorf("incomplete idle state")
 	}
 	return &st, nil
+}
+
+// ExecSupervisorHolder replaces this process (a CLI sandbox's supervisor)
+// with the supervisor's idle holder: C code, run before any Go runtime,
+// that waits until one of the watch descriptors is readable or hung up,
+// deadline passes (zero: no deadline), or SIGTERM, SIGINT, SIGHUP or
+// SIGCHLD arrives, and then execs this binary with goArgv (argv[0]
+// included) and one argument more: the number of the signal that woke it
+// (SIGTERM, SIGINT or SIGHUP), else 0. The watch descriptors, and any the
+// new image needs, must not be close-on-exec. It returns only when the
+// exec failed.
+//
+// The calling goroutine must be locked to the OS thread that started the
+// sandbox's init (runtime.LockOSThread before provisioning): the init
+// asks for SIGKILL when the thread that started it ends, and every other
+// thread ends at exec.
+func ExecSupervisorHolder(deadline time.Time, watch []int, goArgv []string) error {
+	if !holderAvailable {
+		return fmt.Errorf("idle supervisor holder: %w (built without cgo)", errors.ErrUnsupported)
+	}
+	if len(watch) == 0 || len(watch) > 16 || len(goArgv) == 0 {
+		return fmt.Errorf("idle supervisor holder: %d descriptors to watch, %d arguments", len(watch), len(goArgv))
+	}
+	exe, err := unix.Open("/proc/self/exe", unix.O_PATH, 0) // inherited by the holder
+	if err != nil {
+		return os.NewSyscallError("open /proc/self/exe", err)
+	}
+	defer unix.Close(exe)
+	ms := "0"
+	if !deadline.IsZero() {
+		ms = strconv.FormatInt(max(1, deadline.UnixMilli()), 10)
+	}
+	argv := []string{IdleSupervisorArg0, ms}
+	for _, fd := range watch {
+		argv = append(argv, strconv.Itoa(fd))
+	}
+	argv = append(append(argv, "--", strconv.Itoa(exe)), goArgv...)
+	err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", exe), argv, os.Environ())
+	return fmt.Errorf("exec of the idle supervisor holder: %w", err)
 }

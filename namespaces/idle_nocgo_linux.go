@@ -8,3 +8,5 @@ package namespaces
 const holderAvailable = false
 
 const holderArg0 = IdleArg0
+
+const supervisorHolderArg0 = IdleSupervisorArg0

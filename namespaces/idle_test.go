@@ -13,6 +13,9 @@ func TestHolderArg0(t *testing.T) {
 	if holderArg0 != IdleArg0 {
 		t.Fatalf("the C holder answers to %q, Go execs %q", holderArg0, IdleArg0)
 	}
+	if supervisorHolderArg0 != IdleSupervisorArg0 {
+		t.Fatalf("the C supervisor holder answers to %q, Go execs %q", supervisorHolderArg0, IdleSupervisorArg0)
+	}
 }
 
 // stateFD returns a memfd holding b, as handOff leaves it.

@@ -188,6 +188,14 @@ func (p *Proxy) spawn(c net.Conn, handle func(net.Conn)) bool {
 	return true
 }
 
+// Active reports how many connections the proxy holds open: a tunnel or
+// a request in progress, or an idle kept-alive client connection.
+func (p *Proxy) Active() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // track registers c so that Close closes it; false (and c closed) if the
 // proxy is already closed.
 func (p *Proxy) track(c net.Conn) bool {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
@@ -21,9 +23,12 @@ import (
 
 // running is a started command's host-side state.
 type running struct {
-	init     *namespaces.Init
-	cg       *cgroups.Cgroup
-	proxy    *netpolicy.Proxy // limited mode
+	init  *namespaces.Init
+	cg    *cgroups.Cgroup
+	proxy *netpolicy.Proxy // limited mode
+	// proxyFDs are copies of the proxy's listening sockets (HTTP, SOCKS5),
+	// kept for an idle supervisor to hand on (see SuperviseOptions).
+	proxyFDs []int
 	plan     *plan
 	start    time.Time
 	timedOut chan struct{} // closed when the timeout fired
@@ -146,6 +151,14 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		return nil, startError(err)
 	}
 	if p.network != nil {
+		for _, fd := range listeners {
+			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				closeFDs(listeners)
+				return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+			}
+			r.proxyFDs = append(r.proxyFDs, d)
+		}
 		if r.proxy, err = startProxy(p.network, listeners, bio.netLog, bio.resolver, log); err != nil {
 			return nil, err
 		}
@@ -328,6 +341,8 @@ func (r *running) teardown(ctx context.Context) error {
 	if r.proxy != nil {
 		errs = append(errs, r.proxy.Close())
 	}
+	closeFDs(r.proxyFDs)
+	r.proxyFDs = nil
 	errs = append(errs, removeLayers(r.plan.cowRoot))
 	if r.cg != nil {
 		errs = append(errs, r.cg.Destroy(ctx))

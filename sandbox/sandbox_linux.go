@@ -56,6 +56,7 @@ type Sandbox struct {
 	done      bool
 	suspended bool
 	ended     chan struct{} // closed by Terminate
+	deadline  time.Time     // the end of Limits.Timeout (zero without)
 }
 
 // Provision builds a sandbox from spec whose init waits for commands.
@@ -80,6 +81,7 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	s := &Sandbox{spec: spec, run: r, ended: make(chan struct{})}
 	r.stop = func() bool { return true }
 	if t := spec.Limits.Timeout; t > 0 {
+		s.deadline = time.Now().Add(t)
 		timer := time.AfterFunc(t, func() { _ = s.Terminate(context.Background()) })
 		r.stop = timer.Stop
 	}

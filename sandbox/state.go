@@ -78,6 +78,19 @@ func (s Store) ensure() error { return os.MkdirAll(s.Dir, 0o700) }
 
 func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
 
+// load reads the record of id as saved, without reconciling its state.
+func (s Store) load(id string) (*Record, error) {
+	b, err := os.ReadFile(s.path(id))
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("state record %s: %w", s.path(id), err)
+	}
+	return &r, nil
+}
+
 // SnapshotsDir holds the snapshots (see Sandbox.Snapshot).
 func (s Store) SnapshotsDir() string { return filepath.Join(s.Dir, "snapshots") }
 

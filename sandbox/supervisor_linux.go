@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,48 +60,92 @@ type remoteReply struct {
 // Supervise serves sb at store.SocketPath(rec.ID), saves rec (state
 // running, this process as its supervisor) and calls ready; it returns
 // once the sandbox is removed (a remote rm), terminated, or ctx is done,
-// and then terminates the sandbox and removes its record.
+// and then terminates the sandbox and removes its record. It never hands
+// off to the idle holder (see [SuperviseWith]).
 func Supervise(ctx context.Context, store Store, rec *Record, sb *Sandbox, ready func()) error {
-	defer sb.Terminate(context.Background())
+	return SuperviseWith(ctx, store, rec, sb, SuperviseOptions{Ready: ready})
+}
+
+// SuperviseWith is [Supervise] with options: an idle supervisor may give
+// way to its idle holder and come back in a new process image, through
+// opts.ResumeArgs and [ResumeSupervisor].
+func SuperviseWith(ctx context.Context, store Store, rec *Record, sb *Sandbox, opts SuperviseOptions) error {
 	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
+		_ = sb.Terminate(context.Background())
 		return err
 	}
 	sock := store.SocketPath(rec.ID)
 	_ = os.Remove(sock)
 	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
+		_ = sb.Terminate(context.Background())
 		return fmt.Errorf("control socket: %w", err)
 	}
-	defer l.Close()
 	rec.State, rec.Supervisor, rec.Socket = "running", os.Getpid(), sock
 	rec.Spec, rec.Protections, rec.Layers = sb.Spec(), sb.Protections(), sb.CowLayers()
 	rec.Cgroups = sb.run.plan.report.CgroupPaths
 	if err := store.Save(rec); err != nil {
+		l.Close()
+		_ = sb.Terminate(context.Background())
 		return fmt.Errorf("saving the state record: %w", err)
 	}
-	defer store.removeFiles(rec.ID)
-	ready()
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+	return serveSupervised(ctx, store, rec, sb, l, opts)
+}
 
+// serveSupervised serves sb's requests on l until it is removed,
+// terminated, or ctx is done; then it terminates sb and removes its
+// record. An idle supervisor trims its memory and, with
+// opts.ResumeArgs, hands off to its idle holder.
+func serveSupervised(ctx context.Context, store Store, rec *Record, sb *Sandbox, l *net.UnixListener, opts SuperviseOptions) error {
+	defer sb.Terminate(context.Background())
+	defer l.Close()
+	defer store.removeFiles(rec.ID)
 	removed := make(chan struct{}, 1)
 	activity := make(chan struct{}, 1)
 	var recMu sync.Mutex // the record's updates and saves
-	go func() {
-		for {
-			conn, err := l.AcceptUnix()
-			if err != nil {
-				return
+	var inflight atomic.Int64
+	var accepting chan struct{} // closed when the accept loop returns
+	accept := func() {
+		done := make(chan struct{})
+		accepting = done
+		go func() {
+			defer close(done)
+			for {
+				conn, err := l.AcceptUnix()
+				if err != nil {
+					return
+				}
+				inflight.Add(1)
+				select {
+				case activity <- struct{}{}:
+				default:
+				}
+				go func() {
+					defer inflight.Add(-1)
+					serveRemote(conn, sb, store, rec, &recMu, removed)
+				}()
 			}
-			select {
-			case activity <- struct{}{}:
-			default:
-			}
-			go serveRemote(conn, sb, store, rec, &recMu, removed)
-		}
-	}()
+		}()
+	}
+	accept()
 	// Like the init, an idle supervisor gives back its resident copies of
-	// tent's code and its free heap (internal/memtrim).
-	idle := time.NewTimer(namespaces.IdleTrimAfter)
+	// tent's code and its free heap (internal/memtrim); after IdleAfter
+	// with nothing in flight it execs the idle holder.
+	handOffAfter := opts.IdleAfter
+	if handOffAfter == 0 {
+		handOffAfter = DefaultIdleAfter
+	}
+	canHandOff := len(opts.ResumeArgs) > 0 && handOffAfter > 0 && namespaces.IdleHolderAvailable()
+	first := namespaces.IdleTrimAfter
+	if canHandOff {
+		first = min(first, handOffAfter)
+	}
+	idle := time.NewTimer(first)
 	defer idle.Stop()
+	trimmed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,9 +155,31 @@ func Supervise(ctx context.Context, store Store, rec *Record, sb *Sandbox, ready
 		case <-sb.Done():
 			return nil
 		case <-activity:
-			idle.Reset(namespaces.IdleTrimAfter)
+			trimmed = false
+			idle.Reset(first)
 		case <-idle.C:
-			_, _ = memtrim.Trim()
+			if !trimmed && (!canHandOff || handOffAfter > namespaces.IdleTrimAfter) {
+				_, _ = memtrim.Trim()
+				trimmed = true
+				if canHandOff {
+					idle.Reset(handOffAfter - namespaces.IdleTrimAfter)
+				}
+				continue
+			}
+			if inflight.Load() > 0 || !sb.quiet() {
+				idle.Reset(handOffAfter) // look again later
+				continue
+			}
+			// Stop accepting (a deadline in the past ends the loop), then
+			// look again: a request accepted meanwhile is in flight.
+			_ = l.SetDeadline(time.Unix(1, 0))
+			<-accepting
+			_ = l.SetDeadline(time.Time{})
+			if inflight.Load() == 0 && sb.quiet() {
+				_ = handOffSupervisor(store, rec, sb, l, opts) // returns only on failure
+			}
+			accept()
+			idle.Reset(handOffAfter)
 		}
 	}
 }

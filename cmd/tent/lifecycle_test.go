@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -333,15 +334,9 @@ func until(cond func() bool) bool {
 	return cond()
 }
 
-// --idle-after: an idle sandbox's init gives way to the idle holder, the
-// next exec brings it back, and the holder dies with its supervisor.
-func TestIdleAfter(t *testing.T) {
-	t.Parallel()
-	l := newLife(t)
-	for _, bad := range []string{"0", "-1s", "soon"} {
-		l.tent(t, "create", "--idle-after", bad).expect(t, 125, "--idle-after")
-	}
-	id := l.create(t, "--idle-after", "200ms")
+// supervisorAndInit returns the pids of sandbox id's supervisor and init.
+func supervisorAndInit(t *testing.T, l life, id string) (int, int) {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(l.dir, id+".json"))
 	if err != nil {
 		t.Fatal(err)
@@ -361,20 +356,107 @@ func TestIdleAfter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the supervisor's children: %q", kids)
 	}
-	if !until(func() bool { return argv0(initPID) == "tent-idle" }) {
-		t.Fatalf("no idle holder: the init is %q", argv0(initPID))
+	return rec.Supervisor, initPID
+}
+
+// --idle-after: an idle sandbox's supervisor and init give way to their
+// idle holders, and every verb brings them back: tent ls still sees the
+// sandbox running, exec runs, tent net changes the proxy's rules (the
+// proxy is rebuilt on the same listeners), and SIGTERM to the idle
+// supervisor ends the sandbox cleanly.
+func TestIdleAfter(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	for _, bad := range []string{"0", "-1s", "soon"} {
+		l.tent(t, "create", "--idle-after", bad).expect(t, 125, "--idle-after")
+	}
+	id := l.create(t, "--idle-after", "200ms", "--allow-host", "evil.example")
+	sup, initPID := supervisorAndInit(t, l, id)
+	held := func(what string) {
+		t.Helper()
+		if !until(func() bool { return argv0(sup) == "tent-idle-supervisor" && argv0(initPID) == "tent-idle" }) {
+			t.Fatalf("%s: no idle holders: the supervisor is %q, the init %q", what, argv0(sup), argv0(initPID))
+		}
+	}
+	held("after create")
+	if out := l.tent(t, "ls").stdout; !strings.Contains(out, id) || !strings.Contains(out, "running") {
+		t.Fatalf("ls of an idle sandbox: %q", out)
 	}
 	if r := l.tent(t, "exec", id, "--", "echo", "back"); r.code != 0 || r.stdout != "back\n" {
 		t.Fatalf("exec after idling: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	if !until(func() bool { return argv0(initPID) == "tent-idle" }) {
-		t.Fatalf("no idle holder after the exec: the init is %q", argv0(initPID))
+	held("after exec")
+	l.tent(t, "net", id, "--allow-host", "example.org").expect(t, 0)
+	held("after net")
+	r := l.tent(t, "exec", id, "--", "perl", "-e", proxyGet)
+	r.expect(t, 0, "tent: blocked 1 connection: evil.example:80 (not allowed)")
+	if !strings.HasPrefix(r.stdout, "HTTP/1.1 403") {
+		t.Errorf("after tent net and idling: %q, want 403", r.stdout)
 	}
-	if err := syscall.Kill(rec.Supervisor, syscall.SIGKILL); err != nil {
+	held("after the proxied exec")
+	if err := syscall.Kill(sup, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !until(func() bool { return argv0(sup) == "" && argv0(initPID) == "" }) {
+		t.Fatalf("SIGTERM to the idle supervisor: supervisor %q, init %q", argv0(sup), argv0(initPID))
+	}
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("state left after SIGTERM: %v", ents)
+	}
+}
+
+// kill -9 of an idle supervisor (its holder) takes the sandbox with it;
+// tent ls sees it stopped and tent rm cleans up.
+func TestIdleSupervisorKilled(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t, "--idle-after", "200ms")
+	sup, initPID := supervisorAndInit(t, l, id)
+	if !until(func() bool { return argv0(sup) == "tent-idle-supervisor" && argv0(initPID) == "tent-idle" }) {
+		t.Fatalf("no idle holders: the supervisor is %q, the init %q", argv0(sup), argv0(initPID))
+	}
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if !until(func() bool { return argv0(initPID) == "" }) {
-		t.Fatalf("the idle holder outlived its supervisor: %q", argv0(initPID))
+		t.Fatalf("the init outlived its supervisor: %q", argv0(initPID))
+	}
+	if out := l.tent(t, "ls").stdout; !strings.Contains(out, "stopped") {
+		t.Fatalf("ls after kill -9 of the idle supervisor: %q", out)
 	}
 	l.tent(t, "rm", id).expect(t, 0)
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("state left after rm: %v", ents)
+	}
+}
+
+// An idle suspended sandbox stays suspended through its supervisor's
+// hand-off and resumes; an idle sandbox's --timeout still ends it (the
+// holder wakes at the deadline).
+func TestIdleSuspendedAndTimedOut(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	timed := l.create(t, "--idle-after", "200ms", "--timeout", "1500ms")
+	id := l.create(t, "--idle-after", "200ms")
+	sup, _ := supervisorAndInit(t, l, id)
+	if r := l.tent(t, "suspend", id); r.code == 0 {
+		if !until(func() bool { return argv0(sup) == "tent-idle-supervisor" }) {
+			t.Fatalf("no idle holder for a suspended sandbox's supervisor: %q", argv0(sup))
+		}
+		if out := l.tent(t, "ls").stdout; !strings.Contains(out, "suspended") {
+			t.Errorf("ls of an idle suspended sandbox: %q", out)
+		}
+		l.tent(t, "exec", id, "--", "true").expect(t, 125, "suspended")
+		l.tent(t, "resume", id).expect(t, 0)
+		l.tent(t, "exec", id, "--", "true").expect(t, 0)
+	} else {
+		r.expect(t, 125, "cgroup") // no cgroup: an unprivileged user without delegation
+	}
+	tsup, tinit := supervisorAndInit(t, l, timed)
+	if !until(func() bool { return argv0(tsup) == "" && argv0(tinit) == "" }) {
+		t.Fatalf("--timeout of an idle sandbox: supervisor %q, init %q", argv0(tsup), argv0(tinit))
+	}
+	if _, err := os.Stat(filepath.Join(l.dir, timed+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the timed-out sandbox's record: %v", err)
+	}
 }

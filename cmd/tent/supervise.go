@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -40,7 +42,84 @@ func newSuperviseCmd(g *globalOptions) *cobra.Command {
 	return c
 }
 
+// superviseResumeCmd is the supervisor again, exec'd by its idle holder
+// (see sandbox.SuperviseOptions): `tent __supervise-resume [flags] ID
+// STATEFD REASON`.
+const superviseResumeCmd = "__supervise-resume"
+
+func init() {
+	// The supervisor's goroutine must stay on the thread that started the
+	// sandbox's init (the init dies with that thread; see
+	// namespaces.ExecSupervisorHolder). A resumed supervisor's init is a
+	// child of the main thread, where main runs when locked from init.
+	if len(os.Args) > 1 && os.Args[1] == superviseResumeCmd {
+		runtime.LockOSThread()
+	}
+}
+
+func newSuperviseResumeCmd(g *globalOptions) *cobra.Command {
+	o := &createOptions{}
+	c := &cobra.Command{
+		Use:    superviseResumeCmd + " ID STATEFD REASON",
+		Hidden: true,
+		Args:   cobra.ExactArgs(3),
+		RunE: func(c *cobra.Command, args []string) error {
+			log := g.logger()
+			if log == nil {
+				log = slog.New(slog.DiscardHandler)
+			}
+			idleAfter, err := parseIdleAfter(o.idleAfter)
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			popts := sandbox.ProvisionOptions{Logger: log, IdleAfter: idleAfter}
+			if o.netLog != "" {
+				f, err := os.OpenFile(o.netLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+				if err != nil {
+					log.Debug("reopening the network log", "err", err)
+				} else {
+					defer f.Close()
+					popts.NetLog = f
+				}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			defer stop()
+			err = sandbox.ResumeSupervisor(ctx, args[1], args[2], popts, sandbox.SuperviseOptions{
+				IdleAfter: idleAfter, ResumeArgs: o.resumeArgs(g, args[0]),
+			})
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			return nil
+		},
+	}
+	o.register(c.Flags())
+	return c
+}
+
+// resumeArgs is the command line on which the idle holder resumes the
+// supervisor of id.
+func (o *createOptions) resumeArgs(g *globalOptions, id string) []string {
+	args := []string{"tent", superviseResumeCmd, "--state-dir", g.store().Dir}
+	if g.verbose {
+		args = append(args, "-v")
+	}
+	if o.netLog != "" {
+		args = append(args, "--net-log", o.netLog)
+	}
+	if o.idleAfter != "" {
+		args = append(args, "--idle-after", o.idleAfter)
+	}
+	return append(args, id)
+}
+
 func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string) error {
+	// The sandbox's init is started from this thread, and an idle
+	// supervisor execs its holder from it (see superviseResumeCmd).
+	runtime.LockOSThread()
+	// Descriptors that tent create's caller leaked to us (without
+	// close-on-exec) go no further: not to the idle holder, not on.
+	_ = unix.CloseRange(4, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	ready := os.NewFile(3, "ready")
 	defer ready.Close()
 	fail := func(code int, err error) error {
@@ -94,12 +173,16 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 		return fail(sandbox.ExitCode(err), err)
 	}
 	rec := &sandbox.Record{ID: id, Name: o.name, Labels: labels, Created: time.Now().UTC(), Args: argsAfter(os.Args, id)}
-	err = sandbox.Supervise(ctx, g.store(), rec, sb, func() {
-		if _, err := fmt.Fprintln(ready, "ok"); err != nil {
-			log.Debug("tent create is gone: ending the sandbox nobody knows of", "err", err)
-			creatorGone()
-		}
-		ready.Close()
+	err = sandbox.SuperviseWith(ctx, g.store(), rec, sb, sandbox.SuperviseOptions{
+		Ready: func() {
+			if _, err := fmt.Fprintln(ready, "ok"); err != nil {
+				log.Debug("tent create is gone: ending the sandbox nobody knows of", "err", err)
+				creatorGone()
+			}
+			ready.Close()
+		},
+		IdleAfter:  idleAfter,
+		ResumeArgs: o.resumeArgs(g, id),
 	})
 	if err != nil {
 		return fail(exitRefused, err)

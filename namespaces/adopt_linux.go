@@ -1,0 +1,63 @@
+package namespaces
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Adopt returns the host side of a running long-lived sandbox's init
+// that this process started before it replaced itself with exec (tent's
+// idle supervisor): pid is the init, a child of this process, and fd its
+// control socket, which Adopt takes over. Call [Init.Serve] on the result
+// as after [Init.Run].
+func Adopt(pid, fd int, log *slog.Logger) (*Init, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := os.NewFile(uintptr(fd), "tent-control")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("adopting the init's control socket: %w", err)
+	}
+	conn, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("adopting the init: descriptor %d is not a unix socket", fd)
+	}
+	proc, err := os.FindProcess(pid) // a pidfd: a recycled pid cannot be mistaken for it
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Init{proc: proc, conn: conn, log: log}, nil
+}
+
+// DupControl returns a duplicate of the control socket's descriptor,
+// without close-on-exec, for a process image that will [Adopt] the init.
+func (i *Init) DupControl() (int, error) {
+	rc, err := i.conn.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if cerr := rc.Control(func(s uintptr) { fd, err = unix.Dup(int(s)) }); cerr != nil {
+		return -1, cerr
+	}
+	if err != nil {
+		return -1, os.NewSyscallError("dup", err)
+	}
+	return fd, nil
+}
+
+// Idle reports whether nothing is pending with a live init: no exec or
+// attach awaits its answer, and its control socket has not failed.
+func (i *Init) Idle() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return len(i.waits) == 0 && i.deadErr == nil
+}

@@ -1,0 +1,292 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/netpolicy"
+)
+
+// SuperviseOptions configure [SuperviseWith].
+type SuperviseOptions struct {
+	// Ready, when set, is called once the sandbox is served and its
+	// record saved (not by [ResumeSupervisor]).
+	Ready func()
+	// IdleAfter is how long the supervisor waits with no request, no
+	// command running and no proxied connection open before it gives way
+	// to the supervisor's idle holder (namespaces.ExecSupervisorHolder), a
+	// few hundred KiB instead of a Go process. 0 means DefaultIdleAfter;
+	// a negative value never.
+	IdleAfter time.Duration
+	// ResumeArgs is the command line (argv[0] included) of this program
+	// that resumes the supervision: the holder runs it with two arguments
+	// more, the state descriptor and the number of the signal that woke it
+	// (or 0), which the program must pass to [ResumeSupervisor]. Empty
+	// disables the hand-off. The goroutine that calls SuperviseWith must
+	// be locked to the OS thread that provisioned the sandbox (see
+	// namespaces.ExecSupervisorHolder).
+	ResumeArgs []string
+}
+
+// supervisedState is what an idle supervisor leaves, in a memfd, for the
+// process that resumes it: everything its *Sandbox held, and the
+// descriptors (numbers valid in the new image) of the init's control
+// socket, the supervisor's listening socket and the proxy's listeners.
+type supervisedState struct {
+	Store      string            `json:"store"`
+	ID         string            `json:"id"`
+	Spec       Spec              `json:"spec"`
+	Config     namespaces.Config `json:"config"`
+	Privileged bool              `json:"privileged"`
+	UID        uint32            `json:"uid"`
+	GID        uint32            `json:"gid"`
+	CowRoot    string            `json:"cow_root,omitempty"`
+	Layers     []CowLayer        `json:"layers,omitempty"`
+	Report     Report            `json:"report"`
+	Cgroup     *cgroups.State    `json:"cgroup,omitempty"`
+	InitPID    int               `json:"init_pid"`
+	Control    int               `json:"control"`
+	Listener   int               `json:"listener"`
+	Proxy      []int             `json:"proxy,omitempty"`
+	Start      time.Time         `json:"start"`
+	Deadline   time.Time         `json:"deadline"`
+	Suspended  bool              `json:"suspended,omitempty"`
+	NextExec   int               `json:"next_exec"`
+}
+
+// quiet reports whether s has nothing in flight that a hand-off would
+// cut: no exec or attach awaiting the init, no proxied connection open.
+func (s *Sandbox) quiet() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.run
+	return !s.done && r.direct == nil && r.init.Idle() && (r.proxy == nil || r.proxy.Active() == 0)
+}
+
+// captureState returns s's state and the descriptors (not close-on-exec)
+// it names; the caller closes them if the exec does not happen.
+func (s *Sandbox) captureState() (*supervisedState, []int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, p := s.run, s.run.plan
+	st := &supervisedState{
+		Spec: s.spec, Config: p.cfg, Privileged: p.privileged, UID: p.uid, GID: p.gid,
+		CowRoot: p.cowRoot, Layers: p.layers, Report: p.report,
+		InitPID: r.init.Pid(), Start: r.start, Deadline: s.deadline,
+		Suspended: s.suspended, NextExec: s.nextExec,
+	}
+	if r.cg != nil {
+		cs := r.cg.State()
+		st.Cgroup = &cs
+	}
+	ctl, err := r.init.DupControl()
+	if err != nil {
+		return nil, nil, err
+	}
+	fds := []int{ctl}
+	st.Control = ctl
+	for _, fd := range r.proxyFDs {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			closeFDs(fds)
+			return nil, nil, os.NewSyscallError("dup", err)
+		}
+		fds = append(fds, d)
+		st.Proxy = append(st.Proxy, d)
+	}
+	return st, fds, nil
+}
+
+// handOffSupervisor replaces this process with the supervisor's idle
+// holder, watching the supervisor's socket l, the init's control socket
+// and the proxy's listeners. It returns only when that failed, having
+// closed what it opened.
+func handOffSupervisor(store Store, rec *Record, sb *Sandbox, l *net.UnixListener, opts SuperviseOptions) error {
+	st, fds, err := sb.captureState()
+	if err != nil {
+		return err
+	}
+	defer closeFDs(fds)
+	rc, err := l.SyscallConn()
+	if err != nil {
+		return err
+	}
+	lfd := -1
+	if cerr := rc.Control(func(fd uintptr) { lfd, err = unix.Dup(int(fd)) }); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return os.NewSyscallError("dup", err)
+	}
+	fds = append(fds, lfd)
+	st.Store, st.ID, st.Listener = store.Dir, rec.ID, lfd
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	mfd, err := unix.MemfdCreate("tent-supervisor-state", 0)
+	if err != nil {
+		return os.NewSyscallError("memfd_create", err)
+	}
+	fds = append(fds, mfd)
+	if _, err := unix.Pwrite(mfd, b, 0); err != nil {
+		return os.NewSyscallError("pwrite", err)
+	}
+	watch := append([]int{lfd, st.Control}, st.Proxy...)
+	argv := append(append([]string(nil), opts.ResumeArgs...), strconv.Itoa(mfd))
+	if !sb.quiet() { // a proxied connection came in meanwhile
+		return errors.New("the sandbox became busy")
+	}
+	return namespaces.ExecSupervisorHolder(st.Deadline, watch, argv)
+}
+
+// ResumeSupervisor continues, in the process that the supervisor's idle
+// holder exec'd, the supervision it handed off: stateFD and reason are
+// the two arguments the holder added to SuperviseOptions.ResumeArgs.
+// popts gives the sandbox its logger, network audit log and resolver
+// again. A reason that names a signal (SIGTERM, SIGINT, SIGHUP) ends the
+// supervision as the signal would have; otherwise ResumeSupervisor serves
+// as [SuperviseWith] does (opts.Ready is not called) until that ends, and
+// then terminates the sandbox and removes its record.
+func ResumeSupervisor(ctx context.Context, stateFD, reason string, popts ProvisionOptions, opts SuperviseOptions) error {
+	st, err := readSupervisedState(stateFD)
+	if err != nil {
+		return err
+	}
+	store := Store{Dir: st.Store}
+	sb, err := adoptSandbox(st, popts)
+	if err != nil {
+		// Nothing can serve it: end it rather than leave it running.
+		_ = syscall.Kill(st.InitPID, syscall.SIGKILL)
+		if st.Cgroup != nil {
+			if cg, cerr := cgroups.Reopen(*st.Cgroup); cerr == nil {
+				_ = cg.Destroy(context.Background())
+			}
+		}
+		_ = removeLayers(st.CowRoot)
+		_ = store.removeFiles(st.ID)
+		return fmt.Errorf("resuming the supervisor of %s: %w", st.ID, err)
+	}
+	f := os.NewFile(uintptr(st.Listener), "tent-supervisor")
+	ln, err := net.FileListener(f)
+	f.Close()
+	var l *net.UnixListener
+	if err == nil {
+		var ok bool
+		if l, ok = ln.(*net.UnixListener); !ok {
+			ln.Close()
+			err = fmt.Errorf("descriptor %d is not a unix socket", st.Listener)
+		}
+	}
+	if err != nil {
+		_ = sb.Terminate(context.Background())
+		_ = store.removeFiles(st.ID)
+		return fmt.Errorf("resuming the supervisor of %s: %w", st.ID, err)
+	}
+	rec, err := store.load(st.ID)
+	if err != nil {
+		l.Close()
+		_ = sb.Terminate(context.Background())
+		_ = store.removeFiles(st.ID)
+		return fmt.Errorf("resuming the supervisor of %s: %w", st.ID, err)
+	}
+	if reason != "0" {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx = c
+	}
+	return serveSupervised(ctx, store, rec, sb, l, opts)
+}
+
+// readSupervisedState reads the state handOffSupervisor left in the
+// descriptor arg and closes it; the descriptors it names are made
+// close-on-exec.
+func readSupervisedState(arg string) (*supervisedState, error) {
+	fd, err := strconv.Atoi(arg)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("resuming a supervisor: bad state descriptor %q", arg)
+	}
+	f := os.NewFile(uintptr(fd), "tent-supervisor-state")
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<24))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var st supervisedState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("resuming a supervisor: %w", err)
+	}
+	if st.ID == "" || st.Store == "" || st.InitPID <= 0 || st.Control < 3 || st.Listener < 3 {
+		return nil, errors.New("resuming a supervisor: incomplete state")
+	}
+	for _, fd := range append([]int{st.Control, st.Listener}, st.Proxy...) {
+		unix.CloseOnExec(fd)
+	}
+	return &st, nil
+}
+
+// adoptSandbox rebuilds the *Sandbox that st describes around its running
+// init (a child of this process).
+func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err error) {
+	log := popts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &running{
+		plan: &plan{cfg: st.Config, privileged: st.Privileged, uid: st.UID, gid: st.GID,
+			cowRoot: st.CowRoot, layers: st.Layers, report: st.Report},
+		start: st.Start, timedOut: make(chan struct{}),
+	}
+	defer func() {
+		if err != nil {
+			closeFDs(r.proxyFDs)
+		}
+	}()
+	if st.Cgroup != nil {
+		if r.cg, err = cgroups.Reopen(*st.Cgroup); err != nil {
+			return nil, err
+		}
+	}
+	if r.init, err = namespaces.Adopt(st.InitPID, st.Control, log); err != nil {
+		return nil, err
+	}
+	if len(st.Proxy) > 0 {
+		compiled, err := netpolicy.Compile(st.Spec.Network)
+		if err != nil {
+			return nil, err
+		}
+		for _, fd := range st.Proxy {
+			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+			}
+			r.proxyFDs = append(r.proxyFDs, d)
+		}
+		if r.proxy, err = startProxy(compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
+			return nil, err
+		}
+	}
+	go r.init.Serve()
+	s := &Sandbox{spec: st.Spec, run: r, ended: make(chan struct{}), nextExec: st.NextExec,
+		suspended: st.Suspended, deadline: st.Deadline}
+	r.stop = func() bool { return true }
+	if !st.Deadline.IsZero() {
+		timer := time.AfterFunc(time.Until(st.Deadline), func() { _ = s.Terminate(context.Background()) })
+		r.stop = timer.Stop
+	}
+	log.Debug("supervisor resumed", "init", st.InitPID)
+	return s, nil
+}
