@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// BenchmarkCLIIdleMemory creates 200 sandboxes with tent create (the
+// issue's "200 idle sandboxes at once"), lets them idle past the default
+// IdleAfter, and reports per sandbox the RSS of its processes on the host
+// (its supervisor and its init, by then both idle holders) and what its
+// cgroup is charged (target <= 4 MiB). It then times the first tent exec
+// of 20 of them (which wakes both) and a second one right after
+// (wake-exec-ms, busy-exec-ms, medians).
+func BenchmarkCLIIdleMemory(b *testing.B) {
+	const n = 200
+	dir := b.TempDir()
+	tentIn := func(args ...string) (string, error) {
+		out, err := exec.Command(tentBin, append([]string{"--state-dir", dir}, args...)...).Output()
+		return string(out), err
+	}
+	defer tentIn("rm", "--all")
+	for b.Loop() {
+		var ids []string
+		for i := 0; i < n; i++ {
+			out, err := tentIn("create")
+			if err != nil {
+				b.Fatalf("sandbox %d: %v", i+1, err)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			ids = append(ids, lines[len(lines)-1])
+		}
+		time.Sleep(sandbox.DefaultIdleAfter + time.Second)
+		var rss, charged int64
+		for _, id := range ids {
+			data, err := os.ReadFile(filepath.Join(dir, id+".json"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var rec struct {
+				Supervisor int      `json:"supervisor_pid"`
+				Cgroups    []string `json:"cgroups"`
+			}
+			if err := json.Unmarshal(data, &rec); err != nil {
+				b.Fatal(err)
+			}
+			rss += statusKiB(rec.Supervisor)
+			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", rec.Supervisor))
+			for _, task := range tasks {
+				kids, _ := os.ReadFile(task)
+				for _, k := range strings.Fields(string(kids)) {
+					pid, _ := strconv.Atoi(k)
+					rss += statusKiB(pid)
+				}
+			}
+			charged += cgroupCharge(rec.Cgroups)
+		}
+		var wake, busy []time.Duration
+		for _, id := range ids[:20] {
+			for _, d := range []*[]time.Duration{&wake, &busy} {
+				start := time.Now()
+				if _, err := tentIn("exec", id, "--", "/bin/true"); err != nil {
+					b.Fatalf("exec in %s: %v", id, err)
+				}
+				*d = append(*d, time.Since(start))
+			}
+		}
+		if _, err := tentIn("rm", "--all"); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(rss)/n/1024, "RSS-MiB/sandbox")
+		b.ReportMetric(float64(charged)/n/(1<<20), "cgroup-MiB/sandbox")
+		b.ReportMetric(float64(medianOf(wake).Microseconds())/1000, "wake-exec-ms")
+		b.ReportMetric(float64(medianOf(busy).Microseconds())/1000, "busy-exec-ms")
+	}
+}
+
+// statusKiB is pid's VmRSS in KiB (0 when it is gone).
+func statusKiB(pid int) int64 {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// cgroupCharge is what the cgroup directories are charged, in bytes (v2
+// memory.current, v1 memory.usage_in_bytes); 0 without.
+func cgroupCharge(paths []string) int64 {
+	for _, p := range paths {
+		for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
+			if data, err := os.ReadFile(filepath.Join(p, f)); err == nil {
+				n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+func medianOf(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
