@@ -25,7 +25,7 @@ type DirState struct {
 func (c *Cgroup) State() State {
 	st := State{Version: c.version}
 	for _, d := range c.dirs {
-		st.Dirs = append(st.Dirs, DirState{Path: d.Path, Controllers: d.Controllers})
+		st.Dirs = append(st.Dirs, DirState(d))
 	}
 	return st
 }

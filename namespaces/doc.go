@@ -32,6 +32,11 @@
 // (it never reads one) execs the init again, which resumes from the state
 // and reads the message. When the socket reaches EOF it exits.
 //
+// The same constructor also serves the tent CLI's per-sandbox supervisor
+// (argv[0] [IdleSupervisorArg0], see [ExecSupervisorHolder]): it watches
+// the supervisor's sockets, its signals and its deadline, and execs the Go
+// supervisor again when one of them fires.
+//
 // # The command
 //
 // The command is forked from a dedicated OS thread of the init that first

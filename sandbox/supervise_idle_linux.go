@@ -119,7 +119,7 @@ func handOffSupervisor(store Store, rec *Record, sb *Sandbox, l *net.UnixListene
 	if err != nil {
 		return err
 	}
-	defer closeFDs(fds)
+	defer func() { closeFDs(fds) }() // all of them, appended below too
 	rc, err := l.SyscallConn()
 	if err != nil {
 		return err
