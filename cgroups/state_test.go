@@ -9,14 +9,22 @@ import (
 
 // A reopened cgroup manages the same directories: its processes are
 // killed and its directories removed through it.
-func TestReopen(t *testing.T) {
+func TestReopenV1(t *testing.T) {
 	h := requireV1(t)
-	ctx := ctxT(t)
 	c, err := Create(h, testName(), Limits{Pids: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	destroyOnCleanup(t, c)
+	checkReopen(t, c)
+}
+
+func TestReopenV2(t *testing.T) {
+	checkReopen(t, createV2Core(t))
+}
+
+func checkReopen(t *testing.T, c *Cgroup) {
+	ctx := ctxT(t)
 	cmd := startSleep(t, nil)
 	if err := c.AddProc(cmd.Process.Pid); err != nil {
 		t.Fatal(err)

@@ -394,6 +394,12 @@ func TestIdleAfter(t *testing.T) {
 		t.Errorf("after tent net and idling: %q, want 403", r.stdout)
 	}
 	held("after the proxied exec")
+	var rec struct {
+		Cgroups []string `json:"cgroups"`
+	}
+	if b, err := os.ReadFile(filepath.Join(l.dir, id+".json")); err == nil {
+		_ = json.Unmarshal(b, &rec)
+	}
 	if err := syscall.Kill(sup, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -402,6 +408,11 @@ func TestIdleAfter(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
 		t.Errorf("state left after SIGTERM: %v", ents)
+	}
+	for _, c := range rec.Cgroups { // removed by the resumed supervisor
+		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left after SIGTERM: %v", c, err)
+		}
 	}
 }
 
