@@ -172,7 +172,10 @@ func serveSupervised(ctx context.Context, store Store, rec *Record, sb *Sandbox,
 			}
 			// Stop accepting (a deadline in the past ends the loop), then
 			// look again: a request accepted meanwhile is in flight.
-			_ = l.SetDeadline(time.Unix(1, 0))
+			if err := l.SetDeadline(time.Unix(1, 0)); err != nil {
+				idle.Reset(handOffAfter)
+				continue
+			}
 			<-accepting
 			_ = l.SetDeadline(time.Time{})
 			if inflight.Load() == 0 && sb.quiet() {
