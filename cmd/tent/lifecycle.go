@@ -37,7 +37,7 @@ func (o *createOptions) register(f *pflag.FlagSet) {
 	o.runOptions.register(f)
 	f.StringVar(&o.name, "name", "", "a `NAME` to refer to the sandbox by")
 	f.StringArrayVar(&o.labels, "label", nil, "attach a `K=V` label (repeatable)")
-	f.StringVar(&o.idleAfter, "idle-after", "", "hand an idle sandbox's init to the small idle holder after `D` without requests (default 10s; \"never\" keeps it)")
+	f.StringVar(&o.idleAfter, "idle-after", "", "after `D` with no request, replace the idle sandbox's init and supervisor by small idle holders (default 10s; \"never\" keeps them)")
 }
 
 // parseIdleAfter reads --idle-after as sandbox.ProvisionOptions.IdleAfter:
