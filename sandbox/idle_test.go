@@ -56,7 +56,10 @@ func waitFor(d time.Duration, cond func() bool) bool {
 func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	t.Parallel()
 	needHolder(t)
-	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
+	// No seccomp filter: the probes at the end meet the init's own
+	// defences (non-dumpable, capabilities), not the filter's EPERM.
+	spec := withProbe(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}})
+	sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{IdleAfter: idleAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +116,9 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	if sb.InitPID() != pid || initArgv0(t, sb) != namespaces.InitArg0 {
 		t.Fatalf("resumed init: pid %d (was %d), argv[0] %q", sb.InitPID(), pid, initArgv0(t, sb))
 	}
+	// The resumed init is as closed to the sandbox as the first one.
+	expect(t, "ptrace(PTRACE_ATTACH, 1)", probeIn(t, sb, "ptrace", "1"), "EPERM")
+	expect(t, "open /proc/1/mem", probeIn(t, sb, "open", "/proc/1/mem", "r"), "EACCES")
 }
 
 // Terminating an idle sandbox (its holder in charge) leaves nothing.
