@@ -6,7 +6,7 @@ import (
 	"net"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 )
 
 // Adopt returns the host side of a running long-lived sandbox's init
@@ -39,20 +39,7 @@ func Adopt(pid, fd int, log *slog.Logger) (*Init, error) {
 
 // DupControl returns a duplicate of the control socket's descriptor,
 // without close-on-exec, for a process image that will [Adopt] the init.
-func (i *Init) DupControl() (int, error) {
-	rc, err := i.conn.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	if cerr := rc.Control(func(s uintptr) { fd, err = unix.Dup(int(s)) }); cerr != nil {
-		return -1, cerr
-	}
-	if err != nil {
-		return -1, os.NewSyscallError("dup", err)
-	}
-	return fd, nil
-}
+func (i *Init) DupControl() (int, error) { return ctlmsg.Dup(i.conn) }
 
 // Idle reports whether nothing is pending with a live init: no exec or
 // attach awaits its answer, and its control socket has not failed.

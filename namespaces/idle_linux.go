@@ -1,10 +1,8 @@
 package namespaces
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 )
 
 // IdleHolderAvailable reports whether this build has the idle holder (it
@@ -40,30 +40,16 @@ func handOff(conn *net.UnixConn, cfg *Config, hostView int, sp *spawner) error {
 	if err != nil {
 		return err
 	}
-	rc, err := conn.SyscallConn()
+	ctl, err := ctlmsg.Dup(conn)
 	if err != nil {
 		return err
-	}
-	ctl := -1
-	if cerr := rc.Control(func(fd uintptr) { ctl, err = unix.Dup(int(fd)) }); cerr != nil {
-		return cerr
-	}
-	if err != nil {
-		return os.NewSyscallError("dup", err)
 	}
 	defer unix.Close(ctl)
-	b, err := json.Marshal(idleState{Config: cfg, Control: ctl, Self: self, HostView: hostView})
+	mfd, err := ctlmsg.WriteState("tent-init-state", idleState{Config: cfg, Control: ctl, Self: self, HostView: hostView})
 	if err != nil {
 		return err
 	}
-	mfd, err := unix.MemfdCreate("tent-init-state", 0)
-	if err != nil {
-		return os.NewSyscallError("memfd_create", err)
-	}
 	defer unix.Close(mfd)
-	if _, err := unix.Pwrite(mfd, b, 0); err != nil {
-		return os.NewSyscallError("pwrite", err)
-	}
 	keep := []int{self}
 	if hostView >= 0 {
 		keep = append(keep, hostView)
@@ -82,24 +68,14 @@ func handOff(conn *net.UnixConn, cfg *Config, hostView int, sp *spawner) error {
 }
 
 // resumeState reads the state that handOff left in descriptor arg and
-// closes it. The descriptors it names are made close-on-exec again.
+// closes it.
 func resumeState(arg string) (*idleState, error) {
-	fd, err := strconv.Atoi(arg)
-	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("bad state descriptor %q", arg)
-	}
-	f := os.NewFile(uintptr(fd), "tent-init-state")
-	defer f.Close()
-	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<24))
-	if err != nil {
-		return nil, err
-	}
 	var st idleState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("decoding the idle state: %w", err)
+	if err := ctlmsg.ReadState(arg, &st); err != nil {
+		return nil, fmt.Errorf("resuming the init: %w", err)
 	}
 	if st.Config == nil || st.Control < 3 || st.Self < 3 {
-		return nil, fmt.Errorf("incomplete idle state")
+		return nil, fmt.Errorf("resuming the init: incomplete idle state")
 	}
 	return &st, nil
 }

@@ -35,7 +35,7 @@ func TestResumeStateRefusesBadState(t *testing.T) {
 	for _, tc := range []struct{ name, arg, want string }{
 		{"not a number", "x", "bad state descriptor"},
 		{"stdio", "0", "bad state descriptor"},
-		{"not JSON", stateFD(t, "{"), "decoding the idle state"},
+		{"not JSON", stateFD(t, "{"), "decoding the state"},
 		{"no config", stateFD(t, `{"control":4,"self":5,"host_view":-1}`), "incomplete"},
 		{"no control socket", stateFD(t, `{"config":{},"control":0,"self":5,"host_view":-1}`), "incomplete"},
 	} {

@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
@@ -120,31 +119,17 @@ func handOffSupervisor(store Store, rec *Record, sb *Sandbox, l *net.UnixListene
 		return err
 	}
 	defer func() { closeFDs(fds) }() // all of them, appended below too
-	rc, err := l.SyscallConn()
+	lfd, err := ctlmsg.Dup(l)
 	if err != nil {
 		return err
-	}
-	lfd := -1
-	if cerr := rc.Control(func(fd uintptr) { lfd, err = unix.Dup(int(fd)) }); cerr != nil {
-		return cerr
-	}
-	if err != nil {
-		return os.NewSyscallError("dup", err)
 	}
 	fds = append(fds, lfd)
 	st.Store, st.ID, st.Listener = store.Dir, rec.ID, lfd
-	b, err := json.Marshal(st)
+	mfd, err := ctlmsg.WriteState("tent-supervisor-state", st)
 	if err != nil {
 		return err
 	}
-	mfd, err := unix.MemfdCreate("tent-supervisor-state", 0)
-	if err != nil {
-		return os.NewSyscallError("memfd_create", err)
-	}
 	fds = append(fds, mfd)
-	if _, err := unix.Pwrite(mfd, b, 0); err != nil {
-		return os.NewSyscallError("pwrite", err)
-	}
 	watch := append([]int{lfd, st.Control}, st.Proxy...)
 	argv := append(append([]string(nil), opts.ResumeArgs...), strconv.Itoa(mfd))
 	if !sb.quiet() { // a proxied connection came in meanwhile
@@ -215,18 +200,8 @@ func ResumeSupervisor(ctx context.Context, stateFD, reason string, popts Provisi
 // descriptor arg and closes it; the descriptors it names are made
 // close-on-exec.
 func readSupervisedState(arg string) (*supervisedState, error) {
-	fd, err := strconv.Atoi(arg)
-	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("resuming a supervisor: bad state descriptor %q", arg)
-	}
-	f := os.NewFile(uintptr(fd), "tent-supervisor-state")
-	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<24))
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
 	var st supervisedState
-	if err := json.Unmarshal(b, &st); err != nil {
+	if err := ctlmsg.ReadState(arg, &st); err != nil {
 		return nil, fmt.Errorf("resuming a supervisor: %w", err)
 	}
 	if st.ID == "" || st.Store == "" || st.InitPID <= 0 || st.Control < 3 || st.Listener < 3 {
