@@ -48,3 +48,48 @@ func TestResumeStateRefusesBadState(t *testing.T) {
 		t.Fatalf("%+v %v", st, err)
 	}
 }
+
+// The idle timer's phases: trim first, then the hand-off, put off while
+// busy; never a hand-off when disabled or without a holder.
+func TestIdleTimerPhases(t *testing.T) {
+	if !holderAvailable {
+		t.Skip("built without cgo: no holder")
+	}
+	i := NewIdleTimer(0, true) // DefaultIdleAfter, longer than IdleTrimAfter
+	defer i.Stop()
+	if i.Fired(false) {
+		t.Fatal("the first delivery (IdleTrimAfter) allowed the hand-off")
+	}
+	if !i.trimmed {
+		t.Fatal("the first delivery did not trim")
+	}
+	if i.Fired(true) {
+		t.Fatal("hand-off allowed while busy")
+	}
+	if !i.Fired(false) {
+		t.Fatal("hand-off refused once due and idle")
+	}
+	i.Reset()
+	if i.trimmed || i.Fired(false) {
+		t.Fatal("after Reset the trim comes first again")
+	}
+
+	short := NewIdleTimer(IdleTrimAfter/10, true) // due before the trim
+	defer short.Stop()
+	if !short.Fired(false) || short.trimmed {
+		t.Fatal("a hand-off delay shorter than the trim's: hand off at once, untrimmed")
+	}
+	short.HandOffFailed()
+	if !short.trimmed {
+		t.Fatal("a failed hand-off leaves the process untrimmed")
+	}
+
+	for _, off := range []*IdleTimer{NewIdleTimer(-1, true), NewIdleTimer(0, false)} {
+		for n := 0; n < 3; n++ {
+			if off.Fired(false) {
+				t.Fatal("hand-off allowed while disabled")
+			}
+		}
+		off.Stop()
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
-	"github.com/tent-sandbox/tent/internal/memtrim"
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
@@ -197,33 +196,15 @@ func (in *initLoop) serve() int {
 	next <- struct{}{}
 	// A child may have exited before SIGCHLD was caught (a resumed init).
 	in.reap()
-	// An init that has had nothing to do for IdleTrimAfter gives back its
-	// resident copies of tent's code and its free heap (see memtrim); one
-	// idle for the hand-off delay, with no command running, hands the
-	// sandbox to the idle holder.
-	handOffAfter := in.cfg.IdleAfter
-	if handOffAfter == 0 {
-		handOffAfter = DefaultIdleAfter
-	}
-	canHandOff := holderAvailable && !in.oneShot && handOffAfter > 0
-	idle := time.NewTimer(IdleTrimAfter)
-	trimmed := false
-	arm := func() {
-		trimmed = false
-		idle.Reset(min(IdleTrimAfter, handOffAfter))
-	}
-	arm()
+	// An init that has had nothing to do for IdleTrimAfter trims its
+	// memory; one idle for the hand-off delay, with no command running,
+	// hands the sandbox to the idle holder.
+	idle := NewIdleTimer(in.cfg.IdleAfter, !in.oneShot)
+	defer idle.Stop()
 	for {
 		select {
 		case <-idle.C:
-			if !canHandOff || len(in.execs) > 0 || (!trimmed && handOffAfter > IdleTrimAfter) {
-				if !trimmed {
-					_, _ = memtrim.Trim()
-					trimmed = true
-					if canHandOff && len(in.execs) == 0 {
-						idle.Reset(handOffAfter - IdleTrimAfter)
-					}
-				}
+			if !idle.Fired(len(in.execs) > 0) {
 				continue
 			}
 			// Stop the pending read without losing a message: with a
@@ -234,20 +215,18 @@ func (in *initLoop) serve() int {
 			c := <-ctl
 			_ = in.conn.SetReadDeadline(time.Time{})
 			if errors.Is(c.err, os.ErrDeadlineExceeded) {
-				if err := handOff(in.conn, in.cfg, in.hostView, in.sp); err != nil && !trimmed {
-					_, _ = memtrim.Trim() // the holder could not start: stay
-					trimmed = true
-				}
+				_ = handOff(in.conn, in.cfg, in.hostView, in.sp) // returns only on failure
+				idle.HandOffFailed()
 				next <- struct{}{}
 				continue
 			}
-			arm()
+			idle.Reset()
 			if code, done := in.handle(c); done {
 				return code
 			}
 			next <- struct{}{}
 		case c := <-ctl:
-			arm()
+			idle.Reset()
 			if code, done := in.handle(c); done {
 				return code
 			}
@@ -257,7 +236,7 @@ func (in *initLoop) serve() int {
 				return 0
 			}
 			if len(in.execs) == 0 {
-				arm()
+				idle.Reset()
 			}
 		}
 	}

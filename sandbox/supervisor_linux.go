@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
-	"github.com/tent-sandbox/tent/internal/memtrim"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
@@ -131,21 +130,10 @@ func serveSupervised(ctx context.Context, store Store, rec *Record, sb *Sandbox,
 		}()
 	}
 	accept()
-	// Like the init, an idle supervisor gives back its resident copies of
-	// tent's code and its free heap (internal/memtrim); after IdleAfter
-	// with nothing in flight it execs the idle holder.
-	handOffAfter := opts.IdleAfter
-	if handOffAfter == 0 {
-		handOffAfter = DefaultIdleAfter
-	}
-	canHandOff := len(opts.ResumeArgs) > 0 && handOffAfter > 0 && namespaces.IdleHolderAvailable()
-	first := namespaces.IdleTrimAfter
-	if canHandOff {
-		first = min(first, handOffAfter)
-	}
-	idle := time.NewTimer(first)
+	// Like the init, an idle supervisor trims its memory and then, with
+	// nothing in flight, execs its idle holder.
+	idle := namespaces.NewIdleTimer(opts.IdleAfter, len(opts.ResumeArgs) > 0)
 	defer idle.Stop()
-	trimmed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -155,25 +143,15 @@ func serveSupervised(ctx context.Context, store Store, rec *Record, sb *Sandbox,
 		case <-sb.Done():
 			return nil
 		case <-activity:
-			trimmed = false
-			idle.Reset(first)
+			idle.Reset()
 		case <-idle.C:
-			if !trimmed && (!canHandOff || handOffAfter > namespaces.IdleTrimAfter) {
-				_, _ = memtrim.Trim()
-				trimmed = true
-				if canHandOff {
-					idle.Reset(handOffAfter - namespaces.IdleTrimAfter)
-				}
-				continue
-			}
-			if inflight.Load() > 0 || !sb.quiet() {
-				idle.Reset(handOffAfter) // look again later
+			if !idle.Fired(inflight.Load() > 0 || !sb.quiet()) {
 				continue
 			}
 			// Stop accepting (a deadline in the past ends the loop), then
 			// look again: a request accepted meanwhile is in flight.
 			if err := l.SetDeadline(time.Unix(1, 0)); err != nil {
-				idle.Reset(handOffAfter)
+				idle.HandOffFailed()
 				continue
 			}
 			<-accepting
@@ -182,7 +160,7 @@ func serveSupervised(ctx context.Context, store Store, rec *Record, sb *Sandbox,
 				_ = handOffSupervisor(store, rec, sb, l, opts) // returns only on failure
 			}
 			accept()
-			idle.Reset(handOffAfter)
+			idle.HandOffFailed()
 		}
 	}
 }
