@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/tent-sandbox/tent/internal/benchstat"
 )
 
 // benchProxy serves a real proxy (default dialer and resolver) on loopback
@@ -139,14 +140,8 @@ func BenchmarkConnectLatency(b *testing.B) {
 		tunnelled = append(tunnelled, time.Since(t0))
 		c.Close()
 	}
-	d, p := median(direct), median(tunnelled)
+	d, p := benchstat.Median(direct), benchstat.Median(tunnelled)
 	b.ReportMetric(float64(d)/1e3, "direct-µs")
 	b.ReportMetric(float64(p)/1e3, "proxy-µs")
 	b.ReportMetric(float64(p-d)/1e3, "added-µs")
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -6,13 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/benchstat"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -39,7 +38,7 @@ func BenchmarkExecLatency(b *testing.B) {
 		}
 		host = append(host, time.Since(start))
 	}
-	mi, mh := median(in), median(host)
+	mi, mh := benchstat.Median(in), benchstat.Median(host)
 	b.ReportMetric(float64(mi.Microseconds()), "sandbox-µs")
 	b.ReportMetric(float64(mh.Microseconds()), "host-µs")
 	b.ReportMetric(float64(mi)/float64(mh), "ratio")
@@ -88,9 +87,9 @@ func BenchmarkIdleMemory(b *testing.B) {
 		time.Sleep(sandbox.DefaultIdleAfter + 500*time.Millisecond)
 		var rss, pss, charged int64
 		for _, sb := range sbs {
-			rss += statusKiB("/proc/"+strconv.Itoa(sb.InitPID())+"/status", "VmRSS:")
-			pss += statusKiB("/proc/"+strconv.Itoa(sb.InitPID())+"/smaps_rollup", "Pss:")
-			charged += cgroupMemory(sb.CgroupPaths())
+			rss += benchstat.KiB(sb.InitPID(), "status", "VmRSS:")
+			pss += benchstat.KiB(sb.InitPID(), "smaps_rollup", "Pss:")
+			charged += benchstat.CgroupCharge(sb.CgroupPaths())
 		}
 		var wake []time.Duration
 		for i, sb := range sbs {
@@ -100,7 +99,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 			}
 			wake = append(wake, time.Since(start))
 		}
-		b.ReportMetric(float64(median(wake).Microseconds())/1000, "wake-exec-ms")
+		b.ReportMetric(float64(benchstat.Median(wake).Microseconds())/1000, "wake-exec-ms")
 		for _, sb := range sbs {
 			_ = sb.Terminate(context.Background())
 		}
@@ -108,38 +107,6 @@ func BenchmarkIdleMemory(b *testing.B) {
 		b.ReportMetric(float64(pss)/n/1024, "PSS-MiB/sandbox")
 		b.ReportMetric(float64(charged)/n/(1<<20), "cgroup-MiB/sandbox")
 	}
-}
-
-// cgroupMemory is what a sandbox's memory cgroup is charged, in bytes
-// (v2 memory.current, v1 memory.usage_in_bytes); 0 without one.
-func cgroupMemory(paths []string) int64 {
-	for _, p := range paths {
-		for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
-			if b, err := os.ReadFile(filepath.Join(p, f)); err == nil {
-				n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-				return n
-			}
-		}
-	}
-	return 0
-}
-
-// statusKiB reads a "Key:  N kB" line of a /proc file.
-func statusKiB(path, key string) int64 {
-	b, _ := os.ReadFile(path)
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key); ok {
-			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // BenchmarkSnapshotCost snapshots a cow workspace of 500 MiB after a

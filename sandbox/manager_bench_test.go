@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/benchstat"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkManagerAcquire(b *testing.B) {
 		warm = append(warm, acquire(false))
 		cold = append(cold, acquire(true))
 	}
-	mw, mc := median(warm), median(cold)
+	mw, mc := benchstat.Median(warm), benchstat.Median(cold)
 	b.ReportMetric(float64(mw.Nanoseconds())/1e3, "warm-µs")
 	b.ReportMetric(float64(mc.Nanoseconds())/1e3, "cold-µs")
 	b.ReportMetric(float64(mc)/float64(mw), "cold/warm")

@@ -6,12 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/benchstat"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -55,16 +55,16 @@ func BenchmarkCLIIdleMemory(b *testing.B) {
 			if err := json.Unmarshal(data, &rec); err != nil {
 				b.Fatal(err)
 			}
-			rss += statusKiB(rec.Supervisor)
+			rss += benchstat.KiB(rec.Supervisor, "status", "VmRSS:")
 			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", rec.Supervisor))
 			for _, task := range tasks {
 				kids, _ := os.ReadFile(task)
 				for _, k := range strings.Fields(string(kids)) {
 					pid, _ := strconv.Atoi(k)
-					rss += statusKiB(pid)
+					rss += benchstat.KiB(pid, "status", "VmRSS:")
 				}
 			}
-			charged += cgroupCharge(rec.Cgroups)
+			charged += benchstat.CgroupCharge(rec.Cgroups)
 		}
 		var wake, busy []time.Duration
 		for _, id := range ids[:20] {
@@ -81,39 +81,7 @@ func BenchmarkCLIIdleMemory(b *testing.B) {
 		}
 		b.ReportMetric(float64(rss)/n/1024, "RSS-MiB/sandbox")
 		b.ReportMetric(float64(charged)/n/(1<<20), "cgroup-MiB/sandbox")
-		b.ReportMetric(float64(medianOf(wake).Microseconds())/1000, "wake-exec-ms")
-		b.ReportMetric(float64(medianOf(busy).Microseconds())/1000, "second-exec-ms")
+		b.ReportMetric(float64(benchstat.Median(wake).Microseconds())/1000, "wake-exec-ms")
+		b.ReportMetric(float64(benchstat.Median(busy).Microseconds())/1000, "second-exec-ms")
 	}
-}
-
-// statusKiB is pid's VmRSS in KiB (0 when it is gone).
-func statusKiB(pid int) int64 {
-	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// cgroupCharge is what the cgroup directories are charged, in bytes (v2
-// memory.current, v1 memory.usage_in_bytes); 0 without.
-func cgroupCharge(paths []string) int64 {
-	for _, p := range paths {
-		for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
-			if data, err := os.ReadFile(filepath.Join(p, f)); err == nil {
-				n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-				return n
-			}
-		}
-	}
-	return 0
-}
-
-func medianOf(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -145,7 +145,8 @@ func cmdline(argv ...string) func(string) bool {
 // initOf returns the sandbox init (tent-init) the supervisor started, or
 // 0.
 func initOf(supervisor int) int {
-	isInit := cmdline("tent-init")
+	// The Go init, or the idle holder standing in for it.
+	isInit := func(c string) bool { return cmdline("tent-init")(c) || strings.HasPrefix(c, "tent-idle\x00") }
 	// Its threads' children (CONFIG_PROC_CHILDREN), else every process.
 	kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", supervisor))
 	for _, k := range kids {

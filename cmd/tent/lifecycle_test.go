@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,39 +323,15 @@ func argv0(pid int) string {
 	return a
 }
 
-// until polls cond every 20 ms for up to 5 s.
-func until(cond func() bool) bool {
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
-
 // supervisorAndInit returns the pids of sandbox id's supervisor and init.
 func supervisorAndInit(t *testing.T, l life, id string) (int, int) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(l.dir, id+".json"))
-	if err != nil {
-		t.Fatal(err)
+	sup := l.records(t)[id].Supervisor
+	init := initOf(sup)
+	if sup == 0 || init == 0 {
+		t.Fatalf("sandbox %s: supervisor %d, init %d", id, sup, init)
 	}
-	var rec struct {
-		Supervisor int `json:"supervisor_pid"`
-	}
-	_ = json.Unmarshal(b, &rec)
-	// The init is a child of the supervisor's thread that cloned it.
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", rec.Supervisor))
-	var kids []byte
-	for _, task := range tasks {
-		b, _ := os.ReadFile(task)
-		kids = append(kids, b...)
-	}
-	initPID, err := strconv.Atoi(strings.TrimSpace(string(kids)))
-	if err != nil {
-		t.Fatalf("the supervisor's children: %q", kids)
-	}
-	return rec.Supervisor, initPID
+	return sup, init
 }
 
 // --idle-after: an idle sandbox's supervisor and init give way to their
@@ -374,7 +349,7 @@ func TestIdleAfter(t *testing.T) {
 	sup, initPID := supervisorAndInit(t, l, id)
 	held := func(what string) {
 		t.Helper()
-		if !until(func() bool { return argv0(sup) == "tent-idle-supervisor" && argv0(initPID) == "tent-idle" }) {
+		if !poll(5*time.Second, func() bool { return argv0(sup) == "tent-idle-supervisor" && argv0(initPID) == "tent-idle" }) {
 			t.Fatalf("%s: no idle holders: the supervisor is %q, the init %q", what, argv0(sup), argv0(initPID))
 		}
 	}
@@ -394,16 +369,11 @@ func TestIdleAfter(t *testing.T) {
 		t.Errorf("after tent net and idling: %q, want 403", r.stdout)
 	}
 	held("after the proxied exec")
-	var rec struct {
-		Cgroups []string `json:"cgroups"`
-	}
-	if b, err := os.ReadFile(filepath.Join(l.dir, id+".json")); err == nil {
-		_ = json.Unmarshal(b, &rec)
-	}
+	rec := l.records(t)[id]
 	if err := syscall.Kill(sup, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if !until(func() bool { return argv0(sup) == "" && argv0(initPID) == "" }) {
+	if !poll(5*time.Second, func() bool { return argv0(sup) == "" && argv0(initPID) == "" }) {
 		t.Fatalf("SIGTERM to the idle supervisor: supervisor %q, init %q", argv0(sup), argv0(initPID))
 	}
 	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
@@ -423,13 +393,13 @@ func TestIdleSupervisorKilled(t *testing.T) {
 	l := newLife(t)
 	id := l.create(t, "--idle-after", "200ms")
 	sup, initPID := supervisorAndInit(t, l, id)
-	if !until(func() bool { return argv0(sup) == "tent-idle-supervisor" && argv0(initPID) == "tent-idle" }) {
+	if !poll(5*time.Second, func() bool { return argv0(sup) == "tent-idle-supervisor" && argv0(initPID) == "tent-idle" }) {
 		t.Fatalf("no idle holders: the supervisor is %q, the init %q", argv0(sup), argv0(initPID))
 	}
 	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !until(func() bool { return argv0(initPID) == "" }) {
+	if !poll(5*time.Second, func() bool { return argv0(initPID) == "" }) {
 		t.Fatalf("the init outlived its supervisor: %q", argv0(initPID))
 	}
 	if out := l.tent(t, "ls").stdout; !strings.Contains(out, "stopped") {
@@ -451,7 +421,7 @@ func TestIdleSuspendedAndTimedOut(t *testing.T) {
 	id := l.create(t, "--idle-after", "200ms")
 	sup, _ := supervisorAndInit(t, l, id)
 	if r := l.tent(t, "suspend", id); r.code == 0 {
-		if !until(func() bool { return argv0(sup) == "tent-idle-supervisor" }) {
+		if !poll(5*time.Second, func() bool { return argv0(sup) == "tent-idle-supervisor" }) {
 			t.Fatalf("no idle holder for a suspended sandbox's supervisor: %q", argv0(sup))
 		}
 		if out := l.tent(t, "ls").stdout; !strings.Contains(out, "suspended") {
@@ -464,7 +434,7 @@ func TestIdleSuspendedAndTimedOut(t *testing.T) {
 		r.expect(t, 125, "cgroup") // no cgroup: an unprivileged user without delegation
 	}
 	tsup, tinit := supervisorAndInit(t, l, timed)
-	if !until(func() bool { return argv0(tsup) == "" && argv0(tinit) == "" }) {
+	if !poll(5*time.Second, func() bool { return argv0(tsup) == "" && argv0(tinit) == "" }) {
 		t.Fatalf("--timeout of an idle sandbox: supervisor %q, init %q", argv0(tsup), argv0(tinit))
 	}
 	if _, err := os.Stat(filepath.Join(l.dir, timed+".json")); !errors.Is(err, os.ErrNotExist) {
