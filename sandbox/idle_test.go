@@ -38,6 +38,45 @@ func initArgv0(t *testing.T, sb *sandbox.Sandbox) string {
 	return arg0
 }
 
+// checkNonDumpable fails the test when pid is dumpable (its memory
+// readable by a process of its uid). The kernel gives a non-dumpable
+// process's /proc files to the host uid of its user namespace's root
+// (root when that is unmapped) instead of to the process's own uid, so
+// this is visible whenever those two differ: for an unprivileged caller,
+// whose sandbox maps only its own uid. (As root, uid 0 inside maps to the
+// very uid the init runs as; the check then says nothing and logs so.)
+func checkNonDumpable(t *testing.T, pid int, what string) {
+	t.Helper()
+	proc := "/proc/" + strconv.Itoa(pid)
+	var st syscall.Stat_t
+	if err := syscall.Stat(proc+"/status", &st); err != nil {
+		t.Fatal(err)
+	}
+	status, _ := os.ReadFile(proc + "/status")
+	euid := -1
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			if f := strings.Fields(v); len(f) > 1 {
+				euid, _ = strconv.Atoi(f[1])
+			}
+		}
+	}
+	rootOwner := 0 // the namespace's root when unmapped: the host's root
+	uidMap, _ := os.ReadFile(proc + "/uid_map")
+	for _, l := range strings.Split(string(uidMap), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "0" {
+			rootOwner, _ = strconv.Atoi(f[1])
+		}
+	}
+	if rootOwner == euid {
+		t.Logf("%s: dumpable or not, its /proc files belong to uid %d: not checked", what, euid)
+		return
+	}
+	if int(st.Uid) != rootOwner {
+		t.Errorf("%s is dumpable: its /proc files belong to uid %d, not %d", what, st.Uid, rootOwner)
+	}
+}
+
 // waitFor polls cond every 20 ms until it holds or d has passed.
 func waitFor(d time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -79,6 +118,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == namespaces.IdleArg0 }) {
 		t.Fatalf("no idle holder after %v: init is %q", idleAfter+5*time.Second, initArgv0(t, sb))
 	}
+	checkNonDumpable(t, pid, "the idle holder")
 	// The host's signals other than SIGKILL and SIGSTOP do not reach PID 1
 	// of a pid namespace that has no handler for them (the holder has
 	// none): each of these would end an ordinary process.
@@ -116,6 +156,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	if sb.InitPID() != pid || initArgv0(t, sb) != namespaces.InitArg0 {
 		t.Fatalf("resumed init: pid %d (was %d), argv[0] %q", sb.InitPID(), pid, initArgv0(t, sb))
 	}
+	checkNonDumpable(t, pid, "the resumed init")
 	// The resumed init is as closed to the sandbox as the first one.
 	expect(t, "ptrace(PTRACE_ATTACH, 1)", probeIn(t, sb, "ptrace", "1"), "EPERM")
 	expect(t, "open /proc/1/mem", probeIn(t, sb, "open", "/proc/1/mem", "r"), "EACCES")
