@@ -48,7 +48,9 @@ func (p *Proxy) tunnel(client net.Conn, u *upstream, pending []byte) {
 // download through the tunnel, as a share of the direct rate, was 49% with
 // splice(2) (TCPConn.ReadFrom, Go's 1 MiB pipes), 64% with 1 MiB buffers,
 // 71% with 2 MiB, 73% with 4 MiB, 79% with 8 MiB and 77% with 16 MiB (see
-// BenchmarkConnectThroughput). The budget bounds the memory that costs.
+// BenchmarkConnectThroughput). The budget bounds the memory that costs;
+// the large buffers themselves come from the process-wide bulk cache
+// (bulkbuf.go), which keeps them faulted in between tunnels.
 const (
 	smallBuf    = 32 << 10
 	largeBuf    = 8 << 20
@@ -56,23 +58,20 @@ const (
 	shrinkAfter = 16 // consecutive short reads before a large buffer is returned
 )
 
-var (
-	smallBufs = sync.Pool{New: func() any { b := make([]byte, smallBuf); return &b }}
-	largeBufs = sync.Pool{New: func() any { b := make([]byte, largeBuf); return &b }}
-)
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallBuf); return &b }}
 
 // pump copies src to dst until EOF (returning a nil error) or an error.
 func (p *Proxy) pump(dst, src net.Conn) (int64, error) {
 	small := smallBufs.Get().(*[]byte)
 	defer smallBufs.Put(small)
-	var large *[]byte
+	var large bulkBuf
 	release := func() {
-		largeBufs.Put(large)
-		large = nil
+		bulkCache.put(large)
+		large = bulkBuf{}
 		<-p.bulk
 	}
 	defer func() {
-		if large != nil {
+		if large.b != nil {
 			release()
 		}
 	}()
@@ -94,19 +93,19 @@ func (p *Proxy) pump(dst, src net.Conn) (int64, error) {
 			return total, err
 		}
 		switch {
-		case large == nil && n == len(buf):
+		case large.b == nil && n == len(buf):
 			select {
 			case p.bulk <- struct{}{}:
-				large = largeBufs.Get().(*[]byte)
-				buf, short = *large, 0
+				large = bulkCache.get()
+				buf, short = large.b, 0
 			default:
 			}
-		case large != nil && n < smallBuf:
+		case large.b != nil && n < smallBuf:
 			if short++; short >= shrinkAfter {
 				release()
 				buf = *small
 			}
-		case large != nil:
+		case large.b != nil:
 			short = 0
 		}
 	}
