@@ -347,7 +347,7 @@ func setup(cfg *Config, fds []int) error {
 		}
 	}
 	if cfg.Loopback {
-		if err := loopbackUp(); err != nil {
+		if err := loopbackUp(LoopbackGSO); err != nil {
 			return err
 		}
 	}
@@ -381,25 +381,4 @@ func proxyListeners() ([]int, error) {
 		}
 	}
 	return fds, nil
-}
-
-// loopbackUp brings up lo in the new network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("loopback: %w", os.NewSyscallError("socket", err))
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback: %w", os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err))
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback: %w", os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err))
-	}
-	return nil
 }

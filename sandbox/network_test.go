@@ -17,6 +17,11 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/hostcheck"
+	"github.com/tent-sandbox/tent/internal/rtnl"
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -160,6 +165,35 @@ func TestLimitedNetworkHasNoDirectRoute(t *testing.T) {
 			t.Errorf("environment lacks %s", want)
 		}
 	}
+}
+
+// TestLoopbackSegments: a sandbox with its own network namespace gets a
+// loopback that is up and carries large segments (namespaces.LoopbackGSO,
+// where the kernel supports it); a host-network sandbox leaves the host's
+// loopback as it is.
+func TestLoopbackSegments(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	gso, gso4 := 65536, 0
+	if hostcheck.ReleaseAtLeast(release, 5, 19) {
+		gso = namespaces.LoopbackGSO
+	}
+	if hostcheck.ReleaseAtLeast(release, 6, 3) {
+		gso4 = namespaces.LoopbackGSO
+	}
+	want := fmt.Sprintf("up=true gso=%d gso4=%d", gso, gso4)
+	expect(t, "lo, network none", probe(t, sandbox.Spec{}, "lo"), want)
+	expect(t, "lo, network limited", probe(t, limited(), "lo"), want)
+
+	host, err := rtnl.GetLink(rtnl.LoopbackIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostNet := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}
+	expect(t, "lo, network host", probe(t, hostNet, "lo"), fmt.Sprintf("up=%v gso=%d gso4=%d", host.Up, host.GSOMaxSize, host.GSOIPv4MaxSize))
 }
 
 func TestProxyIsUnreachableFromTheHost(t *testing.T) {

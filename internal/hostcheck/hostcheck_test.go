@@ -167,3 +167,25 @@ func TestHostCheckKernel(t *testing.T) {
 		}
 	}
 }
+
+func TestReleaseAtLeast(t *testing.T) {
+	tests := []struct {
+		release      string
+		major, minor int
+		want         bool
+	}{
+		{"6.18.44-fc-v769", 6, 3, true},
+		{"6.3.0", 6, 3, true},
+		{"6.1.0-18-amd64", 6, 3, false},
+		{"6.1.0-18-amd64", 5, 19, true},
+		{"5.19", 5, 19, true},
+		{"5.15.0-91-generic", 5, 19, false},
+		{"7.0.1", 6, 3, true},
+		{"garbage", 0, 0, false},
+	}
+	for _, tt := range tests {
+		if got := ReleaseAtLeast(tt.release, tt.major, tt.minor); got != tt.want {
+			t.Errorf("ReleaseAtLeast(%q, %d, %d) = %v, want %v", tt.release, tt.major, tt.minor, got, tt.want)
+		}
+	}
+}

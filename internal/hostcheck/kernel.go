@@ -52,3 +52,10 @@ func parseRelease(release string) (major, minor int, ok bool) {
 	}
 	return major, minor, true
 }
+
+// ReleaseAtLeast reports whether kernel release (as uname gives it) is
+// major.minor or newer; an unparsable release is not.
+func ReleaseAtLeast(release string, major, minor int) bool {
+	ma, mi, ok := parseRelease(release)
+	return ok && (ma > major || ma == major && mi >= minor)
+}

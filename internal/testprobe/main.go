@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/rtnl"
 )
 
 func main() {
@@ -226,6 +228,13 @@ func main() {
 		fmt.Printf("%.1f\n", float64(n)/time.Since(start).Seconds()/1e6)
 	case "socks": // socks HOST PORT: SOCKS5 CONNECT through $ALL_PROXY, then GET /; print the reply code or status line
 		fmt.Println(socksGet(args[0], args[1]))
+	case "lo": // lo: whether lo is up and its GSO limits
+		l, err := rtnl.GetLink(rtnl.LoopbackIndex)
+		if err != nil {
+			report(err)
+			return
+		}
+		fmt.Printf("up=%v gso=%d gso4=%d\n", l.Up, l.GSOMaxSize, l.GSOIPv4MaxSize)
 	case "udp": // udp IP PORT: send one datagram
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
