@@ -21,7 +21,7 @@ import (
 // segments took the host process's CPU time (TLS server and proxy) from
 // about 300 to 265 ms and the downloading program's from 215 to 175 ms;
 // BenchmarkLimitedDownload's ratio to the direct rate went from 0.73-0.77
-// to 0.93-0.95 (with the proxy's huge-page buffers, netpolicy). The IPv6
+// to 0.93-0.99 (with the proxy's huge-page buffers, netpolicy). The IPv6
 // limit needs Linux 5.19 and the IPv4 one Linux 6.3; older kernels keep
 // 64 KiB, which is only slower. The host's loopback is never touched.
 const LoopbackGSO = 524280

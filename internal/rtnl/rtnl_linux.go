@@ -77,7 +77,7 @@ func GetLink(index int) (Link, error) {
 		case a.Type == unix.IFLA_GSO_IPV4_MAX_SIZE && len(v) == 4:
 			l.GSOIPv4MaxSize = binary.NativeEndian.Uint32(v)
 		}
-		b = b[min(len(b), int(a.Len+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1)):]
+		b = b[min(len(b), (int(a.Len)+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1)):]
 	}
 	return l, nil
 }
