@@ -159,7 +159,7 @@ func (s *httpConn) forward(req *http.Request) bool {
 	if resp.Body != nil && resp.Body != http.NoBody {
 		resp.Body = flushingBody{resp.Body, s.bw}
 	}
-	werr := resp.Write(writerOnly{s.bw})
+	werr := resp.Write(relayWriter{s.p, s.bw, s.c})
 	if werr == nil {
 		werr = s.bw.Flush()
 	}
@@ -186,7 +186,7 @@ func (s *httpConn) dial(host string, port int, key string) error {
 // roundTrip sends req upstream and reads the final response, relaying
 // informational (1xx) responses to the client on the way.
 func (s *httpConn) roundTrip(req *http.Request) (*http.Response, error) {
-	if err := req.Write(writerOnly{s.upBW}); err != nil {
+	if err := req.Write(relayWriter{s.p, s.upBW, countWriter{s.up, &s.upOut}}); err != nil {
 		return nil, fmt.Errorf("failed to send the request: %w", err)
 	}
 	if err := s.upBW.Flush(); err != nil {
@@ -321,7 +321,7 @@ func splitHostPort(hostport string, def int) (string, int, error) {
 // flushingBody flushes w before every read of the body it relays, so that
 // a streamed body (chunks, server-sent events) reaches the other side as
 // it arrives instead of when w's buffer fills. The body must be copied to
-// w through a writerOnly.
+// w through a relayWriter.
 type flushingBody struct {
 	io.ReadCloser
 	w *bufio.Writer
@@ -336,9 +336,31 @@ func (f flushingBody) Read(b []byte) (int, error) {
 	return f.ReadCloser.Read(b)
 }
 
-// writerOnly hides bufio.Writer's ReadFrom, which reads straight into the
+// relayWriter is what a forwarded request or response is written to: the
+// head and chunk framing go through bw, the buffer over dst. A body that
+// net/http copies whole (one with a Content-Length, or delimited by the
+// connection's close) arrives through ReadFrom, which flushes bw and then
+// relays the body straight to dst as the tunnels do (pump: large buffers
+// for bulk data, each read written at once, so streams still stream).
+// Relayed 32 KiB at a time through bw, as net/http would, a plain-HTTP
+// download ran at about 0.6 of the direct rate.
+//
+// It also hides bufio.Writer's own ReadFrom, which reads straight into the
 // buffer and so must not meet a flushingBody flushing that same buffer.
-type writerOnly struct{ io.Writer }
+type relayWriter struct {
+	p   *Proxy
+	bw  *bufio.Writer
+	dst io.Writer
+}
+
+func (w relayWriter) Write(b []byte) (int, error) { return w.bw.Write(b) }
+
+func (w relayWriter) ReadFrom(r io.Reader) (int64, error) {
+	if err := w.bw.Flush(); err != nil {
+		return 0, err
+	}
+	return w.p.pump(w.dst, r)
+}
 
 type countReader struct {
 	r io.Reader

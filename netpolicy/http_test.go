@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -80,30 +81,91 @@ func TestHTTPForwardAllowed(t *testing.T) {
 }
 
 // TestHTTPStreams: a response body reaches the client as the origin writes
-// it, not when the origin finishes.
+// it, not when the origin finishes: chunked, and with a Content-Length
+// (which the proxy relays through its bulk path).
 func TestHTTPStreams(t *testing.T) {
+	for _, path := range []string{"/stream", "/stream-sized"} {
+		t.Run(path[1:], func(t *testing.T) {
+			o := newOrigin(t, false)
+			release := sync.OnceFunc(func() { close(o.release) })
+			defer release() // a failure must not leave the origin's handler waiting
+			h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil)
+			h.res.set("allowed.test", "127.0.0.1")
+			resp, err := h.client(nil).Get(fmt.Sprintf("http://allowed.test:%d%s", o.port, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if sized := resp.ContentLength == 13; sized != (path == "/stream-sized") {
+				t.Fatalf("Content-Length %d", resp.ContentLength)
+			}
+			br := bufio.NewReader(resp.Body)
+			done := make(chan string, 1)
+			go func() { line, _ := br.ReadString('\n'); done <- line }()
+			select {
+			case line := <-done:
+				if line != "first\n" {
+					t.Fatalf("first line %q", line)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the first chunk did not arrive before the body ended")
+			}
+			release()
+			if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
+				t.Errorf("rest %q", rest)
+			}
+		})
+	}
+}
+
+// TestHTTPBulkBodies: large bodies with a Content-Length, both ways,
+// arrive whole through plain forwarding (the bulk path: large buffers,
+// written straight to the connection), the connection stays usable for
+// the next request, and the audit log's close records count the bytes
+// that crossed the upstream connections.
+func TestHTTPBulkBodies(t *testing.T) {
 	o := newOrigin(t, false)
 	h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil)
 	h.res.set("allowed.test", "127.0.0.1")
-	resp, err := h.client(nil).Get(fmt.Sprintf("http://allowed.test:%d/stream", o.port))
+	c := h.client(nil)
+	const n = 16 << 20
+	resp, err := c.Get(fmt.Sprintf("http://allowed.test:%d/blob?n=%d", o.port, n))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	done := make(chan string, 1)
-	go func() { line, _ := br.ReadString('\n'); done <- line }()
-	select {
-	case line := <-done:
-		if line != "first\n" {
-			t.Fatalf("first line %q", line)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first chunk did not arrive before the body ended")
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, pattern(n)) {
+		t.Fatalf("download: %d bytes (want %d), equal %v, %v", len(got), n, bytes.Equal(got, pattern(n)), err)
 	}
-	close(o.release)
-	if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
-		t.Errorf("rest %q", rest)
+	payload := pattern(n / 2)
+	presp, err := c.Post(fmt.Sprintf("http://allowed.test:%d/echo", o.port), "application/octet-stream", bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbody, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if want := fmt.Sprintf("len=%d sum=%x", len(payload), sha256.Sum256(payload)); string(pbody) != want {
+		t.Errorf("upload: %s, want %s", pbody, want)
+	}
+	c.CloseIdleConnections()
+	// The close records (one per upstream connection) count the bodies
+	// plus the heads.
+	var up, down int64
+	for deadline := time.Now().Add(5 * time.Second); down < n; {
+		up, down = 0, 0
+		for _, r := range h.audit.records(t) {
+			if r.Event == EventClose {
+				up, down = up+r.BytesUp, down+r.BytesDown
+			}
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if down < n || down > n+4096 || up < n/2 || up > n/2+4096 {
+		t.Errorf("close records: bytes up %d down %d, want %d and %d plus headers", up, down, n/2, n)
 	}
 }
 

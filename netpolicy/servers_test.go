@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -32,11 +33,18 @@ func newOrigin(t testing.TB, useTLS bool) *origin {
 				return
 			}
 			fmt.Fprintf(w, "len=%d sum=%x", len(body), sha256.Sum256(body))
-		case "/stream":
+		case "/stream", "/stream-sized": // the sized one has a Content-Length
+			if r.URL.Path == "/stream-sized" {
+				w.Header().Set("Content-Length", "13")
+			}
 			w.Write([]byte("first\n"))
 			w.(http.Flusher).Flush()
 			<-o.release
 			w.Write([]byte("second\n"))
+		case "/blob": // ?n=BYTES of a fixed pattern, with a Content-Length
+			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			w.Write(pattern(n))
 		default:
 			fmt.Fprintf(w, "host=%s path=%s ua=%q proxy-auth=%q hop=%q",
 				r.Host, r.URL.Path, r.UserAgent(), r.Header.Get("Proxy-Authorization"), r.Header.Get("X-Hop"))
@@ -50,6 +58,15 @@ func newOrigin(t testing.TB, useTLS bool) *origin {
 	t.Cleanup(o.Close)
 	o.port = port(t, o.URL)
 	return o
+}
+
+// pattern returns n bytes that differ from any shifted copy of themselves.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
 }
 
 // tlsConfig trusts o's certificate, which is issued to example.com.

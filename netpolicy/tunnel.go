@@ -61,7 +61,7 @@ const (
 var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallBuf); return &b }}
 
 // pump copies src to dst until EOF (returning a nil error) or an error.
-func (p *Proxy) pump(dst, src net.Conn) (int64, error) {
+func (p *Proxy) pump(dst io.Writer, src io.Reader) (int64, error) {
 	small := smallBufs.Get().(*[]byte)
 	defer smallBufs.Put(small)
 	var large bulkBuf

@@ -49,10 +49,16 @@ func probeRates(b *testing.B, args, hostArgs []string) (inside, host float64) {
 // from inside a limited sandbox (through the CONNECT tunnel of tent's
 // proxy) and directly on the host's loopback, and reports both rates and
 // their ratio (target >= 0.8).
-func BenchmarkLimitedDownload(b *testing.B) {
+func BenchmarkLimitedDownload(b *testing.B) { benchDownload(b, httptest.NewTLSServer, "https") }
+
+// BenchmarkLimitedPlainDownload is the same over plain HTTP, which the
+// proxy forwards request by request instead of tunnelling.
+func BenchmarkLimitedPlainDownload(b *testing.B) { benchDownload(b, httptest.NewServer, "http") }
+
+func benchDownload(b *testing.B, newServer func(http.Handler) *httptest.Server, scheme string) {
 	blob := make([]byte, 256<<20)
 	_, _ = rand.Read(blob)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(blob)))
 		_, _ = w.Write(blob)
 	}))
@@ -60,7 +66,7 @@ func BenchmarkLimitedDownload(b *testing.B) {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	var viaProxy, direct float64
 	for b.Loop() {
-		in, host := probeRates(b, []string{"download", "https://allowed.test:" + port + "/"}, []string{"download", srv.URL})
+		in, host := probeRates(b, []string{"download", scheme + "://allowed.test:" + port + "/"}, []string{"download", srv.URL})
 		viaProxy += in
 		direct += host
 	}
