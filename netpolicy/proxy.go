@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,9 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	closed    bool
+	paused    bool       // Pause: serve loops wait on resumed
+	accepting int        // serve loops inside Accept, or between it and spawn
+	resumed   *sync.Cond // on mu: paused or accepting changed
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup // serve loops and connection handlers
@@ -101,6 +105,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 	}
 	p.audit = auditLog{w: cfg.Audit, log: p.log}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.resumed = sync.NewCond(&p.mu)
 	p.policy.Store(cfg.Policy)
 	return p
 }
@@ -142,10 +147,17 @@ func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
 	}()
 	var backoff time.Duration
 	for {
+		if !p.enterAccept() {
+			return nil
+		}
 		c, err := l.Accept()
 		if err != nil {
+			paused := p.leaveAccept()
 			if p.isClosed() || errors.Is(err, net.ErrClosed) {
 				return nil
+			}
+			if paused && errors.Is(err, os.ErrDeadlineExceeded) {
+				continue // Pause interrupted Accept; wait for Resume
 			}
 			if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) &&
 				!errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.ENOMEM) &&
@@ -162,10 +174,79 @@ func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
 			continue
 		}
 		backoff = 0
-		if !p.spawn(c, handle) {
+		ok := p.spawn(c, handle)
+		p.leaveAccept()
+		if !ok {
 			return nil
 		}
 	}
+}
+
+// enterAccept waits while the proxy is paused and then counts a serve
+// loop into Accept; false once the proxy is closed.
+func (p *Proxy) enterAccept() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.paused && !p.closed {
+		p.resumed.Wait()
+	}
+	if p.closed {
+		return false
+	}
+	p.accepting++
+	return true
+}
+
+// leaveAccept counts a serve loop out of Accept (and spawn) and reports
+// whether the proxy is paused.
+func (p *Proxy) leaveAccept() (paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.accepting--
+	p.resumed.Broadcast()
+	return p.paused
+}
+
+// Pause stops the proxy accepting connections, without closing its
+// listeners: connections that arrive meanwhile wait in the listeners'
+// backlogs. It returns once no serve loop is inside Accept, so that
+// [Proxy.Active] counts every connection accepted before it; [Proxy.Resume]
+// starts accepting again. It returns an error, and leaves the proxy
+// serving, if a listener's Accept cannot be interrupted (it has no
+// SetDeadline).
+func (p *Proxy) Pause() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ds []interface{ SetDeadline(time.Time) error }
+	for l := range p.listeners {
+		d, ok := l.(interface{ SetDeadline(time.Time) error })
+		if !ok {
+			return fmt.Errorf("netpolicy: cannot pause: listener %s has no deadline", l.Addr())
+		}
+		ds = append(ds, d)
+	}
+	p.paused = true
+	for _, d := range ds {
+		_ = d.SetDeadline(time.Unix(1, 0)) // in the past: Accept returns at once
+	}
+	for p.accepting > 0 {
+		p.resumed.Wait()
+	}
+	return nil
+}
+
+// Resume undoes [Proxy.Pause]: the serve loops accept again, starting
+// with the connections that waited.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.listeners {
+		if d, ok := l.(interface{ SetDeadline(time.Time) error }); ok {
+			_ = d.SetDeadline(time.Time{})
+		}
+	}
+	p.paused = false
+	p.resumed.Broadcast()
 }
 
 // spawn tracks c and runs handle(c) in a goroutine Close waits for; it
@@ -233,6 +314,7 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.resumed.Broadcast() // paused serve loops return
 	ls := make([]net.Listener, 0, len(p.listeners))
 	for l := range p.listeners {
 		ls = append(ls, l)

@@ -2,10 +2,12 @@ package netpolicy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -353,5 +355,70 @@ func TestCloseLeavesNothing(t *testing.T) {
 	waitGoroutines(t, base)
 	if err := h.proxy.ServeHTTP(&net.TCPListener{}); err != ErrProxyClosed {
 		t.Errorf("Serve after Close = %v", err)
+	}
+}
+
+// TestPauseResume: a paused proxy accepts nothing (a new connection waits
+// in the backlog, unanswered, and Active does not count it), counts the
+// connections it already holds, and serves the waiting connection once
+// resumed. Close ends a paused proxy.
+func TestPauseResume(t *testing.T) {
+	o := newOrigin(t, false)
+	h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil)
+	h.res.set("allowed.test", "127.0.0.1")
+	target := fmt.Sprintf("allowed.test:%d", o.port)
+
+	open, _, resp := h.connect(target)
+	defer open.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %s", resp.Status)
+	}
+	held := h.proxy.Active() // the tunnel's two ends
+	if held == 0 {
+		t.Fatal("an open tunnel is not counted")
+	}
+	if err := h.proxy.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.proxy.Active(); n != held {
+		t.Fatalf("paused with one tunnel open: Active = %d, want %d", n, held)
+	}
+	c, err := net.Dial("tcp", h.httpAddr) // the kernel completes it: backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a paused proxy answered: %d bytes, %v", n, err)
+	}
+	if n := h.proxy.Active(); n != held {
+		t.Fatalf("paused: Active = %d, want %d (the waiting connection is not accepted)", n, held)
+	}
+
+	h.proxy.Resume()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	const ok = "HTTP/1.1 200 Connection established\r\n\r\n"
+	got := make([]byte, len(ok))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != ok {
+		t.Fatalf("after Resume: %q, %v", got, err)
+	}
+	if n := h.proxy.Active(); n != 2*held {
+		t.Fatalf("after Resume: Active = %d, want %d", n, 2*held)
+	}
+
+	if err := h.proxy.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.proxy.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close of a paused proxy did not return")
 	}
 }

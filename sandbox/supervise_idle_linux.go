@@ -132,6 +132,19 @@ func handOffSupervisor(store Store, rec *Record, sb *Sandbox, l *net.UnixListene
 	fds = append(fds, mfd)
 	watch := append([]int{lfd, st.Control}, st.Proxy...)
 	argv := append(append([]string(nil), opts.ResumeArgs...), strconv.Itoa(mfd))
+	// Stop accepting proxy connections (new ones wait in the listeners'
+	// backlogs, which the holder watches), so that the last check below
+	// sees every connection this process has accepted: one accepted but
+	// not yet counted would otherwise be cut by the exec.
+	sb.mu.Lock()
+	proxy := sb.run.proxy
+	sb.mu.Unlock()
+	if proxy != nil {
+		if err := proxy.Pause(); err != nil {
+			return err
+		}
+		defer proxy.Resume() // reached only if the hand-off fails
+	}
 	if !sb.quiet() { // a proxied connection came in meanwhile
 		return errors.New("the sandbox became busy")
 	}
