@@ -265,3 +265,19 @@ func waitGoroutines(t *testing.T, base int) {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// closeWithin closes p and fails the test if Close errs or takes longer
+// than d.
+func closeWithin(t *testing.T, p *Proxy, d time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		t.Fatalf("Close did not return within %v", d)
+	}
+}

@@ -335,16 +335,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		conns = append(conns, c)
 	}
 	time.Sleep(50 * time.Millisecond) // let the proxy accept them all
-	done := make(chan error)
-	go func() { done <- h.proxy.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close hangs")
-	}
+	closeWithin(t, h.proxy, 5*time.Second)
 	for i, c := range conns {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.ReadAll(c); isTimeout(err) {
@@ -411,14 +402,5 @@ func TestPauseResume(t *testing.T) {
 	if err := h.proxy.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- h.proxy.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close of a paused proxy did not return")
-	}
+	closeWithin(t, h.proxy, 5*time.Second)
 }
