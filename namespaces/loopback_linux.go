@@ -24,6 +24,12 @@ import (
 // to 0.93-0.99 (with the proxy's huge-page buffers, netpolicy). The IPv6
 // limit needs Linux 5.19 and the IPv4 one Linux 6.3; older kernels keep
 // 64 KiB, which is only slower. The host's loopback is never touched.
+//
+// It is set for every sandbox with its own network namespace, not only
+// limited ones: programs inside that move bulk data to each other over
+// loopback (a test suite's local servers) gain in the same way. It costs
+// about 40 µs at start (one RTM_NEWLINK instead of two ioctls: 123 µs
+// against 83 µs here).
 const LoopbackGSO = 524280
 
 // loopbackUp brings up lo in the new network namespace with segments of

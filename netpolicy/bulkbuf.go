@@ -107,10 +107,3 @@ func (b bulkBuf) release() {
 		unmapBulk(b.b)
 	}
 }
-
-// cached reports how many buffers the cache holds (for tests).
-func (c *bulkBuffers) cached() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.free)
-}

@@ -38,6 +38,13 @@ func mapping(t *testing.T, addr uintptr) string {
 	return block.String()
 }
 
+// cached reports how many buffers c holds.
+func (c *bulkBuffers) cached() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.free)
+}
+
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // TestBulkBuffersMapping: a bulk buffer is a mapping of its own, aligned
