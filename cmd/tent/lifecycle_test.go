@@ -377,7 +377,8 @@ func TestIdleAfter(t *testing.T) {
 		t.Fatalf("SIGTERM to the idle supervisor: supervisor %q, init %q", argv0(sup), argv0(initPID))
 	}
 	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
-		t.Errorf("state left after SIGTERM: %v", ents)
+		supLog, _ := os.ReadFile(filepath.Join(l.dir, id+".log"))
+		t.Errorf("state left after SIGTERM: %v; the supervisor's log:\n%s", ents, supLog)
 	}
 	for _, c := range rec.Cgroups { // removed by the resumed supervisor
 		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {

@@ -47,13 +47,26 @@ func newSuperviseCmd(g *globalOptions) *cobra.Command {
 // STATEFD REASON`.
 const superviseResumeCmd = "__supervise-resume"
 
+// resumeSignals receives, in a resumed supervisor, the signals that end
+// supervision.
+var resumeSignals chan os.Signal
+
 func init() {
-	// The supervisor's goroutine must stay on the thread that started the
-	// sandbox's init (the init dies with that thread; see
-	// namespaces.ExecSupervisorHolder). A resumed supervisor's init is a
-	// child of the main thread, where main runs when locked from init.
 	if len(os.Args) > 1 && os.Args[1] == superviseResumeCmd {
+		// The supervisor's goroutine must stay on the thread that started
+		// the sandbox's init (the init dies with that thread; see
+		// namespaces.ExecSupervisorHolder). A resumed supervisor's init is
+		// a child of the main thread, where main runs when locked from
+		// init.
 		runtime.LockOSThread()
+		// Until a Go program asks for SIGTERM, the runtime dies of it,
+		// which here would kill the sandbox (its init dies with this
+		// process) and leave its record and cgroup behind. The holder
+		// woken by something else may have exec'd this process just
+		// before a SIGTERM: ask for it as early as main's package can, so
+		// that the signal ends the sandbox cleanly instead.
+		resumeSignals = make(chan os.Signal, 1)
+		signal.Notify(resumeSignals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	}
 }
 
@@ -82,8 +95,19 @@ func newSuperviseResumeCmd(g *globalOptions) *cobra.Command {
 					popts.NetLog = f
 				}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-			defer stop()
+			if resumeSignals == nil { // started other than by the holder's command line
+				resumeSignals = make(chan os.Signal, 1)
+				signal.Notify(resumeSignals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				select {
+				case <-resumeSignals:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
 			err = sandbox.ResumeSupervisor(ctx, args[1], args[2], popts, sandbox.SuperviseOptions{
 				IdleAfter: idleAfter, ResumeArgs: o.resumeArgs(g, args[0]),
 			})
