@@ -115,6 +115,19 @@ func ExecSupervisorHolder(deadline time.Time, watch []int, goArgv []string) erro
 		argv = append(argv, strconv.Itoa(fd))
 	}
 	argv = append(append(argv, "--", strconv.Itoa(exe)), goArgv...)
+	// The signals the holder waits for are blocked on this thread, whose
+	// mask the holder inherits, so that one arriving while the holder
+	// starts stays pending for its signalfd: with them unblocked, a
+	// SIGTERM in that window met the default action, killing the holder
+	// (and the sandbox with it) with its record and cgroup left behind.
+	var set, old unix.Sigset_t
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCHLD} {
+		set.Val[(sig-1)/64] |= 1 << ((sig - 1) % 64)
+	}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		return fmt.Errorf("idle supervisor holder: %w", os.NewSyscallError("pthread_sigmask", err))
+	}
 	err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", exe), argv, os.Environ())
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	return fmt.Errorf("exec of the idle supervisor holder: %w", err)
 }
