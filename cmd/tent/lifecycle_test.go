@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -384,6 +385,36 @@ func TestIdleAfter(t *testing.T) {
 		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup %s left after SIGTERM: %v", c, err)
 		}
+	}
+}
+
+// A SIGTERM that reaches the supervisor just as it execs its idle holder
+// (strace injects it when the exec starts) still ends the sandbox
+// cleanly: it stays pending across the exec for the holder, which wakes
+// the Go supervisor to end the sandbox and remove its state. Once, such a
+// signal killed the starting holder and left the state behind.
+func TestIdleHandOffSignal(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace is not installed (scripts/setup installs it)")
+	}
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t, "--idle-after", "1s")
+	sup, initPID := supervisorAndInit(t, l, id)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// strace follows the supervisor until it exits.
+	out, err := exec.CommandContext(ctx, strace, "-f", "-p", strconv.Itoa(sup), "-o", "/dev/null",
+		"-e", "trace=execve", "-e", "inject=execve:signal=TERM:when=1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("strace: %v\n%s", err, out)
+	}
+	if !poll(5*time.Second, func() bool { return argv0(sup) == "" && argv0(initPID) == "" }) {
+		t.Fatalf("after SIGTERM at the hand-off: supervisor %q, init %q", argv0(sup), argv0(initPID))
+	}
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("state left after SIGTERM at the hand-off: %v", ents)
 	}
 }
 
