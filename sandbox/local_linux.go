@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -146,13 +144,7 @@ func ended(sb *Sandbox) bool {
 		return true
 	default:
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.InitPID()) + "/stat")
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+	return !processRuns(sb.InitPID())
 }
 
 // session describes box; l.mu is held.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,42 +52,6 @@ func releaseSubreaper() {
 	if subreaper.n == 0 {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 	}
-}
-
-// procStat is what reducedKill reads from /proc/PID/stat.
-type procStat struct {
-	pid, ppid, pgrp, sid int
-	state                byte
-	start                uint64
-}
-
-// readProcStat parses /proc/PID/stat (the command name may hold spaces
-// and parentheses: fields are counted after the last ')').
-func readProcStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return procStat{}, false
-	}
-	st := procStat{pid: pid, state: f[0][0]}
-	st.ppid, _ = strconv.Atoi(f[1])
-	st.pgrp, _ = strconv.Atoi(f[2])
-	st.sid, _ = strconv.Atoi(f[3])
-	st.start, _ = strconv.ParseUint(f[19], 10, 64)
-	return st, true
-}
-
-// procStartTicks is the start time of pid, 0 if unknown.
-func procStartTicks(pid int) uint64 {
-	st, _ := readProcStat(pid)
-	return st.start
 }
 
 func noNewPrivs(pid int) bool {

@@ -35,6 +35,10 @@ type Record struct {
 	State string `json:"state"`
 	// Supervisor is the pid of the process that owns the sandbox.
 	Supervisor int `json:"supervisor_pid,omitempty"`
+	// SupervisorStart is when the supervisor started, in clock ticks
+	// since boot (/proc/PID/stat's starttime): with the pid, it names
+	// the supervisor (a recycled pid has another start time).
+	SupervisorStart uint64 `json:"supervisor_start,omitempty"`
 	// Socket is the supervisor's control socket.
 	Socket string `json:"socket,omitempty"`
 	// Args are the `tent create` flags the sandbox was made from.
@@ -210,7 +214,7 @@ func (s Store) List() ([]*Record, error) {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("state record %s: %w", p, err)
 		}
-		if (r.State == "running" || r.State == "suspended") && !supervisorAlive(r.Supervisor, r.ID) {
+		if (r.State == "running" || r.State == "suspended") && !supervisorAlive(&r) {
 			r.State = "stopped"
 		}
 		out = append(out, &r)
@@ -243,14 +247,4 @@ func (s Store) Get(ref string) (*Record, error) {
 		return nil, err
 	}
 	return all[slices.Index(ids, id)], nil
-}
-
-// supervisorAlive reports whether pid is still the supervisor of id (not
-// a recycled pid).
-func supervisorAlive(pid int, id string) bool {
-	if pid <= 0 {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains(string(b), "\x00"+id)
 }

@@ -81,6 +81,7 @@ func SuperviseWith(ctx context.Context, store Store, rec *Record, sb *Sandbox, o
 		return fmt.Errorf("control socket: %w", err)
 	}
 	rec.State, rec.Supervisor, rec.Socket = "running", os.Getpid(), sock
+	rec.SupervisorStart = procStartTicks(rec.Supervisor)
 	rec.Spec, rec.Protections, rec.Layers = sb.Spec(), sb.Protections(), sb.CowLayers()
 	rec.Cgroups = sb.run.plan.report.CgroupPaths
 	if err := store.Save(rec); err != nil {
@@ -396,7 +397,7 @@ func (s Store) Remove(rec *Record) error {
 			return err
 		}
 		// The supervisor exits once its teardown is done.
-		for i := 0; i < 500 && supervisorAlive(rec.Supervisor, rec.ID); i++ {
+		for i := 0; i < 500 && supervisorAlive(rec); i++ {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
 // life runs tent with a private state directory.
@@ -415,6 +417,38 @@ func TestIdleHandOffSignal(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
 		t.Errorf("state left after SIGTERM at the hand-off: %v", ents)
+	}
+}
+
+// While the supervisor execs its idle holder (from a thread other than
+// its first: it reads as a zombie with an empty command line meanwhile)
+// the sandbox stays running to every reader of its record. Once, tent ls
+// read it as stopped then, and tent rm would have reclaimed it.
+func TestIdleHandOffStaysRunning(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	store := sandbox.Store{Dir: l.dir}
+	for round := range 3 {
+		id := l.create(t, "--idle-after", "100ms")
+		sup, _ := supervisorAndInit(t, l, id)
+		reads := 0
+		for deadline := time.Now().Add(5 * time.Second); argv0(sup) != "tent-idle-supervisor"; reads++ {
+			if time.Now().After(deadline) {
+				t.Fatalf("no idle holder for the supervisor: %q", argv0(sup))
+			}
+			recs, err := store.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 1 || recs[0].State != "running" {
+				var states []string
+				for _, r := range recs {
+					states = append(states, r.ID+" "+r.State)
+				}
+				t.Fatalf("round %d, read %d, supervisor %q: the records read %q", round, reads, argv0(sup), states)
+			}
+		}
+		l.tent(t, "rm", id).expect(t, 0)
 	}
 }
 

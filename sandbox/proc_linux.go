@@ -1,0 +1,113 @@
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reading processes from /proc.
+//
+// A process's /proc/PID/stat and /proc/PID/cmdline describe its first
+// thread. While a multithreaded process execs from another thread (a Go
+// program's syscall.Exec usually does: the supervisor handing off to its
+// idle holder), the kernel first ends every other thread, the first one
+// included, and only then gives the exec'ing thread the process's pid.
+// Meanwhile /proc/PID/stat reads "Z" and /proc/PID/cmdline reads empty,
+// though the process lives on. So whether a process runs is asked of all
+// its threads (processRuns), and which process a pid is, of its start
+// time, which the exec keeps (the exec'ing thread takes over the first
+// thread's).
+
+// procStat is what is read of a process from /proc/PID/stat.
+type procStat struct {
+	pid, ppid, pgrp, sid int
+	state                byte
+	start                uint64
+}
+
+// readProcStat parses /proc/PID/stat.
+func readProcStat(pid int) (procStat, bool) {
+	return parseStat(pid, "/proc/"+strconv.Itoa(pid)+"/stat")
+}
+
+// parseStat parses a stat file of pid (the command name may hold spaces
+// and parentheses: fields are counted after the last ')').
+func parseStat(pid int, path string) (procStat, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return procStat{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return procStat{}, false
+	}
+	st := procStat{pid: pid, state: f[0][0]}
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.sid, _ = strconv.Atoi(f[3])
+	st.start, _ = strconv.ParseUint(f[19], 10, 64)
+	return st, true
+}
+
+// procStartTicks is the start time of pid (clock ticks since boot), 0 if
+// unknown.
+func procStartTicks(pid int) uint64 {
+	st, _ := readProcStat(pid)
+	return st.start
+}
+
+// processRuns reports whether process pid has a thread that has not
+// exited: it is neither gone nor a zombie awaiting its reaper. A process
+// exec'ing from a thread other than its first runs (see above), though
+// its first thread reads as a zombie; and as the exec'ing thread takes
+// over the pid, its own tid's files vanish. So a zombie is looked at
+// three times, a millisecond apart, before it is taken for one.
+func processRuns(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	for i := range 3 {
+		st, ok := readProcStat(pid)
+		if !ok {
+			return false // gone (an exec never hides the pid itself)
+		}
+		if st.state != 'Z' && st.state != 'X' {
+			return true
+		}
+		dir := fmt.Sprintf("/proc/%d/task", pid)
+		tasks, _ := os.ReadDir(dir)
+		for _, t := range tasks {
+			if st, ok := parseStat(pid, dir+"/"+t.Name()+"/stat"); ok && st.state != 'Z' && st.state != 'X' {
+				return true
+			}
+		}
+		if i < 2 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return false
+}
+
+// supervisorAlive reports whether rec's supervisor still runs. A record
+// names its supervisor by pid and start time, so a recycled pid is not
+// taken for it; a record written before the start time was kept is
+// matched by the id in the supervisor's command line instead (which an
+// exec in progress hides, see above).
+func supervisorAlive(rec *Record) bool {
+	if !processRuns(rec.Supervisor) {
+		return false
+	}
+	if rec.SupervisorStart != 0 {
+		return procStartTicks(rec.Supervisor) == rec.SupervisorStart
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.Supervisor))
+	return err == nil && strings.Contains(string(b), "\x00"+rec.ID)
+}
