@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -212,9 +213,11 @@ func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = quiet.Terminate(context.Background()) })
+	// The busy sandbox's command runs until the test closes its stdin.
+	release, hold := io.Pipe()
 	exited := make(chan error, 1)
 	go func() {
-		_, err := busy.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sleep", "2"}})
+		_, err := busy.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "cat >/dev/null"}, Stdin: release})
 		exited <- err
 	}()
 	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, quiet) == namespaces.IdleArg0 }) {
@@ -229,6 +232,7 @@ func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
 	}
 	// The command's exit status still comes from the init, and once it
 	// is done the init may go.
+	hold.Close()
 	if err := <-exited; err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,14 @@ func TestProcessRunsThroughThreadExec(t *testing.T) {
 // A record written before the start time was kept is matched by its id
 // in the supervisor's command line.
 func TestSupervisorAliveByCommandLine(t *testing.T) {
-	cmd := exec.Command("sleep", "30", "tent-test-id")
+	// The shell's builtin read waits on the pipe: the process stays as it
+	// is, "tent-test-id" its $0.
+	cmd := exec.Command("/bin/sh", "-c", "read x", "tent-test-id")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
