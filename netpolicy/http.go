@@ -133,7 +133,7 @@ func (s *httpConn) forward(req *http.Request) bool {
 	req.Close = false
 	bodyless := req.Body == nil || req.Body == http.NoBody
 	if !bodyless {
-		req.Body = flushingBody{req.Body, s.upBW}
+		req.Body = flushingBody{req.Body, s.upBW, s.p}
 	}
 	resp, err := s.roundTrip(req)
 	if err != nil && reused && bodyless {
@@ -157,7 +157,7 @@ func (s *httpConn) forward(req *http.Request) bool {
 		resp.StatusCode != http.StatusNotModified
 	resp.Close = clientClose || delimitedByClose
 	if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = flushingBody{resp.Body, s.bw}
+		resp.Body = flushingBody{resp.Body, s.bw, s.p}
 	}
 	werr := resp.Write(relayWriter{s.p, s.bw, s.c})
 	if werr == nil {
@@ -325,7 +325,15 @@ func splitHostPort(hostport string, def int) (string, int, error) {
 type flushingBody struct {
 	io.ReadCloser
 	w *bufio.Writer
+	p *Proxy
 }
+
+// WriteTo relays the body to dst as the tunnels do (pump: large buffers
+// for bulk data, each read written at once). net/http copies a chunked
+// body so, into its chunk writer: one chunk per read, instead of one per
+// 32 KiB through its own copy buffer (a body it copies whole goes to
+// relayWriter.ReadFrom instead, which calls pump too).
+func (f flushingBody) WriteTo(dst io.Writer) (int64, error) { return f.p.pump(dst, f) }
 
 func (f flushingBody) Read(b []byte) (int, error) {
 	if f.w.Buffered() > 0 {
@@ -343,7 +351,8 @@ func (f flushingBody) Read(b []byte) (int, error) {
 // relays the body straight to dst as the tunnels do (pump: large buffers
 // for bulk data, each read written at once, so streams still stream).
 // Relayed 32 KiB at a time through bw, as net/http would, a plain-HTTP
-// download ran at about 0.6 of the direct rate.
+// download ran at about 0.6 of the direct rate. (A chunked body goes
+// through flushingBody.WriteTo.)
 //
 // It also hides bufio.Writer's own ReadFrom, which reads straight into the
 // buffer and so must not meet a flushingBody flushing that same buffer.

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -166,6 +168,72 @@ func TestHTTPBulkBodies(t *testing.T) {
 	}
 	if down < n || down > n+4096 || up < n/2 || up > n/2+4096 {
 		t.Errorf("close records: bytes up %d down %d, want %d and %d plus headers", up, down, n/2, n)
+	}
+}
+
+// A chunked body crosses the proxy whole, relayed in large chunks (one
+// per read of the origin's, which are 1 MiB; a read ends at the end of a
+// chunk) rather than re-chunked 32 KiB at a time; a chunked upload
+// arrives whole too.
+func TestHTTPChunkedBodies(t *testing.T) {
+	o := newOrigin(t, false)
+	h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil) // the origin's address, a private one
+	h.res.set("allowed.test", "127.0.0.1")
+	c, err := net.Dial("tcp", h.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 16 << 20
+	fmt.Fprintf(c, "GET http://allowed.test:%d/blob-chunked?n=%d HTTP/1.1\r\nHost: allowed.test\r\n\r\n", o.port, n)
+	br := bufio.NewReader(c)
+	head, err := textproto.NewReader(br).ReadLine()
+	if err != nil || !strings.HasPrefix(head, "HTTP/1.1 200") {
+		t.Fatalf("status line %q: %v", head, err)
+	}
+	hdr, err := textproto.NewReader(br).ReadMIMEHeader()
+	if err != nil || hdr.Get("Transfer-Encoding") != "chunked" {
+		t.Fatalf("head %v (%v): want a chunked body", hdr, err)
+	}
+	var body []byte
+	largest := 0
+	for {
+		line, err := textproto.NewReader(br).ReadLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := strconv.ParseInt(line, 16, 64)
+		if err != nil {
+			t.Fatalf("chunk size line %q: %v", line, err)
+		}
+		if size == 0 {
+			break
+		}
+		largest = max(largest, int(size))
+		chunk := make([]byte, size+2)
+		if _, err := io.ReadFull(br, chunk); err != nil || string(chunk[size:]) != "\r\n" {
+			t.Fatalf("chunk of %d: %v", size, err)
+		}
+		body = append(body, chunk[:size]...)
+	}
+	if !bytes.Equal(body, pattern(n)) {
+		t.Fatalf("download: %d bytes (want %d) not the origin's", len(body), n)
+	}
+	if largest <= 32<<10 {
+		t.Errorf("largest chunk %d bytes: re-chunked at 32 KiB", largest)
+	}
+	t.Logf("largest chunk relayed: %d KiB", largest>>10)
+	// A chunked upload (the client knows no length).
+	payload := pattern(n / 2)
+	resp, err := h.client(nil).Post(fmt.Sprintf("http://allowed.test:%d/echo", o.port), "application/octet-stream",
+		io.MultiReader(bytes.NewReader(payload[:n/4]), bytes.NewReader(payload[n/4:])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("len=%d sum=%x", len(payload), sha256.Sum256(payload)); string(got) != want {
+		t.Errorf("chunked upload: %s, want %s", got, want)
 	}
 }
 

@@ -45,6 +45,13 @@ func newOrigin(t testing.TB, useTLS bool) *origin {
 			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 			w.Header().Set("Content-Length", strconv.Itoa(n))
 			w.Write(pattern(n))
+		case "/blob-chunked": // the same, chunked: 1 MiB per write, a chunk each
+			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+			for b := pattern(n); len(b) > 0; {
+				k := min(len(b), 1<<20)
+				w.Write(b[:k])
+				b = b[k:]
+			}
 		default:
 			fmt.Fprintf(w, "host=%s path=%s ua=%q proxy-auth=%q hop=%q",
 				r.Host, r.URL.Path, r.UserAgent(), r.Header.Get("Proxy-Authorization"), r.Header.Get("X-Hop"))

@@ -49,18 +49,34 @@ func probeRates(b *testing.B, args, hostArgs []string) (inside, host float64) {
 // from inside a limited sandbox (through the CONNECT tunnel of tent's
 // proxy) and directly on the host's loopback, and reports both rates and
 // their ratio (target >= 0.8).
-func BenchmarkLimitedDownload(b *testing.B) { benchDownload(b, httptest.NewTLSServer, "https") }
+func BenchmarkLimitedDownload(b *testing.B) { benchDownload(b, httptest.NewTLSServer, "https", 0) }
 
 // BenchmarkLimitedPlainDownload is the same over plain HTTP, which the
 // proxy forwards request by request instead of tunnelling.
-func BenchmarkLimitedPlainDownload(b *testing.B) { benchDownload(b, httptest.NewServer, "http") }
+func BenchmarkLimitedPlainDownload(b *testing.B) { benchDownload(b, httptest.NewServer, "http", 0) }
 
-func benchDownload(b *testing.B, newServer func(http.Handler) *httptest.Server, scheme string) {
+// BenchmarkLimitedChunkedDownload is the plain-HTTP download with a
+// chunked body, which the server writes 1 MiB at a time (a chunk each).
+func BenchmarkLimitedChunkedDownload(b *testing.B) {
+	benchDownload(b, httptest.NewServer, "http", 1<<20)
+}
+
+// benchDownload serves 256 MiB with a Content-Length, or chunked in
+// chunks of the given size.
+func benchDownload(b *testing.B, newServer func(http.Handler) *httptest.Server, scheme string, chunk int) {
 	blob := make([]byte, 256<<20)
 	_, _ = rand.Read(blob)
 	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(blob)))
-		_, _ = w.Write(blob)
+		if chunk == 0 {
+			w.Header().Set("Content-Length", strconv.Itoa(len(blob)))
+			_, _ = w.Write(blob)
+			return
+		}
+		for rest := blob; len(rest) > 0; rest = rest[min(chunk, len(rest)):] {
+			if _, err := w.Write(rest[:min(chunk, len(rest))]); err != nil {
+				return
+			}
+		}
 	}))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
