@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,8 +64,10 @@ func TestPidsLimitContainsAForkBomb(t *testing.T) {
 }
 
 func TestTimeoutKillsTheWholeTree(t *testing.T) {
+	// Sleepers of a length no other program on the host uses.
+	sleep := fmt.Sprintf("300.%d", os.Getpid())
 	start := time.Now()
-	_, cmd, err := run(t, withProbe(t, sandbox.Spec{Limits: sandbox.Limits{Timeout: 700 * time.Millisecond}}), probeTarget+"/testprobe", "orphans")
+	_, cmd, err := run(t, withProbe(t, sandbox.Spec{Limits: sandbox.Limits{Timeout: 700 * time.Millisecond}}), probeTarget+"/testprobe", "orphans", sleep)
 	var ee *sandbox.ExitError
 	if !errors.As(err, &ee) || !ee.Report.TimedOut || ee.ExitCode() != 124 {
 		t.Fatalf("got %v (report %+v), want a timeout with exit code 124", err, cmd.Report)
@@ -72,7 +75,7 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the timeout took %s to end the run", d)
 	}
-	assertNoProcess(t, "sleep", "300")
+	assertNoProcess(t, "sleep", sleep)
 }
 
 func TestCPULimitThrottles(t *testing.T) {

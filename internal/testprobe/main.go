@@ -134,9 +134,13 @@ func main() {
 			}
 		}
 		report(err)
-	case "orphans": // double-fork and setsid'd sleepers, then sleep
+	case "orphans": // orphans SECONDS: double-fork and setsid'd sleepers of SECONDS, then sleep
+		d := "300"
+		if len(args) > 0 {
+			d = args[0]
+		}
 		for i := 0; i < 3; i++ {
-			_ = exec.Command("/bin/sh", "-c", "setsid sleep 300 & (sleep 300 &) ; sleep 300").Start()
+			_ = exec.Command("/bin/sh", "-c", "setsid sleep "+d+" & (sleep "+d+" &) ; sleep "+d).Start()
 		}
 		time.Sleep(300 * time.Second)
 	case "spin": // spin MS: busy-loop for MS of wall time, print CPU ms used
