@@ -331,8 +331,10 @@ type flushingBody struct {
 // WriteTo relays the body to dst as the tunnels do (pump: large buffers
 // for bulk data, each read written at once). net/http copies a chunked
 // body so, into its chunk writer: one chunk per read, instead of one per
-// 32 KiB through its own copy buffer (a body it copies whole goes to
-// relayWriter.ReadFrom instead, which calls pump too).
+// 32 KiB through its own copy buffer. A body delimited by the
+// connection's close comes this way too, to a relayWriter; one with a
+// Content-Length, which net/http reads through an io.LimitReader, goes
+// to relayWriter.ReadFrom instead.
 func (f flushingBody) WriteTo(dst io.Writer) (int64, error) { return f.p.pump(dst, f) }
 
 func (f flushingBody) Read(b []byte) (int, error) {
@@ -345,14 +347,15 @@ func (f flushingBody) Read(b []byte) (int, error) {
 }
 
 // relayWriter is what a forwarded request or response is written to: the
-// head and chunk framing go through bw, the buffer over dst. A body that
-// net/http copies whole (one with a Content-Length, or delimited by the
-// connection's close) arrives through ReadFrom, which flushes bw and then
+// head and chunk framing go through bw, the buffer over dst. A body with
+// a Content-Length arrives through ReadFrom, which flushes bw and then
 // relays the body straight to dst as the tunnels do (pump: large buffers
 // for bulk data, each read written at once, so streams still stream).
 // Relayed 32 KiB at a time through bw, as net/http would, a plain-HTTP
-// download ran at about 0.6 of the direct rate. (A chunked body goes
-// through flushingBody.WriteTo.)
+// download ran at about 0.6 of the direct rate. Other bodies are pumped
+// by flushingBody.WriteTo: a chunked one into net/http's chunk writer
+// over Write, one delimited by the close into Write (bw, emptied by
+// every read, passes large writes straight to dst).
 //
 // It also hides bufio.Writer's own ReadFrom, which reads straight into the
 // buffer and so must not meet a flushingBody flushing that same buffer.

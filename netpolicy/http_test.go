@@ -120,6 +120,69 @@ func TestHTTPStreams(t *testing.T) {
 	}
 }
 
+// A response body with neither a length nor chunking ends when the origin
+// closes: it streams through the proxy, arrives whole, and the client's
+// connection is closed after it (its end is the only end it has).
+func TestHTTPCloseDelimitedBody(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const n = 4 << 20
+	release := make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	go func() { // a raw HTTP/1.1 origin: a head, "first\n", then n bytes, then close
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\nfirst\n")
+		<-release
+		c.Write(pattern(n))
+	}()
+	h := newHarness(t, []string{"allowed.test", "127.0.0.1"}, nil)
+	h.res.set("allowed.test", "127.0.0.1")
+	c, err := net.Dial("tcp", h.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", port(t, "http://"+ln.Addr().String()))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ContentLength != -1 || len(resp.TransferEncoding) != 0 || !resp.Close {
+		t.Errorf("length %d, transfer encoding %v, close %v: want a body ended by the close",
+			resp.ContentLength, resp.TransferEncoding, resp.Close)
+	}
+	first := make([]byte, 6)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "first\n" {
+		t.Fatalf("the first bytes did not arrive before the body ended: %q %v", first, err)
+	}
+	close(release)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.Equal(rest, pattern(n)) {
+		t.Fatalf("the rest: %d bytes (want %d), %v", len(rest), n, err)
+	}
+	if extra, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the body: %q, %v; want the connection closed", extra, err)
+	}
+}
+
 // TestHTTPBulkBodies: large bodies with a Content-Length, both ways,
 // arrive whole through plain forwarding (the bulk path: large buffers,
 // written straight to the connection), the connection stays usable for

@@ -214,10 +214,10 @@ func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = quiet.Terminate(context.Background()) })
 	// The busy sandbox's command runs until the test closes its stdin.
-	release, hold := io.Pipe()
+	stdin, release := io.Pipe()
 	exited := make(chan error, 1)
 	go func() {
-		_, err := busy.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "cat >/dev/null"}, Stdin: release})
+		_, err := busy.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "cat >/dev/null"}, Stdin: stdin})
 		exited <- err
 	}()
 	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, quiet) == namespaces.IdleArg0 }) {
@@ -232,7 +232,7 @@ func TestIdleHandOffCanBeDisabledAndWaitsForCommands(t *testing.T) {
 	}
 	// The command's exit status still comes from the init, and once it
 	// is done the init may go.
-	hold.Close()
+	release.Close()
 	if err := <-exited; err != nil {
 		t.Fatal(err)
 	}
