@@ -158,22 +158,24 @@ func TestHTTPCloseDelimitedBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The head and the first bytes must come before the origin goes on.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprintf(c, "GET http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", port(t, "http://"+ln.Addr().String()))
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the head did not arrive before the body ended: %v", err)
 	}
 	if resp.ContentLength != -1 || len(resp.TransferEncoding) != 0 || !resp.Close {
 		t.Errorf("length %d, transfer encoding %v, close %v: want a body ended by the close",
 			resp.ContentLength, resp.TransferEncoding, resp.Close)
 	}
 	first := make([]byte, 6)
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "first\n" {
 		t.Fatalf("the first bytes did not arrive before the body ended: %q %v", first, err)
 	}
 	close(release)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	rest, err := io.ReadAll(resp.Body)
 	if err != nil || !bytes.Equal(rest, pattern(n)) {
 		t.Fatalf("the rest: %d bytes (want %d), %v", len(rest), n, err)
