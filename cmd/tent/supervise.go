@@ -65,9 +65,15 @@ func init() {
 		// woken by something else may have exec'd this process just
 		// before a SIGTERM: ask for it as early as main's package can, so
 		// that the signal ends the sandbox cleanly instead.
-		resumeSignals = make(chan os.Signal, 1)
-		signal.Notify(resumeSignals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		resumeSignals = notifyEnd()
 	}
+}
+
+// notifyEnd asks for the signals that end supervision.
+func notifyEnd() chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	return ch
 }
 
 func newSuperviseResumeCmd(g *globalOptions) *cobra.Command {
@@ -96,8 +102,7 @@ func newSuperviseResumeCmd(g *globalOptions) *cobra.Command {
 				}
 			}
 			if resumeSignals == nil { // started other than by the holder's command line
-				resumeSignals = make(chan os.Signal, 1)
-				signal.Notify(resumeSignals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+				resumeSignals = notifyEnd()
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
