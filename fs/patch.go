@@ -55,4 +55,3 @@ func isSymlink(p string) bool {
 	fi, err := os.Lstat(p)
 	return err == nil && fi.Mode()&iofs.ModeSymlink != 0
 }
-
