@@ -20,13 +20,13 @@ const (
 // checks. Names of other architectures are harmless: Compile skips them.
 const allowed = `
 accept accept4 access adjtimex alarm bind brk cachestat capget capset
-chdir chmod chown chown32 clock_getres clock_getres_time64 clock_gettime
+chdir chown chown32 clock_getres clock_getres_time64 clock_gettime
 clock_gettime64 clock_nanosleep clock_nanosleep_time64 close close_range
-connect copy_file_range creat dup dup2 dup3 epoll_create epoll_create1
+connect copy_file_range dup dup2 dup3 epoll_create epoll_create1
 epoll_ctl epoll_ctl_old epoll_pwait epoll_pwait2 epoll_wait
 epoll_wait_old eventfd eventfd2 execve execveat exit exit_group
 faccessat faccessat2 fadvise64 fadvise64_64 fallocate fanotify_mark
-fchdir fchmod fchmodat fchmodat2 fchown fchown32 fchownat fcntl fcntl64
+fchdir fchown fchown32 fchownat fcntl fcntl64
 fdatasync fgetxattr flistxattr flock fork fremovexattr fsetxattr fstat
 fstat64 fstatat64 fstatfs fstatfs64 fsync ftruncate ftruncate64 futex
 futex_requeue futex_time64 futex_wait futex_waitv futex_wake futimesat
@@ -42,11 +42,11 @@ io_submit ipc kill landlock_add_rule landlock_create_ruleset
 landlock_restrict_self lchown lchown32 lgetxattr link linkat listen
 listmount listxattr listxattrat llistxattr _llseek lremovexattr lseek
 lsetxattr lstat lstat64 madvise map_shadow_stack membarrier memfd_create
-memfd_secret mincore mkdir mkdirat mknod mknodat mlock mlock2 mlockall
+memfd_secret mincore mkdir mkdirat mlock mlock2 mlockall
 mmap mmap2 mprotect mq_getsetattr mq_notify mq_open mq_timedreceive
 mq_timedreceive_time64 mq_timedsend mq_timedsend_time64 mq_unlink mremap
 mseal msgctl msgget msgrcv msgsnd msync munlock munlockall munmap
-nanosleep newfstatat _newselect open openat openat2 pause pidfd_open
+nanosleep newfstatat _newselect pause pidfd_open
 pidfd_send_signal pipe pipe2 pkey_alloc pkey_free pkey_mprotect poll
 ppoll ppoll_time64 prctl pread64 preadv preadv2 prlimit64
 process_mrelease pselect6 pselect6_time64 pwrite64 pwritev pwritev2 read
@@ -122,7 +122,29 @@ const (
 	sockMask = 0xf // SOCK_TYPE_MASK: the rest are SOCK_NONBLOCK, SOCK_CLOEXEC
 
 	low32 = 0xffffffff // int and unsigned int arguments: the kernel ignores the high half
+
+	modeSetID  = 0o6000   // S_ISUID | S_ISGID
+	oCreat     = 0o100    // O_CREAT, except on MIPS
+	oCreatMIPS = 0x100    // O_CREAT on MIPS
+	oTmpfile   = 0x400000 // __O_TMPFILE (O_TMPFILE without O_DIRECTORY) on every architecture Go supports
 )
+
+// modeArgs are the calls that set a file's mode from an argument, with
+// that argument's index.
+var modeArgs = []struct {
+	name string
+	mode uint
+}{
+	{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2},
+	{"creat", 1}, {"mknod", 1}, {"mknodat", 2},
+}
+
+// openArgs are the calls that create a file with O_CREAT or O_TMPFILE,
+// with the indexes of their flags and mode arguments.
+var openArgs = []struct {
+	name        string
+	flags, mode uint
+}{{"open", 1, 2}, {"openat", 2, 3}}
 
 // Default returns tent's built-in profile: an allowlist whose default
 // action is ERRNO(ENOSYS), with explicit EPERM rules for what it denies.
@@ -204,6 +226,41 @@ func Default() *Profile {
 	for _, c := range notIn(low32, afInet, afInet6, afPacket, afAlg, afVsock) {
 		add(allow("socket", masked(0, c.mask, c.value)))
 	}
+
+	// No setuid or setgid file from inside: a mode with S_ISUID or
+	// S_ISGID is EPERM wherever a call sets one, whatever the file (the
+	// filter cannot see the inode, so directories too). open and openat
+	// set it only with O_CREAT or O_TMPFILE in their flags: the flags and
+	// the mode are two arguments, which one rule can AND. openat2's mode
+	// is in memory: ENOSYS, and callers fall back to openat.
+	for _, c := range modeArgs {
+		add(allow(c.name, masked(c.mode, modeSetID, 0)))
+		for _, m := range notIn(modeSetID, 0) {
+			add(deny(c.name, masked(c.mode, m.mask, m.value)))
+		}
+	}
+	mips := Filter{Arches: []string{"mips", "mipsel", "mips64", "mips64el"}}
+	for _, o := range []struct {
+		creat              uint64
+		includes, excludes Filter
+	}{{oCreat, Filter{}, mips}, {oCreatMIPS, mips, Filter{}}} {
+		creating := o.creat | oTmpfile
+		for _, c := range openArgs {
+			rules := []Syscall{allow(c.name, masked(c.flags, creating, 0))}
+			for _, f := range notIn(creating, 0) {
+				rules = append(rules, allow(c.name, masked(c.flags, f.mask, f.value), masked(c.mode, modeSetID, 0)))
+				for _, m := range notIn(modeSetID, 0) {
+					rules = append(rules, deny(c.name, masked(c.flags, f.mask, f.value), masked(c.mode, m.mask, m.value)))
+				}
+			}
+			for _, r := range rules {
+				r.Includes, r.Excludes = o.includes, o.excludes
+				add(r)
+			}
+		}
+	}
+	add(Syscall{Names: []string{"openat2"}, Action: ActErrno, ErrnoRet: errnoPtr(errnoENOSYS),
+		Comment: "its mode is in memory and cannot be checked; callers fall back to openat"})
 
 	// personality: Docker's safe values (PER_LINUX, UNAME26, PER_LINUX32,
 	// both, and the 0xffffffff query); anything else, such as

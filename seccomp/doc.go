@@ -65,15 +65,41 @@
 //   - socket: AF_PACKET, AF_ALG, AF_VSOCK and raw AF_INET/AF_INET6 sockets
 //     (type & 0xf == SOCK_RAW, whatever SOCK_NONBLOCK/SOCK_CLOEXEC say) are
 //     EPERM; AF_UNIX, AF_NETLINK, TCP/UDP and the rest are allowed.
+//   - No set-user-ID or set-group-ID file can be made from inside: chmod,
+//     fchmod, fchmodat, fchmodat2, creat, mknod and mknodat with a mode
+//     that has S_ISUID or S_ISGID (mode & 06000, whatever the file type
+//     bits and the bits above the 16 the kernel reads) are EPERM; so are
+//     open and openat with O_CREAT or O_TMPFILE (__O_TMPFILE, 0x400000;
+//     O_CREAT is 0100, 0x100 on MIPS) in their flags and such a mode.
+//     Without those flags the kernel ignores the mode, and so does the
+//     filter. A sandbox's writable mounts are nosuid inside, but not on
+//     the host: a setuid file written there would run with its owner's
+//     ids (a root caller's rw mount used to make that owner host root)
+//     for any local user who executes it, and a setgid one with its
+//     group's. The filter cannot see the inode, so the rule covers
+//     directories too: chmod g+s on a directory, and coreutils chmod on
+//     an already set-gid directory (it passes the bit it preserves), are
+//     EPERM. mkdir and mkdirat stay allowed with any mode: the kernel
+//     keeps only mkdir's permission and sticky bits, so a directory gets
+//     S_ISGID only by inheriting it from a host directory that has it,
+//     and a set-gid directory lets no one gain anything by executing it.
+//     File capabilities need no rule: writing security.capability needs
+//     CAP_SETFCAP, which commands do not hold (and the clone and unshare
+//     rules keep them from a nested user namespace that would grant it).
+//   - ENOSYS: openat2. Its mode lives in memory, where a filter cannot
+//     see it; C libraries do not use it for open, and programs that do
+//     (and Go's os.Root, which uses openat) fall back to openat.
 //   - personality: the values Docker allows (0, UNAME26 0x8, PER_LINUX32
 //     0x20000, both, and the 0xffffffff query) pass; anything else, such as
 //     ADDR_NO_RANDOMIZE, is EPERM.
 //
 // "Any value but these" cannot be one libseccomp condition, and rules with
 // different actions must not overlap (libseccomp does not say which wins),
-// so the allowed remainder of ioctl, socket and personality is written as
-// disjoint masked-equality rules. Default's rules are therefore many, but
-// the compiled filter is about 1,000 instructions and libseccomp lays out
+// so the allowed remainder of ioctl, socket, personality and the
+// mode-setting calls is written as
+// disjoint masked-equality rules (a flags test and a mode test on two
+// arguments are ANDed in one rule). Default's rules are therefore many, but
+// the compiled filter is about 1,100 instructions and libseccomp lays out
 // syscall numbers as a binary tree.
 //
 // # Errno contract
@@ -81,10 +107,11 @@
 // Under Default a command sees exactly three outcomes besides success: a
 // syscall tent denies fails with EPERM (an explicit rule, never the
 // default); a syscall the profile does not know, such as one newer than
-// the profile or than libseccomp, fails with ENOSYS, which C libraries and
-// runtimes treat as "not implemented here" and fall back from (clone3 to
-// clone, fchmodat2 to fchmodat); and a syscall of a foreign ABI kills the
-// whole process with SIGSYS.
+// the profile or than libseccomp, or one whose arguments live in memory
+// (clone3, openat2), fails with ENOSYS, which C libraries and runtimes
+// treat as "not implemented here" and fall back from (clone3 to clone,
+// openat2 to openat, fchmodat2 to fchmodat); and a syscall of a foreign
+// ABI kills the whole process with SIGSYS.
 //
 // # Kernel facts
 //

@@ -17,7 +17,9 @@ func TestEmbeddedDefaultIsCurrent(t *testing.T) {
 	}
 	fresh := mustCompile(t, Default())
 	interesting := []uint64{0, 1, 2, 3, 5, 17, 38, 40, 0x5412, 0x541c, 0xffffffff00005412, 0x8, 0x20000, 0xffffffff,
-		unix.CLONE_NEWUSER, unix.CLONE_NEWNS | uint64(unix.SIGCHLD), uint64(unix.SIGCHLD), unix.CLONE_FILES}
+		unix.CLONE_NEWUSER, unix.CLONE_NEWNS | uint64(unix.SIGCHLD), uint64(unix.SIGCHLD), unix.CLONE_FILES,
+		// modes and open flags: 0o755 and 0o4755 include O_CREAT (0o100)
+		0o755, 0o4755, 0o2755, 0o6000, 0o4000, unix.O_TMPFILE | 0o2000, 0o4000 | 1<<32}
 	for _, arch := range []uint32{unix.AUDIT_ARCH_X86_64, unix.AUDIT_ARCH_I386} {
 		for nr := int32(0); nr < 1024; nr++ {
 			for _, arg := range interesting {
