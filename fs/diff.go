@@ -3,10 +3,9 @@ package fs
 import (
 	"bytes"
 	"errors"
-	"io"
+	"fmt"
 	iofs "io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"syscall"
 
@@ -39,62 +38,163 @@ const opaqueXattr = "user.overlay.opaque"
 // (whiteouts, and lower entries hidden by opaque directories). Paths are
 // relative and slash-separated; the result is sorted. It reads only the
 // host directories, so the sandbox may be running.
+//
+// The upper layer is the sandbox's to shape, and may change while Diff
+// reads it: every entry is reached descriptor-relative from the two
+// roots, without following any symlink (a symlink swapped in for a
+// directory is reported as what it is, never walked), and contents are
+// compared only between regular files opened O_NOFOLLOW|O_NONBLOCK and
+// checked by fstat, up to the size fstat gave. Trees up to MaxDepth
+// levels deep are walked; deeper ones fail with ErrTooDeep.
 func Diff(lower, upper string) ([]Change, error) {
-	var out []Change
-	err := filepath.WalkDir(upper, func(p string, d iofs.DirEntry, err error) error {
+	ufd, err := openRootDir(upper)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(ufd)
+	lfd, err := openRootDir(lower)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return nil, err
+	}
+	if err == nil {
+		defer unix.Close(lfd)
+	}
+	d := &differ{upper: upper}
+	err = d.dir(lfd, ufd, "", 0)
+	sort.SliceStable(d.out, func(i, j int) bool { return d.out[i].Path < d.out[j].Path })
+	return d.out, err
+}
+
+type differ struct {
+	upper string
+	out   []Change
+}
+
+func (d *differ) add(rel string, kind ChangeKind, dir bool) {
+	d.out = append(d.out, Change{Path: rel, Kind: kind, Dir: dir})
+}
+
+// dir compares the upper directory ufd (at rel) with the lower one lfd
+// (-1 when lower has no directory there).
+func (d *differ) dir(lfd, ufd int, rel string, depth int) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("diff of %s: %s: %w", d.upper, rel, ErrTooDeep)
+	}
+	names, err := readNames(ufd)
+	if err != nil {
+		return fmt.Errorf("diff of %s: %w", d.upper, &os.PathError{Op: "readdir", Path: rel, Err: err})
+	}
+	for _, n := range names {
+		r := joinRel(rel, n)
+		ust, err := lstatAt(ufd, n)
+		if err == unix.ENOENT {
+			continue // removed meanwhile
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("diff of %s: %w", d.upper, &os.PathError{Op: "fstatat", Path: r, Err: err})
 		}
-		rel, _ := filepath.Rel(upper, p)
-		if rel == "." {
-			return nil
+		var lst unix.Stat_t
+		inLower := false
+		if lfd >= 0 {
+			if lst, err = lstatAt(lfd, n); err == nil {
+				inLower = true
+			}
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		lowerPath := filepath.Join(lower, rel)
-		lfi, lerr := os.Lstat(lowerPath)
-		inLower := lerr == nil
 		switch {
-		case isWhiteout(info):
+		case isWhiteoutStat(&ust):
 			if inLower {
-				out = append(out, deletedTree(lower, rel, lfi)...)
-			}
-		case d.IsDir():
-			if !inLower || !lfi.IsDir() {
-				if inLower {
-					out = append(out, Change{Path: filepath.ToSlash(rel), Kind: Deleted})
+				if err := d.deleted(lfd, n, r, &lst, depth+1); err != nil {
+					return err
 				}
-				out = append(out, Change{Path: filepath.ToSlash(rel), Kind: Added, Dir: true})
-				return nil // descend: children are added
 			}
-			if isOpaque(p) {
-				ents, _ := os.ReadDir(lowerPath)
-				for _, e := range ents {
-					if _, err := os.Lstat(filepath.Join(p, e.Name())); errors.Is(err, iofs.ErrNotExist) {
-						efi, _ := e.Info()
-						out = append(out, deletedTree(lower, filepath.Join(rel, e.Name()), efi)...)
-					}
-				}
+		case isDirStat(&ust):
+			cfd, err := openDir(ufd, n)
+			if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENOTDIR {
+				continue // replaced meanwhile; never followed
+			}
+			if err != nil {
+				return fmt.Errorf("diff of %s: %w", d.upper, &os.PathError{Op: "openat2", Path: r, Err: err})
+			}
+			err = d.subdir(lfd, cfd, n, r, inLower, &lst, depth)
+			unix.Close(cfd)
+			if err != nil {
+				return err
 			}
 		default:
 			switch {
 			case !inLower:
-				out = append(out, Change{Path: filepath.ToSlash(rel), Kind: Added})
-			case lfi.IsDir():
-				out = append(out, deletedTree(lower, rel, lfi)...)
-				out = append(out, Change{Path: filepath.ToSlash(rel), Kind: Added})
-			case changed(lowerPath, p, lfi, info):
-				out = append(out, Change{Path: filepath.ToSlash(rel), Kind: Modified})
+				d.add(r, Added, false)
+			case isDirStat(&lst):
+				if err := d.deleted(lfd, n, r, &lst, depth+1); err != nil {
+					return err
+				}
+				d.add(r, Added, false)
+			case changed(lfd, ufd, n, &lst, &ust):
+				d.add(r, Modified, false)
 			}
 		}
-		return nil
-	})
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, err
+	}
+	return nil
 }
 
+// subdir handles the upper directory cfd named n in lfd's counterpart.
+func (d *differ) subdir(lfd, cfd int, n, r string, inLower bool, lst *unix.Stat_t, depth int) error {
+	if !inLower || !isDirStat(lst) {
+		if inLower {
+			d.add(r, Deleted, false)
+		}
+		d.add(r, Added, true)
+		return d.dir(-1, cfd, r, depth+1) // children are added
+	}
+	lcfd, err := openDir(lfd, n)
+	if err != nil {
+		return fmt.Errorf("diff of %s: %w", d.upper, &os.PathError{Op: "openat2", Path: "lower " + r, Err: err})
+	}
+	defer unix.Close(lcfd)
+	if isOpaque(cfd) {
+		lnames, _ := readNames(lcfd)
+		for _, ln := range lnames {
+			if _, err := lstatAt(cfd, ln); err != unix.ENOENT {
+				continue
+			}
+			if est, err := lstatAt(lcfd, ln); err == nil {
+				if err := d.deleted(lcfd, ln, joinRel(r, ln), &est, depth+2); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return d.dir(lcfd, cfd, r, depth+1)
+}
+
+// deleted lists the lower entry name of lfd (at rel) and, for a
+// directory, everything below it. The lower tree is the host's; entries
+// it cannot read are left out.
+func (d *differ) deleted(lfd int, name, rel string, st *unix.Stat_t, depth int) error {
+	d.add(rel, Deleted, isDirStat(st))
+	if !isDirStat(st) {
+		return nil
+	}
+	if depth > MaxDepth {
+		return fmt.Errorf("diff of %s: %s: %w", d.upper, rel, ErrTooDeep)
+	}
+	fd, err := openDir(lfd, name)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	names, _ := readNames(fd)
+	for _, n := range names {
+		if cst, err := lstatAt(fd, n); err == nil {
+			if err := d.deleted(fd, n, joinRel(rel, n), &cst, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isWhiteout reports an overlay whiteout (a 0/0 character device).
 func isWhiteout(fi iofs.FileInfo) bool {
 	if fi.Mode()&iofs.ModeCharDevice == 0 {
 		return false
@@ -103,103 +203,272 @@ func isWhiteout(fi iofs.FileInfo) bool {
 	return ok && st.Rdev == 0
 }
 
-func isOpaque(dir string) bool {
+// isOpaque reports whether the open directory fd is an opaque overlay
+// directory.
+func isOpaque(fd int) bool {
 	buf := make([]byte, 4)
-	n, err := unix.Lgetxattr(dir, opaqueXattr, buf)
+	n, err := unix.Fgetxattr(fd, opaqueXattr, buf)
 	return err == nil && n == 1 && buf[0] == 'y'
 }
 
-// deletedTree lists rel and, for a directory, everything below it.
-func deletedTree(lower, rel string, fi iofs.FileInfo) []Change {
-	out := []Change{{Path: filepath.ToSlash(rel), Kind: Deleted, Dir: fi != nil && fi.IsDir()}}
-	if fi != nil && fi.IsDir() {
-		_ = filepath.WalkDir(filepath.Join(lower, rel), func(p string, d iofs.DirEntry, err error) error {
-			if err == nil && p != filepath.Join(lower, rel) {
-				r, _ := filepath.Rel(lower, p)
-				out = append(out, Change{Path: filepath.ToSlash(r), Kind: Deleted, Dir: d.IsDir()})
-			}
-			return nil
-		})
+// changed compares a copied-up entry (name in ufd) with its lower
+// original (name in lfd): type and mode, symlink target, device number,
+// then, for regular files, size and content. Only regular files are
+// opened (O_NOFOLLOW|O_NONBLOCK, checked by fstat), and no more than the
+// size fstat gave is read; anything that cannot be compared counts as
+// changed.
+func changed(lfd, ufd int, name string, lst, ust *unix.Stat_t) bool {
+	if lst.Mode != ust.Mode {
+		return true
 	}
-	return out
+	switch {
+	case isLinkStat(lst):
+		a, err1 := readlinkAt(lfd, name)
+		b, err2 := readlinkAt(ufd, name)
+		return err1 != nil || err2 != nil || a != b
+	case !isRegStat(lst):
+		return lst.Rdev != ust.Rdev
+	case lst.Size != ust.Size:
+		return true
+	}
+	a, err := openRegular(lfd, name)
+	if err != nil {
+		return true
+	}
+	defer a.Close()
+	b, err := openRegular(ufd, name)
+	if err != nil {
+		return true
+	}
+	defer b.Close()
+	return !sameContent(a, b, ust.Size)
 }
 
-// changed compares a copied-up file with its lower original: type, mode,
-// symlink target, then content.
-func changed(lowerPath, upperPath string, lfi, ufi iofs.FileInfo) bool {
-	if lfi.Mode() != ufi.Mode() {
-		return true
+// regular is a regular file opened without following symlinks or
+// blocking, with its fstat.
+type regular struct {
+	fd int
+	st unix.Stat_t
+}
+
+func (r *regular) Close() error { return unix.Close(r.fd) }
+
+// openRegular opens name in dirfd for reading only if it is a regular
+// file: O_NOFOLLOW|O_NONBLOCK (a FIFO swapped in neither blocks nor is
+// read), then fstat of the descriptor; anything else is errNotRegular.
+func openRegular(dirfd int, name string) (*regular, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
 	}
-	if lfi.Mode()&iofs.ModeSymlink != 0 {
-		a, _ := os.Readlink(lowerPath)
-		b, _ := os.Readlink(upperPath)
-		return a != b
+	r := &regular{fd: fd}
+	if err := unix.Fstat(fd, &r.st); err != nil {
+		unix.Close(fd)
+		return nil, err
 	}
-	if lfi.Size() != ufi.Size() {
-		return true
+	if !isRegStat(&r.st) {
+		unix.Close(fd)
+		return nil, errNotRegular
 	}
-	a, err1 := os.ReadFile(lowerPath)
-	b, err2 := os.ReadFile(upperPath)
-	return err1 != nil || err2 != nil || !bytes.Equal(a, b)
+	return r, nil
+}
+
+// errNotRegular is returned for a path that is not a regular file where
+// one was expected (checked on the open descriptor).
+var errNotRegular = fmt.Errorf("not a regular file: %w", unix.EINVAL)
+
+// sameContent compares the first size bytes of two regular files.
+func sameContent(a, b *regular, size int64) bool {
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for off := int64(0); off < size; {
+		k := int(min(int64(len(ba)), size-off))
+		na, err1 := unix.Pread(a.fd, ba[:k], off)
+		nb, err2 := unix.Pread(b.fd, bb[:k], off)
+		if err1 != nil || err2 != nil || na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false
+		}
+		if na == 0 {
+			return true // both shrank equally
+		}
+		off += int64(na)
+	}
+	return true
 }
 
 // ApplyChanges makes dst match the upper layer's changes: added and
-// modified files and symlinks are copied from upper (with their mode),
-// directories created, deleted paths removed.
+// modified files, symlinks and FIFOs are copied from upper (regular
+// files with their permission bits, never setuid/setgid, and their holes
+// kept), directories created, deleted paths removed. Sockets and device
+// nodes are not exported (the entry in dst is removed).
+//
+// Both trees are reached descriptor-relative, one component at a time,
+// refusing symlinks on the way (openat2 RESOLVE_BENEATH|NO_SYMLINKS|
+// NO_MAGICLINKS): deletions come first, each done with unlinkat in its
+// parent, so a symlink in place of a directory is removed as a link and
+// never traversed, and a deletion beneath a symlink or non-directory of
+// dst is a no-op; a symlink met on the way to a path being written, in
+// dst or upper (one the sandbox swapped in meanwhile), fails the export
+// with ELOOP naming the path. Regular files are opened O_NOFOLLOW|
+// O_NONBLOCK and checked by fstat, and copied up to the size fstat gave.
+// Changes whose upper entry vanished meanwhile are skipped.
 func ApplyChanges(dst, upper string, changes []Change) error {
-	for _, c := range changes {
-		target := filepath.Join(dst, filepath.FromSlash(c.Path))
-		if c.Kind == Deleted {
-			if err := os.RemoveAll(target); err != nil {
-				return err
-			}
+	comps := make([][]string, len(changes))
+	for i, c := range changes {
+		var err error
+		if comps[i], err = splitRel(c.Path); err != nil {
+			return fmt.Errorf("export to %s: %w", dst, err)
+		}
+	}
+	dfd, err := openRootDir(dst)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	ufd, err := openRootDir(upper)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ufd)
+
+	del := &dirCursor{root: dfd}
+	for i, c := range changes {
+		if c.Kind != Deleted {
 			continue
 		}
-		src := filepath.Join(upper, filepath.FromSlash(c.Path))
-		fi, err := os.Lstat(src)
+		cs := comps[i]
+		pfd, err := del.dir(cs[:len(cs)-1])
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			continue
+		}
 		if err != nil {
-			return err
+			del.close()
+			return fmt.Errorf("export to %s: %w", dst, err)
 		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
+		if err := removeAt(pfd, cs[len(cs)-1], c.Path, len(cs)-1, false); err != nil {
+			del.close()
+			return fmt.Errorf("export to %s: %w", dst, err)
 		}
-		switch {
-		case fi.IsDir():
-			if err := os.MkdirAll(target, fi.Mode().Perm()); err != nil {
-				return err
-			}
-		case fi.Mode()&iofs.ModeSymlink != 0:
-			link, err := os.Readlink(src)
-			if err != nil {
-				return err
-			}
-			_ = os.Remove(target)
-			if err := os.Symlink(link, target); err != nil {
-				return err
-			}
-		default:
-			if err := copyFile(src, target, fi.Mode().Perm()); err != nil {
-				return err
-			}
+	}
+	del.close()
+
+	w := &dirCursor{root: dfd, create: true}
+	defer w.close()
+	r := &dirCursor{root: ufd}
+	defer r.close()
+	for i, c := range changes {
+		if c.Kind == Deleted {
+			continue
+		}
+		if err := applyOne(w, r, comps[i], c.Path); err != nil {
+			return fmt.Errorf("export of %s to %s: %w", upper, dst, err)
 		}
 	}
 	return nil
 }
 
-func copyFile(src, dst string, perm os.FileMode) error {
-	in, err := os.Open(src)
+// applyOne copies the upper entry at comps (rel) into dst.
+func applyOne(w, r *dirCursor, comps []string, rel string) error {
+	parent, name := comps[:len(comps)-1], comps[len(comps)-1]
+	ufd, err := r.dir(parent)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
 	if err != nil {
 		return err
+	}
+	st, err := lstatAt(ufd, name)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return &os.PathError{Op: "fstatat", Path: rel, Err: err}
+	}
+	dfd, err := w.dir(parent)
+	if err != nil {
+		return err
+	}
+	perm := uint32(st.Mode & 0o777)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		err := unix.Mkdirat(dfd, name, perm)
+		if err == unix.EEXIST {
+			if est, serr := lstatAt(dfd, name); serr == nil && isDirStat(&est) {
+				return nil
+			}
+			if err = replace(dfd, name, rel); err == nil {
+				err = unix.Mkdirat(dfd, name, perm)
+			}
+		}
+		if err != nil {
+			return &os.PathError{Op: "mkdirat", Path: rel, Err: err}
+		}
+	case unix.S_IFLNK:
+		target, err := readlinkAt(ufd, name)
+		if err != nil {
+			return &os.PathError{Op: "readlinkat", Path: rel, Err: err}
+		}
+		if err := replace(dfd, name, rel); err != nil {
+			return err
+		}
+		if err := unix.Symlinkat(target, dfd, name); err != nil {
+			return &os.PathError{Op: "symlinkat", Path: rel, Err: err}
+		}
+	case unix.S_IFREG:
+		return copyFile(ufd, dfd, name, rel, perm)
+	case unix.S_IFIFO:
+		if err := replace(dfd, name, rel); err != nil {
+			return err
+		}
+		if err := unix.Mkfifoat(dfd, name, perm); err != nil {
+			return &os.PathError{Op: "mkfifoat", Path: rel, Err: err}
+		}
+	default: // sockets, devices, whiteouts: not exported
+		return replace(dfd, name, rel)
+	}
+	return nil
+}
+
+// replace makes room for a new entry name in dirfd: a file or symlink
+// there is unlinked; a directory is an error (EEXIST), since the
+// changes did not delete it.
+func replace(dirfd int, name, rel string) error {
+	err := unix.Unlinkat(dirfd, name, 0)
+	switch err {
+	case nil, unix.ENOENT:
+		return nil
+	case unix.EISDIR:
+		return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+	}
+	return &os.PathError{Op: "unlinkat", Path: rel, Err: err}
+}
+
+// copyFile copies the regular file name of srcDir into dstDir, created
+// anew (O_CREAT|O_EXCL|O_NOFOLLOW) with perm, holes kept.
+func copyFile(srcDir, dstDir int, name, rel string, perm uint32) error {
+	in, err := openRegular(srcDir, name)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: rel, Err: err}
 	}
 	defer in.Close()
-	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err := replace(dstDir, name, rel); err != nil {
+		return err
+	}
+	out, err := unix.Openat(dstDir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "create", Path: rel, Err: err}
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	err = copyRegular(out, in.fd, in.st.Size)
+	if err == nil {
+		err = os.NewSyscallError("fchmod", unix.Fchmod(out, perm))
 	}
-	return out.Close()
+	if cerr := unix.Close(out); err == nil && cerr != nil {
+		err = os.NewSyscallError("close", cerr)
+	}
+	if err != nil {
+		return &os.PathError{Op: "copy", Path: rel, Err: err}
+	}
+	return nil
 }

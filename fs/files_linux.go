@@ -42,8 +42,18 @@ const (
 
 // RunFileHelper is the helper's main: args are [op, path, ...] with op
 // one of read (file to stdout), write (stdin to file; optional octal
-// mode), list (JSON array of FileInfo), stat (JSON FileInfo), remove
-// (file or empty directory), remove-all. It returns the exit code.
+// mode), list (JSON array of FileInfo), stat (JSON FileInfo), untar
+// (stdin, a WriteTar archive, into the directory), remove (file or empty
+// directory), remove-all. It returns the exit code.
+//
+// read and write act on regular files only: the path (symlinks followed,
+// as the sandbox would) is opened O_NONBLOCK and checked by fstat, and
+// anything else — a device such as /dev/zero, a FIFO, a socket — fails
+// with EINVAL without a byte read or written, so the host is never fed
+// an endless stream nor left waiting on a pipe. read sends at most the
+// size fstat gave (a file grown meanwhile is cut there); a file that
+// reports size 0, as procfs and sysfs files do, is read up to
+// MaxPseudoFileRead bytes, and fails with EFBIG beyond.
 func RunFileHelper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) < 2 {
 		fmt.Fprintln(stderr, "EINVAL usage: tent-fs read|write|list|stat|remove|remove-all PATH [MODE]")
@@ -65,16 +75,7 @@ func RunFileHelper(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) error {
 	switch op {
 	case "read":
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.IsDir() {
-			return &os.PathError{Op: "read", Path: path, Err: unix.EISDIR}
-		}
-		_, err = io.Copy(stdout, f)
-		return err
+		return readRegular(path, stdout)
 	case "write":
 		mode := os.FileMode(0o644)
 		if len(rest) > 0 {
@@ -84,15 +85,7 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 			}
 			mode = os.FileMode(m)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, stdin); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+		return writeRegular(path, mode, stdin)
 	case "list":
 		ents, err := os.ReadDir(path)
 		if err != nil {
@@ -137,4 +130,69 @@ func lstatInfo(path string) (FileInfo, error) {
 		info.Link, _ = os.Readlink(path)
 	}
 	return info, nil
+}
+
+// MaxPseudoFileRead bounds what the file helper's read sends of a
+// regular file whose size reads as 0 (procfs, sysfs).
+const MaxPseudoFileRead = 4 << 20
+
+// openRegularPath opens path with flags|O_NONBLOCK (a FIFO neither
+// blocks nor waits for a peer) and returns it only if fstat of the
+// descriptor says it is a regular file.
+func openRegularPath(path string, flags int, perm os.FileMode) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, flags|unix.O_NONBLOCK|unix.O_NOCTTY, perm)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: unix.EISDIR}
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%v is not a regular file: %w", fi.Mode().Type(), unix.EINVAL)}
+	}
+	return f, fi, nil
+}
+
+func readRegular(path string, stdout io.Writer) error {
+	f, fi, err := openRegularPath(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if size := fi.Size(); size > 0 {
+		_, err = io.CopyN(stdout, f, size)
+		if errors.Is(err, io.EOF) { // shrank meanwhile: what there was
+			err = nil
+		}
+		return err
+	}
+	n, err := io.Copy(stdout, io.LimitReader(f, MaxPseudoFileRead+1))
+	if err == nil && n > MaxPseudoFileRead {
+		err = &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("a size-0 file longer than %d bytes: %w", MaxPseudoFileRead, unix.EFBIG)}
+	}
+	return err
+}
+
+func writeRegular(path string, mode os.FileMode, stdin io.Reader) error {
+	f, _, err := openRegularPath(path, os.O_WRONLY|os.O_CREATE, mode)
+	if err != nil {
+		return err
+	}
+	// Truncate only once it is known to be a regular file.
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := io.Copy(f, stdin); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -40,7 +40,7 @@ func TestTarRoundTrip(t *testing.T) {
 			t.Errorf("whiteout not restored: %v %v", fi, err)
 		}
 	}
-	if opaque && !isOpaque(filepath.Join(dst, "d")) {
+	if opaque && !isOpaquePath(t, filepath.Join(dst, "d")) {
 		t.Error("opaque attribute not restored")
 	}
 }
@@ -68,4 +68,16 @@ func TestExtractTarRefusesEscapes(t *testing.T) {
 			t.Errorf("an entry escaped the directory")
 		}
 	}
+}
+
+// isOpaquePath reports whether the directory at p is an opaque overlay
+// directory.
+func isOpaquePath(t *testing.T, p string) bool {
+	t.Helper()
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", p, err)
+	}
+	defer unix.Close(fd)
+	return isOpaque(fd)
 }

@@ -52,7 +52,11 @@ func WritePatch(w io.Writer, l CowLayer) error {
 }
 
 // ExportTo applies a cow mount's changes onto dir (for example a copy of
-// its source, or the source itself to keep the sandbox's work).
+// its source, or the source itself to keep the sandbox's work). The
+// upper layer is the sandbox's and may change meanwhile: both trees are
+// walked descriptor-relative without following symlinks, only regular
+// files are copied (holes kept), and a deletion never reaches through a
+// symlink (see fs.ApplyChanges).
 func ExportTo(dir string, l CowLayer) error {
 	changes, err := fs.Diff(l.Source, l.Upper)
 	if err != nil {
@@ -104,17 +108,13 @@ func (p *plan) makeLayers(prefill func([]CowLayer) error) error {
 	return nil
 }
 
-// removeLayers deletes the cow layers; overlay leaves work/work with no
-// permissions, which must be restored first.
+// removeLayers deletes the cow layers. Their contents were the
+// sandbox's: fs.RemoveTree removes them descriptor-relative, never
+// following a symlink, and makes directories writable first (overlay
+// leaves work/work with no permissions).
 func removeLayers(root string) error {
 	if root == "" {
 		return nil
 	}
-	_ = filepath.WalkDir(root, func(path string, d iofs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(path, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(root)
+	return fs.RemoveTree(root)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
 )
@@ -107,32 +108,26 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 		}
 	}()
 	for i, l := range s.run.plan.layers {
-		part, err := archive(tmp, "cow-"+strconv.Itoa(i)+".tar.zst", l.Upper)
+		part, err := archiveHostDir(tmp, "cow-"+strconv.Itoa(i)+".tar.zst", l.Upper)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot of %s: %w", l.Target, err)
 		}
 		part.Kind, part.Target = "cow", l.Target
 		snap.Parts = append(snap.Parts, part)
 	}
-	// The sandbox's own tmpfs, through its init's root (the caller owns
-	// the sandbox's user namespace, so /proc/PID/root is open to it).
-	root := fmt.Sprintf("/proc/%d/root", s.run.init.Pid())
+	// The sandbox's own tmpfs and rw mounts, through its init's root (the
+	// caller owns the sandbox's user namespace, so /proc/PID/root is open
+	// to it), opened once and walked beneath, never by path: see
+	// openInSandbox.
+	type source struct{ kind, name, target string }
+	var sources []source
 	for _, st := range s.run.plan.cfg.Plan.Steps {
-		kind := ""
 		switch {
 		case st.Kind == fs.KindTmpfs && st.Target == "/tmp":
-			kind = "tmp"
+			sources = append(sources, source{"tmp", "tmp.tar.zst", st.Target})
 		case st.Kind == fs.KindTmpfs && st.Target == s.run.plan.cfg.Plan.Home:
-			kind = "home"
-		default:
-			continue
+			sources = append(sources, source{"home", "home.tar.zst", st.Target})
 		}
-		part, err := archive(tmp, kind+".tar.zst", root+st.Target)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot of %s: %w", st.Target, err)
-		}
-		part.Kind, part.Target = kind, st.Target
-		snap.Parts = append(snap.Parts, part)
 	}
 	if opts.IncludeReadWrite {
 		i := 0
@@ -140,15 +135,25 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 			if st.Kind != fs.KindBind || !st.User || st.ReadOnly {
 				continue
 			}
-			// Through the sandbox's root, as the sandbox sees it (a root
-			// caller's rw mounts are idmapped there).
-			part, err := archive(tmp, "rw-"+strconv.Itoa(i)+".tar.zst", root+st.Target)
-			if err != nil {
-				return nil, fmt.Errorf("snapshot of %s: %w", st.Target, err)
-			}
-			part.Kind, part.Target = "rw", st.Target
-			snap.Parts = append(snap.Parts, part)
+			// As the sandbox sees it (a root caller's rw mounts are
+			// idmapped there).
+			sources = append(sources, source{"rw", "rw-" + strconv.Itoa(i) + ".tar.zst", st.Target})
 			i++
+		}
+	}
+	if len(sources) > 0 {
+		root, err := openSandboxRoot(s.run.init.Pid())
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		defer root.Close()
+		for _, src := range sources {
+			part, err := archiveInSandbox(tmp, src.name, root, src.target)
+			if err != nil {
+				return nil, fmt.Errorf("snapshot of %s: %w", src.target, err)
+			}
+			part.Kind, part.Target = src.kind, src.target
+			snap.Parts = append(snap.Parts, part)
 		}
 	}
 	if err := writeJSONFile(filepath.Join(tmp, manifestName), snap); err != nil {
@@ -194,9 +199,73 @@ func removeSnapshotTemps(dir, sandboxID string) {
 	}
 }
 
-// archive writes src as dir/name (tar, zstd) and returns its checksum.
-// The file is not fsync'd: Snapshot syncs all parts together.
-func archive(dir, name, src string) (SnapshotPart, error) {
+// openSandboxRoot opens the root directory of the sandbox whose init is
+// pid (/proc/PID/root, followed once: the one magic link tent means to
+// follow) as an O_PATH descriptor.
+func openSandboxRoot(pid int) (*os.File, error) {
+	p := "/proc/" + strconv.Itoa(pid) + "/root"
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// openInSandbox opens target (an absolute path inside the sandbox) as a
+// directory beneath the sandbox's root with openat2 RESOLVE_BENEATH|
+// RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS: a symlink anywhere on the
+// way — an absolute one would resolve against the host's root, since it
+// is the host that resolves it — fails with ELOOP instead of leading the
+// host out of the sandbox's tree.
+func openInSandbox(root *os.File, target string) (*os.File, error) {
+	rel := strings.TrimLeft(target, "/")
+	if rel == "" {
+		rel = "."
+	}
+	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(int(root.Fd()), rel, how)
+		if err == unix.EAGAIN && i < 64 {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "openat2", Path: target, Err: err}
+		}
+		return os.NewFile(uintptr(fd), target), nil
+	}
+}
+
+// archiveInSandbox archives the sandbox's directory target (see
+// openInSandbox; the walk beneath it is descriptor-relative too, see
+// fs.WriteTarFrom): the archive holds only what the sandbox itself sees
+// at that path.
+func archiveInSandbox(dir, name string, root *os.File, target string) (SnapshotPart, error) {
+	d, err := openInSandbox(root, target)
+	if err != nil {
+		return SnapshotPart{}, err
+	}
+	defer d.Close()
+	return archive(dir, name, d)
+}
+
+// archiveHostDir archives a host directory tent made (a cow upper layer,
+// whose contents are the sandbox's: the walk beneath it never follows a
+// symlink).
+func archiveHostDir(dir, name, src string) (SnapshotPart, error) {
+	fd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return SnapshotPart{}, &os.PathError{Op: "open", Path: src, Err: err}
+	}
+	d := os.NewFile(uintptr(fd), src)
+	defer d.Close()
+	return archive(dir, name, d)
+}
+
+// archive writes the open directory src as dir/name (tar, zstd) and
+// returns its checksum. The file is not fsync'd: Snapshot syncs all
+// parts together.
+func archive(dir, name string, src *os.File) (SnapshotPart, error) {
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return SnapshotPart{}, err
@@ -208,7 +277,7 @@ func archive(dir, name, src string) (SnapshotPart, error) {
 	if err != nil {
 		return SnapshotPart{}, err
 	}
-	if err := fs.WriteTar(zw, src); err != nil {
+	if err := fs.WriteTarFrom(zw, src); err != nil {
 		zw.Close()
 		return SnapshotPart{}, err
 	}
