@@ -24,8 +24,11 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// ProxyConfig configures a [Proxy]. Only Policy matters for security; the
-// other fields have working defaults.
+// ProxyConfig configures a [Proxy]. Policy decides what the sandbox may
+// reach; the limits (MaxConns to AuditBytes) bound what the sandbox can
+// make the proxy spend, and their zero values are safe defaults. A
+// negative limit means no limit: only for a caller that bounds the
+// sandbox's connections some other way.
 type ProxyConfig struct {
 	// Policy is the initial policy; nil denies everything until
 	// [Proxy.SetPolicy] installs one.
@@ -47,8 +50,44 @@ type ProxyConfig struct {
 	// discards them.
 	Audit io.Writer
 	// Logger receives debug records of decisions and warnings; nil
-	// discards them.
+	// discards them. Warnings about limits come once per proxy.
 	Logger *slog.Logger
+
+	// MaxConns caps the client connections, HTTP and SOCKS5 together, the
+	// proxy serves at once; 0 means [DefaultMaxConns] (256). A connection
+	// over the cap is accepted and closed at once: an HTTP one after a 503
+	// response, a SOCKS5 one without a reply. The first such refusal is
+	// audited (event "limit"), and one more record at [Proxy.Close] gives
+	// their number; [Proxy.Denied] counts them under [ReasonTooManyConns].
+	MaxConns int
+	// MaxHeaderBytes caps a request head on the HTTP proxy (request line
+	// and header fields; give or take the 4 KiB read buffer on a kept-alive
+	// connection), and the head of a response on plain forwarding; 0 means
+	// [DefaultMaxHeaderBytes] (64 KiB). A request over it is answered 431
+	// and its connection closed; a response over it, 502. SOCKS5 needs no
+	// such cap: its fields are at most 255 bytes.
+	MaxHeaderBytes int
+	// HeadTimeout bounds the time a client has to send a complete request
+	// head: on a new HTTP connection from the accept, on a kept-alive one
+	// from the first byte of the request (the wait for that byte is
+	// bounded by 2 minutes), and for the SOCKS5 handshake; 0 means
+	// [DefaultHeadTimeout] (30 s). An HTTP client that runs out of it gets
+	// 408 if it sent anything; the connection is closed. It never applies
+	// after the head: tunnels and bodies may take as long as they take.
+	HeadTimeout time.Duration
+	// MaxDenials caps the distinct destinations (host, port and reason)
+	// [Proxy.Denied] lists; 0 means [DefaultMaxDenials] (256). Refusals of
+	// further destinations are counted in one entry per reason with an
+	// empty Host.
+	MaxDenials int
+	// AuditBytes is the audit log's budget in bytes for the proxy's life;
+	// 0 means [DefaultAuditBytes] (64 MiB). Once the next record would
+	// not fit, one record (event "limit", reason [ReasonAuditBudget]) says
+	// that records are dropped from there on, and [Proxy.Close] writes a
+	// last one with their count; the budget includes both (a budget too
+	// small for them is raised to fit them). Records are at most a few
+	// hundred bytes: host names in them are cut to 253 bytes.
+	AuditBytes int64
 }
 
 // Proxy is the host side of a limited sandbox's network: it serves HTTP
@@ -64,6 +103,8 @@ type Proxy struct {
 	log      *slog.Logger
 	denials  denials
 	bulk     chan struct{} // large tunnel buffers in use (see pump)
+	lim      limits
+	count    counters
 
 	ctx    context.Context // cancelled by Close: aborts lookups and dials
 	cancel context.CancelFunc
@@ -74,8 +115,9 @@ type Proxy struct {
 	accepting int        // serve loops inside Accept, or between it and spawn
 	resumed   *sync.Cond // on mu: paused or accepting changed
 	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup // serve loops and connection handlers
+	conns     map[net.Conn]struct{} // client and upstream connections
+	clients   int64                 // client connections being served (MaxConns)
+	wg        sync.WaitGroup        // serve loops and connection handlers
 }
 
 // ErrProxyClosed is returned by [Proxy.ServeHTTP] and [Proxy.ServeSOCKS5]
@@ -93,7 +135,9 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
 		bulk:      make(chan struct{}, largeBudget),
+		lim:       resolveLimits(&cfg),
 	}
+	p.denials.max = p.lim.maxDenials
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -103,7 +147,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	p.audit = auditLog{w: cfg.Audit, log: p.log}
+	p.audit.init(cfg.Audit, p.log, p.id, p.lim.auditBytes)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.resumed = sync.NewCond(&p.mu)
 	p.policy.Store(cfg.Policy)
@@ -123,14 +167,14 @@ func (p *Proxy) Policy() *Compiled { return p.policy.Load() }
 // caller or by [Proxy.Close]), then returns nil. Each connection may carry
 // any number of absolute-form requests ("GET http://host/path"), each
 // checked on its own, or one CONNECT, after which it is a tunnel.
-func (p *Proxy) ServeHTTP(l net.Listener) error { return p.serve(l, p.serveHTTPConn) }
+func (p *Proxy) ServeHTTP(l net.Listener) error { return p.serve(l, "http", p.serveHTTPConn) }
 
 // ServeSOCKS5 accepts SOCKS5 connections on l until l is closed, then
 // returns nil. It supports the no-authentication method and the CONNECT
 // command with domain, IPv4 and IPv6 addresses.
-func (p *Proxy) ServeSOCKS5(l net.Listener) error { return p.serve(l, p.serveSOCKS5Conn) }
+func (p *Proxy) ServeSOCKS5(l net.Listener) error { return p.serve(l, "socks5", p.serveSOCKS5Conn) }
 
-func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
+func (p *Proxy) serve(l net.Listener, proto string, handle func(net.Conn)) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -174,7 +218,7 @@ func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
 			continue
 		}
 		backoff = 0
-		ok := p.spawn(c, handle)
+		ok := p.spawn(c, proto, handle)
 		p.leaveAccept()
 		if !ok {
 			return nil
@@ -249,24 +293,54 @@ func (p *Proxy) Resume() {
 	p.resumed.Broadcast()
 }
 
-// spawn tracks c and runs handle(c) in a goroutine Close waits for; it
-// closes c and returns false once the proxy is closed.
-func (p *Proxy) spawn(c net.Conn, handle func(net.Conn)) bool {
+// spawn tracks c and runs handle(c) in a goroutine Close waits for, or
+// refuses c when the proxy already serves MaxConns clients; it closes c
+// and returns false once the proxy is closed.
+func (p *Proxy) spawn(c net.Conn, proto string, handle func(net.Conn)) bool {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		c.Close()
 		return false
 	}
+	if p.clients >= p.lim.maxConns {
+		p.mu.Unlock()
+		p.overLimit(c, proto)
+		return true
+	}
+	p.clients++
 	p.conns[c] = struct{}{}
 	p.wg.Add(1)
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
-		defer p.untrack(c)
+		defer func() {
+			p.untrack(c)
+			p.mu.Lock()
+			p.clients--
+			p.mu.Unlock()
+		}()
 		handle(c)
 	}()
 	return true
+}
+
+// overLimit refuses a client connection over MaxConns: it counts it,
+// audits the first one, answers an HTTP client 503 and closes c. It runs
+// in the accept loop: the reply fits any socket buffer, and its write is
+// bounded anyway.
+func (p *Proxy) overLimit(c net.Conn, proto string) {
+	p.denials.add("", 0, ReasonTooManyConns)
+	if p.count.refusedConns.Add(1) == 1 {
+		p.record(AuditRecord{Event: EventLimit, Proto: proto, Verdict: VerdictDeny, Reason: ReasonTooManyConns, Limit: p.lim.maxConns})
+		p.log.Warn("netpolicy: too many connections to the proxy; refusing more (counted in the denials, not logged)",
+			"sandbox", p.id, "limit", p.lim.maxConns)
+	}
+	if proto == "http" {
+		_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
+		_, _ = c.Write(tooManyConnsReply(p.lim.maxConns))
+	}
+	c.Close()
 }
 
 // Active reports how many connections the proxy holds open: a tunnel or
@@ -306,7 +380,10 @@ func (p *Proxy) isClosed() bool {
 
 // Close closes the listeners being served, every client connection and
 // tunnel, aborts lookups and dials in progress, and waits until every
-// goroutine the proxy started has returned. It is idempotent.
+// goroutine the proxy started has returned. It then writes the audit
+// records that close the limits' accounts (connections refused over
+// MaxConns, records dropped over AuditBytes), if any were reached, and
+// writes nothing more. It is idempotent.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -335,11 +412,17 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	p.wg.Wait()
+	if n := p.count.refusedConns.Load(); n > 0 {
+		p.record(AuditRecord{Event: EventLimit, Verdict: VerdictDeny, Reason: ReasonTooManyConns, Limit: p.lim.maxConns, Count: n})
+	}
+	p.audit.close(time.Now().UTC())
 	return errors.Join(errs...)
 }
 
 // Denied returns the refusals so far, one entry per destination and
-// reason, in order of first occurrence; see [Summary].
+// reason, in order of first occurrence, at most [ProxyConfig.MaxDenials]
+// destinations and one entry per reason beyond them; see [Denial] and
+// [Summary].
 func (p *Proxy) Denied() []Denial { return p.denials.snapshot() }
 
 // refusal is a destination the policy refused.
@@ -373,22 +456,31 @@ type upstream struct {
 // open decides on host:port, resolves allowed names, checks every address
 // and connects to the first one that passed. It audits the outcome and
 // returns a *refusal or a *failure on error.
+//
+// A name longer than DNS allows is refused before anything else; records
+// keep host as [storedHost] has it.
 func (p *Proxy) open(ctx context.Context, proto, host string, port int) (*upstream, error) {
 	pol := p.policy.Load()
-	rec := AuditRecord{Proto: proto, Host: normalizeHost(host), Port: port}
-	d := pol.CheckName(host, port)
+	rec := AuditRecord{Proto: proto, Host: recordHost(host), Port: port}
+	var d Decision
+	if len(host) > maxNameLen+2 { // even without brackets or a final dot
+		d = Decision{Reason: ReasonInvalidHost}
+	} else {
+		d = pol.CheckName(host, port)
+	}
 	if !d.Allowed {
 		return nil, p.refuse(rec, d)
 	}
+	name := normalizeHost(host) // allowed, so a valid name or IP literal: rec.Host
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	stop := context.AfterFunc(p.ctx, cancel)
 	defer stop()
 	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(rec.Host); err == nil {
+	if ip, err := netip.ParseAddr(name); err == nil {
 		addrs = []netip.Addr{ip.Unmap()}
 	} else {
-		addrs, err = p.resolver.LookupNetIP(ctx, "ip", rec.Host)
+		addrs, err = p.resolver.LookupNetIP(ctx, "ip", name)
 		if err == nil && len(addrs) == 0 {
 			err = errors.New("no addresses")
 		}
@@ -431,7 +523,7 @@ func (p *Proxy) open(ctx context.Context, proto, host string, port int) (*upstre
 // for a new request to the same host and port, and audits the decision.
 func (p *Proxy) recheck(u *upstream, proto, host string, port int) error {
 	pol := p.policy.Load()
-	rec := AuditRecord{Proto: proto, Host: normalizeHost(host), Port: port}
+	rec := AuditRecord{Proto: proto, Host: recordHost(host), Port: port}
 	d := pol.CheckName(host, port)
 	if !d.Allowed {
 		return p.refuse(rec, d)

@@ -28,15 +28,20 @@ const (
 	socksConnRefused      = 0x05
 	socksCmdNotSupported  = 0x07
 	socksAtypNotSupported = 0x08
-	socksHandshakeTimeout = 30 * time.Second
 	socksReplyLen         = 10 // with a zero IPv4 bound address
 )
 
+// serveSOCKS5Conn serves one SOCKS5 connection: a handshake within
+// HeadTimeout, then a tunnel. Every field of the handshake is at most 255
+// bytes (its length is one byte), so it needs no size limit.
 func (p *Proxy) serveSOCKS5Conn(c net.Conn) {
-	c.SetDeadline(time.Now().Add(socksHandshakeTimeout))
+	c.SetDeadline(p.lim.deadline(time.Now()))
 	br := bufio.NewReaderSize(c, 512)
-	host, port, ok := socksHandshake(c, br)
-	if !ok {
+	host, port, err := socksHandshake(c, br)
+	if err != nil {
+		if isTimeout(err) {
+			p.count.headTimeouts.Add(1)
+		}
 		return
 	}
 	c.SetDeadline(time.Time{})
@@ -53,16 +58,24 @@ func (p *Proxy) serveSOCKS5Conn(c net.Conn) {
 	p.tunnel(c, u, pending)
 }
 
+// errSOCKS is a handshake the proxy refused or could not follow.
+var errSOCKS = errors.New("bad SOCKS5 handshake")
+
 // socksHandshake reads the method negotiation and the request, answering
-// what it must refuse itself. It returns the destination of a CONNECT.
-func socksHandshake(c net.Conn, br *bufio.Reader) (host string, port int, ok bool) {
+// what it must refuse itself. It returns the destination of a CONNECT, or
+// the error that ended the handshake (errSOCKS for one it refused).
+func socksHandshake(c net.Conn, br *bufio.Reader) (host string, port int, err error) {
 	var hdr [2]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil || hdr[0] != socksVersion {
-		return "", 0, false
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return "", 0, err
 	}
-	methods := make([]byte, hdr[1])
+	if hdr[0] != socksVersion {
+		return "", 0, errSOCKS
+	}
+	var mb [255]byte
+	methods := mb[:hdr[1]]
 	if _, err := io.ReadFull(br, methods); err != nil {
-		return "", 0, false
+		return "", 0, err
 	}
 	method := byte(socksNoAcceptable)
 	for _, m := range methods {
@@ -70,47 +83,54 @@ func socksHandshake(c net.Conn, br *bufio.Reader) (host string, port int, ok boo
 			method = socksNoAuth
 		}
 	}
-	if _, err := c.Write([]byte{socksVersion, method}); err != nil || method != socksNoAuth {
-		return "", 0, false
+	if _, err := c.Write([]byte{socksVersion, method}); err != nil {
+		return "", 0, err
+	}
+	if method != socksNoAuth {
+		return "", 0, errSOCKS
 	}
 	var req [4]byte // VER CMD RSV ATYP
-	if _, err := io.ReadFull(br, req[:]); err != nil || req[0] != socksVersion {
-		return "", 0, false
+	if _, err := io.ReadFull(br, req[:]); err != nil {
+		return "", 0, err
+	}
+	if req[0] != socksVersion {
+		return "", 0, errSOCKS
 	}
 	switch req[3] {
 	case socksAtypIPv4, socksAtypIPv6:
-		b := make([]byte, 4)
+		var ab [16]byte
+		b := ab[:4]
 		if req[3] == socksAtypIPv6 {
-			b = make([]byte, 16)
+			b = ab[:16]
 		}
 		if _, err := io.ReadFull(br, b); err != nil {
-			return "", 0, false
+			return "", 0, err
 		}
 		a, _ := netip.AddrFromSlice(b)
 		host = a.String()
 	case socksAtypDomain:
 		n, err := br.ReadByte()
 		if err != nil {
-			return "", 0, false
+			return "", 0, err
 		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(br, b); err != nil {
-			return "", 0, false
+		var nb [255]byte
+		if _, err := io.ReadFull(br, nb[:n]); err != nil {
+			return "", 0, err
 		}
-		host = string(b)
+		host = string(nb[:n])
 	default:
 		socksReply(c, socksAtypNotSupported)
-		return "", 0, false
+		return "", 0, errSOCKS
 	}
 	var pb [2]byte
 	if _, err := io.ReadFull(br, pb[:]); err != nil {
-		return "", 0, false
+		return "", 0, err
 	}
 	if req[1] != socksCmdConnect {
 		socksReply(c, socksCmdNotSupported)
-		return "", 0, false
+		return "", 0, errSOCKS
 	}
-	return host, int(pb[0])<<8 | int(pb[1]), true
+	return host, int(pb[0])<<8 | int(pb[1]), nil
 }
 
 // socksReply sends a reply with a zero bound address: the host's own
