@@ -112,9 +112,16 @@ type harness struct {
 
 func newHarness(t *testing.T, allow, deny []string) *harness {
 	t.Helper()
+	return newHarnessWith(t, allow, deny, nil)
+}
+
+// newHarnessWith is newHarness with set, if not nil, changing the
+// configuration (its limits) before the proxy is made.
+func newHarnessWith(t *testing.T, allow, deny []string, set func(*ProxyConfig)) *harness {
+	t.Helper()
 	h := &harness{t: t, res: newResolver(), audit: &syncBuffer{}, remap: map[string]string{}}
 	d := &net.Dialer{Timeout: 5 * time.Second}
-	h.proxy = NewProxy(ProxyConfig{
+	cfg := ProxyConfig{
 		Policy:    mustCompile(t, allow, deny),
 		SandboxID: "sbx-test",
 		Resolver:  h.res,
@@ -128,7 +135,11 @@ func newHarness(t *testing.T, allow, deny []string) *harness {
 			h.mu.Unlock()
 			return d.DialContext(ctx, network, addr)
 		},
-	})
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	h.proxy = NewProxy(cfg)
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
