@@ -1,0 +1,255 @@
+package fs
+
+import (
+	"bytes"
+	"hash/maphash"
+)
+
+// The line diff behind WritePatch's text hunks: Myers' O(ND) algorithm in
+// its linear-space form (the "middle snake" bisection), on lines mapped
+// to integer ids. Memory is the two files, 4 bytes per line for line
+// starts and 4 for ids, 1 per line for the result, the id table, and two
+// diagonal arrays bounded by the cost limit — never the N*D trace.
+//
+// Two bounds keep adversarial files from costing quadratic time, both
+// counted in steps, never in wall time, so the patch is the same on any
+// machine. A bisection that reaches costLimit edits without meeting
+// splits at its furthest forward point instead (GNU diff's and xdiff's
+// "too expensive" heuristic): the diff stays valid, maybe not minimal.
+// And once the whole diff has spent its budget of steps, each remaining
+// region is written as all its old lines deleted and all its new lines
+// added. Either way the hunks apply and produce exactly the new file.
+
+// lines are a text's line starts: line i is data[starts[i]:starts[i+1]],
+// its newline included (the last may have none).
+type lines struct {
+	data   []byte
+	starts []uint32
+}
+
+func splitLines(data []byte) lines {
+	l := lines{data: data, starts: make([]uint32, 0, bytes.Count(data, []byte{'\n'})+2)}
+	for off := 0; off < len(data); {
+		l.starts = append(l.starts, uint32(off))
+		i := bytes.IndexByte(data[off:], '\n')
+		if i < 0 {
+			off = len(data)
+		} else {
+			off += i + 1
+		}
+	}
+	l.starts = append(l.starts, uint32(len(data)))
+	return l
+}
+
+func (l lines) n() int            { return len(l.starts) - 1 }
+func (l lines) line(i int) []byte { return l.data[l.starts[i]:l.starts[i+1]] }
+
+// lineIDs numbers lines so that equal lines get equal ids. The table is
+// open addressing over (hash, id) pairs; ids refer back to a line for the
+// byte comparison that settles a hash collision.
+type lineIDs struct {
+	seed  maphash.Seed
+	slots []uint64 // hash<<32 | id+1; 0 is empty
+	owner []lineRef
+	count int
+}
+
+type lineRef struct {
+	l *lines
+	i int
+}
+
+func newLineIDs() *lineIDs {
+	return &lineIDs{seed: maphash.MakeSeed(), slots: make([]uint64, 64)}
+}
+
+func (t *lineIDs) id(l *lines, i int) uint32 {
+	b := l.line(i)
+	h := uint32(maphash.Bytes(t.seed, b))
+	mask := uint32(len(t.slots) - 1)
+	for s := h & mask; ; s = (s + 1) & mask {
+		v := t.slots[s]
+		if v == 0 {
+			id := uint32(len(t.owner))
+			t.owner = append(t.owner, lineRef{l, i})
+			t.slots[s] = uint64(h)<<32 | uint64(id+1)
+			if t.count++; t.count*4 > len(t.slots)*3 {
+				t.grow()
+			}
+			return id
+		}
+		if uint32(v>>32) == h {
+			id := uint32(v) - 1
+			o := t.owner[id]
+			if bytes.Equal(o.l.line(o.i), b) {
+				return id
+			}
+		}
+	}
+}
+
+func (t *lineIDs) grow() {
+	old := t.slots
+	t.slots = make([]uint64, 2*len(old))
+	mask := uint32(len(t.slots) - 1)
+	for _, v := range old {
+		if v == 0 {
+			continue
+		}
+		s := uint32(v>>32) & mask
+		for t.slots[s] != 0 {
+			s = (s + 1) & mask
+		}
+		t.slots[s] = v
+	}
+}
+
+// lineDiff compares two line sequences and marks, in del and ins, the
+// lines of a deleted and the lines of b inserted; unmarked lines match in
+// order.
+type lineDiff struct {
+	a, b      []uint32
+	del, ins  []bool
+	fwd, bwd  []int
+	costLimit int
+	budget    int
+}
+
+// diffLines marks in del (len(a)) the lines of a deleted and in ins
+// (len(b)) the lines of b inserted. budget is the number of steps it may
+// spend (see above).
+func diffLines(a, b []uint32, del, ins []bool, budget int) {
+	limit := 256
+	for limit*limit < len(a)+len(b) {
+		limit *= 2
+	}
+	d := &lineDiff{a: a, b: b, del: del, ins: ins,
+		fwd: make([]int, 2*limit+2), bwd: make([]int, 2*limit+2), costLimit: limit, budget: budget}
+	d.compare(0, len(a), 0, len(b))
+}
+
+func (d *lineDiff) replace(aLo, aHi, bLo, bHi int) {
+	for i := aLo; i < aHi; i++ {
+		d.del[i] = true
+	}
+	for j := bLo; j < bHi; j++ {
+		d.ins[j] = true
+	}
+}
+
+func (d *lineDiff) compare(aLo, aHi, bLo, bHi int) {
+	for aLo < aHi && bLo < bHi && d.a[aLo] == d.b[bLo] {
+		aLo, bLo = aLo+1, bLo+1
+	}
+	for aLo < aHi && bLo < bHi && d.a[aHi-1] == d.b[bHi-1] {
+		aHi, bHi = aHi-1, bHi-1
+	}
+	if aLo == aHi || bLo == bHi || d.budget <= 0 {
+		d.replace(aLo, aHi, bLo, bHi)
+		return
+	}
+	x, y := d.split(aLo, aHi, bLo, bHi)
+	if x < 0 || (x == aLo && y == bLo) || (x == aHi && y == bHi) {
+		d.replace(aLo, aHi, bLo, bHi) // budget spent (or no progress: never expected)
+		return
+	}
+	d.compare(aLo, x, bLo, y)
+	d.compare(x, aHi, y, bHi)
+}
+
+// split finds where an optimal edit path of a[aLo:aHi] to b[bLo:bHi]
+// crosses its middle (the bisection of Myers 1986, section 4b, in the
+// form of diff-match-patch's diff_bisect), or past costLimit edits the
+// furthest point a forward path reached. It returns -1, -1 when the
+// budget runs out.
+func (d *lineDiff) split(aLo, aHi, bLo, bHi int) (int, int) {
+	n, m := aHi-aLo, bHi-bLo
+	maxD := (n + m + 1) / 2
+	if maxD > d.costLimit {
+		maxD = d.costLimit
+	}
+	off := d.costLimit
+	for i := max(0, off-maxD-1); i <= min(len(d.fwd)-1, off+maxD+1); i++ {
+		d.fwd[i], d.bwd[i] = -1, -1
+	}
+	d.fwd[off+1], d.bwd[off+1] = 0, 0
+	delta := n - m
+	front := delta%2 != 0
+	k1start, k1end, k2start, k2end := 0, 0, 0, 0
+	bestX, bestY := -1, -1
+	for dd := 0; dd < maxD; dd++ {
+		if d.budget -= 2*dd + 1; d.budget < 0 {
+			return -1, -1
+		}
+		bestX, bestY = -1, -1
+		for k1 := -dd + k1start; k1 <= dd-k1end; k1 += 2 {
+			i := off + k1
+			var x1 int
+			if k1 == -dd || (k1 != dd && d.fwd[i-1] < d.fwd[i+1]) {
+				x1 = d.fwd[i+1]
+			} else {
+				x1 = d.fwd[i-1] + 1
+			}
+			y1 := x1 - k1
+			x0 := x1
+			for x1 < n && y1 < m && d.a[aLo+x1] == d.b[bLo+y1] {
+				x1, y1 = x1+1, y1+1
+			}
+			d.budget -= x1 - x0
+			d.fwd[i] = x1
+			switch {
+			case x1 > n:
+				k1end += 2
+			case y1 > m:
+				k1start += 2
+			default:
+				if bestX < 0 || x1+y1 > bestX+bestY {
+					bestX, bestY = x1, y1
+				}
+				if front {
+					if j := off + delta - k1; j >= 0 && j < len(d.bwd) && d.bwd[j] != -1 && x1 >= n-d.bwd[j] {
+						return aLo + x1, bLo + y1
+					}
+				}
+			}
+		}
+		for k2 := -dd + k2start; k2 <= dd-k2end; k2 += 2 {
+			i := off + k2
+			var x2 int
+			if k2 == -dd || (k2 != dd && d.bwd[i-1] < d.bwd[i+1]) {
+				x2 = d.bwd[i+1]
+			} else {
+				x2 = d.bwd[i-1] + 1
+			}
+			y2 := x2 - k2
+			x0 := x2
+			for x2 < n && y2 < m && d.a[aHi-x2-1] == d.b[bHi-y2-1] {
+				x2, y2 = x2+1, y2+1
+			}
+			d.budget -= x2 - x0
+			d.bwd[i] = x2
+			switch {
+			case x2 > n:
+				k2end += 2
+			case y2 > m:
+				k2start += 2
+			case !front:
+				if j := off + delta - k2; j >= 0 && j < len(d.fwd) && d.fwd[j] != -1 {
+					x1 := d.fwd[j]
+					y1 := off + x1 - j
+					if x1 >= n-x2 {
+						return aLo + x1, bLo + y1
+					}
+				}
+			}
+		}
+	}
+	// Past the cost limit: split where the forward search got furthest.
+	// That prefix costs at most costLimit edits, so its own bisection
+	// meets; the rest is smaller by at least costLimit lines.
+	if bestX < 0 {
+		return -1, -1
+	}
+	return aLo + bestX, bLo + bestY
+}
