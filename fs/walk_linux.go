@@ -38,9 +38,10 @@ func openBeneath(dirfd int, name string, flags int) (int, error) {
 }
 
 // openDir opens the directory name beneath dirfd for reading, refusing
-// symlinks (ELOOP) and non-directories (ENOTDIR).
+// symlinks (ELOOP: RESOLVE_NO_SYMLINKS, also for the last component) and
+// non-directories (ENOTDIR).
 func openDir(dirfd int, name string) (int, error) {
-	return openBeneath(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	return openBeneath(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
 // openRootDir opens a host-chosen directory path (the root of a walk).
