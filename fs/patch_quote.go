@@ -9,11 +9,14 @@ import (
 // (quote.c, quote_c_style with core.quotePath=true): unchanged unless a
 // byte needs quoting, else in double quotes with C escapes (\a \b \t \n
 // \v \f \r \" \\) and every other control byte, DEL and byte >= 0x80 as
-// three octal digits. Spaces are not quoted. The result never contains a
-// control byte or a non-ASCII byte, so a sandbox's file name can neither
-// forge a patch line nor reach a terminal as an escape sequence.
+// three octal digits. Spaces are not quoted, except that a name ending in
+// a space is quoted whole (git does not, but patch(1) drops trailing
+// blanks from an unquoted name; git apply reads either). The result
+// never contains a control byte or a non-ASCII byte, so a sandbox's file
+// name can neither forge a patch line nor reach a terminal as an escape
+// sequence.
 func gitQuote(prefix, name string) string {
-	if !needsQuote(prefix) && !needsQuote(name) {
+	if !needsQuote(prefix) && !needsQuote(name) && !strings.HasSuffix(name, " ") {
 		return prefix + name
 	}
 	var b strings.Builder
