@@ -1,0 +1,133 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// idmapKey is the on-disk owner a dedicated idmapping maps onto the
+// sandbox's host identity, and whether group root maps to
+// rootGroupStandIn.
+type idmapKey struct {
+	uid, gid  uint32
+	rootGroup bool
+}
+
+// rootGroupStandIn is the host gid that on-disk group root maps to in a
+// dedicated idmapping (65533: reserved, unused by Debian's policy). The
+// kernel refuses every write into an inode whose uid or gid the mount
+// leaves unmapped (EACCES), so without it the sandbox could not write in
+// its own directory when that directory's group is root (alice:root, as
+// `chown alice dir` leaves it). The sandbox is not in that group, cannot
+// chgrp to it (its own user namespace does not map it) and never creates
+// files with it (they get the gid its own maps to), so group root's
+// permission bits give it nothing.
+const rootGroupStandIn = 65533
+
+// idmapNamespaces holds the user namespaces that idmap a root caller's
+// writable mounts, one per on-disk owner, for one provisioning (a start
+// or an attach). close releases them: a mount keeps its namespace alive
+// on its own once mount_setattr has applied it.
+type idmapNamespaces struct {
+	fds map[idmapKey]int
+}
+
+// get returns an fd of a user namespace whose only mappings are uid →
+// unprivilegedHostID, gid → unprivilegedHostID and, with rootGroup (and
+// a non-zero gid), gid 0 → rootGroupStandIn; it creates it on first use.
+// As a mount's idmapping it makes on-disk uid and gid the sandbox's host
+// identity and nothing else: files the sandbox creates are uid:gid on
+// disk; every other on-disk uid is unmapped, so the sandbox can neither
+// create files as it nor chown to it, and the kernel refuses writes to
+// the inodes it owns.
+func (n *idmapNamespaces) get(uid, gid uint32, rootGroup bool) (int, error) {
+	k := idmapKey{uid, gid, rootGroup}
+	if fd, ok := n.fds[k]; ok {
+		return fd, nil
+	}
+	gidMap := []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: unprivilegedHostID, Size: 1}}
+	if rootGroup && gid != 0 {
+		gidMap = append(gidMap, syscall.SysProcIDMap{ContainerID: 0, HostID: rootGroupStandIn, Size: 1})
+	}
+	fd, err := newIDMapUserNS([]syscall.SysProcIDMap{{ContainerID: int(uid), HostID: unprivilegedHostID, Size: 1}}, gidMap)
+	if err != nil {
+		return -1, err
+	}
+	if n.fds == nil {
+		n.fds = map[idmapKey]int{}
+	}
+	n.fds[k] = fd
+	return fd, nil
+}
+
+// close closes every namespace fd.
+func (n *idmapNamespaces) close() {
+	for k, fd := range n.fds {
+		unix.Close(fd)
+		delete(n.fds, k)
+	}
+}
+
+// newIDMapUserNS creates a user namespace with these uid and gid maps and
+// returns an O_CLOEXEC fd of it.
+//
+// A multithreaded Go process cannot unshare a user namespace, so a child
+// is cloned into it: this binary re-executed with PTRACE_TRACEME, which
+// stops it with SIGTRAP when its execve completes, before it runs a
+// single instruction of the new program. Go's ForkExec writes the maps
+// (and "deny" to setgroups) before letting the child exec, and returns
+// only once the exec has succeeded; the namespace is then opened through
+// /proc/PID/ns/user, and the child is killed and reaped before this
+// returns, whatever happens. The child is this process's until reaped,
+// so its pid cannot be reused under the kill.
+func newIDMapUserNS(uidMap, gidMap []syscall.SysProcIDMap) (int, error) {
+	// The tracer is the thread that forks; keep it while the tracee
+	// lives, as package syscall asks of Ptrace.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"tent-idmap-userns"}, &syscall.ProcAttr{
+		Env: []string{},
+		Sys: &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: uidMap,
+			GidMappings: gidMap,
+			Ptrace:      true,
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	})
+	if err != nil {
+		hint := ""
+		if errors.Is(err, syscall.EPERM) {
+			hint = " (is ptrace forbidden, kernel.yama.ptrace_scope=3?)"
+		}
+		return -1, fmt.Errorf("creating the user namespace of an idmapped mount (uid map %v, gid map %v): %w%s", uidMap, gidMap, err, hint)
+	}
+	defer killAndReap(pid)
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening the user namespace of an idmapped mount: %w", os.NewSyscallError("open", err))
+	}
+	return fd, nil
+}
+
+// killAndReap kills a child of this process and waits until it is gone.
+// A traced child's stops are reported to wait4 too, so it waits until an
+// exit or a death by signal.
+func killAndReap(pid int) {
+	_ = unix.Kill(pid, unix.SIGKILL)
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || ws.Exited() || ws.Signaled() {
+			return
+		}
+	}
+}
