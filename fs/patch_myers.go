@@ -118,8 +118,9 @@ type lineDiff struct {
 
 // diffLines marks in del (len(a)) the lines of a deleted and in ins
 // (len(b)) the lines of b inserted. budget is the number of steps it may
-// spend (see above).
-func diffLines(a, b []uint32, del, ins []bool, budget int) {
+// spend (see above); it returns the number spent, which exceeds budget
+// by at most one diagonal's snake and one round: len(a)+2*costLimit+1.
+func diffLines(a, b []uint32, del, ins []bool, budget int) int {
 	limit := 256
 	for limit*limit < len(a)+len(b) {
 		limit *= 2
@@ -127,6 +128,7 @@ func diffLines(a, b []uint32, del, ins []bool, budget int) {
 	d := &lineDiff{a: a, b: b, del: del, ins: ins,
 		fwd: make([]int, 2*limit+2), bwd: make([]int, 2*limit+2), costLimit: limit, budget: budget}
 	d.compare(0, len(a), 0, len(b))
+	return budget - d.budget
 }
 
 func (d *lineDiff) replace(aLo, aHi, bLo, bHi int) {
@@ -169,8 +171,11 @@ func (d *lineDiff) split(aLo, aHi, bLo, bHi int) (int, int) {
 	if maxD > d.costLimit {
 		maxD = d.costLimit
 	}
+	// Only diagonals within maxD of the centre are used this call: reset
+	// those; an index outside them holds a value of an earlier call.
 	off := d.costLimit
-	for i := max(0, off-maxD-1); i <= min(len(d.fwd)-1, off+maxD+1); i++ {
+	lo, hi := max(0, off-maxD-1), min(len(d.fwd)-1, off+maxD+1)
+	for i := lo; i <= hi; i++ {
 		d.fwd[i], d.bwd[i] = -1, -1
 	}
 	d.fwd[off+1], d.bwd[off+1] = 0, 0
@@ -196,7 +201,9 @@ func (d *lineDiff) split(aLo, aHi, bLo, bHi int) (int, int) {
 			for x1 < n && y1 < m && d.a[aLo+x1] == d.b[bLo+y1] {
 				x1, y1 = x1+1, y1+1
 			}
-			d.budget -= x1 - x0
+			if d.budget -= x1 - x0; d.budget < 0 {
+				return -1, -1
+			}
 			d.fwd[i] = x1
 			switch {
 			case x1 > n:
@@ -208,7 +215,7 @@ func (d *lineDiff) split(aLo, aHi, bLo, bHi int) (int, int) {
 					bestX, bestY = x1, y1
 				}
 				if front {
-					if j := off + delta - k1; j >= 0 && j < len(d.bwd) && d.bwd[j] != -1 && x1 >= n-d.bwd[j] {
+					if j := off + delta - k1; j >= lo && j <= hi && d.bwd[j] != -1 && x1 >= n-d.bwd[j] {
 						return aLo + x1, bLo + y1
 					}
 				}
@@ -227,7 +234,9 @@ func (d *lineDiff) split(aLo, aHi, bLo, bHi int) (int, int) {
 			for x2 < n && y2 < m && d.a[aHi-x2-1] == d.b[bHi-y2-1] {
 				x2, y2 = x2+1, y2+1
 			}
-			d.budget -= x2 - x0
+			if d.budget -= x2 - x0; d.budget < 0 {
+				return -1, -1
+			}
 			d.bwd[i] = x2
 			switch {
 			case x2 > n:
@@ -235,7 +244,7 @@ func (d *lineDiff) split(aLo, aHi, bLo, bHi int) (int, int) {
 			case y2 > m:
 				k2start += 2
 			case !front:
-				if j := off + delta - k2; j >= 0 && j < len(d.fwd) && d.fwd[j] != -1 {
+				if j := off + delta - k2; j >= lo && j <= hi && d.fwd[j] != -1 {
 					x1 := d.fwd[j]
 					y1 := off + x1 - j
 					if x1 >= n-x2 {
