@@ -25,13 +25,26 @@ var ErrTooDeep = errors.New("directory tree deeper than fs.MaxDepth levels")
 
 // openBeneath opens name beneath dirfd refusing every symlink, magic
 // link and escape (resolveSafe). openat2 may answer EAGAIN when a rename
-// races its lookup; that is retried a bounded number of times.
+// races its lookup; that is retried a bounded number of times. Where
+// openat2 is unavailable (ENOSYS: inside a sandbox, whose seccomp profile
+// denies it, or before Linux 5.6), a single plain component is opened
+// with openat and O_NOFOLLOW, which is the same check for one component;
+// a path of several is refused.
 func openBeneath(dirfd int, name string, flags int) (int, error) {
 	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveSafe}
 	for i := 0; ; i++ {
 		fd, err := unix.Openat2(dirfd, name, how)
 		if (err == unix.EAGAIN || err == unix.EINTR) && i < 64 {
 			continue
+		}
+		if err == unix.ENOSYS && name != "." && name != ".." && !strings.Contains(name, "/") {
+			fd, err = unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == unix.ENOTDIR || err == unix.ELOOP {
+				// As openat2 says it: ELOOP for a symlink.
+				if st, serr := lstatAt(dirfd, name); serr == nil && isLinkStat(&st) {
+					err = unix.ELOOP
+				}
+			}
 		}
 		return fd, err
 	}
