@@ -198,7 +198,14 @@ func (p *patcher) text(s patchSide) (lines, bool) {
 	if !s.present {
 		return splitLines(nil), true
 	}
-	if s.big || !isSafeText(s.data) || bytes.Count(s.data, []byte{'\n'}) >= p.opts.MaxTextLines {
+	if s.big || !isSafeText(s.data) {
+		return lines{}, false
+	}
+	n := bytes.Count(s.data, []byte{'\n'})
+	if len(s.data) > 0 && s.data[len(s.data)-1] != '\n' {
+		n++
+	}
+	if n > p.opts.MaxTextLines {
 		return lines{}, false
 	}
 	return splitLines(s.data), true

@@ -7,9 +7,11 @@ import (
 
 // The line diff behind WritePatch's text hunks: Myers' O(ND) algorithm in
 // its linear-space form (the "middle snake" bisection), on lines mapped
-// to integer ids. Memory is the two files, 4 bytes per line for line
-// starts and 4 for ids, 1 per line for the result, the id table, and two
-// diagonal arrays bounded by the cost limit — never the N*D trace.
+// to integer ids. Memory is the two texts, 4 bytes per line for line
+// starts and 4 for ids, 1 per line for the result, the id table (at most
+// 16 bytes per distinct line when it has just grown, 4 for its owner),
+// and two diagonal arrays bounded by the cost limit — never the N*D
+// trace.
 //
 // Two bounds keep adversarial files from costing quadratic time, both
 // counted in steps, never in wall time, so the patch is the same on any
@@ -45,36 +47,33 @@ func splitLines(data []byte) lines {
 func (l lines) n() int            { return len(l.starts) - 1 }
 func (l lines) line(i int) []byte { return l.data[l.starts[i]:l.starts[i+1]] }
 
-// lineIDs numbers lines so that equal lines get equal ids. The table is
-// open addressing over (hash, id) pairs; ids refer back to a line for the
-// byte comparison that settles a hash collision.
+// lineIDs numbers the lines of two texts so that equal lines get equal
+// ids. The table is open addressing over (hash, id) pairs; each id keeps
+// a reference to its first line (text in the top bit, line number below)
+// for the byte comparison that settles a hash collision.
 type lineIDs struct {
 	seed  maphash.Seed
+	texts [2]*lines
 	slots []uint64 // hash<<32 | id+1; 0 is empty
-	owner []lineRef
-	count int
+	owner []uint32
 }
 
-type lineRef struct {
-	l *lines
-	i int
+func newLineIDs(a, b *lines) *lineIDs {
+	return &lineIDs{seed: maphash.MakeSeed(), texts: [2]*lines{a, b}, slots: make([]uint64, 64)}
 }
 
-func newLineIDs() *lineIDs {
-	return &lineIDs{seed: maphash.MakeSeed(), slots: make([]uint64, 64)}
-}
-
-func (t *lineIDs) id(l *lines, i int) uint32 {
-	b := l.line(i)
+// id is the id of line i of text which (0 or 1).
+func (t *lineIDs) id(which, i int) uint32 {
+	b := t.texts[which].line(i)
 	h := uint32(maphash.Bytes(t.seed, b))
 	mask := uint32(len(t.slots) - 1)
 	for s := h & mask; ; s = (s + 1) & mask {
 		v := t.slots[s]
 		if v == 0 {
 			id := uint32(len(t.owner))
-			t.owner = append(t.owner, lineRef{l, i})
+			t.owner = append(t.owner, uint32(which)<<31|uint32(i))
 			t.slots[s] = uint64(h)<<32 | uint64(id+1)
-			if t.count++; t.count*4 > len(t.slots)*3 {
+			if len(t.owner)*4 > len(t.slots)*3 {
 				t.grow()
 			}
 			return id
@@ -82,7 +81,7 @@ func (t *lineIDs) id(l *lines, i int) uint32 {
 		if uint32(v>>32) == h {
 			id := uint32(v) - 1
 			o := t.owner[id]
-			if bytes.Equal(o.l.line(o.i), b) {
+			if bytes.Equal(t.texts[o>>31].line(int(o&(1<<31-1))), b) {
 				return id
 			}
 		}

@@ -26,62 +26,68 @@ func writeHunks(w *bufio.Writer, a, b lines) {
 	for suf < na-pre && suf < nb-pre && bytes.Equal(a.line(na-1-suf), b.line(nb-1-suf)) {
 		suf++
 	}
-	t := newLineIDs()
+	t := newLineIDs(&a, &b)
 	ida := make([]uint32, na-pre-suf)
 	for i := range ida {
-		ida[i] = t.id(&a, pre+i)
+		ida[i] = t.id(0, pre+i)
 	}
 	idb := make([]uint32, nb-pre-suf)
 	for j := range idb {
-		idb[j] = t.id(&b, pre+j)
+		idb[j] = t.id(1, pre+j)
 	}
 	t = nil
 	del, ins := make([]bool, na), make([]bool, nb)
 	diffLines(ida, idb, del[pre:na-suf], ins[pre:nb-suf], diffBudget(len(ida), len(idb)))
+	ida, idb = nil, nil
 
+	// next finds the first group of changed lines at or after lines i of
+	// a and j of b (matched pairs before it are skipped). Groups are
+	// found twice, to size a hunk and to print it, and never stored.
 	type group struct{ a0, a1, b0, b1 int }
-	var groups []group
-	for i, j := 0, 0; i < na || j < nb; {
-		if (i < na && del[i]) || (j < nb && ins[j]) {
-			g := group{a0: i, b0: j}
-			for i < na && del[i] {
-				i++
-			}
-			for j < nb && ins[j] {
-				j++
-			}
-			g.a1, g.b1 = i, j
-			groups = append(groups, g)
-			continue
+	next := func(i, j int) (group, bool) {
+		for i < na && j < nb && !del[i] && !ins[j] {
+			i, j = i+1, j+1
 		}
-		i, j = i+1, j+1
+		if i == na && j == nb {
+			return group{}, false
+		}
+		g := group{a0: i, b0: j}
+		for i < na && del[i] {
+			i++
+		}
+		for j < nb && ins[j] {
+			j++
+		}
+		g.a1, g.b1 = i, j
+		return g, true
 	}
-	for h := 0; h < len(groups); {
-		last := h
-		for last+1 < len(groups) && groups[last+1].a0-groups[last].a1 <= 2*patchContext {
-			last++
+	g, ok := next(0, 0)
+	for ok {
+		first, last := g, g
+		for {
+			if g, ok = next(last.a1, last.b1); !ok || g.a0-last.a1 > 2*patchContext {
+				break // g, if ok, starts the next hunk
+			}
+			last = g
 		}
-		aStart := max(0, groups[h].a0-patchContext)
-		bStart := groups[h].b0 - (groups[h].a0 - aStart)
-		aEnd := min(na, groups[last].a1+patchContext)
-		bEnd := groups[last].b1 + (aEnd - groups[last].a1)
+		aStart := max(0, first.a0-patchContext)
+		bStart := first.b0 - (first.a0 - aStart)
+		aEnd := min(na, last.a1+patchContext)
+		bEnd := last.b1 + (aEnd - last.a1)
 		fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(aStart, aEnd-aStart), hunkRange(bStart, bEnd-bStart))
-		i := aStart
-		for _, g := range groups[h : last+1] {
-			for ; i < g.a0; i++ {
-				hunkLine(w, ' ', a.line(i))
-			}
-			for ; i < g.a1; i++ {
-				hunkLine(w, '-', a.line(i))
-			}
-			for j := g.b0; j < g.b1; j++ {
-				hunkLine(w, '+', b.line(j))
+		for x, y := aStart, bStart; x < aEnd || y < bEnd; {
+			switch {
+			case x < aEnd && del[x]:
+				hunkLine(w, '-', a.line(x))
+				x++
+			case y < bEnd && ins[y]:
+				hunkLine(w, '+', b.line(y))
+				y++
+			default:
+				hunkLine(w, ' ', a.line(x))
+				x, y = x+1, y+1
 			}
 		}
-		for ; i < aEnd; i++ {
-			hunkLine(w, ' ', a.line(i))
-		}
-		h = last + 1
 	}
 }
 
