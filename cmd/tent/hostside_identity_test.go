@@ -1,0 +1,153 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// setIDScript plants set-uid and set-gid files in /work with the tools a
+// script would use, printing each tool's exit status: a control that
+// must work, then chmod (numeric and symbolic), install -m, mkdir -m and
+// cp --preserve=mode of the host's set-uid passwd, which all fail with
+// EPERM.
+const setIDScript = `cd /work && cp /bin/true t && chmod 755 t && echo control $?
+chmod 6755 t; echo chmod-6755 $?
+chmod u+s t; echo chmod-u+s $?
+chmod g+s t; echo chmod-g+s $?
+install -m 4755 /bin/true i; echo install-4755 $?
+mkdir -m 2755 d; echo mkdir-2755 $?
+cp --preserve=mode /usr/bin/passwd p; echo cp-preserve-mode $?`
+
+// setIDScriptOut is what setIDScript prints, and setIDScriptEPERMs how
+// many "Operation not permitted" its tools write on stderr.
+const (
+	setIDScriptOut    = "control 0\nchmod-6755 1\nchmod-u+s 1\nchmod-g+s 1\ninstall-4755 1\nmkdir-2755 1\ncp-preserve-mode 1\n"
+	setIDScriptEPERMs = 6
+)
+
+// setIDScriptFiles are the host entries setIDScript leaves: the tools
+// create their files, then fail to give them set-id bits.
+var setIDScriptFiles = []string{"d", "i", "p", "t"}
+
+// needSetUIDPasswd fails the test when the host has no set-uid passwd
+// to copy (the attack cp --preserve=mode makes).
+func needSetUIDPasswd(t *testing.T) {
+	t.Helper()
+	fi, err := os.Stat("/usr/bin/passwd")
+	if err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatalf("the test copies the host's set-uid /usr/bin/passwd: %v (mode %v)", err, fi)
+	}
+}
+
+// cliOwnedDir returns a directory for --rw and the owner files created
+// in it must have on the host: a root caller's belongs to 4321:4321, a
+// non-root owner tent maps the sandbox's user onto; an unprivileged
+// caller's is its own.
+func cliOwnedDir(t *testing.T) (string, uint32, uint32) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		return dir, uint32(os.Getuid()), uint32(os.Getgid())
+	}
+	if err := os.Chown(dir, 4321, 4321); err != nil {
+		t.Fatal(err)
+	}
+	return dir, 4321, 4321
+}
+
+// checkCLIHostFiles asserts that dir holds exactly want, each owned by
+// uid:gid with neither S_ISUID nor S_ISGID.
+func checkCLIHostFiles(t *testing.T, dir string, uid, gid uint32, want []string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(dir, e.Name()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+			t.Errorf("%s has mode %#o on the host: a set-id bit", e.Name(), st.Mode)
+		}
+		if st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s is owned by %d:%d on the host, want %d:%d", e.Name(), st.Uid, st.Gid, uid, gid)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("host directory holds %q, want %q", names, want)
+	}
+}
+
+// checkSetIDScript asserts setIDScript's result.
+func checkSetIDScript(t *testing.T, r result) {
+	t.Helper()
+	if r.code != 0 || r.stdout != setIDScriptOut {
+		t.Errorf("exit %d, stdout %q; want 0 and %q (stderr %q)", r.code, r.stdout, setIDScriptOut, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "Operation not permitted"); n != setIDScriptEPERMs {
+		t.Errorf("stderr has %d EPERMs, want %d: %q", n, setIDScriptEPERMs, r.stderr)
+	}
+}
+
+// TestCLIReadWriteMountDeniesSetID plants set-id files through
+// `tent run --rw`: every attempt fails with EPERM and the host files have
+// no set-id bit and the owner the sandbox was given (never root). As
+// root, a root-owned directory is refused before anything runs.
+func TestCLIReadWriteMountDeniesSetID(t *testing.T) {
+	t.Parallel()
+	needSetUIDPasswd(t)
+	dir, uid, gid := cliOwnedDir(t)
+	checkSetIDScript(t, tent(t, "run", "--rw", dir+":/work", "--", "sh", "-c", setIDScript))
+	checkCLIHostFiles(t, dir, uid, gid, setIDScriptFiles)
+
+	if os.Geteuid() == 0 {
+		root := t.TempDir()
+		tent(t, "run", "--rw", root+":/work", "--", "touch", "/work/f").expect(t, 125, "rw mount "+root, "owned by root", "chown", "--cow")
+		checkCLIHostFiles(t, root, 0, 0, nil)
+	}
+}
+
+// TestCLIMountDeniesSetID does the same through `tent mount` on a
+// running sandbox.
+func TestCLIMountDeniesSetID(t *testing.T) {
+	t.Parallel()
+	needSetUIDPasswd(t)
+	l := newLife(t)
+	id := l.create(t)
+	if os.Geteuid() == 0 {
+		root := t.TempDir()
+		l.tent(t, "mount", id, "--rw", root+":/rootowned").expect(t, 125, "rw mount "+root, "owned by root", "chown", "--cow")
+	}
+	dir, uid, gid := cliOwnedDir(t)
+	l.tent(t, "mount", id, "--rw", dir+":/work").expect(t, 0)
+	checkSetIDScript(t, l.tent(t, "exec", id, "--", "sh", "-c", setIDScript))
+	checkCLIHostFiles(t, dir, uid, gid, setIDScriptFiles)
+}
+
+// TestCLIRootReadWriteMountOfUsersDirectory is `sudo tent run --rw
+// /home/alice/proj`: as root, with no --user, a directory owned by a
+// non-root user is mounted for the sandbox's user, and what it writes
+// there is that user's on the host.
+func TestCLIRootReadWriteMountOfUsersDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a root caller's identity model; an unprivileged caller's sandbox writes as the caller (TestCLIReadWriteMountDeniesSetID)")
+	}
+	t.Parallel()
+	dir, uid, gid := cliOwnedDir(t)
+	r := tent(t, "run", "--rw", dir+":/work", "--", "sh", "-c", "echo data > /work/f && mkdir /work/d && stat -c %u:%g /work/f")
+	if r.code != 0 || r.stdout != "0:0\n" {
+		t.Fatalf("exit %d, stdout %q (stderr %q); want 0 and the sandbox's own 0:0", r.code, r.stdout, r.stderr)
+	}
+	checkCLIHostFiles(t, dir, uid, gid, []string{"d", "f"})
+}
