@@ -9,9 +9,8 @@ import (
 // its linear-space form (the "middle snake" bisection), on lines mapped
 // to integer ids. Memory is the two texts, 4 bytes per line for line
 // starts and 4 for ids, 1 per line for the result, the id table (at most
-// 16 bytes per distinct line when it has just grown, 4 for its owner),
-// and two diagonal arrays bounded by the cost limit — never the N*D
-// trace.
+// 16 bytes per line, freed before the diff runs), and two diagonal arrays
+// bounded by the cost limit — never the N*D trace.
 //
 // Two bounds keep adversarial files from costing quadratic time, both
 // counted in steps, never in wall time, so the patch is the same on any
@@ -48,21 +47,30 @@ func (l lines) n() int            { return len(l.starts) - 1 }
 func (l lines) line(i int) []byte { return l.data[l.starts[i]:l.starts[i+1]] }
 
 // lineIDs numbers the lines of two texts so that equal lines get equal
-// ids. The table is open addressing over (hash, id) pairs; each id keeps
-// a reference to its first line (text in the top bit, line number below)
-// for the byte comparison that settles a hash collision.
+// ids. The table is open addressing, sized once for the lines to number
+// (at most 3/4 full): a slot holds id+1; each id keeps its line's hash
+// and a reference to its first line (text in the top bit, line number
+// below) for the byte comparison that settles a collision. That is 16
+// bytes per line at most, allocated up front, never regrown.
 type lineIDs struct {
-	seed  maphash.Seed
-	texts [2]*lines
-	slots []uint64 // hash<<32 | id+1; 0 is empty
-	owner []uint32
+	seed   maphash.Seed
+	texts  [2]*lines
+	slots  []uint32
+	hashes []uint32
+	owner  []uint32
 }
 
-func newLineIDs(a, b *lines) *lineIDs {
-	return &lineIDs{seed: maphash.MakeSeed(), texts: [2]*lines{a, b}, slots: make([]uint64, 64)}
+func newLineIDs(a, b *lines, count int) *lineIDs {
+	size := 64
+	for size*3 < count*4 {
+		size *= 2
+	}
+	return &lineIDs{seed: maphash.MakeSeed(), texts: [2]*lines{a, b}, slots: make([]uint32, size),
+		hashes: make([]uint32, 0, count), owner: make([]uint32, 0, count)}
 }
 
-// id is the id of line i of text which (0 or 1).
+// id is the id of line i of text which (0 or 1). At most count lines may
+// be numbered.
 func (t *lineIDs) id(which, i int) uint32 {
 	b := t.texts[which].line(i)
 	h := uint32(maphash.Bytes(t.seed, b))
@@ -72,35 +80,16 @@ func (t *lineIDs) id(which, i int) uint32 {
 		if v == 0 {
 			id := uint32(len(t.owner))
 			t.owner = append(t.owner, uint32(which)<<31|uint32(i))
-			t.slots[s] = uint64(h)<<32 | uint64(id+1)
-			if len(t.owner)*4 > len(t.slots)*3 {
-				t.grow()
-			}
+			t.hashes = append(t.hashes, h)
+			t.slots[s] = id + 1
 			return id
 		}
-		if uint32(v>>32) == h {
-			id := uint32(v) - 1
+		if id := v - 1; t.hashes[id] == h {
 			o := t.owner[id]
 			if bytes.Equal(t.texts[o>>31].line(int(o&(1<<31-1))), b) {
 				return id
 			}
 		}
-	}
-}
-
-func (t *lineIDs) grow() {
-	old := t.slots
-	t.slots = make([]uint64, 2*len(old))
-	mask := uint32(len(t.slots) - 1)
-	for _, v := range old {
-		if v == 0 {
-			continue
-		}
-		s := uint32(v>>32) & mask
-		for t.slots[s] != 0 {
-			s = (s + 1) & mask
-		}
-		t.slots[s] = v
 	}
 }
 

@@ -26,7 +26,7 @@ func writeHunks(w *bufio.Writer, a, b lines) {
 	for suf < na-pre && suf < nb-pre && bytes.Equal(a.line(na-1-suf), b.line(nb-1-suf)) {
 		suf++
 	}
-	t := newLineIDs(&a, &b)
+	t := newLineIDs(&a, &b, na-pre-suf+nb-pre-suf)
 	ida := make([]uint32, na-pre-suf)
 	for i := range ida {
 		ida[i] = t.id(0, pre+i)
