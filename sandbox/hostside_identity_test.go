@@ -432,6 +432,15 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 			checkHostFiles(t, dir, 4321, tc.fileGID, "f", "d", "l")
 		})
 	}
+	// The children that made the idmappings' user namespaces are gone:
+	// none is left, stopped or a zombie, under this process.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.HasPrefix(string(b), "tent-idmap-userns\x00") {
+			t.Errorf("%s: a user-namespace child is left", p)
+		}
+	}
 }
 
 // TestFileCapabilityFromInside tries to give a copy of cat file
