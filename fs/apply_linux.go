@@ -115,7 +115,19 @@ func openSource(s Step, pre []int) (int, error) {
 		pre[s.FD] = -1 // now owned by the caller's srcs slice
 		return fd, nil
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, s.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	var fd int
+	var err error
+	if s.User {
+		// A caller's source: never through a symlink (see OpenSource).
+		src, oerr := OpenSource(s.Source)
+		if oerr != nil {
+			return -1, fmt.Errorf("bind %s: %w", s.Target, oerr)
+		}
+		fd, err = unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+		unix.Close(src)
+	} else {
+		fd, err = unix.OpenTree(unix.AT_FDCWD, s.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	}
 	if err != nil {
 		return -1, fmt.Errorf("bind %s: opening source %s: %w", s.Target, s.Source, os.NewSyscallError("open_tree", err))
 	}
@@ -185,8 +197,17 @@ func applyStep(root int, s Step, src int) error {
 
 // newOverlay creates a detached overlay mount of s (in a user namespace:
 // user.* xattrs, Linux 5.11). Its paths are resolved now, while the host
-// view is intact.
+// view is intact; the lower directory, a caller's source, is opened
+// without following symlinks (see OpenSource) and given to overlayfs as
+// that descriptor.
 func newOverlay(s Step, lower string) (int, error) {
+	lfd, err := OpenSource(lower)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(lfd)
+	named := map[string]string{"lowerdir": lower, "upperdir": s.Upper, "workdir": s.Work}
+	lower = fmt.Sprintf("/proc/self/fd/%d", lfd)
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, os.NewSyscallError("fsopen overlay", err)
@@ -195,9 +216,9 @@ func newOverlay(s Step, lower string) (int, error) {
 	for _, kv := range [][2]string{{"lowerdir", lower}, {"upperdir", s.Upper}, {"workdir", s.Work}} {
 		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
 			if errors.Is(err, unix.EACCES) && kv[0] == "lowerdir" {
-				return -1, fmt.Errorf("the sandbox's user cannot reach %s (a root caller's sandbox runs as an unprivileged id: run tent as the directory's owner, or mount it --rw): %w", kv[1], os.NewSyscallError("fsconfig", err))
+				return -1, fmt.Errorf("the sandbox's user cannot reach %s (a root caller's sandbox runs as an unprivileged id: run tent as the directory's owner, or mount it --rw): %w", named[kv[0]], os.NewSyscallError("fsconfig", err))
 			}
-			return -1, fmt.Errorf("overlay %s=%s: %w", kv[0], kv[1], os.NewSyscallError("fsconfig", err))
+			return -1, fmt.Errorf("overlay %s=%s: %w", kv[0], named[kv[0]], os.NewSyscallError("fsconfig", err))
 		}
 	}
 	if err := unix.FsconfigSetFlag(fsfd, "userxattr"); err != nil {

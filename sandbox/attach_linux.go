@@ -45,7 +45,7 @@ func (s *Sandbox) Attach(ctx context.Context, m Mount) error {
 	}
 	p := s.run.plan
 	all := append(slices.Clone(s.spec.Mounts), m)
-	if err := fs.Validate(all, func(p string) error { _, err := os.Stat(p); return err }); err != nil {
+	if err := fs.Validate(all, fs.StatSource); err != nil {
 		return invalid(err)
 	}
 	for _, st := range p.cfg.Plan.Steps {

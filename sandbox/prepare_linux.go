@@ -86,7 +86,7 @@ func validate(s *Spec) error {
 			return fmt.Errorf("env %d: %q is not KEY=VALUE", i+1, kv)
 		}
 	}
-	return fs.Validate(s.Mounts, func(p string) error { _, err := os.Stat(p); return err })
+	return fs.Validate(s.Mounts, fs.StatSource)
 }
 
 func cutEnv(kv string) (string, string, bool) {

@@ -78,12 +78,25 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (s Store) ensure() error { return os.MkdirAll(s.Dir, 0o700) }
+// ensure creates the state directory (0700) if needed and checks that
+// it can be trusted (see checkDir).
+func (s Store) ensure() error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return err
+	}
+	return s.checkDir()
+}
 
 func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
 
 // load reads the record of id as saved, without reconciling its state.
 func (s Store) load(id string) (*Record, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("%w: %q is not a sandbox id", ErrNotFound, id)
+	}
+	if err := s.checkDir(); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(s.path(id))
 	if err != nil {
 		return nil, err
@@ -92,6 +105,10 @@ func (s Store) load(id string) (*Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("state record %s: %w", s.path(id), err)
 	}
+	if r.ID != id {
+		return nil, fmt.Errorf("state record %s names sandbox %q", s.path(id), r.ID)
+	}
+	r.Socket = s.SocketPath(id) // never where a record points
 	return &r, nil
 }
 
@@ -101,6 +118,9 @@ func (s Store) SnapshotsDir() string { return filepath.Join(s.Dir, "snapshots") 
 // Snapshots lists the snapshots, oldest first; damaged ones are skipped
 // from the listing but stay on disk.
 func (s Store) Snapshots() ([]*Snapshot, error) {
+	if err := s.checkDir(); err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(s.SnapshotsDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -199,25 +219,35 @@ func (s Store) removeFiles(id string) error {
 
 // List reads every record, oldest first, reconciling each one's state
 // with its supervisor: a record whose supervisor is gone reads "stopped".
+//
+// The directory must be the caller's (see [ErrUnsafeStateDir]); files
+// not named after a sandbox id (16 hex digits) are not records, and a
+// record must name the id of its file.
 func (s Store) List() ([]*Record, error) {
+	if err := s.checkDir(); err != nil {
+		return nil, err
+	}
 	paths, err := filepath.Glob(filepath.Join(s.Dir, "*.json"))
 	if err != nil {
 		return nil, err
 	}
 	var out []*Record
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
+		id := strings.TrimSuffix(filepath.Base(p), ".json")
+		if !validID(id) {
+			continue
+		}
+		r, err := s.load(id)
+		if errors.Is(err, os.ErrNotExist) {
 			continue // removed meanwhile
 		}
-		var r Record
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("state record %s: %w", p, err)
+		if err != nil {
+			return nil, err
 		}
-		if (r.State == "running" || r.State == "suspended") && !supervisorAlive(&r) {
+		if (r.State == "running" || r.State == "suspended") && !supervisorAlive(r) {
 			r.State = "stopped"
 		}
-		out = append(out, &r)
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil

@@ -175,6 +175,10 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, recM
 		update()
 		return store.Save(rec)
 	}
+	if err := checkPeer(conn); err != nil {
+		_ = ctlmsg.Send(conn, remoteReply{Code: 125, Error: err.Error()}, nil)
+		return
+	}
 	var req remoteRequest
 	fds, err := ctlmsg.Recv(conn, &req)
 	if err != nil {
@@ -409,9 +413,17 @@ func (s Store) Remove(rec *Record) error {
 // its cow layers, its cgroups (see reclaimCgroups), the temporary
 // directory of a snapshot it was taking and the temporary file of a
 // record it was saving. The record itself stays.
+//
+// Only what has the shape tent gives it is touched (see cowRootOf and
+// validCgroupDir): a record is data, and data may lie.
 func (s Store) Reclaim(rec *Record) {
+	if !validID(rec.ID) || s.checkDir() != nil {
+		return
+	}
 	for _, l := range rec.Layers {
-		_ = removeLayers(filepath.Dir(filepath.Dir(l.Upper)))
+		if root, ok := cowRootOf(l.Upper, os.Geteuid()); ok {
+			_ = removeLayers(root)
+		}
 	}
 	reclaimCgroups(rec.Cgroups)
 	removeSnapshotTemps(s.SnapshotsDir(), rec.ID)
@@ -428,12 +440,12 @@ func (s Store) Reclaim(rec *Record) {
 // (the supervisor was killed during a snapshot or while suspended) keeps
 // them on cgroup v1 until it is thawed: so thaw every directory, SIGKILL
 // whatever they still list, and remove them, children first, retrying
-// for a second while the processes leave. Directories not named tent-*
-// are left alone.
+// for a second while the processes leave. Directories that are not
+// tent's cgroups (validCgroupDir) are left alone.
 func reclaimCgroups(paths []string) {
 	var dirs []string // each cgroup's subtree, deepest first
 	for _, dir := range paths {
-		if !strings.HasPrefix(filepath.Base(dir), "tent-") {
+		if !validCgroupDir(dir) {
 			continue
 		}
 		var sub []string

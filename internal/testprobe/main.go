@@ -64,6 +64,29 @@ func main() {
 			return
 		}
 		report(unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + args[0]}))
+	case "seqpacket": // seqpacket PATH MSG: send MSG on a SOCK_SEQPACKET socket, print the reply ("EOF" if none)
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			report(err)
+			return
+		}
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: args[0]}); err != nil {
+			report(err)
+			return
+		}
+		// A peer that answers before reading may have closed already
+		// (EPIPE): its answer is still there to read.
+		_, _ = unix.Write(fd, []byte(args[1]))
+		buf := make([]byte, 1<<16)
+		n, err := unix.Read(fd, buf)
+		switch {
+		case err != nil:
+			report(err)
+		case n == 0:
+			fmt.Println("EOF")
+		default:
+			fmt.Println(string(buf[:n]))
+		}
 	case "tcp": // connect to HOST:PORT
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
