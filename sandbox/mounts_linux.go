@@ -49,7 +49,14 @@ func openUserMounts(mounts []fs.Mount, _ int, _, _ uint32) (fds []int, err error
 	var userns idmapNamespaces
 	defer userns.close()
 	for _, m := range mounts {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		// Never through a symlink, which a sandbox may have planted in
+		// the path (see fs.OpenSource).
+		src, err := fs.OpenSource(m.Source)
+		if err != nil {
+			return fds, invalid(fmt.Errorf("mount %s: %w", m.Source, err))
+		}
+		fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+		unix.Close(src)
 		if err != nil {
 			return fds, invalid(fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("open_tree", err)))
 		}
