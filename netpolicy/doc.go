@@ -60,4 +60,44 @@
 // [Proxy.Denied] and [Summary] condense the refusals into the one line tent
 // prints after a run, such as
 // "blocked 2 connections: evil.example:443 (not allowed), 10.0.0.1:80 (private address)".
+//
+// # Limits
+//
+// The proxy runs on the host, outside every limit of the sandbox it
+// serves, so everything it spends on the sandbox's behalf is capped; each
+// cap is a field of [ProxyConfig] whose zero value is the default below
+// (negative lifts it):
+//
+//   - MaxConns, 256 client connections at once (HTTP and SOCKS5). One more
+//     is accepted and closed at once, after a 503 on HTTP; refusals are
+//     counted in [Proxy.Denied] ([ReasonTooManyConns]) and audited once,
+//     plus a count when the proxy closes.
+//   - MaxHeaderBytes, 64 KiB of request head (request line and headers),
+//     and with it 256 header fields: 431 and the connection closed. The
+//     same caps apply to a response head on plain forwarding (502). SOCKS5
+//     fields are at most 255 bytes by construction.
+//   - HeadTimeout, 30 s to send a complete head (from the accept, or from
+//     the first byte of a later request on a kept-alive connection) or
+//     the SOCKS5 handshake: 408 and the connection closed. Tunnels and
+//     bodies have no deadline.
+//   - Host names: a name longer than DNS allows (253 bytes) is refused as
+//     an invalid host before any lookup, and records (audit lines,
+//     denials, error messages) keep at most 253 bytes of any name, bytes
+//     outside [A-Za-z0-9.:_-] written as \xNN.
+//   - MaxDenials, 256 distinct destinations in [Proxy.Denied]; refusals of
+//     others are counted in one entry per reason. [Summary] is at most
+//     [MaxSummaryLen] (2 KiB) whatever it is given.
+//   - AuditBytes, 64 MiB of audit log per proxy, after which records are
+//     dropped and counted: one record when it starts, one with the count
+//     at [Proxy.Close], both within the budget.
+//
+// Memory follows from these. A connection reading a head holds the line
+// being read, the fields parsed so far and two 4 KiB buffers: at most
+// 3 × MaxHeaderBytes + 16 KiB, and 70 to 105 KiB in practice with 60 KiB
+// of head (TestSlowHeadersAttack, BenchmarkProxySlowHeadersMemory). So
+// slow or oversized heads cost at most MaxConns × (3 × MaxHeaderBytes +
+// 16 KiB), 52 MiB by default (18 to 26 MiB measured); a tunnel holds two
+// 32 KiB buffers from a shared pool (16 MiB for 256 tunnels), and the
+// proxy's bulk transfers at most four 8 MiB buffers at once (32 MiB). The
+// denial table stays under 100 KiB.
 package netpolicy

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -18,13 +17,13 @@ import (
 type httpConn struct {
 	p  *Proxy
 	c  net.Conn
-	lr *io.LimitedReader // caps header size; lifted for bodies
+	hr *headReader // caps a request head; passes bodies and tunnels
 	br *bufio.Reader
 	bw *bufio.Writer
 
-	up    *upstream         // kept-alive upstream of plain forwarding, or nil
-	upKey string            // its host:port as requested
-	upLR  *io.LimitedReader // caps response head size; lifted for bodies
+	up    *upstream   // kept-alive upstream of plain forwarding, or nil
+	upKey string      // its host:port as requested
+	upHR  *headReader // caps a response head; passes bodies
 	upBR  *bufio.Reader
 	upBW  *bufio.Writer
 	upIn  int64 // bytes read from up
@@ -36,8 +35,8 @@ type httpConn struct {
 // from the first byte for the next ones), until the client closes, a
 // CONNECT makes it a tunnel or an error ends it.
 func (p *Proxy) serveHTTPConn(c net.Conn) {
-	s := &httpConn{p: p, c: c, lr: &io.LimitedReader{R: c}}
-	s.br = bufio.NewReader(s.lr)
+	s := &httpConn{p: p, c: c, hr: &headReader{r: c}}
+	s.br = bufio.NewReader(s.hr)
 	s.bw = bufio.NewWriter(c)
 	defer s.dropUpstream()
 	deadline := p.lim.deadline(time.Now())
@@ -45,7 +44,7 @@ func (p *Proxy) serveHTTPConn(c net.Conn) {
 		deadline = time.Now().Add(idleTimeout)
 	}
 	for first := true; ; first = false {
-		s.lr.N = p.lim.maxHead
+		s.hr.start(p.lim.maxHead)
 		if !first {
 			c.SetReadDeadline(time.Now().Add(idleTimeout))
 			if _, err := s.br.Peek(1); err != nil {
@@ -57,13 +56,13 @@ func (p *Proxy) serveHTTPConn(c net.Conn) {
 		req, err := http.ReadRequest(s.br)
 		if err != nil {
 			switch {
-			case s.lr.N <= 0:
+			case s.hr.over:
 				p.count.headTooLarge.Add(1)
-				msg := fmt.Sprintf("tent: request head larger than %d bytes\n", p.lim.maxHead)
+				msg := fmt.Sprintf("tent: request head larger than %d bytes or %d header fields\n", p.lim.maxHead, maxHeaderFields)
 				s.replyAndClose(http.StatusRequestHeaderFieldsTooLarge, msg)
 			case isTimeout(err):
 				p.count.headTimeouts.Add(1)
-				if s.lr.N < p.lim.maxHead { // it sent something
+				if s.hr.read > 0 { // it sent something
 					msg := fmt.Sprintf("tent: request head not complete within %v\n", p.lim.headTimeout)
 					s.replyAndClose(http.StatusRequestTimeout, msg)
 				}
@@ -73,7 +72,7 @@ func (p *Proxy) serveHTTPConn(c net.Conn) {
 			return
 		}
 		c.SetReadDeadline(time.Time{})
-		s.lr.N = math.MaxInt64
+		s.hr.end()
 		if req.Method == http.MethodConnect {
 			if !s.connect(req) {
 				return
@@ -197,8 +196,8 @@ func (s *httpConn) dial(host string, port int, key string) error {
 		return err
 	}
 	s.up, s.upKey = u, key
-	s.upLR = &io.LimitedReader{R: countReader{u, &s.upIn}, N: math.MaxInt64}
-	s.upBR = bufio.NewReader(s.upLR)
+	s.upHR = &headReader{r: countReader{u, &s.upIn}}
+	s.upBR = bufio.NewReader(s.upHR)
 	s.upBW = bufio.NewWriter(countWriter{u, &s.upOut})
 	return nil
 }
@@ -213,12 +212,11 @@ func (s *httpConn) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("failed to send the request: %w", err)
 	}
 	for {
-		s.upLR.N = s.p.lim.maxHead
+		s.upHR.start(s.p.lim.maxHead)
 		resp, err := http.ReadResponse(s.upBR, req)
-		tooLarge := s.upLR.N <= 0
-		s.upLR.N = math.MaxInt64
-		if err != nil && tooLarge {
-			return nil, fmt.Errorf("response head larger than %d bytes", s.p.lim.maxHead)
+		s.upHR.end()
+		if err != nil && s.upHR.over {
+			return nil, fmt.Errorf("response head larger than %d bytes or %d header fields", s.p.lim.maxHead, maxHeaderFields)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("failed to read the response: %w", err)
@@ -308,7 +306,7 @@ func (s *httpConn) reply(code int, hdr []string, body string, close bool) bool {
 func (s *httpConn) dropUpstream() {
 	if s.up != nil {
 		s.p.finish(s.up, s.upOut, s.upIn)
-		s.up, s.upKey, s.upLR, s.upBR, s.upBW, s.upIn, s.upOut = nil, "", nil, nil, nil, 0, 0
+		s.up, s.upKey, s.upHR, s.upBR, s.upBW, s.upIn, s.upOut = nil, "", nil, nil, nil, 0, 0
 	}
 }
 

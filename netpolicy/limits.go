@@ -113,6 +113,77 @@ type counters struct {
 	headTimeouts atomic.Int64 // heads (HTTP or SOCKS5) not complete within HeadTimeout
 }
 
+// maxHeaderFields caps the header fields of a head wherever MaxHeaderBytes
+// is in force, as Apache's LimitRequestFields (100) and Envoy's
+// max_headers_count (100) do: parsed, a field costs some 200 bytes of map
+// (net/textproto's own estimate), so 64 KiB of fields of 4 bytes each
+// would otherwise take 3 MiB.
+const maxHeaderFields = 256
+
+// headReader is what a connection's bufio.Reader reads from. While a head
+// is being read (from start until its empty line passes, or end), it
+// passes at most a budget of bytes and of lines (the first line and
+// maxHeaderFields fields), then reports EOF with over set; otherwise it
+// passes everything. The bufio.Reader may already hold up to its size of
+// the next head, read ahead while the last one was read: that much is
+// not counted.
+type headReader struct {
+	r         io.Reader
+	inHead    bool
+	bytes     int64 // bytes left
+	lines     int64 // lines left
+	read      int64 // bytes of this head read
+	lineStart bool  // the last byte ended a line
+	over      bool  // a budget ran out
+}
+
+// start begins a head of at most limit bytes; math.MaxInt64 lifts both
+// budgets.
+func (h *headReader) start(limit int64) {
+	h.inHead, h.bytes, h.lines, h.read, h.lineStart, h.over = true, limit, 1+maxHeaderFields, 0, false, false
+	if limit == math.MaxInt64 {
+		h.lines = math.MaxInt64
+	}
+}
+
+// end ends the head (when its reader is done with it): what follows is
+// passed as it is.
+func (h *headReader) end() { h.inHead = false }
+
+func (h *headReader) Read(b []byte) (int, error) {
+	if !h.inHead {
+		return h.r.Read(b)
+	}
+	if h.bytes <= 0 || h.lines < 0 {
+		h.over = true
+		return 0, io.EOF
+	}
+	if int64(len(b)) > h.bytes {
+		b = b[:h.bytes]
+	}
+	n, err := h.r.Read(b)
+	h.bytes -= int64(n)
+	h.read += int64(n)
+	for i, c := range b[:n] {
+		switch c {
+		case '\n':
+			if h.lineStart { // an empty line: the head is complete
+				h.inHead = false
+				return n, err
+			}
+			if h.lines--; h.lines < 0 { // one line too many: cut the head before it
+				h.bytes = 0
+				return i, err
+			}
+			h.lineStart = true
+		case '\r':
+		default:
+			h.lineStart = false
+		}
+	}
+	return n, err
+}
+
 // storedHost returns a host name as records keep it (audit records, the
 // denial table, errors): unchanged when it is at most maxNameLen bytes of
 // letters, digits and ".-_:", which every name and IP literal a rule can

@@ -90,19 +90,44 @@ func statusOf(c net.Conn) int {
 // default limits the proxy serves 256 of them (MaxConns) and answers the
 // other 744 with 503 at once; while the 256 hold their unfinished head as
 // large as it may grow (60 KiB of the 64 KiB MaxHeaderBytes, all read by
-// the proxy), its heap grows by less than MaxConns × (2 × MaxHeaderBytes
-// + 16 KiB) = 36 MiB (on main: 1.7 GiB and more); when they go on past
+// the proxy), its heap grows by less than MaxConns × (3 × MaxHeaderBytes
+// + 16 KiB) = 52 MiB (on main: 1 GiB and more); when they go on past
 // 64 KiB each gets 431. Audit: one "limit" record, whatever the number of
 // refusals.
+//
+// The second shape sends the 60 KiB as 255 fields of 240 bytes, each of
+// which net/textproto parses into the header map as it arrives, and then
+// goes on with more fields, to be cut at 256 (maxHeaderFields).
 func TestSlowHeadersAttack(t *testing.T) {
+	line := []byte("GET http://a.test/ HTTP/1.1\r\nX-Pad: ")
+	t.Run("long line", func(t *testing.T) {
+		slowHeads(t, line, bytes.Repeat([]byte{'a'}, 1<<20))
+	})
+	var fields []byte
+	for i := 0; len(fields) < 1<<20; i++ {
+		fields = fmt.Appendf(fields, "X-Field-%06d: %0225d\r\n", i, i)
+	}
+	t.Run("many fields", func(t *testing.T) {
+		slowHeads(t, []byte("GET http://a.test/ HTTP/1.1\r\n"), fields)
+	})
+	// 30 KiB in 250 fields, parsed, then a line that never ends.
+	mixed := fields[:250*len("X-Field-000000: \r\n")+250*225/2]
+	mixed = append(mixed[:len(mixed):len(mixed)], "\r\nX-Long: "...)
+	mixed = append(mixed, bytes.Repeat([]byte{'a'}, 1<<20)...)
+	t.Run("fields then a long line", func(t *testing.T) {
+		slowHeads(t, []byte("GET http://a.test/ HTTP/1.1\r\n"), mixed)
+	})
+}
+
+// slowHeads runs TestSlowHeadersAttack with heads that start with line
+// and go on with pad.
+func slowHeads(t *testing.T, line, pad []byte) {
 	const n = 1000
 	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) {
 		c.HeadTimeout = 10 * time.Minute // never fires: this test is not about time
 	})
 	p := h.proxy
-	line := []byte("GET http://a.test/ HTTP/1.1\r\nX-Pad: ")
 	held := 60 << 10 // of the head, before the second phase
-	pad := bytes.Repeat([]byte{'a'}, 1<<20)
 
 	before := heapInUse()
 	conns := make([]net.Conn, n)
@@ -130,8 +155,8 @@ func TestSlowHeadersAttack(t *testing.T) {
 		return true
 	})
 	grown := int64(heapInUse()) - int64(before)
-	bound := int64(DefaultMaxConns * (2*DefaultMaxHeaderBytes + 16<<10))
-	t.Logf("heap grew by %.1f MiB with %d connections holding a %d KiB head (bound %.0f MiB)",
+	bound := int64(DefaultMaxConns * (3*DefaultMaxHeaderBytes + 16<<10))
+	t.Logf("heap grew by %.1f MiB with %d connections holding %d KiB of head (bound %.0f MiB)",
 		float64(grown)/(1<<20), DefaultMaxConns, held>>10, float64(bound)/(1<<20))
 	if grown > bound {
 		t.Errorf("heap grew by %d bytes, bound %d", grown, bound)
@@ -310,22 +335,39 @@ func TestLongNameHeadLimit(t *testing.T) {
 	}
 }
 
-// TestHeadWithinLimit: a head just under MaxHeaderBytes (a 60 KiB cookie)
-// is served.
+// TestHeadWithinLimit: heads just within the limits (a 60 KiB cookie; 256
+// header fields) are served, and one field more is 431.
 func TestHeadWithinLimit(t *testing.T) {
 	h := newHarness(t, nil, nil)
-	c, err := net.Dial("tcp", h.httpAddr)
-	if err != nil {
-		t.Fatal(err)
+	fields := func(n int) string {
+		var b strings.Builder
+		for i := range n - 1 {
+			fmt.Fprintf(&b, "X-%d: y\r\n", i)
+		}
+		return b.String()
 	}
-	defer c.Close()
-	go fmt.Fprintf(c, "CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\nCookie: %s\r\n\r\n", strings.Repeat("c", 60<<10))
-	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("%s, want 403 (the request read and refused by the policy)", resp.Status)
+	for _, c := range []struct {
+		name, extra string
+		want        int
+	}{
+		{"60 KiB cookie", "Cookie: " + strings.Repeat("c", 60<<10) + "\r\n", http.StatusForbidden},
+		{"256 fields", fields(maxHeaderFields), http.StatusForbidden},
+		{"257 fields", fields(maxHeaderFields + 1), http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		conn, err := net.Dial("tcp", h.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go fmt.Fprintf(conn, "CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n%s\r\n", c.extra)
+		conn.SetReadDeadline(time.Now().Add(time.Minute))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+		conn.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %s, want %d", c.name, resp.Status, c.want)
+		}
 	}
 }
 

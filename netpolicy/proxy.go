@@ -63,9 +63,11 @@ type ProxyConfig struct {
 	// MaxHeaderBytes caps a request head on the HTTP proxy (request line
 	// and header fields; give or take the 4 KiB read buffer on a kept-alive
 	// connection), and the head of a response on plain forwarding; 0 means
-	// [DefaultMaxHeaderBytes] (64 KiB). A request over it is answered 431
-	// and its connection closed; a response over it, 502. SOCKS5 needs no
-	// such cap: its fields are at most 255 bytes.
+	// [DefaultMaxHeaderBytes] (64 KiB). Where it applies, a head may also
+	// have at most 256 header fields (each costs some 200 bytes once
+	// parsed). A request over either is answered 431 and its connection
+	// closed; a response, 502. SOCKS5 needs no such cap: its fields are at
+	// most 255 bytes.
 	MaxHeaderBytes int
 	// HeadTimeout bounds the time a client has to send a complete request
 	// head: on a new HTTP connection from the accept, on a kept-alive one
