@@ -41,8 +41,12 @@ func buildFuzzTrees(t *testing.T, ops []byte, lower, upper, victim string) (spar
 			if err = os.Mkdir(p, 0o755); err == nil {
 				dirs[root] = append(dirs[root], rel)
 			}
-		case 1, 3:
-			err = os.WriteFile(p, bytes.Repeat([]byte{arg}, int(arg)%7+int(op)), os.FileMode(0o600|int(arg)&0o077))
+		case 1, 3: // O_EXCL: never open what is there (a FIFO would block)
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(0o600|int(arg)&0o077)); err == nil {
+				f.Write(bytes.Repeat([]byte{arg}, int(arg)%7+int(op)))
+				f.Close()
+			}
 		case 4: // a symlink out of the tree, possibly in place of a lower directory
 			target := victim
 			if arg%2 == 1 {
