@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -36,7 +37,8 @@ type PatchOptions struct {
 	// DefaultMaxTextLines (1 Mi lines).
 	MaxTextLines int
 	// MaxFileSize is the largest file a patch may carry (git apply holds
-	// each file in memory): a larger one fails with ErrNotExportable.
+	// each file in memory): a larger added or modified file fails with
+	// ErrNotExportable. The old side is only hashed, so it has no limit.
 	// Default DefaultMaxFileSize (1 GiB).
 	MaxFileSize int64
 }
@@ -86,7 +88,7 @@ func WritePatch(w io.Writer, lower, upper string, changes []Change) error {
 // upper, with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
 // RESOLVE_NO_MAGICLINKS): no symlink is followed, not even as a parent
 // directory. Every path is checked before anything is written: a FIFO,
-// socket or device, or a file over MaxFileSize, fails with an error
+// socket or device, or a new file over MaxFileSize, fails with an error
 // wrapping [ErrNotExportable] and naming it. A file that changes while it
 // is read fails with [ErrFileChanged] (export from a paused sandbox); an
 // error after output began ends the output with a line git apply
@@ -157,7 +159,7 @@ func sides(c Change) (old, new bool) { return c.Kind != Added, c.Kind != Deleted
 func (p *patcher) check(c Change) error {
 	readOld, readNew := sides(c)
 	if readOld {
-		if err := p.lower.check(c.Path, p.opts.MaxFileSize); err != nil {
+		if err := p.lower.check(c.Path, math.MaxInt64); err != nil {
 			return err
 		}
 	}
@@ -174,7 +176,7 @@ func (p *patcher) change(c Change) error {
 	var old, new patchSide
 	var err error
 	if readOld {
-		if old, err = p.lower.load(c.Path, p.opts.MaxTextSize, p.opts.MaxFileSize); err != nil {
+		if old, err = p.lower.load(c.Path, p.opts.MaxTextSize, math.MaxInt64); err != nil {
 			return err
 		}
 		defer old.close()

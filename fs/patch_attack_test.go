@@ -194,6 +194,7 @@ func TestPatchOpenOfAFIFODoesNotBlock(t *testing.T) {
 func TestWritePatchRefusesBadChanges(t *testing.T) {
 	lower, upper := t.TempDir(), t.TempDir()
 	ptWrite(t, upper, map[string]ptEntry{"big": ptFile(strings.Repeat("x", 2000))})
+	ptWrite(t, lower, map[string]ptEntry{"old-big": ptFile(strings.Repeat("x", 2000))})
 	for _, c := range []struct {
 		change Change
 		want   string
@@ -213,6 +214,13 @@ func TestWritePatchRefusesBadChanges(t *testing.T) {
 		if len(out) != 0 {
 			t.Errorf("%+v: output %q", c.change, out)
 		}
+	}
+	// The old side is only hashed: deleting a file over the limit is fine.
+	out, err := ptWritePatchTimed(t, lower, upper, []Change{{Path: "old-big", Kind: Deleted}}, PatchOptions{MaxFileSize: 1000})
+	want := "diff --git a/old-big b/old-big\ndeleted file mode 100644\nindex " + blobOID([]byte(strings.Repeat("x", 2000))) + ".." + zeroOID +
+		"\nGIT binary patch\nliteral 0\nHcmV?d00001\n\n"
+	if err != nil || string(out) != want {
+		t.Errorf("deletion over the limit: %v\n%s\nwant\n%s", err, out, want)
 	}
 }
 
