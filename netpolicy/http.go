@@ -39,20 +39,18 @@ func (p *Proxy) serveHTTPConn(c net.Conn) {
 	s.br = bufio.NewReader(s.hr)
 	s.bw = bufio.NewWriter(c)
 	defer s.dropUpstream()
-	deadline := p.lim.deadline(time.Now())
-	if deadline.IsZero() {
-		deadline = time.Now().Add(idleTimeout)
-	}
+	accepted := time.Now()
 	for first := true; ; first = false {
 		s.hr.start(p.lim.maxHead)
-		if !first {
+		if first && p.lim.headTimeout > 0 {
+			c.SetReadDeadline(p.lim.deadline(accepted))
+		} else {
 			c.SetReadDeadline(time.Now().Add(idleTimeout))
 			if _, err := s.br.Peek(1); err != nil {
 				return // idle for too long, or closed
 			}
-			deadline = p.lim.deadline(time.Now())
+			c.SetReadDeadline(p.lim.deadline(time.Now()))
 		}
-		c.SetReadDeadline(deadline)
 		req, err := http.ReadRequest(s.br)
 		if err != nil {
 			switch {

@@ -76,6 +76,8 @@ type ProxyConfig struct {
 	// [DefaultHeadTimeout] (30 s). An HTTP client that runs out of it gets
 	// 408 if it sent anything; the connection is closed. It never applies
 	// after the head: tunnels and bodies may take as long as they take.
+	// Negative leaves only the 2-minute bound on the wait for the first
+	// byte of an HTTP request.
 	HeadTimeout time.Duration
 	// MaxDenials caps the distinct destinations (host, port and reason)
 	// [Proxy.Denied] lists; 0 means [DefaultMaxDenials] (256). Refusals of
