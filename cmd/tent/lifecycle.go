@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -136,17 +137,35 @@ func (g *globalOptions) startSupervisor(c *cobra.Command, id string, flags []str
 	if g.verbose {
 		args = append(args, "-v")
 	}
-	args = append(append(args, superviseCmd, id), flags...)
-	cmd := exec.Command("/proc/self/exe", args...)
-	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{w}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	// The create flags go through a pipe (fd 4), never the command line:
+	// --env values are secrets, and every user can read a process's argv.
+	flagsR, flagsW, err := os.Pipe()
+	if err != nil {
 		w.Close()
 		return err
 	}
+	defer flagsR.Close()
+	cmd := exec.Command("/proc/self/exe", append(args, superviseCmd, id)...)
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{w, flagsR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		flagsW.Close()
+		return err
+	}
 	w.Close()
-	line, _ := bufio.NewReader(r).ReadString('\n')
+	flagsR.Close()
+	go func() {
+		_ = json.NewEncoder(flagsW).Encode(flags)
+		flagsW.Close()
+	}()
+	br := bufio.NewReader(r)
+	line, _ := br.ReadString('\n')
 	if strings.TrimSpace(line) != "ok" {
+		// A refusal may run over several lines (what is missing, the
+		// fix): read it whole, for as long as the supervisor takes to exit.
+		_ = r.SetReadDeadline(time.Now().Add(5 * time.Second))
+		rest, _ := io.ReadAll(io.LimitReader(br, 1<<20))
 		_ = cmd.Wait()
 		var code int
 		var msg string
@@ -154,7 +173,7 @@ func (g *globalOptions) startSupervisor(c *cobra.Command, id string, flags []str
 			// Keep the log: it is all there is to say what happened.
 			code, msg = exitRefused, "the sandbox's supervisor failed: see "+logFile.Name()
 		} else {
-			msg = strings.TrimSpace(strings.SplitN(line, " ", 3)[2])
+			msg = strings.TrimSpace(strings.SplitN(line, " ", 3)[2] + string(rest))
 			_ = os.Remove(logFile.Name()) // a refusal leaves nothing behind
 		}
 		return &exitError{code: code, msg: msg}
@@ -248,7 +267,7 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 
 func newLsCmd(g *globalOptions) *cobra.Command {
 	var output string
-	var quiet bool
+	var quiet, showEnv bool
 	c := &cobra.Command{
 		Use:   "ls",
 		Short: "List sandboxes",
@@ -267,6 +286,11 @@ func newLsCmd(g *globalOptions) *cobra.Command {
 			case output == "json":
 				if recs == nil {
 					recs = []*sandbox.Record{}
+				}
+				if !showEnv {
+					for i, r := range recs {
+						recs[i] = redactEnv(r)
+					}
 				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
@@ -291,24 +315,31 @@ func newLsCmd(g *globalOptions) *cobra.Command {
 	}
 	c.Flags().StringVarP(&output, "output", "o", "", "output format: `table` or json")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print ids only")
+	c.Flags().BoolVar(&showEnv, "show-env", false, "with -o json, print environment values (default: names only)")
 	return c
 }
 
 func newInspectCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var showEnv bool
+	c := &cobra.Command{
 		Use:   "inspect ID",
-		Short: "Print a sandbox's record as JSON",
+		Short: "Print a sandbox's record as JSON (environment variables by name only, unless --show-env)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			rec, err := g.lookup(args[0])
 			if err != nil {
 				return err
 			}
+			if !showEnv {
+				rec = redactEnv(rec)
+			}
 			enc := json.NewEncoder(c.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(rec)
 		},
 	}
+	c.Flags().BoolVar(&showEnv, "show-env", false, "print environment values too (default: names only)")
+	return c
 }
 
 func newRmCmd(g *globalOptions) *cobra.Command {

@@ -178,9 +178,11 @@ func (o *runOptions) applyLimits(f *pflag.FlagSet, l *sandbox.Limits) error {
 		}
 	}
 	if f.Changed("pids") {
+		// 0 is refused rather than read as "no limit": a cap of zero
+		// processes is a mistake, and no limit is leaving the flag out.
 		n, err := strconv.ParseInt(o.pids, 10, 64)
-		if err != nil || n < 0 {
-			return fmt.Errorf("--pids %q: want a whole number of processes, e.g. 64 (0: no limit)", o.pids)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--pids %q: want a whole number of processes of at least 1, e.g. 64 (leave the flag out for no limit)", o.pids)
 		}
 		l.Pids = n
 	}

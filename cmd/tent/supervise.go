@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -17,10 +19,12 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// The supervisor is `tent __supervise ID CREATE-FLAGS...`, started by
-// `tent create` in its own session. It provisions the sandbox, serves it
-// (sandbox.Supervise) and writes "ok" — or "error CODE MESSAGE" — to fd 3
-// once the sandbox is ready. It lives until `tent rm`, SIGTERM, or the
+// The supervisor is `tent __supervise ID`, started by `tent create` in
+// its own session, with its create flags as a JSON array of strings on fd
+// 4 (never on the command line, where every user could read --env
+// values). It provisions the sandbox, serves it (sandbox.Supervise) and
+// writes "ok" — or "error CODE MESSAGE", the message possibly running
+// over several lines — to fd 3 once the sandbox is ready. It lives until `tent rm`, SIGTERM, or the
 // end of the sandbox's --timeout. If `tent create` is gone when the
 // sandbox is ready (killed: the "ok" meets a closed pipe), nobody has
 // the sandbox's id, so the supervisor ends it and removes its record and
@@ -158,6 +162,13 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 		}
 		return &exitError{code: code}
 	}
+	flags, err := readFlags(os.NewFile(4, "flags"))
+	if err != nil {
+		return fail(exitRefused, err)
+	}
+	if err := c.Flags().Parse(flags); err != nil {
+		return fail(exitRefused, err)
+	}
 	cwd, _ := os.Getwd()
 	spec, err := buildSpec(c.Flags(), &o.runOptions, os.LookupEnv, cwd, g.logger())
 	if err != nil {
@@ -201,7 +212,7 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 	} else if sb, err = sandbox.Provision(ctx, spec, opts); err != nil {
 		return fail(sandbox.ExitCode(err), err)
 	}
-	rec := &sandbox.Record{ID: id, Name: o.name, Labels: labels, Created: time.Now().UTC(), Args: argsAfter(os.Args, id)}
+	rec := &sandbox.Record{ID: id, Name: o.name, Labels: labels, Created: time.Now().UTC(), Args: flags}
 	err = sandbox.SuperviseWith(ctx, g.store(), rec, sb, sandbox.SuperviseOptions{
 		Ready: func() {
 			if _, err := fmt.Fprintln(ready, "ok"); err != nil {
@@ -227,4 +238,15 @@ func argsAfter(argv []string, s string) []string {
 		}
 	}
 	return nil
+}
+
+// readFlags reads the supervisor's create flags from f (fd 4): a JSON
+// array of strings, at most 16 MiB.
+func readFlags(f *os.File) ([]string, error) {
+	defer f.Close()
+	var flags []string
+	if err := json.NewDecoder(io.LimitReader(f, 16<<20)).Decode(&flags); err != nil {
+		return nil, fmt.Errorf("reading the create flags from fd 4: %w", err)
+	}
+	return flags, nil
 }

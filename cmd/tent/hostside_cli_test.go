@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The attack: a local user reads another user's secrets from `ps`. A
+// value given with --env must appear on no process's command line, nor
+// in tent ls -o json / tent inspect (names only, values with --show-env),
+// and still reach the sandbox.
+func TestCreateKeepsEnvValuesSecret(t *testing.T) {
+	l := newLife(t)
+	secret := fmt.Sprintf("s3cr3t-%d-value", os.Getpid())
+	envFile := writeFile(t, filepath.Join(t.TempDir(), "env"), "FILE_TOKEN="+secret+"-file\n")
+	id := l.create(t, "--env", "API_TOKEN="+secret, "--env=OTHER="+secret+"-eq", "--env-file", envFile)
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), secret) {
+			t.Errorf("%s holds the secret: %q", p, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	for _, args := range [][]string{{"ls", "-o", "json"}, {"inspect", id}} {
+		r := l.tent(t, args...)
+		r.expect(t, 0)
+		if strings.Contains(r.stdout, secret) {
+			t.Errorf("tent %v prints the secret:\n%s", args, r.stdout)
+		}
+		for _, name := range []string{"API_TOKEN", "OTHER", "FILE_TOKEN"} {
+			if !strings.Contains(r.stdout, name) {
+				t.Errorf("tent %v does not name %s:\n%s", args, name, r.stdout)
+			}
+		}
+	}
+	r := l.tent(t, "inspect", "--show-env", id)
+	r.expect(t, 0)
+	var rec struct {
+		Spec struct{ Env []string } `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(rec.Spec.Env, "\n"), "API_TOKEN="+secret) {
+		t.Errorf("inspect --show-env: env %q, want API_TOKEN's value", rec.Spec.Env)
+	}
+	r = l.tent(t, "exec", id, "--", "sh", "-c", `echo "$API_TOKEN $OTHER $FILE_TOKEN"`)
+	r.expect(t, 0)
+	if want := secret + " " + secret + "-eq " + secret + "-file"; strings.TrimSpace(r.stdout) != want {
+		t.Errorf("inside: %q, want %q", r.stdout, want)
+	}
+}
+
+// A refusal of tent create reaches the caller whole, as tent run prints
+// it: what is missing and the fix, over several lines (it was cut to its
+// first line, "this host cannot enforce what the policy asks for:").
+func TestCreateRefusalIsWhole(t *testing.T) {
+	l := newLife(t)
+	create := l.tent(t, "create", "--tier", "reduced", "--hostname", "box")
+	create.expect(t, 125, "this host cannot enforce what the policy asks for:\n",
+		"  - tier: the reduced tier runs one-shot commands only", "(fix: enable user namespaces",
+		"run with best effort (--best-effort) to accept the degradation")
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("the refused create left %d files in the state directory", len(ents))
+	}
+}
+
+// --pids 0 is refused, naming the flag, instead of meaning no limit.
+func TestPidsZeroIsRefused(t *testing.T) {
+	tent(t, "run", "--pids", "0", "--", "true").expect(t, 125, `--pids "0"`, "at least 1")
+}
