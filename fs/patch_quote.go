@@ -99,3 +99,9 @@ func isSafeText(b []byte) bool {
 	}
 	return true
 }
+
+// QuoteName returns a path as tent prints a name a sandbox chose (tent
+// diff, messages): unchanged when it is printable ASCII, else quoted as
+// in a patch header (see gitQuote), so that it can neither forge an
+// output line nor reach a terminal as an escape sequence.
+func QuoteName(name string) string { return gitQuote("", name) }

@@ -579,7 +579,10 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 			}
 			for _, mc := range all {
 				for _, ch := range mc.Changes {
-					fmt.Fprintf(c.OutOrStdout(), "%c %s\n", strings.ToUpper(string(ch.Kind))[0], path.Join(mc.Target, ch.Path))
+					// Names are the sandbox's: quoted where they hold
+					// control bytes (a newline would forge a line, an
+					// escape sequence reach the terminal).
+					fmt.Fprintf(c.OutOrStdout(), "%c %s\n", strings.ToUpper(string(ch.Kind))[0], sandbox.QuotePath(path.Join(mc.Target, ch.Path)))
 				}
 			}
 			return nil
