@@ -100,12 +100,17 @@ func expect(t *testing.T, what, got, want string) {
 func privileged() bool { return os.Geteuid() == 0 }
 
 // rwDir returns a fresh host directory for an rw mount. A root caller's
-// rw mounts are idmapped, which some filesystems cannot do (tmpfs before
-// Linux 6.3): tent then refuses, and the test skips with that reason.
+// rw mount is written as the directory's owner, never as root (a
+// root-owned one is refused), so as root the directory belongs to
+// sandboxOwner; files the test puts in it must be chowned likewise (see
+// ownBySandbox). rw mounts are idmapped as root, which some filesystems
+// cannot do (tmpfs before Linux 6.3): tent then refuses, and the test
+// skips with that reason.
 func rwDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	if privileged() {
+		ownBySandbox(t, dir)
 		_, _, err := run(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/probe-rw", Access: sandbox.ReadWrite}}}, "true")
 		var ue *sandbox.UnsupportedError
 		if errors.As(err, &ue) && strings.Contains(err.Error(), "idmap") {
@@ -113,4 +118,22 @@ func rwDir(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// sandboxOwner is the host uid (and gid) that owns root's rw test
+// directories.
+const sandboxOwner = 65534
+
+// ownBySandbox chowns paths (not following symlinks) to sandboxOwner when
+// the test runs as root; an unprivileged caller's files are its own.
+func ownBySandbox(t *testing.T, paths ...string) {
+	t.Helper()
+	if !privileged() {
+		return
+	}
+	for _, p := range paths {
+		if err := os.Lchown(p, sandboxOwner, sandboxOwner); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -176,7 +177,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, recM
 		return store.Save(rec)
 	}
 	if err := checkPeer(conn); err != nil {
-		_ = ctlmsg.Send(conn, remoteReply{Code: 125, Error: err.Error()}, nil)
+		refusePeer(conn, err)
 		return
 	}
 	var req remoteRequest
@@ -263,6 +264,24 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, recM
 		reply = remoteReply{Code: 125, Error: fmt.Sprintf("unknown operation %q", req.Op)}
 	}
 	_ = ctlmsg.Send(conn, reply, nil)
+}
+
+// refusePeer answers a peer that failed checkPeer, without acting on its
+// request: it drains what the peer sent (closing any descriptors), for a
+// second at most, so that closing the connection does not reset it
+// before the peer has read the answer.
+func refusePeer(conn *net.UnixConn, why error) {
+	_ = ctlmsg.Send(conn, remoteReply{Code: 125, Error: why.Error()}, nil)
+	_ = conn.CloseWrite()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	for i := 0; i < 4; i++ {
+		var discard json.RawMessage
+		fds, err := ctlmsg.Recv(conn, &discard)
+		closeFDs(fds)
+		if err != nil {
+			return
+		}
+	}
 }
 
 // deniedSince returns the denials in after beyond those in before (what
