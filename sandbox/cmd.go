@@ -35,6 +35,9 @@ type Cmd struct {
 	// Resolver resolves the names the network policy allows, on the host;
 	// nil means the host's resolver.
 	Resolver netpolicy.Resolver
+	// ProxyLimits bound what the command can make its network proxy
+	// spend in limited mode; the zero value is the defaults.
+	ProxyLimits ProxyLimits
 
 	// Report describes the run once Wait has returned; between Start and
 	// Wait it holds the protections and the cgroup already in place.

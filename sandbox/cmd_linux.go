@@ -54,7 +54,7 @@ func (c *Cmd) Start() (err error) {
 	if reduced, why := wantReduced(&c.Spec); reduced {
 		return c.startReduced(ctx, why)
 	}
-	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{stdin: c.Stdin, stdout: c.Stdout, stderr: c.Stderr, netLog: c.NetLog, resolver: c.Resolver, log: c.logger()})
+	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{stdin: c.Stdin, stdout: c.Stdout, stderr: c.Stderr, netLog: c.NetLog, resolver: c.Resolver, log: c.logger(), id: randomID(), proxyLimits: c.ProxyLimits})
 	if why, ok := fallBackToReduced(&c.Spec, err); ok {
 		return c.startReduced(ctx, why)
 	}
@@ -87,6 +87,10 @@ type bootIO struct {
 	prefill func([]CowLayer) error
 	// idleAfter is ProvisionOptions.IdleAfter.
 	idleAfter time.Duration
+	// id names the sandbox in network audit records ("": a random one).
+	id string
+	// proxyLimits bound the limited network's proxy.
+	proxyLimits ProxyLimits
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -159,7 +163,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 			}
 			r.proxyFDs = append(r.proxyFDs, d)
 		}
-		if r.proxy, err = startProxy(p.network, listeners, bio.netLog, bio.resolver, log); err != nil {
+		if r.proxy, err = startProxy(bio.proxyLimits.proxyConfig(bio.id), p.network, listeners, bio.netLog, bio.resolver, log); err != nil {
 			return nil, err
 		}
 	}
@@ -311,7 +315,7 @@ func (r *running) setNetworkPolicy(p NetworkPolicy) error {
 
 // startProxy serves the sandbox's proxy listeners (HTTP, SOCKS5) with a
 // host-side proxy.
-func startProxy(policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver netpolicy.Resolver, log *slog.Logger) (*netpolicy.Proxy, error) {
+func startProxy(cfg netpolicy.ProxyConfig, policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver netpolicy.Resolver, log *slog.Logger) (*netpolicy.Proxy, error) {
 	var ls []net.Listener
 	for _, fd := range fds {
 		f := os.NewFile(uintptr(fd), "tent-proxy-listener")
@@ -325,7 +329,8 @@ func startProxy(policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver
 		}
 		ls = append(ls, l)
 	}
-	proxy := netpolicy.NewProxy(netpolicy.ProxyConfig{Policy: policy, Resolver: resolver, Audit: audit, Logger: log})
+	cfg.Policy, cfg.Resolver, cfg.Audit, cfg.Logger = policy, resolver, audit, log
+	proxy := netpolicy.NewProxy(cfg)
 	go func() { _ = proxy.ServeHTTP(ls[0]) }()
 	go func() { _ = proxy.ServeSOCKS5(ls[1]) }()
 	return proxy, nil

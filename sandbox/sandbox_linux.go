@@ -27,6 +27,13 @@ type ProvisionOptions struct {
 	Logger *slog.Logger
 	// NetLog receives the network audit log in limited mode.
 	NetLog io.Writer
+	// ID names the sandbox in the network audit log's records (their
+	// "sandbox" field); "" means a random one. tent create uses the
+	// sandbox's id.
+	ID string
+	// ProxyLimits bound what the sandbox can make its network proxy
+	// spend in limited mode; the zero value is the defaults.
+	ProxyLimits ProxyLimits
 	// Resolver resolves the names the network policy allows; nil means
 	// the host's resolver.
 	Resolver netpolicy.Resolver
@@ -73,7 +80,11 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter})
+	id := opts.ID
+	if id == "" {
+		id = randomID()
+	}
+	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter, id: id, proxyLimits: opts.ProxyLimits})
 	if err != nil {
 		return nil, err
 	}

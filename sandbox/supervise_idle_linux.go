@@ -263,7 +263,7 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 			}
 			r.proxyFDs = append(r.proxyFDs, d)
 		}
-		if r.proxy, err = startProxy(compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
+		if r.proxy, err = startProxy(popts.ProxyLimits.proxyConfig(st.ID), compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
 			return nil, err
 		}
 	}

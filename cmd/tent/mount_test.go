@@ -47,6 +47,13 @@ func TestSnapshotIncludeRW(t *testing.T) {
 	l := newLife(t)
 	src := t.TempDir()
 	os.Chmod(src, 0o777)
+	if os.Geteuid() == 0 {
+		// A root caller's rw mount is written as the directory's owner,
+		// who must not be root.
+		if err := os.Chown(src, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
 	id := l.create(t, "--rw", src+":/rw")
 	l.tent(t, "exec", id, "--", "sh", "-c", "echo x > /rw/f").expect(t, 0)
 	parts := func(args ...string) []string {

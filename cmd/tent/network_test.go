@@ -33,6 +33,33 @@ func TestLimitedNetworkDenialIsSummarisedAndLogged(t *testing.T) {
 	if rec["host"] != "evil.example" || rec["verdict"] != "deny" {
 		t.Errorf("net log record %v", rec)
 	}
+	if id, _ := rec["sandbox"].(string); len(id) != 16 {
+		t.Errorf("net log record names sandbox %q, want an id", rec["sandbox"])
+	}
+}
+
+// A long-lived sandbox's network log names it by its id.
+func TestNetLogNamesTheSandbox(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	log := filepath.Join(t.TempDir(), "net.jsonl")
+	id := l.create(t, "--allow-host", "example.org", "--net-log", log)
+	l.tent(t, "exec", id, "--", "perl", "-e", proxyGet).expect(t, 0)
+	l.tent(t, "rm", id).expect(t, 0)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, line := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("net log line %q: %v", line, err)
+		}
+		if rec["sandbox"] != id {
+			t.Errorf("net log record %v, want sandbox %q", rec, id)
+		}
+	}
 }
 
 func TestNetworkFlagsAreValidated(t *testing.T) {

@@ -186,7 +186,7 @@ func (o *createOptions) supervise(c *cobra.Command, g *globalOptions, id string)
 	if err != nil {
 		return fail(exitRefused, err)
 	}
-	opts := sandbox.ProvisionOptions{Logger: log, IdleAfter: idleAfter}
+	opts := sandbox.ProvisionOptions{Logger: log, IdleAfter: idleAfter, ID: id}
 	if o.netLog != "" {
 		f, err := os.OpenFile(o.netLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
