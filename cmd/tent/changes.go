@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// layer picks the cow mount a diff or export is about.
+func layer(rec *sandbox.Record, target string) ([]sandbox.CowLayer, error) {
+	if len(rec.Layers) == 0 {
+		return nil, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s has no cow mount (create it with --cow SRC[:DST])", rec.ID)}
+	}
+	if target == "" {
+		return rec.Layers, nil
+	}
+	for _, l := range rec.Layers {
+		if l.Target == target {
+			return []sandbox.CowLayer{l}, nil
+		}
+	}
+	return nil, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s has no cow mount at %s", rec.ID, target)}
+}
+
+func newDiffCmd(g *globalOptions) *cobra.Command {
+	var mount string
+	c := &cobra.Command{
+		Use:   "diff ID",
+		Short: "List the files a sandbox added (A), modified (M) and deleted (D) in its cow mounts",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			rec, err := g.lookup(args[0])
+			if err != nil {
+				return err
+			}
+			layers, err := layer(rec, mount)
+			if err != nil {
+				return err
+			}
+			all, err := sandbox.DiffLayers(layers)
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			for _, mc := range all {
+				for _, ch := range mc.Changes {
+					// Names are the sandbox's: quoted where they hold
+					// control bytes (a newline would forge a line, an
+					// escape sequence reach the terminal).
+					fmt.Fprintf(c.OutOrStdout(), "%c %s\n", strings.ToUpper(string(ch.Kind))[0], sandbox.QuotePath(path.Join(mc.Target, ch.Path)))
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&mount, "mount", "", "only the cow mount at `TARGET`")
+	return c
+}
+
+func newExportCmd(g *globalOptions) *cobra.Command {
+	var mount, to string
+	var patch bool
+	c := &cobra.Command{
+		Use:   "export ID --patch | --to DIR",
+		Short: "Export a sandbox's changes to a cow mount: a unified diff for patch -p1 / git apply, or applied onto a directory",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if patch == (to != "") {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("give exactly one of --patch and --to DIR")}
+			}
+			rec, err := g.lookup(args[0])
+			if err != nil {
+				return err
+			}
+			layers, err := layer(rec, mount)
+			if err != nil {
+				return err
+			}
+			if len(layers) > 1 {
+				var targets []string
+				for _, l := range layers {
+					targets = append(targets, l.Target)
+				}
+				return &exitError{code: exitRefused, msg: "several cow mounts: choose one with --mount (" + strings.Join(targets, ", ") + ")"}
+			}
+			if patch {
+				err = sandbox.WritePatch(c.OutOrStdout(), layers[0])
+			} else {
+				err = sandbox.ExportTo(to, layers[0])
+			}
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&patch, "patch", false, "print a unified diff that patch -p1 or git apply applies in the mount's source directory")
+	c.Flags().StringVar(&to, "to", "", "apply the changes onto `DIR`")
+	c.Flags().StringVar(&mount, "mount", "", "the cow mount at `TARGET` (needed when there are several)")
+	return c
+}
