@@ -41,8 +41,9 @@ func supervise(t *testing.T, store sandbox.Store, sb *sandbox.Sandbox) *sandbox.
 
 // The attack: a sandbox that sees the state directory (here a read-only
 // mount of it) connects to its own supervisor's socket, and to another
-// sandbox's, and asks them to suspend. Each must refuse before reading
-// the request, whatever the sandbox's uid.
+// sandbox's, and asks them to attach a host directory it must not see.
+// Each must refuse before reading the request, whatever the sandbox's
+// uid.
 func TestSupervisorRefusesPeersInsideSandboxes(t *testing.T) {
 	store := sandbox.Store{Dir: t.TempDir()}
 	// Let any uid reach the sockets, so that as root too (the sandbox runs
@@ -59,8 +60,16 @@ func TestSupervisorRefusesPeersInsideSandboxes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	victim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(victim, "secret"), []byte("SECRET\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	attach := `{"op":"attach","mount":{"source":"` + victim + `","target":"/loot","access":"ro"}}`
 	for name, rec := range map[string]*sandbox.Record{"its own supervisor": own, "another sandbox's supervisor": other} {
-		out, _ := execOut(t, attacker, sandbox.ExecRequest{Args: []string{probeTarget + "/testprobe", "seqpacket", "/state/" + rec.ID + ".sock", `{"op":"suspend"}`}})
+		out, _ := execOut(t, attacker, sandbox.ExecRequest{Args: []string{probeTarget + "/testprobe", "seqpacket", "/state/" + rec.ID + ".sock", attach}})
 		var reply struct {
 			Error string `json:"error"`
 			Code  int    `json:"code"`
@@ -72,15 +81,12 @@ func TestSupervisorRefusesPeersInsideSandboxes(t *testing.T) {
 			t.Errorf("%s: reply %+v, want the peer refusal", name, reply)
 		}
 	}
-	if attacker.Suspended() {
-		t.Fatal("the sandbox suspended itself through its supervisor")
+	if out, _ := execOut(t, attacker, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /loot/secret 2>&1 || true"}}); strings.Contains(out, "SECRET") {
+		t.Fatal("the sandbox attached a host directory through its supervisor")
 	}
 	// The owner, outside, is served.
-	if err := sandbox.RemoteSuspend(other); err != nil {
-		t.Fatalf("the owner's suspend: %v", err)
-	}
-	if err := sandbox.RemoteResume(other); err != nil {
-		t.Fatalf("the owner's resume: %v", err)
+	if err := sandbox.RemoteAttach(other, sandbox.Mount{Source: victim, Target: "/given", Access: sandbox.ReadOnly}); err != nil {
+		t.Fatalf("the owner's attach: %v", err)
 	}
 }
 
