@@ -9,14 +9,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
 // The memory tests run WritePatch in a child copy of the test binary and
-// read the child's peak resident set (getrusage ru_maxrss), which counts
-// everything the process touched, not only the Go heap.
+// read the child's peak resident set (VmHWM, which counts everything the
+// process touched, not only the Go heap), as the child reports it for
+// its own memory: wait4's ru_maxrss would not do, since Linux carries the
+// parent's peak into a child that execs after a vfork-style clone (as Go
+// starts processes), so a test binary grown by earlier tests failed them.
 
 const ptMemChildEnv = "TENT_PATCH_MEM_CHILD"
 
@@ -36,6 +39,17 @@ func TestPatchMemChild(t *testing.T) {
 	if err := WritePatch(out, f[0], f[1], []Change{{Path: f[2], Kind: Modified}}); err != nil {
 		t.Fatal(err)
 	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			if err := os.WriteFile(f[3]+".hwm", []byte(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB"))), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // ptPatchInChild writes the patch of path in a child and returns it (as
@@ -49,7 +63,15 @@ func ptPatchInChild(t *testing.T, lower, upper, path string) (string, int64) {
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("child: %v\n%s", err, msg)
 	}
-	return out, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	b, err := os.ReadFile(out + ".hwm")
+	if err != nil {
+		t.Fatalf("the child's peak RSS: %v", err)
+	}
+	kb, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		t.Fatalf("the child's peak RSS %q: %v", b, err)
+	}
+	return out, kb << 10
 }
 
 func ptSparse(t *testing.T, path string, size int64, marks map[int64]string) {
