@@ -73,3 +73,65 @@ func TestCreateRefusalIsWhole(t *testing.T) {
 func TestPidsZeroIsRefused(t *testing.T) {
 	tent(t, "run", "--pids", "0", "--", "true").expect(t, 125, `--pids "0"`, "at least 1")
 }
+
+// sandboxDir returns a host directory for a sandbox's rw mount: as root,
+// owned by an unprivileged uid (a root caller's rw mount of a root-owned
+// directory is refused).
+func sandboxDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// The attack: --report names a file in a directory the command can
+// write, and the command puts a symlink to a host file, a FIFO, or a
+// symlinked directory there. tent must neither write through the link,
+// nor hang on the FIFO, nor put the report in the link's directory.
+func TestReportIsNotRedirectedByTheCommand(t *testing.T) {
+	victim := filepath.Join(t.TempDir(), "victim")
+	writeFile(t, victim, "KEEP\n")
+	victimDir := t.TempDir()
+	for name, plant := range map[string]string{
+		"symlink": "ln -sf " + victim + " /w/run.json",
+		"fifo":    "rm -f /w/run.json && mkfifo /w/run.json",
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := sandboxDir(t)
+			report := filepath.Join(w, "run.json")
+			r := tent(t, "run", "--rw", w+":/w", "--report", report, "--", "sh", "-c", plant)
+			r.expect(t, 0)
+			if b, _ := os.ReadFile(victim); string(b) != "KEEP\n" {
+				t.Fatalf("the victim now holds %q", b)
+			}
+			fi, err := os.Lstat(report)
+			if err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("the report path is %v (%v), want the report as a regular file", fi, err)
+			}
+			var rep map[string]any
+			if b, _ := os.ReadFile(report); json.Unmarshal(b, &rep) != nil {
+				t.Errorf("the report is not JSON: %q", b)
+			}
+		})
+	}
+	t.Run("symlinked directory", func(t *testing.T) {
+		w := sandboxDir(t)
+		if err := os.Mkdir(filepath.Join(w, "out"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Chown(filepath.Join(w, "out"), 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := tent(t, "run", "--rw", w+":/w", "--report", filepath.Join(w, "out", "run.json"), "--", "sh", "-c", "rm -rf /w/out && ln -s "+victimDir+" /w/out")
+		r.expect(t, 125, "--report")
+		if ents, _ := os.ReadDir(victimDir); len(ents) != 0 {
+			t.Fatalf("the report went into the symlink's directory: %v", ents)
+		}
+	})
+}

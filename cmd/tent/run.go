@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -77,6 +76,13 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) erro
 		log.Debug("spec", "spec", specJSON(&spec))
 	}
 
+	if o.report != "" {
+		// Settled now, while the path is the caller's (see reportDest).
+		if o.reportTo, err = openReport(o.report); err != nil {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf("--report: %v", err)}
+		}
+		defer o.reportTo.close()
+	}
 	cmd := sandbox.Command(context.Background(), spec, args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Logger = log
@@ -137,8 +143,8 @@ func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 			}
 		}
 	}
-	if o.report != "" && rep != nil {
-		if err := writeReport(o.report, rep); err != nil {
+	if o.reportTo != nil && rep != nil {
+		if err := o.reportTo.write(rep); err != nil {
 			return &exitError{code: exitRefused, msg: fmt.Sprintf("--report: %v", err)}
 		}
 	}
@@ -180,58 +186,6 @@ func detail(s string) string {
 		return ""
 	}
 	return ": " + s
-}
-
-// writeReport writes rep as indented JSON to path: standard output for
-// "-"; in place for an existing non-regular file; otherwise atomically (a
-// temporary file in the same directory, synced, then renamed over path).
-func writeReport(path string, rep *sandbox.Report) (err error) {
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	data = append(data, '\n')
-	// "-" is standard output; an existing path that is not a regular file
-	// (/dev/stdout, a FIFO, a terminal) is written in place: a temporary
-	// file renamed over it would replace it.
-	if path == "-" {
-		_, err = os.Stdout.Write(data)
-		return err
-	}
-	if fi, serr := os.Stat(path); serr == nil && !fi.Mode().IsRegular() {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(data); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // specJSON renders a spec for the debug log, with only the names of its

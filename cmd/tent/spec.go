@@ -37,6 +37,7 @@ type runOptions struct {
 	policy     string
 	bestEffort bool
 	report     string
+	reportTo   *reportDest // --report, opened before the run
 	tier       string
 }
 
