@@ -135,3 +135,23 @@ func TestReportIsNotRedirectedByTheCommand(t *testing.T) {
 		}
 	})
 }
+
+// The attack: the sandbox names a file so that tent diff's listing forges
+// a line ("\nD /w/passwd") and sends an escape sequence to the terminal.
+// Names are printed quoted, one change per line.
+func TestDiffQuotesHostileNames(t *testing.T) {
+	l := newLife(t)
+	src := t.TempDir()
+	if err := os.Chmod(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := l.create(t, "--cow", src+":/w")
+	l.tent(t, "exec", id, "--", "sh", "-c", `touch "/w/a
+D passwd" "/w/$(printf '\033[31mred')" /w/plain`).expect(t, 0)
+	r := l.tent(t, "diff", id)
+	r.expect(t, 0)
+	want := "A \"/w/\\033[31mred\"\nA \"/w/a\\nD passwd\"\nA /w/plain\n"
+	if r.stdout != want {
+		t.Errorf("tent diff printed %q, want %q", r.stdout, want)
+	}
+}
