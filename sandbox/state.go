@@ -11,14 +11,16 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
 var (
 	// ErrNotFound is returned for an id or prefix that names no sandbox.
 	ErrNotFound = errors.New("no such sandbox")
-	// ErrAmbiguous is returned for a prefix that names several sandboxes.
-	ErrAmbiguous = errors.New("ambiguous sandbox id prefix")
+	// ErrAmbiguous is returned for a reference (an id prefix, a name) that
+	// matches several sandboxes.
+	ErrAmbiguous = errors.New("ambiguous sandbox reference")
 )
 
 // Record is the durable description of a long-lived sandbox, one JSON
@@ -50,6 +52,13 @@ type Record struct {
 	Layers []CowLayer `json:"layers,omitempty"`
 	// Cgroups are the sandbox's cgroup directories.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// Ended is when a sandbox ended on its own (its Limits.Timeout ran
+	// out, or its init died), and Reason says why: such a record stays,
+	// in state "stopped", until it is removed (as docker ps -a shows an
+	// exited container).
+	Ended *time.Time `json:"ended,omitempty"`
+	// Reason says why a stopped sandbox ended.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Store is a state directory.
@@ -207,6 +216,30 @@ func (s Store) Save(r *Record) error {
 	return nil
 }
 
+// keepEnded is the supervisor's last act for a sandbox that ended on its
+// own (sb.Done() closed, not removed or signalled): the record is saved
+// as "stopped" with the time and the reason, and the socket and the
+// supervisor's log are removed; the record stays until [Store.Remove].
+func (s Store) keepEnded(rec *Record, sb *Sandbox) error {
+	reason := "its init exited"
+	if sb.run != nil {
+		select {
+		case <-sb.run.timedOut:
+			reason = fmt.Sprintf("timed out after %s", sb.spec.Limits.Timeout)
+		default:
+		}
+	}
+	now := time.Now().UTC()
+	rec.State, rec.Ended, rec.Reason = "stopped", &now, reason
+	_ = os.Remove(s.SocketPath(rec.ID))
+	_ = os.Remove(filepath.Join(s.Dir, rec.ID+".log"))
+	if err := s.Save(rec); err != nil {
+		_ = s.removeFiles(rec.ID)
+		return err
+	}
+	return nil
+}
+
 // removeFiles deletes id's record, socket and supervisor log.
 func (s Store) removeFiles(id string) error {
 	_ = os.Remove(s.SocketPath(id))
@@ -253,7 +286,15 @@ func (s Store) List() ([]*Record, error) {
 	return out, nil
 }
 
-// Get finds a record by exact id, unique id prefix, or exact name.
+// Get finds a record by exact id, exact name or unique id prefix.
+//
+// An exact id always wins (ids are unique). Otherwise every sandbox whose
+// name equals ref or whose id starts with ref matches, and more than one
+// match is refused with [ErrAmbiguous] naming them all: a lookup is never
+// resolved to the first match, so that tent exec or tent rm cannot act
+// on a sandbox the caller did not mean. Names are unique per state
+// directory (tent create refuses a second one; see [Store.NameInUse]),
+// but records written by older versions may share one.
 func (s Store) Get(ref string) (*Record, error) {
 	if ref == "" {
 		return nil, fmt.Errorf("%w: empty id", ErrNotFound)
@@ -262,19 +303,65 @@ func (s Store) Get(ref string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, len(all))
-	for i, r := range all {
-		if r.Name == ref {
+	var matches []*Record
+	for _, r := range all {
+		if r.ID == ref {
 			return r, nil
 		}
-		ids[i] = r.ID
+		if r.Name == ref || strings.HasPrefix(r.ID, ref) {
+			matches = append(matches, r)
+		}
 	}
-	id, err := resolveRef(ref, ids, "sandbox")
-	if errors.Is(err, ErrNotFound) {
+	switch len(matches) {
+	case 0:
 		return nil, fmt.Errorf("%w: %q (see tent ls)", ErrNotFound, ref)
+	case 1:
+		return matches[0], nil
 	}
+	var names []string
+	for _, r := range matches {
+		n := r.ID
+		if r.Name != "" {
+			n += " (" + r.Name + ")"
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return nil, fmt.Errorf("%w: %q matches %d sandboxes: %s; use a full id", ErrAmbiguous, ref, len(matches), strings.Join(names, ", "))
+}
+
+// NameInUse returns the record of the sandbox named name, or nil when no
+// sandbox has that name. A stopped sandbox keeps its name until it is
+// removed.
+func (s Store) NameInUse(name string) (*Record, error) {
+	all, err := s.List()
 	if err != nil {
 		return nil, err
 	}
-	return all[slices.Index(ids, id)], nil
+	for _, r := range all {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+// LockNames takes an exclusive lock on the state directory's names (a
+// lock file, .names.lock, held with flock) and returns the function that
+// releases it. tent create holds it from the check that a name is free
+// until the new sandbox's record is saved, so that two concurrent creates
+// cannot both take one name.
+func (s Store) LockNames() (unlock func(), err error) {
+	if err := s.ensure(); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(s.Dir, ".names.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
 }

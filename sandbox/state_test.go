@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// saveRecords writes stopped records (no supervisor) into a fresh store.
+func saveRecords(t *testing.T, recs ...*Record) Store {
+	t.Helper()
+	s := Store{Dir: t.TempDir()}
+	for i, r := range recs {
+		r.State = "stopped"
+		r.Created = time.Date(2025, 1, 1, 0, 0, i, 0, time.UTC)
+		if err := s.Save(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func TestGetNeverResolvesAnAmbiguousReference(t *testing.T) {
+	s := saveRecords(t,
+		&Record{ID: "aaaa000000000001", Name: "box"},
+		&Record{ID: "aaaa000000000002", Name: "box"}, // an older tent let names repeat
+		&Record{ID: "bbbb000000000003", Name: "web"},
+		&Record{ID: "cccc000000000004", Name: "bbbb"},
+	)
+	for _, tc := range []struct {
+		ref, id, err string
+	}{
+		{ref: "aaaa000000000002", id: "aaaa000000000002"}, // an exact id wins
+		{ref: "web", id: "bbbb000000000003"},
+		{ref: "aaaa0000000000", err: `ambiguous sandbox reference: "aaaa0000000000" matches 2 sandboxes: aaaa000000000001 (box), aaaa000000000002 (box); use a full id`},
+		{ref: "box", err: `ambiguous sandbox reference: "box" matches 2 sandboxes: aaaa000000000001 (box), aaaa000000000002 (box); use a full id`},
+		// "bbbb" is one sandbox's name and another's id prefix.
+		{ref: "bbbb", err: `ambiguous sandbox reference: "bbbb" matches 2 sandboxes: bbbb000000000003 (web), cccc000000000004 (bbbb); use a full id`},
+		{ref: "cccc", id: "cccc000000000004"},
+		{ref: "dddd", err: `no such sandbox: "dddd" (see tent ls)`},
+	} {
+		r, err := s.Get(tc.ref)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("Get(%q) = %v, %v; want error %q", tc.ref, r, err, tc.err)
+			}
+			if strings.Contains(tc.err, "ambiguous") && !errors.Is(err, ErrAmbiguous) {
+				t.Errorf("Get(%q): %v is not ErrAmbiguous", tc.ref, err)
+			}
+			continue
+		}
+		if err != nil || r.ID != tc.id {
+			t.Errorf("Get(%q) = %v, %v; want %s", tc.ref, r, err, tc.id)
+		}
+	}
+}
+
+func TestNameInUse(t *testing.T) {
+	s := saveRecords(t, &Record{ID: "aaaa000000000001", Name: "box"}, &Record{ID: "aaaa000000000002"})
+	r, err := s.NameInUse("box")
+	if err != nil || r == nil || r.ID != "aaaa000000000001" {
+		t.Fatalf("NameInUse(box) = %v, %v; want aaaa000000000001", r, err)
+	}
+	if r, err := s.NameInUse("other"); err != nil || r != nil {
+		t.Fatalf("NameInUse(other) = %v, %v; want nil, nil", r, err)
+	}
+	unlock, err := s.LockNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+}
