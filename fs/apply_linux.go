@@ -61,6 +61,14 @@ func (p *Plan) Apply(pre []int) error {
 			srcs[i] = fd
 			continue
 		}
+		if s.Kind == KindCgroup {
+			fd, err := openCgroupDir(s)
+			if err != nil {
+				return err
+			}
+			srcs[i] = fd
+			continue
+		}
 		if s.Kind != KindBind {
 			continue
 		}
@@ -86,7 +94,7 @@ func (p *Plan) Apply(pre []int) error {
 		if err := applyStep(root, s, srcs[i]); err != nil {
 			return fmt.Errorf("%s %s: %w", s.Kind, s.Target, err)
 		}
-		if s.Kind == KindTmpfs && s.Target == "/dev" {
+		if s.Kind == KindTmpfs && (s.ReadOnly || s.Target == "/dev") {
 			readOnlyAfter = append(readOnlyAfter, s.Target)
 		}
 		if s.Kind == KindProc {
@@ -145,6 +153,29 @@ func openSource(s Step, pre []int) (int, error) {
 	return fd, nil
 }
 
+// openCgroupDir clones the sandbox's cgroup directory s.Source (a host
+// path: the init still has the host's mount table here) as a detached,
+// read-only, nosuid, nodev, noexec mount. The path is opened without
+// following symlinks, and the clone is not recursive: it shows the cgroup
+// filesystem only, from that directory down.
+func openCgroupDir(s Step) (int, error) {
+	src, err := OpenSource(s.Source)
+	if err != nil {
+		return -1, fmt.Errorf("cgroup %s: %w", s.Target, err)
+	}
+	defer unix.Close(src)
+	fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, fmt.Errorf("cgroup %s: cloning %s: %w", s.Target, s.Source, os.NewSyscallError("open_tree", err))
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("cgroup %s: making it read-only: %w", s.Target, os.NewSyscallError("mount_setattr", err))
+	}
+	return fd, nil
+}
+
 func applyStep(root int, s Step, src int) error {
 	parent, name, err := mkdirParents(root, s.Target)
 	if err != nil {
@@ -163,6 +194,8 @@ func applyStep(root int, s Step, src int) error {
 			defer unix.Close(ov)
 			src = ov
 		}
+		return attach(src, parent, name, false)
+	case KindCgroup:
 		return attach(src, parent, name, false)
 	case KindBind:
 		var st unix.Stat_t

@@ -24,6 +24,10 @@ const (
 	// KindOverlay mounts an overlay: Source is the lower (host) directory,
 	// Upper and Work are host directories that receive the changes.
 	KindOverlay Kind = "overlay"
+	// KindCgroup binds a directory of the sandbox's own cgroup (Source, a
+	// host path opened without following symlinks) read-only, nosuid,
+	// nodev and noexec: see [Plan.AddCgroupView].
+	KindCgroup Kind = "cgroup"
 )
 
 // Step is one operation of a [Plan]. Steps are plain data so that a plan
@@ -36,7 +40,9 @@ type Step struct {
 	// FD, when >= 0, is the index of a pre-opened detached mount (from
 	// open_tree) handed to Apply instead of opening Source.
 	FD int `json:"fd"`
-	// ReadOnly makes the mount read-only.
+	// ReadOnly makes the mount read-only. A tmpfs is made read-only once
+	// the steps that mount or create beneath it are done (/dev,
+	// /sys/fs/cgroup on cgroup v1).
 	ReadOnly bool `json:"ro,omitempty"`
 	// Device keeps device nodes usable (binds of /dev nodes).
 	Device bool `json:"device,omitempty"`
@@ -120,7 +126,7 @@ func NewPlan(in PlanInput) (*Plan, error) {
 	}
 	base = append(base,
 		Step{Kind: KindProc, Target: "/proc", FD: -1},
-		Step{Kind: KindTmpfs, Target: "/dev", Mode: 0o755, FD: -1},
+		Step{Kind: KindTmpfs, Target: "/dev", Mode: 0o755, ReadOnly: true, FD: -1},
 	)
 	for _, n := range devNodes {
 		base = append(base, Step{Kind: KindBind, Target: "/dev/" + n, Source: "/dev/" + n, Device: true, Writable: true, FD: -1})

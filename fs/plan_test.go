@@ -189,3 +189,89 @@ func TestLandlockRulesMirrorThePlan(t *testing.T) {
 		t.Error("Scoped does not follow the ABI table")
 	}
 }
+
+func TestAddCgroupViewV2(t *testing.T) {
+	p, err := NewPlan(PlanInput{System: debianSystem(), Home: "/root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(p.Steps)
+	if err := p.AddCgroupView(nil); err != nil || len(p.Steps) != n {
+		t.Fatalf("no cgroup: %v, %d steps (want %d): the sandbox gets no /sys", err, len(p.Steps), n)
+	}
+	if err := p.AddCgroupView([]CgroupDir{{Source: "/sys/fs/cgroup/user.slice/tent-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := Step{Kind: KindCgroup, Target: "/sys/fs/cgroup", Source: "/sys/fs/cgroup/user.slice/tent-1", ReadOnly: true, FD: -1}
+	if len(p.Steps) != n+1 || p.Steps[n] != want {
+		t.Fatalf("steps added: %+v, want only %+v", p.Steps[n:], want)
+	}
+	for _, r := range LandlockRules(p) {
+		if strings.HasPrefix(r.Path, "/sys") {
+			t.Errorf("Landlock rule %+v beneath the cgroup view", r)
+		}
+	}
+	if err := p.AddCgroupView([]CgroupDir{{Source: "/sys/fs/cgroup/x"}}); err == nil {
+		t.Error("a second cgroup view was added")
+	}
+}
+
+func TestAddCgroupViewV1(t *testing.T) {
+	p, err := NewPlan(PlanInput{System: debianSystem(), Home: "/root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(p.Steps)
+	err = p.AddCgroupView([]CgroupDir{
+		{Source: "/sys/fs/cgroup/memory/tent-1", Name: "memory"},
+		{Source: "/sys/fs/cgroup/cpu,cpuacct/tent-1", Name: "cpu,cpuacct", Links: []string{"cpu", "cpuacct"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Step{
+		{Kind: KindTmpfs, Target: "/sys/fs/cgroup", Mode: 0o755, ReadOnly: true, FD: -1},
+		{Kind: KindCgroup, Target: "/sys/fs/cgroup/memory", Source: "/sys/fs/cgroup/memory/tent-1", ReadOnly: true, FD: -1},
+		{Kind: KindCgroup, Target: "/sys/fs/cgroup/cpu,cpuacct", Source: "/sys/fs/cgroup/cpu,cpuacct/tent-1", ReadOnly: true, FD: -1},
+		{Kind: KindSymlink, Target: "/sys/fs/cgroup/cpu", LinkTo: "cpu,cpuacct", FD: -1},
+		{Kind: KindSymlink, Target: "/sys/fs/cgroup/cpuacct", LinkTo: "cpu,cpuacct", FD: -1},
+	}
+	got := p.Steps[n:]
+	if len(got) != len(want) {
+		t.Fatalf("steps added: %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || got[i].Target != want[i].Target || got[i].Source != want[i].Source ||
+			got[i].ReadOnly != want[i].ReadOnly || got[i].Writable || got[i].LinkTo != want[i].LinkTo || got[i].Mode != want[i].Mode || got[i].FD != -1 {
+			t.Errorf("step %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, r := range LandlockRules(p) {
+		if strings.HasPrefix(r.Path, "/sys") {
+			t.Errorf("Landlock rule %+v beneath the cgroup view", r)
+		}
+	}
+}
+
+func TestAddCgroupViewRefusesBadLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dirs []CgroupDir
+	}{
+		{"relative source", []CgroupDir{{Source: "sys/fs/cgroup/x"}}},
+		{"v2 with links", []CgroupDir{{Source: "/c/x", Links: []string{"cpu"}}}},
+		{"v1 unnamed", []CgroupDir{{Source: "/c/memory/x", Name: "memory"}, {Source: "/c/pids/x"}}},
+		{"dotdot", []CgroupDir{{Source: "/c/x", Name: ".."}}},
+		{"slash", []CgroupDir{{Source: "/c/x", Name: "a/b"}}},
+		{"duplicate", []CgroupDir{{Source: "/c/a/x", Name: "a"}, {Source: "/c/b/x", Name: "b", Links: []string{"a"}}}},
+	} {
+		p, err := NewPlan(PlanInput{System: debianSystem(), Home: "/root"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(p.Steps)
+		if err := p.AddCgroupView(tc.dirs); err == nil || len(p.Steps) != n {
+			t.Errorf("%s: %v, %d steps added; want a refusal and none", tc.name, err, len(p.Steps)-n)
+		}
+	}
+}
