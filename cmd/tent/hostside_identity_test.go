@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,42 +12,50 @@ import (
 
 // setIDScript plants set-uid and set-gid files in /work with the tools a
 // script would use, printing each tool's exit status: a control that
-// must work, then chmod (numeric and symbolic), install -m, mkdir -m and
-// cp --preserve=mode of the host's set-uid passwd, which all fail with
-// EPERM.
-const setIDScript = `cd /work && cp /bin/true t && chmod 755 t && echo control $?
+// must work, then chmod (numeric and symbolic, on a file and a
+// directory) and a copy of a set-uid file (mounted at /src) given its
+// mode as cp -p would (with perl: GNU cp -p stops at the ownership it
+// cannot keep, busybox has no --preserve=mode), which all fail with
+// EPERM; and install -m where the host has install (Debian
+// does; the VM's busybox does not).
+func setIDScript() (script, out string, eperms int, files []string) {
+	script = `cd /work && cp /bin/true t && chmod 755 t && echo control $?
 chmod 6755 t; echo chmod-6755 $?
 chmod u+s t; echo chmod-u+s $?
 chmod g+s t; echo chmod-g+s $?
-install -m 4755 /bin/true i; echo install-4755 $?
-mkdir -m 2755 d; echo mkdir-2755 $?
-cp --preserve=mode /usr/bin/passwd p; echo cp-preserve-mode $?`
-
-// setIDScriptOut is what setIDScript prints, and setIDScriptEPERMs how
-// many "Operation not permitted" its tools write on stderr.
-const (
-	setIDScriptOut    = "control 0\nchmod-6755 1\nchmod-u+s 1\nchmod-g+s 1\ninstall-4755 1\nmkdir-2755 1\ncp-preserve-mode 1\n"
-	setIDScriptEPERMs = 6
-)
-
-// setIDScriptFiles are the host entries setIDScript leaves: the tools
-// create their files, then fail to give them set-id bits.
-var setIDScriptFiles = []string{"d", "i", "p", "t"}
-
-// needSetUIDPasswd fails the test when the host has no set-uid passwd
-// to copy (the attack cp --preserve=mode makes).
-func needSetUIDPasswd(t *testing.T) {
-	t.Helper()
-	fi, err := os.Stat("/usr/bin/passwd")
-	if err != nil || fi.Mode()&os.ModeSetuid == 0 {
-		t.Fatalf("the test copies the host's set-uid /usr/bin/passwd: %v (mode %v)", err, fi)
+mkdir d && chmod g+s d; echo dir-g+s $?
+cp /src/suid p && perl -e 'chmod((stat shift)[2] & 07777, shift) or die "perl: $!\n"' /src/suid p; echo copy-mode $?`
+	out = "control 0\nchmod-6755 1\nchmod-u+s 1\nchmod-g+s 1\ndir-g+s 1\ncopy-mode 1\n"
+	eperms, files = 5, []string{"d", "p", "t"}
+	if _, err := exec.LookPath("install"); err == nil {
+		script += "\ninstall -m 4755 /bin/true i; echo install-4755 $?"
+		out += "install-4755 1\n"
+		eperms, files = eperms+1, []string{"d", "i", "p", "t"}
 	}
+	return script, out, eperms, files
 }
 
-// cliOwnedDir returns a directory for --rw and the owner files created
-// in it must have on the host: a root caller's belongs to 4321:4321, a
-// non-root owner tent maps the sandbox's user onto; an unprivileged
-// caller's is its own.
+// setUIDSource returns a read-only mount flag of a directory holding a
+// set-uid file, suid, for setIDScript to copy.
+func setUIDSource(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suid := filepath.Join(dir, "suid")
+	if err := os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(suid); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatalf("staging the set-uid source: %v %v", fi, err)
+	}
+	return dir + ":/src"
+}
+
 func cliOwnedDir(t *testing.T) (string, uint32, uint32) {
 	t.Helper()
 	dir := t.TempDir()
@@ -92,11 +101,12 @@ func checkCLIHostFiles(t *testing.T, dir string, uid, gid uint32, want []string)
 // checkSetIDScript asserts setIDScript's result.
 func checkSetIDScript(t *testing.T, r result) {
 	t.Helper()
-	if r.code != 0 || r.stdout != setIDScriptOut {
-		t.Errorf("exit %d, stdout %q; want 0 and %q (stderr %q)", r.code, r.stdout, setIDScriptOut, r.stderr)
+	_, out, eperms, _ := setIDScript()
+	if r.code != 0 || r.stdout != out {
+		t.Errorf("exit %d, stdout %q; want 0 and %q (stderr %q)", r.code, r.stdout, out, r.stderr)
 	}
-	if n := strings.Count(r.stderr, "Operation not permitted"); n != setIDScriptEPERMs {
-		t.Errorf("stderr has %d EPERMs, want %d: %q", n, setIDScriptEPERMs, r.stderr)
+	if n := strings.Count(r.stderr, "Operation not permitted"); n != eperms {
+		t.Errorf("stderr has %d EPERMs, want %d: %q", n, eperms, r.stderr)
 	}
 }
 
@@ -106,10 +116,10 @@ func checkSetIDScript(t *testing.T, r result) {
 // root, a root-owned directory is refused before anything runs.
 func TestCLIReadWriteMountDeniesSetID(t *testing.T) {
 	t.Parallel()
-	needSetUIDPasswd(t)
+	script, _, _, files := setIDScript()
 	dir, uid, gid := cliOwnedDir(t)
-	checkSetIDScript(t, tent(t, "run", "--rw", dir+":/work", "--", "sh", "-c", setIDScript))
-	checkCLIHostFiles(t, dir, uid, gid, setIDScriptFiles)
+	checkSetIDScript(t, tent(t, "run", "--ro", setUIDSource(t), "--rw", dir+":/work", "--", "sh", "-c", script))
+	checkCLIHostFiles(t, dir, uid, gid, files)
 
 	if os.Geteuid() == 0 {
 		root := t.TempDir()
@@ -122,17 +132,17 @@ func TestCLIReadWriteMountDeniesSetID(t *testing.T) {
 // running sandbox.
 func TestCLIMountDeniesSetID(t *testing.T) {
 	t.Parallel()
-	needSetUIDPasswd(t)
+	script, _, _, files := setIDScript()
 	l := newLife(t)
-	id := l.create(t)
+	id := l.create(t, "--ro", setUIDSource(t))
 	if os.Geteuid() == 0 {
 		root := t.TempDir()
 		l.tent(t, "mount", id, "--rw", root+":/rootowned").expect(t, 125, "rw mount "+root, "owned by root", "chown", "--cow")
 	}
 	dir, uid, gid := cliOwnedDir(t)
 	l.tent(t, "mount", id, "--rw", dir+":/work").expect(t, 0)
-	checkSetIDScript(t, l.tent(t, "exec", id, "--", "sh", "-c", setIDScript))
-	checkCLIHostFiles(t, dir, uid, gid, setIDScriptFiles)
+	checkSetIDScript(t, l.tent(t, "exec", id, "--", "sh", "-c", script))
+	checkCLIHostFiles(t, dir, uid, gid, files)
 }
 
 // TestCLIRootReadWriteMountOfUsersDirectory is `sudo tent run --rw
