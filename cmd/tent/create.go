@@ -93,6 +93,15 @@ until tent rm, and print its id as the last line of stdout. It takes the
 same flags as tent run; --timeout bounds the sandbox's whole life.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if c.Flags().Changed("report") {
+				// The report of tent run describes one command; a
+				// long-lived sandbox's is tent inspect (and its exec
+				// results come back from each tent exec).
+				return &exitError{code: exitRefused, msg: "--report is tent run's (one command's report); for a sandbox made by tent create, see tent inspect ID -o json"}
+			}
+			if err := validName(o.name); c.Flags().Changed("name") && err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
 			cwd, _ := os.Getwd()
 			if _, err := buildSpec(c.Flags(), &o.runOptions, os.LookupEnv, cwd, nil); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
@@ -103,19 +112,60 @@ same flags as tent run; --timeout bounds the sandbox's whole life.`,
 			if _, err := parseIdleAfter(o.idleAfter); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			return g.startSupervisor(c, sandbox.NewID(), argsAfter(os.Args, "create"))
+			return g.startSupervisor(c, sandbox.NewID(), o.name, argsAfter(os.Args, "create"))
 		},
 	}
 	o.register(c.Flags())
+	_ = c.Flags().MarkHidden("report")
 	return c
 }
 
+// validName checks a --name: letters, digits, '_', '.' and '-', starting
+// with a letter or digit (as docker's container names), at most 128
+// bytes, and not shaped like a sandbox id (16 hex digits), which would
+// shadow one.
+func validName(name string) error {
+	ok := name != "" && len(name) <= 128
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '_' || r == '.' || r == '-'):
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("--name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit (at most 128)", name)
+	}
+	if isHex := strings.Trim(name, "0123456789abcdef") == ""; isHex && len(name) == 16 {
+		return fmt.Errorf("--name %q: has the shape of a sandbox id (16 hex digits); choose another name", name)
+	}
+	return nil
+}
+
 // startSupervisor re-executes tent as the sandbox's supervisor, in its own
-// session, and waits until the sandbox is ready.
-func (g *globalOptions) startSupervisor(c *cobra.Command, id string, flags []string) error {
+// session, and waits until the sandbox is ready. A name (not "") must be
+// free in the state directory, but for the sandbox id itself (resume
+// brings a stopped sandbox back under its id and name): the names lock is
+// held from that check until the new record is saved.
+func (g *globalOptions) startSupervisor(c *cobra.Command, id, name string, flags []string) error {
 	store := g.store()
 	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
 		return &exitError{code: exitRefused, msg: fmt.Sprintf("state directory: %v", err)}
+	}
+	if name != "" {
+		unlock, err := store.LockNames()
+		if err != nil {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf("state directory: %v", err)}
+		}
+		defer unlock()
+		other, err := store.NameInUse(name)
+		if err != nil {
+			return &exitError{code: exitRefused, msg: err.Error()}
+		}
+		if other != nil && other.ID != id {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf("the name %q is already used by sandbox %s (%s): choose another name, or tent rm %s", name, other.ID, other.State, other.ID)}
+		}
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -15,78 +14,158 @@ import (
 )
 
 func newLsCmd(g *globalOptions) *cobra.Command {
-	var output string
+	var out outputFlags
 	var quiet, showEnv bool
+	var filters []string
 	c := &cobra.Command{
-		Use:   "ls",
-		Short: "List sandboxes",
-		Args:  cobra.NoArgs,
+		Use:   "ls [-q] [-o table|json] [--format TEMPLATE] [--filter K=V]...",
+		Short: "List sandboxes (stopped ones too, with why they stopped, until tent rm)",
+		Long: `List the sandboxes of the state directory, oldest first: running,
+suspended and stopped ones (a sandbox whose --timeout ran out, or whose
+supervisor died, stays listed as stopped, with the reason, until tent rm).
+
+--filter keeps the sandboxes that match every filter given:
+  label=K=V   the label K has the value V     label=K   has the label K
+  name=NAME   the name is NAME                state=S   running, suspended or stopped
+  id=PREFIX   the id starts with PREFIX
+
+--format applies a Go template to each sandbox's record (the fields of
+tent inspect, by their Go names: {{.ID}}, {{.Name}}, {{.State}},
+{{.Labels}}, {{.Created}}, {{.Reason}}); {{json .}} prints it as JSON.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			recs, err := g.store().List()
+			if err := out.check(); err != nil {
+				return err
+			}
+			match, err := parseFilters(filters)
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			out := c.OutOrStdout()
-			switch {
-			case quiet:
-				for _, r := range recs {
-					fmt.Fprintln(out, r.ID)
-				}
-			case output == "json":
-				if recs == nil {
-					recs = []*sandbox.Record{}
-				}
-				if !showEnv {
-					for i, r := range recs {
-						recs[i] = redactEnv(r)
+			all, err := g.store().List()
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			recs := []*sandbox.Record{}
+			for _, r := range all {
+				if match(r) {
+					if !showEnv {
+						r = redactEnv(r)
 					}
+					recs = append(recs, r)
 				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(recs)
-			case output == "" || output == "table":
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			}
+			w := c.OutOrStdout()
+			if quiet {
+				for _, r := range recs {
+					fmt.Fprintln(w, r.ID)
+				}
+				return nil
+			}
+			return emit(&out, w, recs, recs, func() error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCREATED\tLABELS")
+				now := time.Now()
 				for _, r := range recs {
 					var labels []string
 					for k, v := range r.Labels {
 						labels = append(labels, k+"="+v)
 					}
 					sort.Strings(labels)
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, r.State, r.Created.Local().Format(time.DateTime), strings.Join(labels, ","))
+					state := r.State
+					if r.Reason != "" {
+						state += " (" + r.Reason + ")"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, state, humanAge(r.Created, now), strings.Join(labels, ","))
 				}
 				return tw.Flush()
-			default:
-				return &exitError{code: exitRefused, msg: fmt.Sprintf("-o %q: want table or json", output)}
-			}
-			return nil
+			})
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "", "output format: `table` or json")
+	out.register(c.Flags())
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print ids only")
-	c.Flags().BoolVar(&showEnv, "show-env", false, "with -o json, print environment values (default: names only)")
+	c.Flags().StringArrayVarP(&filters, "filter", "f", nil, "keep sandboxes that match `K=V`: label=K=V, label=K, name=NAME, state=STATE, id=PREFIX (repeatable: all must match)")
+	c.Flags().BoolVar(&showEnv, "show-env", false, "with -o json or --format, print environment values (default: names only)")
 	return c
 }
 
+// parseFilters reads ls --filter values into one predicate (all must
+// match).
+func parseFilters(fs []string) (func(*sandbox.Record) bool, error) {
+	var preds []func(*sandbox.Record) bool
+	for _, f := range fs {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, fmt.Errorf("--filter %q: want K=V (label=K=V, name=NAME, state=STATE, id=PREFIX)", f)
+		}
+		switch k {
+		case "label":
+			lk, lv, withValue := strings.Cut(v, "=")
+			preds = append(preds, func(r *sandbox.Record) bool {
+				got, ok := r.Labels[lk]
+				return ok && (!withValue || got == lv)
+			})
+		case "name":
+			preds = append(preds, func(r *sandbox.Record) bool { return r.Name == v })
+		case "state":
+			switch v {
+			case "running", "suspended", "stopped":
+			default:
+				return nil, fmt.Errorf("--filter %q: want state=running, suspended or stopped", f)
+			}
+			preds = append(preds, func(r *sandbox.Record) bool { return r.State == v })
+		case "id":
+			preds = append(preds, func(r *sandbox.Record) bool { return strings.HasPrefix(r.ID, v) })
+		default:
+			return nil, fmt.Errorf("--filter %q: unknown filter %q (want label, name, state or id)", f, k)
+		}
+	}
+	return func(r *sandbox.Record) bool {
+		for _, p := range preds {
+			if !p(r) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
 func newInspectCmd(g *globalOptions) *cobra.Command {
+	var out outputFlags
 	var showEnv bool
 	c := &cobra.Command{
-		Use:   "inspect ID",
-		Short: "Print a sandbox's record as JSON (environment variables by name only, unless --show-env)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "inspect [-o json] [--format TEMPLATE] ID...",
+		Short: "Print sandboxes' records as JSON (environment variables by name only, unless --show-env)",
+		Long: `Print the record of each sandbox named: one JSON object for one sandbox,
+a JSON array for several (-o json, the default; -o table is the same), or
+--format's Go template applied to each record ({{.Spec.Limits.Memory}},
+{{.State}}, {{json .Spec}}).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			rec, err := g.lookup(args[0])
-			if err != nil {
+			if err := out.check(); err != nil {
 				return err
 			}
-			if !showEnv {
-				rec = redactEnv(rec)
+			var recs []*sandbox.Record
+			for _, ref := range args {
+				rec, err := g.lookup(ref)
+				if err != nil {
+					return err
+				}
+				if !showEnv {
+					rec = redactEnv(rec)
+				}
+				recs = append(recs, rec)
 			}
-			enc := json.NewEncoder(c.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(rec)
+			var all any = recs
+			if len(recs) == 1 {
+				all = recs[0]
+			}
+			if out.format == "" {
+				out.output = "json"
+			}
+			return emit(&out, c.OutOrStdout(), all, recs, nil)
 		},
 	}
+	out.register(c.Flags())
 	c.Flags().BoolVar(&showEnv, "show-env", false, "print environment values too (default: names only)")
 	return c
 }

@@ -208,11 +208,11 @@ func TestExitCodes(t *testing.T) {
 
 func TestTimeoutKillsAndExits124(t *testing.T) {
 	t.Parallel()
-	r := tent(t, "run", "--timeout", "300ms", "--", "sleep", "10")
+	// No bound on the elapsed time (a slow machine may take seconds to
+	// start the sandbox): the exit code and the message say that the
+	// timeout, not sleep's end, ended the run.
+	r := tent(t, "run", "--timeout", "300ms", "--", "sleep", "1000")
 	r.expect(t, 124, "tent: timed out after 300ms: process tree killed")
-	if r.elapsed > 5*time.Second {
-		t.Errorf("tent took %v to time out a 300ms limit", r.elapsed)
-	}
 }
 
 func TestNotExecutableMount(t *testing.T) {

@@ -89,12 +89,15 @@ func newForkCmd(g *globalOptions) *cobra.Command {
 			}
 			flags := []string{"--from-snapshot", snap.Dir}
 			if name != "" {
+				if err := validName(name); err != nil {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
 				flags = append(flags, "--name", name)
 			}
 			for _, l := range labels {
 				flags = append(flags, "--label", l)
 			}
-			return g.startSupervisor(c, sandbox.NewID(), flags)
+			return g.startSupervisor(c, sandbox.NewID(), name, flags)
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "a `NAME` for the new sandbox")

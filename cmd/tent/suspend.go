@@ -60,5 +60,5 @@ func (g *globalOptions) reprovision(c *cobra.Command, rec *sandbox.Record) error
 	g.store().Reclaim(rec) // the old layers are superseded by the snapshot's
 	var out strings.Builder
 	c.SetOut(&out)
-	return g.startSupervisor(c, rec.ID, flags)
+	return g.startSupervisor(c, rec.ID, rec.Name, flags)
 }

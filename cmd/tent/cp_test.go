@@ -1,0 +1,246 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// hostTree describes every entry beneath root: "d 0755", "f 0644 data",
+// "l target".
+func hostTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			out[rel] = "l " + l
+		case fi.IsDir():
+			out[rel] = "d " + fi.Mode().Perm().String()
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = "f " + fi.Mode().Perm().String() + " " + string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	var keys []string
+	for k := range got {
+		keys = append(keys, k)
+	}
+	for k := range want {
+		if _, ok := got[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got[k] != want[k] {
+			t.Errorf("%s: %s is %q, want %q", what, k, got[k], want[k])
+		}
+	}
+}
+
+// A copy out that fails leaves the destination as it was, byte for byte,
+// and no temporary file beside it; it exits 125 (it truncated the file
+// and exited 1).
+func TestCpFailureLeavesTheDestination(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	host := t.TempDir()
+	keep := filepath.Join(host, "keep.txt")
+	if err := os.WriteFile(keep, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := l.create(t)
+	l.tent(t, "exec", id, "--", "sh", "-c", "printf 0123456789 > /tmp/ten; mkfifo /tmp/fifo").expect(t, 0)
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{id + ":/typo.txt", keep}, "tent: stat /typo.txt: no such file or directory\n"},
+		{[]string{"--max-size", "4", id + ":/tmp/ten", keep}, "tent: /tmp/ten is larger than 4 bytes (see --max-size)\n"},
+		{[]string{id + ":/tmp/fifo", keep}, "tent: /tmp/fifo is a named pipe: tent cp copies regular files, directories and symlinks\n"},
+		{[]string{id + ":/tmp", keep}, "tent: cannot copy a directory over " + keep + ", which is not a directory\n"},
+		{[]string{id + ":/tmp/ten", filepath.Join(host, "nodir") + "/"}, "tent: the destination directory " + filepath.Join(host, "nodir") + "/ does not exist\n"},
+	} {
+		r := l.tent(t, append([]string{"cp"}, tc.args...)...)
+		r.expect(t, 125)
+		if r.stderr != tc.stderr {
+			t.Errorf("cp %q: stderr %q, want %q", tc.args, r.stderr, tc.stderr)
+		}
+		sameTree(t, "after cp "+strings.Join(tc.args, " "), hostTree(t, host), map[string]string{"keep.txt": "f -rw------- precious\n"})
+	}
+	// A successful copy replaces the file whole, with the source's mode.
+	l.tent(t, "cp", id+":/tmp/ten", keep).expect(t, 0)
+	sameTree(t, "after a good cp", hostTree(t, host), map[string]string{"keep.txt": "f -rw-r--r-- 0123456789"})
+}
+
+// Directories copy recursively both ways, as docker cp: into a new name,
+// or into an existing directory as DIR/NAME. Symlinks are copied as
+// links, FIFOs are skipped, permission bits kept, set-id bits never; an
+// existing directory is not merged into.
+func TestCpDirectories(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	host := t.TempDir()
+	id := l.create(t)
+	l.tent(t, "exec", id, "--", "sh", "-c", `set -e; mkdir -p /tmp/d/sub /tmp/d/empty; printf a > /tmp/d/a; printf 'b b' > "/tmp/d/sub/b c"
+		chmod 750 /tmp/d/sub; chmod 700 /tmp/d/a; ln -s /etc/passwd /tmp/d/abs; ln -s ../a /tmp/d/sub/rel; mkfifo /tmp/d/fifo; printf x > /tmp/file`).expect(t, 0)
+	want := map[string]string{
+		"a": "f -rwx------ a", "sub": "d -rwxr-x---", "sub/b c": "f -rw-r--r-- b b", "sub/rel": "l ../a",
+		"abs": "l /etc/passwd", "empty": "d -rwxr-xr-x",
+	}
+	out := filepath.Join(host, "out")
+	l.tent(t, "cp", id+":/tmp/d", out).expect(t, 0)
+	sameTree(t, "cp ID:/tmp/d out", hostTree(t, out), want)
+	// out exists now: the second copy lands in out/d.
+	l.tent(t, "cp", id+":/tmp/d", out).expect(t, 0)
+	want2 := map[string]string{"d": "d -rwxr-xr-x"}
+	for k, v := range want {
+		want2[k] = v
+		want2["d/"+k] = v
+	}
+	sameTree(t, "cp ID:/tmp/d out (existing)", hostTree(t, out), want2)
+	// out/d exists: no merge, nothing changed.
+	r := l.tent(t, "cp", id+":/tmp/d", out)
+	r.expect(t, 125)
+	if w := "tent: " + filepath.Join(out, "d") + " exists: tent cp does not merge directories (remove it, or copy into another directory)\n"; r.stderr != w {
+		t.Errorf("third cp: stderr %q, want %q", r.stderr, w)
+	}
+	sameTree(t, "after the refused merge", hostTree(t, out), want2)
+	// A file into an existing directory; a symlink as a link.
+	l.tent(t, "cp", id+":/tmp/file", host).expect(t, 0)
+	l.tent(t, "cp", id+":/tmp/d/abs", filepath.Join(host, "abs")).expect(t, 0)
+	if b, _ := os.ReadFile(filepath.Join(host, "file")); string(b) != "x" {
+		t.Errorf("cp of a file into a directory: %q", b)
+	}
+	if l, _ := os.Readlink(filepath.Join(host, "abs")); l != "/etc/passwd" {
+		t.Errorf("cp of a symlink: %q, want a link to /etc/passwd", l)
+	}
+	// -L follows it.
+	l.tent(t, "cp", "-L", id+":/tmp/d/sub/rel", filepath.Join(host, "followed")).expect(t, 0)
+	if b, _ := os.ReadFile(filepath.Join(host, "followed")); string(b) != "a" {
+		t.Errorf("cp -L: %q", b)
+	}
+
+	// Into the sandbox: the host tree, as is, into an existing directory.
+	in := filepath.Join(host, "in")
+	for _, d := range []string{"in/x/y"} {
+		if err := os.MkdirAll(filepath.Join(host, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(in, "x/y/f"), []byte("deep"), 0o640)
+	os.Symlink("/etc/shadow", filepath.Join(in, "secret"))
+	l.tent(t, "cp", in, id+":/tmp").expect(t, 0)
+	r = l.tent(t, "exec", id, "--", "sh", "-c", "cd /tmp/in && cat x/y/f; echo; stat -c '%a %F' x/y/f; readlink secret")
+	if w := "deep\n640 regular file\n/etc/shadow\n"; r.stdout != w {
+		t.Errorf("cp of a directory in: %q, want %q (%s)", r.stdout, w, r.stderr)
+	}
+	// A directory to a new name inside.
+	l.tent(t, "cp", in, id+":/tmp/renamed").expect(t, 0)
+	l.tent(t, "exec", id, "--", "test", "-f", "/tmp/renamed/x/y/f").expect(t, 0)
+	// To stdout, a directory is a tar archive.
+	r = l.tent(t, "cp", id+":/tmp/d/sub", "-")
+	r.expect(t, 0)
+	var names []string
+	tr := tar.NewReader(strings.NewReader(r.stdout))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	if got := strings.Join(names, ","); got != "b c,rel" {
+		t.Errorf("cp of a directory to -: entries %q", got)
+	}
+}
+
+// The host side of a directory copy treats the sandbox's archive as
+// hostile: an entry through a planted symlink, a name leaving the
+// directory, devices, FIFOs and set-id bits never reach the host, and a
+// failed extraction leaves nothing (not even the temporary directory).
+func TestCpExtractsHostileArchivesBeneathTheDestination(t *testing.T) {
+	victim := t.TempDir()
+	host := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		entries []*tar.Header
+		err     string
+	}{
+		{"through a symlink", []*tar.Header{
+			{Typeflag: tar.TypeSymlink, Name: "esc", Linkname: victim},
+			{Typeflag: tar.TypeReg, Name: "esc/pwned", Size: 1, Mode: 0o644},
+		}, "too many levels of symbolic links"},
+		{"leaving", []*tar.Header{{Typeflag: tar.TypeReg, Name: "../pwned", Size: 1, Mode: 0o644}}, "leaves the directory"},
+		{"absolute", []*tar.Header{{Typeflag: tar.TypeReg, Name: victim + "/pwned", Size: 1, Mode: 0o644}}, "leaves the directory"},
+		{"special files and set-id bits", []*tar.Header{
+			{Typeflag: tar.TypeFifo, Name: "fifo", Mode: 0o644},
+			{Typeflag: tar.TypeChar, Name: "null", Devmajor: 1, Devminor: 3, Mode: 0o666},
+			{Typeflag: tar.TypeChar, Name: "whiteout", Mode: 0o666},
+			{Typeflag: tar.TypeReg, Name: "suid", Size: 1, Mode: 0o4755},
+			{Typeflag: tar.TypeLink, Name: "hard", Linkname: "/etc/passwd"},
+		}, ""},
+	} {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, h := range tc.entries {
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Size > 0 {
+				tw.Write([]byte("x"))
+			}
+		}
+		tw.Close()
+		dst := filepath.Join(host, strings.ReplaceAll(tc.name, " ", "-"))
+		target, err := openHostTarget(dst, "d", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = target.dir(0o755, func(w io.Writer) error {
+			return sanitizeTar(&b, w, 1<<20)
+		})
+		target.close()
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			sameTree(t, tc.name, hostTree(t, dst), map[string]string{"suid": "f -rwxr-xr-x x"})
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.err)
+		}
+		if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the destination exists after a failed copy: %v", tc.name, err)
+		}
+	}
+	sameTree(t, "the victim", hostTree(t, victim), map[string]string{})
+	sameTree(t, "the host directory", hostTree(t, host), map[string]string{"special-files-and-set-id-bits": "d -rwxr-xr-x", "special-files-and-set-id-bits/suid": "f -rwxr-xr-x x"})
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(host, "special-files-and-set-id-bits/suid"), &st); err == nil && st.Mode&syscall.S_ISUID != 0 {
+		t.Errorf("a set-uid bit reached the host: %o", st.Mode)
+	}
+}

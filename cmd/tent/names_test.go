@@ -1,0 +1,59 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Names are unique per state directory: a second tent create --name box
+// is refused (125, naming the sandbox that has it), and exec/rm never act
+// on the wrong sandbox. A reference matching two sandboxes is refused.
+func TestNamesAreUnique(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	first := l.create(t, "--name", "box")
+	r := l.tent(t, "create", "--name", "box")
+	r.expect(t, 125)
+	if want := "tent: the name \"box\" is already used by sandbox " + first + " (running): choose another name, or tent rm " + first + "\n"; r.stderr != want {
+		t.Errorf("second create --name box: stderr %q, want %q", r.stderr, want)
+	}
+	if st := l.lsStates(t); len(st) != 1 {
+		t.Errorf("after the refused create: %v, want only %s", st, first)
+	}
+	l.tent(t, "create", "--name", "0123456789abcdef").expect(t, 125, `--name "0123456789abcdef": has the shape of a sandbox id`)
+	l.tent(t, "create", "--name", "-x").expect(t, 125, `--name "-x": want letters, digits`)
+	l.tent(t, "create", "--name", "a/b").expect(t, 125, `--name "a/b": want letters, digits`)
+
+	// A name that is another sandbox's id prefix matches both.
+	second := l.create(t, "--name", first[:4])
+	r = l.tent(t, "exec", first[:4], "--", "true")
+	r.expect(t, 125)
+	names := []string{first + " (box)", second + " (" + first[:4] + ")"}
+	if first > second {
+		names[0], names[1] = names[1], names[0]
+	}
+	if want := "tent: ambiguous sandbox reference: \"" + first[:4] + "\" matches 2 sandboxes: " + strings.Join(names, ", ") + "; use a full id\n"; r.stderr != want {
+		t.Errorf("exec of an ambiguous reference: stderr %q, want %q", r.stderr, want)
+	}
+	l.tent(t, "rm", first[:4]).expect(t, 125, "ambiguous")
+	if st := l.lsStates(t); len(st) != 2 {
+		t.Errorf("rm of an ambiguous reference removed something: %v", st)
+	}
+	l.tent(t, "rm", "box").expect(t, 0)
+	// The name is free again once its sandbox is removed.
+	l.create(t, "--name", "box")
+}
+
+// tent create --report is refused: the report is tent run's.
+func TestCreateRefusesReport(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	r := l.tent(t, "create", "--report", "/dev/null")
+	r.expect(t, 125)
+	if want := "tent: --report is tent run's (one command's report); for a sandbox made by tent create, see tent inspect ID -o json\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+	if st := l.lsStates(t); len(st) != 0 {
+		t.Errorf("a refused create left %v", st)
+	}
+}
