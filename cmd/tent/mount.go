@@ -1,8 +1,12 @@
 package main
 
 import (
+	"archive/tar"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 
 	"github.com/spf13/cobra"
 
@@ -50,6 +54,7 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			makeMountpoint(rec, m)
 			if err := sandbox.RemoteAttach(rec, m); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
@@ -60,4 +65,33 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 	c.Flags().StringVar(&rw, "rw", "", "bind `SRC[:DST]` read-write")
 	c.Flags().StringVar(&cow, "cow", "", "overlay `SRC[:DST]` copy-on-write")
 	return c
+}
+
+// makeMountpoint creates a missing mount point for m where the sandbox
+// itself may create it: tent create makes the mount points of its mounts
+// wherever they are, but an attach creates them only on the sandbox's
+// root, so a default target beneath /tmp, $HOME or another writable
+// mount (tent mount ID --ro ./data, run from a directory under /tmp) was
+// refused though tent create --ro ./data took it. The file helper
+// creates it with the sandbox's own rights (a directory, or an empty
+// file for a file source); where it cannot, the attach says why. The
+// attach then opens the mount point without following symlinks, so one
+// that the sandbox swaps for a symlink meanwhile is refused.
+func makeMountpoint(rec *sandbox.Record, m sandbox.Mount) {
+	if _, err := remoteStat(rec, m.Target); !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	dir, entry := m.Target, ""
+	if fi, err := os.Stat(m.Source); err == nil && !fi.IsDir() {
+		dir, entry = path.Dir(m.Target), path.Base(m.Target)
+	}
+	_ = remoteUntar(rec, dir, func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		if entry != "" {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: entry, Mode: 0o644}); err != nil {
+				return err
+			}
+		}
+		return tw.Close()
+	})
 }

@@ -83,3 +83,33 @@ func TestSnapshotIncludeRW(t *testing.T) {
 		t.Errorf("--include-rw snapshot parts %v lack the rw mount", got)
 	}
 }
+
+// tent mount takes what tent create takes: a relative source with its
+// default target (the source's absolute path, beneath /tmp here, where
+// an attach created no mount point: "lies beneath another mount").
+func TestMountRelativeSourceAsCreate(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	work := t.TempDir()
+	os.Chmod(work, 0o755)
+	for _, d := range []string{"data", "more"} {
+		os.Mkdir(filepath.Join(work, d), 0o755)
+		os.WriteFile(filepath.Join(work, d, "in"), []byte(d+"\n"), 0o644)
+	}
+	os.WriteFile(filepath.Join(work, "one.txt"), []byte("file\n"), 0o644)
+	create := invocation{args: []string{"--state-dir", l.dir, "create", "--ro", "./data"}, dir: work}.run(t)
+	create.expect(t, 0)
+	id := strings.TrimSpace(create.stdout)
+	for _, src := range []string{"./more", "one.txt"} {
+		r := invocation{args: []string{"--state-dir", l.dir, "mount", id, "--ro", src}, dir: work}.run(t)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("tent mount %s --ro %s: exit %d, stderr %q; want 0 and nothing", id, src, r.code, r.stderr)
+		}
+	}
+	r := l.tent(t, "exec", id, "--", "cat", work+"/data/in", work+"/more/in", work+"/one.txt")
+	if r.stdout != "data\nmore\nfile\n" {
+		t.Errorf("reading the mounts: %q (exit %d, %s)", r.stdout, r.code, r.stderr)
+	}
+	// A mount point the sandbox cannot create is still refused.
+	l.tent(t, "mount", id, "--ro", work+"/more:/usr/new").expect(t, 125, "/usr/new does not exist in the sandbox")
+}

@@ -57,3 +57,40 @@ func TestCreateRefusesReport(t *testing.T) {
 		t.Errorf("a refused create left %v", st)
 	}
 }
+
+// tent net ID with no rule flags prints the policy (it cleared every
+// rule); -o json and --format print it too.
+func TestNetPrintsThePolicy(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t, "--allow-host", "example.org", "--allow-host", "*.pypi.org", "--deny-host", "evil.example")
+	want := "net: limited\nallow-host: example.org\nallow-host: *.pypi.org\ndeny-host: evil.example\n"
+	for i := 0; i < 2; i++ { // printing changes nothing
+		if r := l.tent(t, "net", id); r.code != 0 || r.stdout != want {
+			t.Errorf("tent net %s: exit %d, %q; want %q", id, r.code, r.stdout, want)
+		}
+	}
+	r := l.tent(t, "net", id, "-o", "json")
+	if w := `{
+  "id": "` + id + `",
+  "mode": "limited",
+  "allowed_hosts": [
+    "example.org",
+    "*.pypi.org"
+  ],
+  "denied_hosts": [
+    "evil.example"
+  ]
+}
+`; r.stdout != w {
+		t.Errorf("tent net -o json: %q, want %q", r.stdout, w)
+	}
+	if r := l.tent(t, "net", id, "--format", "{{.Mode}} {{join .AllowedHosts \",\"}}"); r.stdout != "limited example.org,*.pypi.org\n" {
+		t.Errorf("tent net --format: %q", r.stdout)
+	}
+	l.tent(t, "net", id, "--net", "none").expect(t, 0)
+	if r := l.tent(t, "net", id); r.stdout != "net: none\n" {
+		t.Errorf("after --net none: %q", r.stdout)
+	}
+	l.tent(t, "net", id, "--allow-host", "x.org", "-o", "json").expect(t, 125, "-o and --format print the policy")
+}
