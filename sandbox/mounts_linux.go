@@ -16,20 +16,35 @@ import (
 // reach them. Every mount is nosuid and nodev in the sandbox.
 //
 // Identity: the sandbox must never own files as host root, nor as any
-// host id but the one it was given. A rw mount's directory owner is that
-// id: the mount is idmapped with a dedicated user namespace that maps the
-// directory's on-disk uid U, and its gid G (or nogroup, 65534, when G is
-// 0), onto the sandbox's host identity, on-disk group root onto a gid
-// the sandbox is not in (rootGroupStandIn), and nothing else. Inside,
-// the directory and U's files are the sandbox user's (whatever Spec.User
-// says); what the sandbox creates is U:G on disk; files of other owners
-// are unmapped (nobody), so the sandbox can neither write them, nor
-// create files as, nor chown to any other id. A rw mount of a root-owned
-// directory is refused: its owner would be host root. A cow mount's
-// lower layer is idmapped from whatever owns it, root included (0:0 then
-// maps as the sandbox's own namespace used to map it), but read-only:
-// nothing is written through it (the overlay's upper layer, owned by the
-// sandbox's host identity, holds the changes).
+// host id but the one it was given, and inside, files show the owners
+// they have on the host as far as the sandbox's one id allows, so that
+// git, tar and package managers behave as they do there. Every mount is
+// idmapped with a dedicated user namespace that maps its directory's
+// on-disk owner onto the sandbox's host identity, which the sandbox's own
+// namespace maps to its user (uid 0 by default; whatever Spec.User says):
+//
+//   - rw: the directory's owner U (never root: a rw mount of a
+//     root-owned directory is refused, its owner would be host root) and
+//     its group G (or nogroup, 65534, when G is 0) map onto the sandbox's
+//     host identity, on-disk group root onto a gid the sandbox is not in
+//     (rootGroupStandIn), and nothing else. Inside, the directory and U's
+//     files are the sandbox user's; what the sandbox creates is U:G on
+//     disk; files of other owners are unmapped (nobody), so the sandbox
+//     can neither write them, nor create files as, nor chown to any other
+//     id.
+//   - ro, and a cow mount's lower layer: read-only, so nothing is ever
+//     written through the mapping (a cow mount's changes go to the
+//     overlay's upper layer, owned by the sandbox's host identity). The
+//     directory's owner and group map onto the sandbox's, root included:
+//     a root caller's root-owned repository is root's inside, as on the
+//     host (git trusts it; tar and package managers see root:root), and
+//     its owner may read what root may read in it, the tree the caller
+//     chose to show; an alice-owned one is the sandbox user's. Other
+//     owners show as nobody and are accessed through the "other"
+//     permission bits. The mount stays nosuid and nodev, so owning files
+//     there gives nothing else. Where the kernel or filesystem cannot
+//     idmap a ro mount, it is bound read-only without (root's files then
+//     show as nobody).
 //
 // What no idmapping controls: a file created in a set-gid directory takes
 // the directory's on-disk group, root's included, as the host's own
@@ -62,51 +77,62 @@ func openUserMounts(mounts []fs.Mount, _ int, _, _ uint32) (fds []int, err error
 		}
 		fds = append(fds, fd)
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-		if !m.Writable() {
+		if m.Access != fs.ReadWrite {
+			// A ro mount, or a cow mount's lower layer (never written:
+			// the overlay's upper layer takes the changes).
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-		} else {
-			var st unix.Stat_t
-			if err := unix.Fstat(fd, &st); err != nil {
-				return fds, os.NewSyscallError("fstat", err)
-			}
-			uid, gid, err := idmapOwner(m, st.Uid, st.Gid)
-			if err != nil {
-				return fds, err
-			}
-			nsfd, err := userns.get(uid, gid, m.Access != fs.CopyOnWrite)
-			if err != nil {
-				return fds, err
-			}
-			attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
-			attr.Userns_fd = uint64(nsfd)
-			if m.Access == fs.CopyOnWrite {
-				// The overlay's lower layer: never written, but its owner
-				// must be the sandbox user's to be copied up.
-				attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-			}
 		}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-			if m.Writable() && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EPERM)) {
-				return fds, &UnsupportedError{Missing: []Missing{{
-					Protection: string(m.Access) + " mount " + m.Source,
-					Reason:     "the kernel or filesystem cannot idmap this mount: " + err.Error(),
-					Fix:        "run tent as the (non-root) user who owns the directory, or mount it --ro",
-				}}}
-			}
-			return fds, fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("mount_setattr", err))
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fds, os.NewSyscallError("fstat", err)
 		}
+		uid, gid, err := idmapOwner(m, st.Uid, st.Gid)
+		if err != nil {
+			return fds, err
+		}
+		idmapped := attr
+		nsfd, err := userns.get(uid, gid, m.Access == fs.ReadWrite)
+		if err == nil {
+			idmapped.Attr_set |= unix.MOUNT_ATTR_IDMAP
+			idmapped.Userns_fd = uint64(nsfd)
+			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &idmapped)
+			if err == nil {
+				continue
+			}
+			err = os.NewSyscallError("mount_setattr", err)
+		}
+		if !m.Writable() {
+			// The idmapping only shows owners as on the host. Where it
+			// cannot be had (a filesystem or submount that cannot be
+			// idmapped, no namespace for it), the mount is still bound
+			// read-only (mount_setattr changed nothing), its files
+			// showing the ids of the sandbox's own namespace: root's
+			// as nobody.
+			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+				return fds, fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("mount_setattr", err))
+			}
+			continue
+		}
+		if idmapped.Attr_set&unix.MOUNT_ATTR_IDMAP != 0 && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EPERM)) {
+			return fds, &UnsupportedError{Missing: []Missing{{
+				Protection: string(m.Access) + " mount " + m.Source,
+				Reason:     "the kernel or filesystem cannot idmap this mount: " + err.Error(),
+				Fix:        "run tent as the (non-root) user who owns the directory, or mount it --ro",
+			}}}
+		}
+		return fds, fmt.Errorf("mount %s: %w", m.Source, err)
 	}
 	return fds, nil
 }
 
-// idmapOwner returns the on-disk uid and gid a writable mount of a
-// directory owned by uid:gid maps onto the sandbox's host identity. A rw
-// mount of a root-owned directory is refused, and group root becomes
-// nogroup: what the sandbox writes through a rw mount lands on the host
-// as these ids. A cow mount's lower layer is read-only, so it maps its
-// owner whatever it is.
+// idmapOwner returns the on-disk uid and gid that m's idmapping maps
+// onto the sandbox's host identity, for a directory owned by uid:gid. A
+// rw mount of a root-owned directory is refused, and its group root
+// becomes nogroup: what the sandbox writes through a rw mount lands on
+// the host as these ids. A ro mount and a cow mount's lower layer are
+// read-only, so they map their owner whatever it is.
 func idmapOwner(m fs.Mount, uid, gid uint32) (uint32, uint32, error) {
-	if m.Access == fs.CopyOnWrite {
+	if m.Access != fs.ReadWrite {
 		return uid, gid, nil
 	}
 	if uid == 0 {

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -307,7 +309,16 @@ func (p *plan) degradeToRlimits(why error) {
 	}
 }
 
+// reportCgroupLimits is called once the sandbox's cgroup exists
+// (p.report.CgroupPaths holds its directories) and before the init gets
+// its config: it reports the limits the cgroup enforces and adds the
+// sandbox's read-only view of its own cgroup to the mount plan.
 func (p *plan) reportCgroupLimits(v cgroups.Version) {
+	if host, err := cgroupHost(); err == nil && p.cfg.Plan != nil {
+		// A host layout tent cannot mirror leaves the sandbox without
+		// the view (no /sys), never without its limits.
+		_ = p.cfg.Plan.AddCgroupView(cgroupView(host, v, p.report.CgroupPaths))
+	}
 	l := p.limits
 	if l.Memory > 0 {
 		p.report.add("memory", Enforced, fmt.Sprintf("cgroup %s: %d bytes, no swap", v, l.Memory))
@@ -340,4 +351,40 @@ func probeSystem() []fs.SystemEntry {
 		}
 	}
 	return out
+}
+
+// cgroupView describes the sandbox's cgroup directories paths (version v)
+// for fs.Plan.AddCgroupView: on cgroup v2 its one directory; on cgroup v1
+// each hierarchy's directory, named after the host's mount point of that
+// hierarchy ("memory", "cpu,cpuacct"), with the host's other controller
+// names of a co-mounted hierarchy as links. A v1 path beneath no mount
+// point is left out.
+func cgroupView(host *cgroups.Host, v cgroups.Version, paths []string) []fs.CgroupDir {
+	if v == cgroups.V2 {
+		if len(paths) != 1 {
+			return nil
+		}
+		return []fs.CgroupDir{{Source: paths[0]}}
+	}
+	var dirs []fs.CgroupDir
+	for _, dir := range paths {
+		mount := ""
+		for _, mp := range host.V1Mounts {
+			if strings.HasPrefix(dir, mp+"/") && len(mp) > len(mount) {
+				mount = mp
+			}
+		}
+		if mount == "" {
+			continue
+		}
+		d := fs.CgroupDir{Source: dir, Name: filepath.Base(mount)}
+		for c, mp := range host.V1Mounts {
+			if mp == mount && c != d.Name && !strings.Contains(c, "=") {
+				d.Links = append(d.Links, c)
+			}
+		}
+		slices.Sort(d.Links)
+		dirs = append(dirs, d)
+	}
+	return dirs
 }
