@@ -27,13 +27,32 @@ func layer(rec *sandbox.Record, target string) ([]sandbox.CowLayer, error) {
 	return nil, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s has no cow mount at %s", rec.ID, target)}
 }
 
+// changeView is one changed path as tent diff -o json prints it.
+type changeView struct {
+	// Kind is added, modified or deleted.
+	Kind string `json:"kind"`
+	// Path is the path inside the sandbox, as the sandbox named it.
+	Path string `json:"path"`
+	Dir  bool   `json:"dir,omitempty"`
+	// Mount is the target of the cow mount it belongs to.
+	Mount string `json:"mount"`
+}
+
 func newDiffCmd(g *globalOptions) *cobra.Command {
 	var mount string
+	var out outputFlags
 	c := &cobra.Command{
 		Use:   "diff ID",
 		Short: "List the files a sandbox added (A), modified (M) and deleted (D) in its cow mounts",
-		Args:  cobra.ExactArgs(1),
+		Long: `List the files a sandbox added (A), modified (M) and deleted (D) in its cow
+mounts, one per line. Names are the sandbox's: in the table, a name
+holding control or non-ASCII bytes is quoted as git quotes it; -o json
+prints them as JSON strings.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			rec, err := g.lookup(args[0])
 			if err != nil {
 				return err
@@ -46,18 +65,28 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
+			views := []changeView{}
 			for _, mc := range all {
 				for _, ch := range mc.Changes {
+					views = append(views, changeView{Kind: string(ch.Kind), Path: path.Join(mc.Target, ch.Path), Dir: ch.Dir, Mount: mc.Target})
+				}
+			}
+			w := c.OutOrStdout()
+			return emit(&out, w, views, views, func() error {
+				for _, v := range views {
 					// Names are the sandbox's: quoted where they hold
 					// control bytes (a newline would forge a line, an
 					// escape sequence reach the terminal).
-					fmt.Fprintf(c.OutOrStdout(), "%c %s\n", strings.ToUpper(string(ch.Kind))[0], sandbox.QuotePath(path.Join(mc.Target, ch.Path)))
+					if _, err := fmt.Fprintf(w, "%c %s\n", strings.ToUpper(v.Kind)[0], sandbox.QuotePath(v.Path)); err != nil {
+						return err
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	c.Flags().StringVar(&mount, "mount", "", "only the cow mount at `TARGET`")
+	out.register(c.Flags())
 	return c
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/signal"
 	"syscall"
@@ -17,8 +18,9 @@ const exitMissing = 1
 
 func newDoctorCmd() *cobra.Command {
 	var asJSON, apparmor bool
+	var output string
 	c := &cobra.Command{
-		Use:   "doctor [--json | --apparmor-profile]",
+		Use:   "doctor [-o json | --apparmor-profile]",
 		Short: "Check which protections this host can enforce",
 		Long: `Check this host for every protection tent uses (user namespaces,
 Landlock, seccomp, cgroups, overlayfs in a user namespace, idmapped
@@ -35,6 +37,13 @@ Exit status: 0 when nothing is missing, 1 when something is, 125 when
 the check itself failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			switch output {
+			case "", "table":
+			case "json":
+				asJSON = true
+			default:
+				return &exitError{code: exitRefused, msg: fmt.Sprintf("-o %q: want table or json", output)}
+			}
 			if apparmor {
 				p, err := sandbox.AppArmorProfile("")
 				if err != nil {
@@ -68,7 +77,8 @@ the check itself failed.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON (the same as -o json)")
+	c.Flags().StringVarP(&output, "output", "o", "", "output format: `table` (default) or json")
 	c.Flags().BoolVar(&apparmor, "apparmor-profile", false, "print an AppArmor profile that allows this tent binary to create user namespaces, and exit")
 	return c
 }

@@ -302,10 +302,9 @@ func TestSnapshotForkAndResumeVerbs(t *testing.T) {
 	}
 	json.Unmarshal([]byte(l.tent(t, "inspect", id).stdout), &rec)
 	syscall.Kill(rec.Supervisor, syscall.SIGKILL)
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(l.tent(t, "ls").stdout, "stopped") {
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Wait for the event, however long a slow machine takes (wait's
+	// 60 s guard bounds a hang); a short deadline raced it.
+	poll(60*time.Second, func() bool { return l.lsStates(t)[id] == "stopped" })
 	l.tent(t, "resume", id).expect(t, 0)
 	if r := l.tent(t, "exec", id, "--", "cat", "/tmp/state"); r.stdout != "saved\n" {
 		t.Errorf("resumed sandbox sees %q", r.stdout)

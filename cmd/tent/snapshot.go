@@ -32,27 +32,7 @@ func newSnapshotCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&includeRW, "include-rw", false, "also archive the --rw mounts (their whole contents; restored by fork or resume only into an empty directory)")
-	c.AddCommand(&cobra.Command{
-		Use:   "ls",
-		Short: "List snapshots",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			snaps, err := g.store().Snapshots()
-			if err != nil {
-				return &exitError{code: exitRefused, msg: err.Error()}
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SNAPSHOT\tSANDBOX\tCREATED\tSIZE")
-			for _, s := range snaps {
-				var size int64
-				for _, p := range s.Parts {
-					size += p.Size
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.SandboxID, s.Created.Local().Format(time.DateTime), sandbox.FormatSize(size))
-			}
-			return tw.Flush()
-		},
-	}, &cobra.Command{
+	c.AddCommand(newSnapshotLsCmd(g), &cobra.Command{
 		Use:   "rm SNAPSHOT...",
 		Short: "Remove snapshots",
 		Args:  cobra.MinimumNArgs(1),
@@ -102,5 +82,61 @@ func newForkCmd(g *globalOptions) *cobra.Command {
 	}
 	c.Flags().StringVar(&name, "name", "", "a `NAME` for the new sandbox")
 	c.Flags().StringArrayVar(&labels, "label", nil, "attach a `K=V` label (repeatable)")
+	return c
+}
+
+// snapshotView is a snapshot as tent snapshot ls prints it.
+type snapshotView struct {
+	ID        string    `json:"id"`
+	SandboxID string    `json:"sandbox_id,omitempty"`
+	Created   time.Time `json:"created"`
+	// Size is the bytes of its compressed parts.
+	Size int64  `json:"size"`
+	Dir  string `json:"dir"`
+}
+
+func newSnapshotLsCmd(g *globalOptions) *cobra.Command {
+	var out outputFlags
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "ls [-q] [-o table|json] [--format TEMPLATE]",
+		Short: "List snapshots",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			snaps, err := g.store().Snapshots()
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			views := []snapshotView{}
+			for _, s := range snaps {
+				v := snapshotView{ID: s.ID, SandboxID: s.SandboxID, Created: s.Created, Dir: s.Dir}
+				for _, p := range s.Parts {
+					v.Size += p.Size
+				}
+				views = append(views, v)
+			}
+			w := c.OutOrStdout()
+			if quiet {
+				for _, v := range views {
+					fmt.Fprintln(w, v.ID)
+				}
+				return nil
+			}
+			return emit(&out, w, views, views, func() error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "SNAPSHOT\tSANDBOX\tCREATED\tSIZE")
+				now := time.Now()
+				for _, v := range views {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.ID, v.SandboxID, humanAge(v.Created, now), humanSize(v.Size))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	out.register(c.Flags())
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print snapshot ids only")
 	return c
 }
