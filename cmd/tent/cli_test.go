@@ -107,7 +107,7 @@ func TestReadVerbsOutput(t *testing.T) {
 		t.Fatalf("snapshot ls -o json: %+v %v", snaps, err)
 	}
 	table := l.tent(t, "snapshot", "ls").stdout
-	if want := humanSize(snaps[0].Size); !regexp.MustCompile(`(?m)^` + snap + `\s+` + a + `\s+(\d+ seconds? ago|just now)\s+` + regexp.QuoteMeta(want) + `\s*$`).MatchString(table) || !strings.HasSuffix(want, "K") {
+	if want := humanSize(snaps[0].Size); !regexp.MustCompile(`(?m)^`+snap+`\s+`+a+`\s+(\d+ seconds? ago|just now)\s+`+regexp.QuoteMeta(want)+`\s*$`).MatchString(table) || !strings.HasSuffix(want, "K") {
 		t.Errorf("snapshot ls table (size %d, want %s):\n%s", snaps[0].Size, want, table)
 	}
 	if r := l.tent(t, "snapshot", "ls", "-q"); r.stdout != snap+"\n" {
