@@ -100,6 +100,19 @@ type Exec struct {
 	// of Path: the host binary, reached through a descriptor the init
 	// holds and allowed by one Landlock execute rule.
 	FileHelper bool `json:"file_helper,omitempty"`
+	// TTY, when set, runs the command on a new terminal of the sandbox's
+	// own devpts instance, of this initial size: the init opens
+	// /dev/pts/ptmx, the command is the leader of a new session with the
+	// terminal's peer as its controlling terminal and fds 0, 1 and 2, and
+	// the master comes back to the host with the "started" message. The
+	// stdio descriptors of the request are then not used.
+	TTY *WindowSize `json:"tty,omitempty"`
+}
+
+// WindowSize is a terminal's size in character cells.
+type WindowSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // Rlimit is one resource limit (RLIMIT_* number, soft and hard).
@@ -124,6 +137,11 @@ type message struct {
 	Stage  string `json:"stage,omitempty"`
 	Error  string `json:"error,omitempty"`
 	Errno  int    `json:"errno,omitempty"`
+	// TTY, in a "started" message, says that the last descriptor
+	// attached is the master of the command's terminal (Exec.TTY).
+	TTY bool `json:"tty,omitempty"`
+	// tty is, on the host, the received master (-1: none).
+	tty int
 }
 
 const (

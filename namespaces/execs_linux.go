@@ -3,6 +3,7 @@ package namespaces
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 )
 
@@ -27,6 +28,10 @@ type execWait struct {
 func (i *Init) Serve() {
 	for {
 		m, extra, err := recv(i.conn)
+		m.tty = -1
+		if err == nil && m.Type == msgStarted && m.TTY && len(extra) == 1 {
+			m.tty, extra = extra[0], nil
+		}
 		closeAll(extra)
 		if err != nil {
 			i.mu.Lock()
@@ -43,6 +48,9 @@ func (i *Init) Serve() {
 		}
 		i.mu.Lock()
 		w := i.waits[m.ID]
+		if m.tty >= 0 && (w == nil || w.started == nil) {
+			closeAll([]int{m.tty})
+		}
 		switch {
 		case w == nil:
 			i.log.Debug("control message for no exec", "type", m.Type, "id", m.ID)
@@ -64,44 +72,61 @@ func (i *Init) Serve() {
 }
 
 // Exec starts e in the sandbox under the unique id with stdio as its fds
-// 0, 1 and 2 (the caller keeps ownership). It returns the pid inside and
-// a channel that receives the exit once.
-func (i *Init) Exec(id string, e Exec, stdio [3]int) (int, <-chan ExecExit, error) {
+// 0, 1 and 2 (the caller keeps ownership), or, with e.TTY, on a new
+// terminal of the sandbox (stdio is then not sent). It returns the pid
+// inside, the terminal's master (nil without e.TTY; the caller owns and
+// closes it) and a channel that receives the exit once.
+func (i *Init) Exec(id string, e Exec, stdio [3]int) (int, *os.File, <-chan ExecExit, error) {
 	w := &execWait{started: make(chan message, 1), exit: make(chan ExecExit, 1)}
 	i.mu.Lock()
 	switch {
 	case i.deadErr != nil:
 		i.mu.Unlock()
-		return 0, nil, i.deadErr
+		return 0, nil, nil, i.deadErr
 	case i.waits == nil:
 		i.waits = map[string]*execWait{}
 	}
 	if _, dup := i.waits[id]; dup {
 		i.mu.Unlock()
-		return 0, nil, fmt.Errorf("exec id %q is in use", id)
+		return 0, nil, nil, fmt.Errorf("exec id %q is in use", id)
 	}
 	i.waits[id] = w
 	started := w.started
 	i.mu.Unlock()
-	if err := i.send(message{Type: msgExec, ID: id, Exec: &e}, stdio[:]); err != nil {
+	fds := stdio[:]
+	if e.TTY != nil {
+		fds = nil
+	}
+	if err := i.send(message{Type: msgExec, ID: id, Exec: &e}, fds); err != nil {
 		i.mu.Lock()
 		delete(i.waits, id)
 		i.mu.Unlock()
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	m := <-started
 	if m.Type == msgError {
-		return 0, nil, &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
+		return 0, nil, nil, &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
 	}
-	return m.Pid, w.exit, nil
+	var tty *os.File
+	if m.TTY && m.tty >= 0 {
+		tty = os.NewFile(uintptr(m.tty), "tent-tty-master")
+	}
+	if e.TTY != nil && tty == nil {
+		_ = i.KillExec(id)
+		<-w.exit
+		return 0, nil, nil, errors.New("sandbox init: no terminal for the command")
+	}
+	return m.Pid, tty, w.exit, nil
 }
 
-// SignalExec sends sig to the exec id.
+// SignalExec sends sig to the exec id's foreground process group: its
+// terminal's (Exec.TTY), else the process group the command leads (see
+// the package doc).
 func (i *Init) SignalExec(id string, sig syscall.Signal) error {
 	return i.send(message{Type: msgSignal, ID: id, Signal: int(sig)}, nil)
 }
 
-// KillExec SIGKILLs the exec id and its process group.
+// KillExec SIGKILLs the exec id and every process of its session.
 func (i *Init) KillExec(id string) error {
 	return i.send(message{Type: msgKill, ID: id}, nil)
 }

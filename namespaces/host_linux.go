@@ -43,6 +43,7 @@ type Init struct {
 	conn   *net.UnixConn
 	log    *slog.Logger
 	sendMu sync.Mutex
+	tty    *os.File // the one-shot command's terminal master (Exec.TTY)
 
 	// Long-lived sandboxes (see Serve): pending execs by id.
 	mu      sync.Mutex
@@ -245,9 +246,17 @@ func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 	}
 	switch m.Type {
 	case msgStarted, msgReady:
+		if m.TTY && len(extra) > 0 {
+			i.tty = os.NewFile(uintptr(extra[len(extra)-1]), "tent-tty-master")
+			extra = extra[:len(extra)-1]
+		}
 		if cfg.ProxyListeners && len(extra) != 2 {
 			closeAll(extra)
 			return 0, nil, fmt.Errorf("sandbox init: %d proxy listeners, want 2", len(extra))
+		}
+		if cfg.Exec.TTY != nil && i.tty == nil {
+			closeAll(extra)
+			return 0, nil, errors.New("sandbox init: no terminal for the command")
 		}
 		return m.Pid, extra, nil
 	case msgError:
@@ -258,6 +267,10 @@ func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 	return 0, nil, fmt.Errorf("sandbox init: unexpected %q message", m.Type)
 }
 
+// Terminal is the master of the one-shot command's terminal (Exec.TTY),
+// owned by the caller once Run has returned; nil without one.
+func (i *Init) Terminal() *os.File { return i.tty }
+
 // explain turns a dead control socket into the init's own story.
 func (i *Init) explain(err error) error {
 	state, werr := i.wait()
@@ -267,7 +280,8 @@ func (i *Init) explain(err error) error {
 	return fmt.Errorf("sandbox init died before answering (%v): %w", state, err)
 }
 
-// Signal forwards sig to the one-shot command.
+// Signal forwards sig to the one-shot command's foreground process group:
+// its terminal's (Exec.TTY), else the group the command leads.
 func (i *Init) Signal(sig syscall.Signal) error {
 	return i.send(message{Type: msgSignal, Signal: int(sig)}, nil)
 }

@@ -144,17 +144,24 @@ func runInit() int {
 	in.oneShot = cfg.Exec.Path != ""
 	ready := message{Type: msgReady}
 	if in.oneShot {
-		pid, stage, err := in.sp.spawn(cfg.Exec, [3]int{0, 1, 2}, false)
+		pid, master, stage, err := in.start("", cfg.Exec, [3]int{0, 1, 2}, false)
 		if err != nil {
 			return fail(stage, err)
 		}
-		in.execs[pid] = ""
 		ready = message{Type: msgStarted, Pid: pid}
+		if master >= 0 {
+			ready.TTY = true
+			listeners = append(listeners, master)
+		}
 	}
-	if err := send(conn, ready, listeners); err != nil {
-		return ExitProtocol
+	err = send(conn, ready, listeners)
+	if ready.TTY {
+		listeners = listeners[:len(listeners)-1] // the init keeps its master
 	}
 	closeAll(listeners) // the host holds them now
+	if err != nil {
+		return ExitProtocol
+	}
 	return in.serve()
 }
 
@@ -167,8 +174,51 @@ type initLoop struct {
 	chld     chan os.Signal
 	// execs maps the pids of running commands to their exec ids; the
 	// one-shot command has the empty id and its exit ends the init.
-	execs   map[int]string
+	execs map[int]string
+	// ttys maps the pids of commands started on a terminal (Exec.TTY)
+	// to the init's copy of its master, kept to find the terminal's
+	// foreground process group for signals and closed when the command
+	// exits.
+	ttys    map[int]int
 	oneShot bool
+}
+
+// start spawns e under id: on a new terminal when e.TTY is set (stdio is
+// then unused), and returns its pid and the terminal's master (-1
+// without), which the init keeps until the command exits.
+func (in *initLoop) start(id string, e Exec, stdio [3]int, reuse bool) (pid, master int, stage string, err error) {
+	master = -1
+	if e.TTY != nil {
+		var peer int
+		if master, peer, err = openPTY(*e.TTY); err != nil {
+			return 0, -1, "tty", err
+		}
+		defer unix.Close(peer)
+		stdio = [3]int{peer, peer, peer}
+	}
+	pid, stage, err = in.sp.spawn(e, stdio, reuse)
+	if err != nil {
+		if master >= 0 {
+			unix.Close(master)
+		}
+		return 0, -1, stage, err
+	}
+	in.execs[pid] = id
+	if master >= 0 {
+		if in.ttys == nil {
+			in.ttys = map[int]int{}
+		}
+		in.ttys[pid] = master
+	}
+	return pid, master, "", nil
+}
+
+// masterOf returns the init's copy of pid's terminal master, or -1.
+func (in *initLoop) masterOf(pid int) int {
+	if m, ok := in.ttys[pid]; ok {
+		return m
+	}
+	return -1
 }
 
 // control is one result of reading the control socket.
@@ -257,6 +307,10 @@ func (in *initLoop) reap() bool {
 			continue
 		}
 		delete(in.execs, wpid)
+		if m, ok := in.ttys[wpid]; ok {
+			unix.Close(m)
+			delete(in.ttys, wpid)
+		}
 		_ = send(in.conn, message{Type: msgExit, ID: id, Status: uint32(ws)}, nil)
 		if in.oneShot && id == "" {
 			return true
@@ -283,12 +337,18 @@ func (in *initLoop) handle(c control) (code int, done bool) {
 	conn, m := in.conn, c.m
 	switch m.Type {
 	case msgExec:
-		if len(c.fds) != 3 || m.Exec == nil || m.ID == "" || in.pidOf(m.ID) != 0 {
+		wantFDs := 3
+		if m.Exec != nil && m.Exec.TTY != nil {
+			wantFDs = 0
+		}
+		if len(c.fds) != wantFDs || m.Exec == nil || m.ID == "" || in.pidOf(m.ID) != 0 {
 			closeAll(c.fds)
-			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "protocol", Error: "an exec needs an unused id, a command and 3 descriptors"}, nil)
+			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "protocol", Error: "an exec needs an unused id, a command and 3 descriptors (none with a terminal)"}, nil)
 			return 0, false
 		}
-		pid, stage, err := in.sp.spawn(*m.Exec, [3]int{c.fds[0], c.fds[1], c.fds[2]}, true)
+		var stdio [3]int
+		copy(stdio[:], c.fds)
+		pid, master, stage, err := in.start(m.ID, *m.Exec, stdio, true)
 		closeAll(c.fds)
 		if err != nil {
 			var errno syscall.Errno
@@ -296,8 +356,12 @@ func (in *initLoop) handle(c control) (code int, done bool) {
 			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
 			return 0, false
 		}
-		in.execs[pid] = m.ID
-		_ = send(conn, message{Type: msgStarted, ID: m.ID, Pid: pid}, nil)
+		started := message{Type: msgStarted, ID: m.ID, Pid: pid}
+		var fds []int
+		if master >= 0 {
+			started.TTY, fds = true, []int{master}
+		}
+		_ = send(conn, started, fds)
 	case msgAttach:
 		var err error
 		if m.Attach == nil || m.ID == "" {
@@ -320,16 +384,15 @@ func (in *initLoop) handle(c control) (code int, done bool) {
 	case msgSignal:
 		closeAll(c.fds)
 		if pid := in.pidOf(m.ID); pid != 0 {
-			_ = unix.Kill(pid, syscall.Signal(m.Signal))
+			signalForeground(pid, in.masterOf(pid), syscall.Signal(m.Signal))
 		}
 	case msgKill:
 		closeAll(c.fds)
-		// The exec's session: itself and whatever stayed in its
-		// process group. (Descendants that started their own
-		// session are only reached by terminating the sandbox.)
+		// The exec's session: itself and every process group in it (a
+		// shell's jobs). Descendants that started their own session
+		// are only reached by terminating the sandbox.
 		if pid := in.pidOf(m.ID); pid != 0 {
-			_ = unix.Kill(-pid, unix.SIGKILL)
-			_ = unix.Kill(pid, unix.SIGKILL)
+			killSession(pid)
 		}
 	default:
 		closeAll(c.fds)

@@ -1,6 +1,7 @@
 package namespaces
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,6 +52,9 @@ func (s *spawner) selfFD() (int, error) {
 func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	var path string
 	var err error
+	if err := checkWorkDir(e.Dir); err != nil {
+		return 0, "workdir", err
+	}
 	needSelf := e.FileHelper || len(s.cfg.Rlimits) > 0
 	var exe int
 	if needSelf {
@@ -64,15 +68,37 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	} else if path, err = lookPath(e.Path, e.Env); err != nil {
 		return 0, "exec", err
 	}
-	// Resource limits go through the trampoline (see ExecArg0).
+	// Resource limits go through the trampoline (see ExecArg0), which
+	// reports a failure of its own execve on a close-on-exec pipe, so
+	// that a command that is missing or not executable is told apart
+	// from one that ran and exited 127 or 126, as without limits.
 	execPath, args, env := path, e.Args, e.Env
+	errPipe := [2]int{-1, -1}
+	var extra []int // the trampoline's fds 3 (the host binary) and 4 (errPipe)
 	if len(s.cfg.Rlimits) > 0 && !e.FileHelper {
-		if execPath, args, env, err = trampoline(exe, path, e, s.cfg.Rlimits); err != nil {
+		if execPath, args, env, err = trampoline(3, path, e, s.cfg.Rlimits); err != nil {
 			return 0, "rlimits", err
 		}
+		if err := unix.Pipe2(errPipe[:], unix.O_CLOEXEC); err != nil {
+			return 0, "rlimits", os.NewSyscallError("pipe2", err)
+		}
+		defer unix.Close(errPipe[0])
+		env = append(env, execErrEnv+"=4")
+		extra = []int{exe, errPipe[1]}
+	}
+	forked := func(pid int, stage string, err error) (int, string, error) {
+		if errPipe[1] >= 0 {
+			unix.Close(errPipe[1])
+			if err == nil {
+				if err = readExecErr(errPipe[0], e.Path); err != nil {
+					return 0, "exec", err
+				}
+			}
+		}
+		return pid, stage, err
 	}
 	if reuse && s.cfg.ReuseThread && !s.needsDeviceRule(stdio) {
-		return s.forkFromKept(forkRequest{e: e, path: execPath, args: args, env: env, stdio: stdio})
+		return forked(s.forkFromKept(forkRequest{e: e, path: execPath, args: args, env: env, stdio: stdio, extra: extra}))
 	}
 	var execFDs []int
 	if needSelf {
@@ -95,11 +121,11 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 			done <- forkResult{stage: stage, err: err}
 			return
 		}
-		pid, err := forkExec(e, execPath, args, env, stdio)
+		pid, err := forkExec(e, execPath, args, env, stdio, extra)
 		done <- forkResult{pid: pid, stage: "exec", err: err}
 	}()
 	r := <-done
-	return r.pid, r.stage, r.err
+	return forked(r.pid, r.stage, r.err)
 }
 
 // rulesChanged drops the kept thread after the Landlock rules grew (a
@@ -136,6 +162,7 @@ type forkRequest struct {
 	path      string
 	args, env []string
 	stdio     [3]int
+	extra     []int // the trampoline's fds 3 and 4, or none
 	reply     chan forkResult
 }
 
@@ -182,7 +209,7 @@ func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
 				return
 			}
 			for r := range reqs {
-				pid, err := forkExec(r.e, r.path, r.args, r.env, r.stdio)
+				pid, err := forkExec(r.e, r.path, r.args, r.env, r.stdio, r.extra)
 				r.reply <- forkResult{pid: pid, stage: "exec", err: err}
 			}
 		}()
@@ -250,18 +277,67 @@ func RestrictThread(creds *Creds, ruleset int, progs ...seccomp.Program) (string
 }
 
 // forkExec forks and execs the command from the calling, restricted
-// thread, in a session of its own.
-func forkExec(e Exec, path string, args, env []string, stdio [3]int) (int, error) {
-	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{
-		Dir:   e.Dir,
-		Env:   env,
-		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-	})
+// thread, in a session of its own; with e.TTY, fd 0 (the terminal's
+// peer) becomes its controlling terminal. extra become fds 3, 4, ...
+// (the trampoline's: it marks them close-on-exec before its own execve).
+func forkExec(e Exec, path string, args, env []string, stdio [3]int, extra []int) (int, error) {
+	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])}
+	for _, fd := range extra {
+		files = append(files, uintptr(fd))
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if e.TTY != nil {
+		sys.Setctty, sys.Ctty = true, 0
+	}
+	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", e.Path, err)
 	}
 	return pid, nil
+}
+
+// checkWorkDir refuses a working directory that does not exist or is not
+// a directory before anything is forked: the child's chdir would fail
+// with the same ENOENT as a missing command, and be taken for one.
+func checkWorkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return &dirError{dir: dir, errno: err.(syscall.Errno)}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return &dirError{dir: dir, errno: syscall.ENOTDIR}
+	}
+	return nil
+}
+
+// dirError is a refused working directory: its text is the path alone
+// (the "error" message carries the errno beside it).
+type dirError struct {
+	dir   string
+	errno syscall.Errno
+}
+
+func (e *dirError) Error() string { return e.dir }
+func (e *dirError) Unwrap() error { return e.errno }
+
+// readExecErr waits for the trampoline's verdict on its execve: EOF when
+// the command replaced it (the pipe is close-on-exec), or the errno of
+// the failed execve.
+func readExecErr(fd int, name string) error {
+	var b [4]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n < 4 {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", name, syscall.Errno(binary.NativeEndian.Uint32(b[:])))
+	}
 }
 
 // lookPath resolves a program name with the command's own PATH, as its

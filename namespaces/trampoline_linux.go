@@ -1,12 +1,15 @@
 package namespaces
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // trampoline rewrites an exec so that it goes through the host binary
@@ -31,12 +34,20 @@ func runTrampoline() int {
 		return 126
 	}
 	var limits []Rlimit
+	errFD := -1
+	var err error
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		if v, ok := strings.CutPrefix(kv, gateEnv+"="); ok {
 			if err := waitGate(v); err != nil {
 				fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
 				return 126
+			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(kv, execErrEnv+"="); ok {
+			if errFD, err = strconv.Atoi(v); err != nil {
+				errFD = -1
 			}
 			continue
 		}
@@ -57,13 +68,28 @@ func runTrampoline() int {
 			return 126
 		}
 	}
-	err := syscall.Exec(os.Args[1], os.Args[2:], env)
-	fmt.Fprintf(os.Stderr, "tent: %s: %v\n", os.Args[1], err)
+	// Only fds 0-2 reach the command: the host binary's descriptor and
+	// the error pipe close as the command replaces this process.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	err = syscall.Exec(os.Args[1], os.Args[2:], env)
+	if errno, ok := err.(syscall.Errno); ok && errFD >= 0 {
+		// The init reports it as a failure to start, as without limits.
+		var b [4]byte
+		binary.NativeEndian.PutUint32(b[:], uint32(errno))
+		_, _ = syscall.Write(errFD, b[:])
+	} else {
+		fmt.Fprintf(os.Stderr, "tent: %s: %v\n", os.Args[1], err)
+	}
 	if err == syscall.ENOENT {
 		return 127
 	}
 	return 126
 }
+
+// execErrEnv names the trampoline's descriptor for the errno of a failed
+// execve (the write end of a close-on-exec pipe the init reads); it is
+// removed from the environment.
+const execErrEnv = "TENT_EXECERR"
 
 // gateEnv names the descriptor on which the trampoline waits before it
 // execs the command (see Direct.Gate); it is removed from the environment.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -22,11 +23,20 @@ type Cmd struct {
 	// Args holds the arguments, Args[0] being the program's name.
 	Args []string
 	// Stdin, Stdout and Stderr are the command's fds 0, 1 and 2. An
-	// *os.File is passed as is; any other reader or writer is copied
-	// through a pipe; nil means /dev/null.
+	// *os.File is passed as is when the sandbox's user could reopen it by
+	// path (/dev/stdout, /proc/self/fd/N), and otherwise relayed through
+	// a pipe that user owns (a root caller's pipes and files, sockets:
+	// see "How the command's stdio can be reopened" in the package doc);
+	// any other reader or writer is copied through such a pipe; nil
+	// means /dev/null.
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// TTY, when set, runs the command on a new terminal inside the
+	// sandbox (see [Terminal]): Stdin is copied into it and its output
+	// into Stdout; Stderr is unused, and the sandbox's init gets
+	// /dev/null instead of the caller's descriptors.
+	TTY *Terminal
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
 	// NetLog receives the network audit log in limited mode: one JSON line
@@ -50,7 +60,8 @@ type Cmd struct {
 
 // Command returns a Cmd that runs name with args in a sandbox built from
 // spec. When ctx is done before the command exits, the whole sandbox is
-// killed.
+// killed and Wait returns an error that wraps ctx.Err() (errors.Is with
+// context.DeadlineExceeded or context.Canceled), as os/exec does.
 func Command(ctx context.Context, spec Spec, name string, args ...string) *Cmd {
 	return &Cmd{Spec: spec, Path: name, Args: append([]string{name}, args...), ctx: ctx}
 }
@@ -63,15 +74,81 @@ func (c *Cmd) Run() error {
 	return c.Wait()
 }
 
-// Output runs the command and returns its standard output.
+// Output runs the command and returns its standard output. When Stderr
+// is nil, the command's standard error is captured too (its first and
+// last 32 KiB at most) and an [*ExitError] carries it in its Stderr
+// field, as os/exec does.
 func (c *Cmd) Output() ([]byte, error) {
 	if c.Stdout != nil {
 		return nil, errors.New("sandbox: Stdout already set")
 	}
 	var b bytes.Buffer
 	c.Stdout = &b
+	var saved *prefixSuffixSaver
+	if c.Stderr == nil && c.TTY == nil {
+		saved = &prefixSuffixSaver{N: 32 << 10}
+		c.Stderr = saved
+	}
 	err := c.Run()
+	var ee *ExitError
+	if saved != nil && errors.As(err, &ee) {
+		ee.Stderr = saved.Bytes()
+	}
 	return b.Bytes(), err
+}
+
+// prefixSuffixSaver keeps the first and the last N bytes written to it
+// (os/exec's type of the same name).
+type prefixSuffixSaver struct {
+	N         int
+	prefix    []byte
+	suffix    []byte // a ring of N bytes once full
+	suffixOff int
+	skipped   int64
+}
+
+func (w *prefixSuffixSaver) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := w.N - len(w.prefix); room > 0 {
+		k := min(room, len(p))
+		w.prefix = append(w.prefix, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) > w.N {
+		w.skipped += int64(len(p) - w.N)
+		p = p[len(p)-w.N:]
+	}
+	if room := w.N - len(w.suffix); room > 0 {
+		k := min(room, len(p))
+		w.suffix = append(w.suffix, p[:k]...)
+		p = p[k:]
+	}
+	for len(p) > 0 {
+		k := copy(w.suffix[w.suffixOff:], p)
+		p = p[k:]
+		w.skipped += int64(k)
+		w.suffixOff += k
+		if w.suffixOff == w.N {
+			w.suffixOff = 0
+		}
+	}
+	return n, nil
+}
+
+// Bytes returns what was kept, with a note of how much was left out.
+func (w *prefixSuffixSaver) Bytes() []byte {
+	if w.suffix == nil {
+		return w.prefix
+	}
+	if w.skipped == 0 {
+		return append(append([]byte(nil), w.prefix...), w.suffix...)
+	}
+	var b bytes.Buffer
+	b.Write(w.prefix)
+	fmt.Fprintf(&b, "\n... omitting %d bytes ...\n", w.skipped)
+	b.Write(w.suffix[w.suffixOff:])
+	b.Write(w.suffix[:w.suffixOff])
+	return b.Bytes()
 }
 
 func (c *Cmd) logger() *slog.Logger {

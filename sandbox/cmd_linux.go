@@ -34,6 +34,11 @@ type running struct {
 	timedOut chan struct{} // closed when the timeout fired
 	stop     func() bool   // stops the timeout and context watchers
 	direct   *directRun    // reduced tier: no init (see reduced_linux.go)
+	// ctxKilled is closed when the Cmd's context killed the sandbox.
+	ctxKilled chan struct{}
+	// stdio and tty are a one-shot command's stdio and terminal relay.
+	stdio *stdio
+	tty   *ttyRelay
 }
 
 // Start builds the sandbox and starts the command in it. Nothing is left
@@ -54,20 +59,19 @@ func (c *Cmd) Start() (err error) {
 	if reduced, why := wantReduced(&c.Spec); reduced {
 		return c.startReduced(ctx, why)
 	}
-	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{stdin: c.Stdin, stdout: c.Stdout, stderr: c.Stderr, netLog: c.NetLog, resolver: c.Resolver, log: c.logger(), id: randomID(), proxyLimits: c.ProxyLimits})
+	r, err := boot(ctx, &c.Spec, c.Path, c.Args[1:], bootIO{stdin: c.Stdin, stdout: c.Stdout, stderr: c.Stderr, tty: c.TTY, netLog: c.NetLog, resolver: c.Resolver, log: c.logger(), id: randomID(), proxyLimits: c.ProxyLimits})
 	if why, ok := fallBackToReduced(&c.Spec, err); ok {
 		return c.startReduced(ctx, why)
 	}
 	if err != nil {
 		return err
 	}
+	r.ctxKilled = make(chan struct{})
+	stopCtx := context.AfterFunc(ctx, func() { close(r.ctxKilled); _ = r.init.Kill() })
+	r.stop = stopCtx
 	if t := c.Spec.Limits.Timeout; t > 0 {
 		timer := time.AfterFunc(t, func() { close(r.timedOut); _ = r.init.Kill() })
-		stopCtx := context.AfterFunc(ctx, func() { _ = r.init.Kill() })
 		r.stop = func() bool { a := timer.Stop(); b := stopCtx(); return a && b }
-	} else {
-		stopCtx := context.AfterFunc(ctx, func() { _ = r.init.Kill() })
-		r.stop = stopCtx
 	}
 	c.run = r
 	started := r.plan.report
@@ -79,9 +83,11 @@ func (c *Cmd) Start() (err error) {
 type bootIO struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	netLog         io.Writer
-	resolver       netpolicy.Resolver
-	log            *slog.Logger
+	// tty runs the one-shot command on a terminal (Cmd.TTY).
+	tty      *Terminal
+	netLog   io.Writer
+	resolver netpolicy.Resolver
+	log      *slog.Logger
 	// prefill, when set, fills the cow layers (a fork from a snapshot)
 	// before the sandbox mounts them.
 	prefill func([]CowLayer) error
@@ -113,6 +119,10 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	defer func() {
 		if err != nil {
 			r.teardown(context.Background())
+			if r.stdio != nil {
+				r.stdio.closeChildEnds()
+				r.stdio.close()
+			}
 		}
 	}()
 	log.Debug("prepared", "elapsed", time.Since(start))
@@ -128,10 +138,28 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 			p.opts.CgroupFD = fd
 		}
 	}
-	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = bio.stdin, bio.stdout, bio.stderr
+	// The init's fds 0-2 are the one-shot command's: the caller's files
+	// where the sandbox's user can reopen them, else relayed pipes (see
+	// stdio_linux.go); /dev/null for a long-lived sandbox and for a
+	// command on a terminal, which never gets the caller's descriptors.
+	if path != "" && bio.tty == nil {
+		r.stdio, err = openCmdStdio(bio.stdin, bio.stdout, bio.stderr, stdioOwner(p))
+	} else {
+		r.stdio, err = openCmdStdio(nil, nil, nil, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if bio.tty != nil {
+		sz := bio.tty.size()
+		p.cfg.Exec.TTY = &namespaces.WindowSize{Rows: sz.Rows, Cols: sz.Cols}
+	}
+	files := r.stdio.files()
+	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = files[0], files[1], files[2]
 	p.cfg.IdleAfter = bio.idleAfter
 	p.opts.Logger = log
 	r.init, err = namespaces.Start(ctx, p.opts)
+	r.stdio.closeChildEnds() // the init holds them (or failed)
 	if err != nil {
 		return nil, hostError(err)
 	}
@@ -154,6 +182,12 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if err != nil {
 		return nil, startError(err)
 	}
+	if master := r.init.Terminal(); master != nil {
+		if r.tty, err = startTTY(master, bio.tty, bio.stdin, bio.stdout, false, 0); err != nil {
+			closeFDs(listeners)
+			return nil, err
+		}
+	}
 	if p.network != nil {
 		for _, fd := range listeners {
 			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -171,7 +205,17 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	return r, nil
 }
 
-// Signal forwards sig to the command (not to the sandbox's init).
+// Signal delivers sig to the command's foreground process group, as a
+// terminal or a shell would, never to the sandbox's init: with [Cmd.TTY],
+// to the terminal's foreground process group (the job in the foreground
+// of a shell, whatever group it has); without, to the process group the
+// command leads (it starts in a session and group of its own), which
+// holds it and every descendant that did not move to a group of its own:
+// `sh -c "sleep 30; echo done"` is interrupted as a whole by SIGINT.
+// A group that has emptied falls back to the command itself. In the
+// reduced tier (no namespaces) it is the command alone. Descendants in
+// other process groups are reached only by the end of the sandbox (Wait,
+// the context, Limits.Timeout).
 func (c *Cmd) Signal(sig syscall.Signal) error {
 	c.mu.Lock()
 	r := c.run
@@ -201,6 +245,9 @@ func (c *Cmd) Wait() error {
 	status, waitErr := r.init.WaitExit()
 	rep := r.endReport()
 	_ = r.init.Kill() // the command is gone: take its descendants with the init
+	if r.tty != nil {
+		r.tty.wait(250 * time.Millisecond)
+	}
 	var stats cgroups.Stats
 	if r.cg != nil {
 		stats, _ = r.cg.Stats()
@@ -212,9 +259,25 @@ func (c *Cmd) Wait() error {
 	}
 	teardownStart := time.Now()
 	teardownErr := r.teardown(context.Background())
+	// Every process of the sandbox is gone: the copies end at end of
+	// file (the cut-off only guards against a leak).
+	r.stdio.wait(5 * time.Second)
+	r.stdio.close()
 	c.Report = &rep
 	c.logger().Debug("sandbox torn down", "exited", rep.WallTime, "teardown", time.Since(teardownStart))
 
+	select {
+	case <-r.ctxKilled:
+		// The context ended the sandbox, as os/exec's Cmd reports it.
+		if waitErr != nil || (status.Signaled() && status.Signal() == syscall.SIGKILL) {
+			rep.Signal, rep.SignalNum = "killed", int(syscall.SIGKILL)
+			if teardownErr != nil {
+				return teardownErr
+			}
+			return &ExitError{Report: c.Report, ctxErr: c.context().Err()}
+		}
+	default:
+	}
 	switch {
 	case rep.TimedOut:
 	case waitErr != nil && stats.OOMKills > 0:
@@ -244,8 +307,9 @@ func (r *running) endReport() Report {
 }
 
 // settle completes c.Report from the command's wait status (nil when it
-// is already filled in, or for a timeout) and the cgroup's OOM-kill count,
-// and returns Wait's error: the teardown's, an *ExitError for a non-zero
+// is already filled in, or for a timeout) and the cgroup's OOM-kill count
+// (any process of the command's tree: the cgroup is the sandbox's), and
+// returns Wait's error: the teardown's, an *ExitError for a non-zero
 // exit, or nil.
 func (c *Cmd) settle(status *syscall.WaitStatus, oomKills int64, teardownErr error) error {
 	rep := c.Report
@@ -253,9 +317,11 @@ func (c *Cmd) settle(status *syscall.WaitStatus, oomKills int64, teardownErr err
 	case status == nil || rep.TimedOut:
 	case status.Signaled():
 		rep.Signal, rep.SignalNum = status.Signal().String(), int(status.Signal())
-		rep.OOMKilled = killedByOOM(*status, 0, oomKills)
 	default:
 		rep.ExitStatus = status.ExitStatus()
+	}
+	if oomKills > 0 {
+		rep.OOMKilled = true
 	}
 	if teardownErr != nil {
 		return teardownErr
@@ -264,13 +330,6 @@ func (c *Cmd) settle(status *syscall.WaitStatus, oomKills int64, teardownErr err
 		return &ExitError{Report: c.Report}
 	}
 	return nil
-}
-
-// killedByOOM reports whether a process that ended with status was the
-// OOM killer's victim: it died of SIGKILL while the count of OOM kills in
-// its cgroup rose from before to after.
-func killedByOOM(status syscall.WaitStatus, before, after int64) bool {
-	return status.Signaled() && status.Signal() == syscall.SIGKILL && after > before
 }
 
 // oomKills is the count of OOM kills in the sandbox's cgroup so far: 0
@@ -342,6 +401,9 @@ func (r *running) teardown(ctx context.Context) error {
 	if r.init != nil {
 		_ = r.init.Kill()
 		errs = append(errs, r.init.Close())
+	}
+	if r.tty != nil {
+		r.tty.wait(0)
 	}
 	if r.proxy != nil {
 		errs = append(errs, r.proxy.Close())
@@ -417,10 +479,13 @@ func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) 
 func startError(err error) error {
 	var se *namespaces.StartError
 	if errors.As(err, &se) {
-		if se.Stage == "exec" {
+		switch se.Stage {
+		case "exec":
 			if kind := startErrno(se.Errno); kind != nil {
 				return fmt.Errorf("%w: %s", kind, se.Msg)
 			}
+		case "workdir":
+			return fmt.Errorf("%w: %w: %w", ErrInvalidSpec, ErrWorkDir, &workDirError{path: se.Msg, errno: se.Errno})
 		}
 		return fmt.Errorf("sandbox setup failed at %s: %w", se.Stage, err)
 	}

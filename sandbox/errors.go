@@ -22,7 +22,21 @@ var (
 	ErrNotExecutable = errors.New("command not executable")
 	// ErrInitMissing means the program never called [Init].
 	ErrInitMissing = namespaces.ErrInitMissing
+	// ErrWorkDir means the working directory (Spec.Workdir,
+	// ExecRequest.Dir) does not exist inside the sandbox or is not a
+	// directory; the command did not start. It comes wrapped with
+	// [ErrInvalidSpec] and the errno (ENOENT, ENOTDIR).
+	ErrWorkDir = errors.New("unusable working directory")
 )
+
+// workDirError is the working directory that the init refused.
+type workDirError struct {
+	path  string
+	errno syscall.Errno
+}
+
+func (e *workDirError) Error() string { return e.path + ": " + e.errno.Error() }
+func (e *workDirError) Unwrap() error { return e.errno }
 
 // invalid wraps err as an [ErrInvalidSpec].
 func invalid(err error) error {
@@ -57,31 +71,52 @@ func (e *UnsupportedError) Error() string {
 			fmt.Fprintf(&b, " (fix: %s)", m.Fix)
 		}
 	}
-	b.WriteString("\nrun with best effort (--best-effort) to accept the degradation")
+	b.WriteString("\n" + BestEffortHint)
 	return b.String()
 }
+
+// BestEffortHint ends an [UnsupportedError]'s message; a frontend may
+// replace it with its own spelling of Spec.BestEffort (the CLI's
+// --best-effort).
+const BestEffortHint = "set Spec.BestEffort to accept the degradation"
 
 // Is makes errors.Is(err, ErrUnsupported) true.
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
 // ExitError reports a command that did not exit 0: a status, a signal, a
-// timeout or an out-of-memory kill.
+// timeout, an out-of-memory kill, or the end of the Cmd's context (then
+// it wraps ctx.Err(): errors.Is(err, context.DeadlineExceeded) holds).
 type ExitError struct {
 	Report *Report
+	// Stderr holds the command's standard error (its first and last
+	// 32 KiB) when [Cmd.Output] captured it, as exec.ExitError.Stderr.
+	Stderr []byte
+	// ctxErr is the context's error when the context killed the sandbox.
+	ctxErr error
 }
 
 func (e *ExitError) Error() string {
 	r := e.Report
+	oom := ""
+	if r.OOMKilled {
+		oom = fmt.Sprintf(" (the OOM killer killed a process of its tree: memory limit %s)", FormatSize(r.MemoryLimit))
+	}
 	switch {
+	case e.ctxErr != nil:
+		return "sandbox killed: " + e.ctxErr.Error()
 	case r.TimedOut:
 		return fmt.Sprintf("timed out after %s: process tree killed", r.Timeout)
-	case r.OOMKilled:
+	case r.OOMKilled && r.SignalNum == int(syscall.SIGKILL):
 		return fmt.Sprintf("killed by the OOM killer: memory limit %s exceeded", FormatSize(r.MemoryLimit))
 	case r.Signal != "":
-		return "killed by signal " + r.Signal
+		return "killed by signal " + r.Signal + oom
 	}
-	return fmt.Sprintf("exit status %d", r.ExitStatus)
+	return fmt.Sprintf("exit status %d", r.ExitStatus) + oom
 }
+
+// Unwrap returns the context's error when the Cmd's context ended the
+// sandbox, else nil.
+func (e *ExitError) Unwrap() error { return e.ctxErr }
 
 // ExitCode is the conventional exit code: the command's status, 128+N for
 // death by signal N, 124 for a timeout.

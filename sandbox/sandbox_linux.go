@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tent-sandbox/tent/namespaces"
@@ -146,7 +148,20 @@ type ExecRequest struct {
 	// fails is dropped and the rest of its output discarded. Output that
 	// a background process writes after the command exited is cut off
 	// after a short grace.
+	//
+	// A file the sandbox's user could not reopen by path (/dev/stdout,
+	// /proc/self/fd/N), such as a root caller's pipe or a socket, is
+	// relayed through a pipe that user owns (see "How the command's
+	// stdio can be reopened" in the package doc).
 	Stdout, Stderr io.Writer
+	// TTY, when set, runs the command on a new terminal inside the
+	// sandbox (see [Terminal]): Stdin is copied into it, its output goes
+	// to Stdout under the rules above (nil: captured), Stderr is unused.
+	TTY *Terminal
+	// Signals, when not nil, is read while the command runs: each
+	// syscall.Signal received is delivered to the command's foreground
+	// process group, as [Cmd.Signal] does.
+	Signals <-chan os.Signal
 	// Timeout, when positive, kills the command (and its process group)
 	// after that long; the result says TimedOut.
 	Timeout time.Duration
@@ -164,9 +179,11 @@ type ExecResult struct {
 	ExitCode int    `json:"exit_code"` // the shell convention: 128+N for signal N, 124 for a timeout
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out"`
-	// OOMKilled is set when the command died of SIGKILL while the count
-	// of OOM kills in the sandbox's cgroup rose: the memory limit killed
-	// it (give or take a concurrent exec killed at the same moment).
+	// OOMKilled is set when the count of OOM kills in the sandbox's
+	// cgroup rose while the command ran (and it was not killed for ctx):
+	// the memory limit killed the command or one of its descendants —
+	// give or take a concurrent exec's process killed at the same
+	// moment. Signal says whether the command itself died (killed).
 	// Without a cgroup memory controller it is always false.
 	OOMKilled bool          `json:"oom_killed"`
 	Duration  time.Duration `json:"duration_ns"`
@@ -217,20 +234,33 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 	if req.Dir != "" {
 		e.Dir = req.Dir
 	}
-	stdio, err := openStdio(req.Stdin, req.Stdout, req.Stderr, req.MaxOutput)
-	if err != nil {
+	var sio *stdio
+	var err error
+	if req.TTY != nil {
+		sz := req.TTY.size()
+		e.TTY = &namespaces.WindowSize{Rows: sz.Rows, Cols: sz.Cols}
+		sio = &stdio{} // nothing of the caller's is passed in
+	} else if sio, err = openStdioFor(req.Stdin, req.Stdout, req.Stderr, req.MaxOutput, stdioOwner(s.run.plan)); err != nil {
 		return nil, err
 	}
-	defer stdio.close()
+	defer sio.close()
 	oomBefore := s.run.oomKills()
 	start := time.Now()
-	_, exited, err := s.run.init.Exec(id, e, stdio.fds)
-	stdio.closeChildEnds()
+	_, master, exited, err := s.run.init.Exec(id, e, sio.fds)
+	sio.closeChildEnds()
 	if err != nil {
 		if errors.Is(err, namespaces.ErrInitGone) {
 			return nil, fmt.Errorf("%w: %w", ErrTerminated, err)
 		}
 		return nil, startError(err)
+	}
+	var tty *ttyRelay
+	if master != nil {
+		if tty, err = startTTY(master, req.TTY, req.Stdin, req.Stdout, true, req.MaxOutput); err != nil {
+			_ = s.run.init.KillExec(id)
+			<-exited
+			return nil, err
+		}
 	}
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
@@ -240,33 +270,51 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 	}
 	res := &ExecResult{}
 	var ex namespaces.ExecExit
-	select {
-	case ex = <-exited:
-	case <-timeout:
-		res.TimedOut = true
-		_ = s.run.init.KillExec(id)
-		ex = <-exited
-	case <-ctx.Done():
-		_ = s.run.init.KillExec(id)
-		ex = <-exited
+	for waiting := true; waiting; {
+		select {
+		case ex = <-exited:
+			waiting = false
+		case sig := <-req.Signals:
+			if ss, ok := sig.(syscall.Signal); ok {
+				_ = s.run.init.SignalExec(id, ss)
+			}
+		case <-timeout:
+			res.TimedOut = true
+			_ = s.run.init.KillExec(id)
+			ex = <-exited
+			waiting = false
+		case <-ctx.Done():
+			_ = s.run.init.KillExec(id)
+			ex = <-exited
+			waiting = false
+		}
 	}
 	res.Duration = time.Since(start)
-	stdio.wait(250 * time.Millisecond)
+	if tty != nil {
+		tty.wait(250 * time.Millisecond)
+		if tty.sink != nil {
+			res.StdoutTruncated = tty.sink.truncated
+			if tty.sink.buf != nil {
+				res.Stdout = tty.sink.buf.Bytes()
+			}
+		}
+	}
+	sio.wait(250 * time.Millisecond)
 	if ex.Err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTerminated, ex.Err)
 	}
-	stdio.fill(res)
+	sio.fill(res)
 	switch {
 	case res.TimedOut:
 		res.ExitCode = 124
 	case ex.Status.Signaled():
 		res.Signal = ex.Status.Signal().String()
 		res.ExitCode = 128 + int(ex.Status.Signal())
-		// A kill for ctx is ours, not the OOM killer's.
-		res.OOMKilled = ctx.Err() == nil && killedByOOM(ex.Status, oomBefore, s.run.oomKills())
 	default:
 		res.ExitCode = ex.Status.ExitStatus()
 	}
+	// A kill for ctx is ours, not the OOM killer's.
+	res.OOMKilled = ctx.Err() == nil && !res.TimedOut && s.run.oomKills() > oomBefore
 	if err := ctx.Err(); err != nil && !res.TimedOut {
 		return res, err
 	}

@@ -2,10 +2,13 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultMaxOutput is the cap, in bytes, on each captured output stream
@@ -14,9 +17,55 @@ import (
 // in and little enough for many concurrent execs.
 const DefaultMaxOutput = 1 << 20
 
+// How the command's stdio can be reopened
+//
+// A command reopens its stdio by path — /dev/stdout, /dev/fd/1,
+// /proc/self/fd/1, `> /dev/stderr`, `curl -o /dev/stdout` — and the
+// kernel then checks the inode's owner and mode as for any open: a pipe
+// belongs to whoever created it (mode 0600), a file to its owner. A root
+// caller's sandbox runs as host uid 65534, so its pipes and root's files
+// cannot be reopened; a socket can never be reopened (ENXIO). tent
+// therefore hands the command its own descriptors as they are only when
+// the sandbox's user could reopen them for the access they were opened
+// with: a pipe it owns or whose mode lets it in, a terminal or another
+// device, /dev/null, and a regular file the same way when Landlock is
+// off (under Landlock, whose rules name the sandbox's own paths, a host
+// file reached through /proc/self/fd/N is refused, so regular files are
+// always relayed; a relayed stdin file reads ahead and cannot be
+// seeked). Any other pipe, file or socket is replaced
+// by a pipe that tent creates and gives to the sandbox's host user
+// (fchown; an unprivileged caller's pipes are its own already), and tent
+// relays between that pipe and the caller's descriptor with splice(2)
+// (read and write where the other end cannot splice), so no byte is
+// copied through user space between pipes and files. The command gets
+// nothing else of the host: the same data, on an object its own user
+// owns. The pipes tent makes for readers, writers and captured output
+// are given to the sandbox's user the same way.
+
+// pipeOwner is the host uid and gid that tent's stdio pipes are given to
+// (the sandbox's host identity), or nil when tent's own pipes are already
+// theirs (an unprivileged caller).
+type pipeOwner struct {
+	uid, gid int
+	// chown is set when tent's pipes must be given to uid and gid (a
+	// root caller's sandbox runs as another host user).
+	chown bool
+	// landlock is set when the command runs under Landlock, whose rules
+	// name paths inside the sandbox: a regular file of the host reached
+	// through /proc/self/fd/N is then outside them (EACCES).
+	landlock bool
+}
+
+// stdioOwner returns the owner for pipes made for a sandbox planned by p.
+func stdioOwner(p *plan) *pipeOwner {
+	uid, gid := p.opts.UIDMap.HostID, p.opts.GIDMap.HostID
+	return &pipeOwner{uid: uid, gid: gid, chown: uid != os.Geteuid() || gid != os.Getegid(), landlock: p.cfg.LandlockABI > 0}
+}
+
 // stdio holds an exec's descriptors: the caller's files as they are,
 // /dev/null, or pipes whose other ends are copied from the caller's
-// reader or into its writers and capture buffers.
+// reader or into its writers and capture buffers, or relayed to the
+// caller's files.
 type stdio struct {
 	fds        [3]int
 	childEnds  []*os.File // closed once the init has them
@@ -26,12 +75,34 @@ type stdio struct {
 	// are a file passed as is or /dev/null); the same sink when both
 	// share a pipe.
 	out, err *sink
+	owner    *pipeOwner
+	// relay moves bytes between tent's pipes and the caller's files; nil
+	// until one is needed.
+	relay *relay
+	// nullOut makes a nil writer /dev/null instead of a capture buffer
+	// (Cmd's convention; ExecRequest captures).
+	nullOut bool
 }
 
 // openStdio sets up an exec's fds 0, 1 and 2 as [ExecRequest] documents
-// (max is its MaxOutput, already checked not negative).
-func openStdio(in io.Reader, out, errw io.Writer, max int64) (_ *stdio, err error) {
-	s := &stdio{}
+// (max is its MaxOutput, already checked not negative), for a command
+// that runs as the caller's own ids.
+func openStdio(in io.Reader, out, errw io.Writer, max int64) (*stdio, error) {
+	return openStdioFor(in, out, errw, max, nil)
+}
+
+// openStdioFor is openStdio for a command whose host ids are owner's
+// (nil: the caller's).
+func openStdioFor(in io.Reader, out, errw io.Writer, max int64, owner *pipeOwner) (*stdio, error) {
+	return (&stdio{owner: owner}).open(in, out, errw, max)
+}
+
+// openCmdStdio sets up a Cmd's fds 0, 1 and 2: nil is /dev/null.
+func openCmdStdio(in io.Reader, out, errw io.Writer, owner *pipeOwner) (*stdio, error) {
+	return (&stdio{owner: owner, nullOut: true}).open(in, out, errw, 0)
+}
+
+func (s *stdio) open(in io.Reader, out, errw io.Writer, max int64) (_ *stdio, err error) {
 	defer func() {
 		if err != nil {
 			s.closeChildEnds()
@@ -59,16 +130,51 @@ func openStdio(in io.Reader, out, errw io.Writer, max int64) (_ *stdio, err erro
 	return s, nil
 }
 
-// input returns fd 0: the caller's file, /dev/null for nil, or a pipe fed
-// from the reader.
+// files returns fds 0-2 as files (for a Cmd's init), owned by s.
+func (s *stdio) files() [3]*os.File {
+	var fs [3]*os.File
+	for i, fd := range s.fds {
+		fs[i] = os.NewFile(uintptr(fd), "stdio")
+	}
+	return fs
+}
+
+// pipe makes a pipe for the command's stdio, owned by the sandbox's
+// user.
+func (s *stdio) pipe() (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.owner != nil && s.owner.chown {
+		if err := unix.Fchown(int(r.Fd()), s.owner.uid, s.owner.gid); err != nil {
+			r.Close()
+			w.Close()
+			return nil, nil, os.NewSyscallError("fchown (stdio pipe)", err)
+		}
+	}
+	return r, w, nil
+}
+
+// input returns fd 0: the caller's file (relayed when the sandbox's user
+// could not reopen it), /dev/null for nil, or a pipe fed from the reader.
 func (s *stdio) input(r io.Reader) (*os.File, error) {
 	if f, ok := r.(*os.File); ok && f != nil {
-		return f, nil
+		if !needsRelay(f, s.owner, unix.O_RDONLY) {
+			return f, nil
+		}
+		pr, pw, err := s.relayPipe()
+		if err != nil {
+			return nil, err
+		}
+		s.childEnds = append(s.childEnds, pr)
+		s.relay.pump(pw, f, true)
+		return pr, nil
 	}
 	if r == nil {
 		return s.devNull(os.O_RDONLY)
 	}
-	pr, pw, err := os.Pipe()
+	pr, pw, err := s.pipe()
 	if err != nil {
 		return nil, err
 	}
@@ -78,33 +184,58 @@ func (s *stdio) input(r io.Reader) (*os.File, error) {
 	return pr, nil
 }
 
+// relayPipe makes a pipe for a relay (see pump), starting the relay.
+func (s *stdio) relayPipe() (r, w *os.File, err error) {
+	if s.relay == nil {
+		if s.relay, err = newRelay(); err != nil {
+			return nil, nil, err
+		}
+	}
+	r, w, err = s.pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Fewer, larger moves: 1 MiB where the pipe limits allow it.
+	_, _ = unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	return r, w, nil
+}
+
 // output returns fd 1 or 2 for w and, when it is copied, its sink.
 func (s *stdio) output(w io.Writer, max int64) (int, *sink, error) {
 	var dst io.Writer
 	var buf *bytes.Buffer
 	limit := int64(-1) // none
 	switch f, isFile := w.(*os.File); {
+	case w == nil && s.nullOut, w == io.Discard:
+		null, err := s.devNull(os.O_WRONLY)
+		if err != nil {
+			return 0, nil, err
+		}
+		return int(null.Fd()), nil, nil
 	case w == nil:
 		buf = &bytes.Buffer{}
 		dst, limit = buf, DefaultMaxOutput
 		if max > 0 {
 			limit = max
 		}
-	case w == io.Discard:
-		null, err := s.devNull(os.O_WRONLY)
+	case isFile && f != nil && max == 0:
+		if !needsRelay(f, s.owner, unix.O_WRONLY) {
+			return int(f.Fd()), nil, nil // streamed with no copy
+		}
+		pr, pw, err := s.relayPipe()
 		if err != nil {
 			return 0, nil, err
 		}
-		return int(null.Fd()), nil, nil
-	case isFile && f != nil && max == 0:
-		return int(f.Fd()), nil, nil // streamed with no copy
+		s.childEnds = append(s.childEnds, pw)
+		s.relay.pump(f, pr, false)
+		return int(pw.Fd()), nil, nil
 	default:
 		dst = w
 		if max > 0 {
 			limit = max
 		}
 	}
-	pr, pw, err := os.Pipe()
+	pr, pw, err := s.pipe()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -138,16 +269,36 @@ func (s *stdio) closeChildEnds() {
 	s.childEnds = nil
 }
 
-// wait lets the output copies drain; a background process that keeps an
-// output pipe open is cut off after grace.
+// wait lets the output copies and relays drain; a background process
+// that keeps an output pipe open is cut off after grace (grace < 0: no
+// cut-off, for a sandbox whose processes are all gone). Input relays
+// stop at once.
 func (s *stdio) wait(grace time.Duration) {
+	if s.relay != nil {
+		s.relay.stopInputs()
+	}
 	done := make(chan struct{})
-	go func() { s.copies.Wait(); close(done) }()
+	go func() {
+		s.copies.Wait()
+		if s.relay != nil {
+			s.relay.outputs.Wait()
+		}
+		close(done)
+	}()
+	var cut <-chan time.Time
+	if grace >= 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		cut = t.C
+	}
 	select {
 	case <-done:
-	case <-time.After(grace):
+	case <-cut:
 		for _, f := range s.ownedFiles {
 			f.Close()
+		}
+		if s.relay != nil {
+			s.relay.halt()
 		}
 		<-done
 	}
@@ -156,6 +307,10 @@ func (s *stdio) wait(grace time.Duration) {
 func (s *stdio) close() {
 	for _, f := range s.ownedFiles {
 		f.Close()
+	}
+	if s.relay != nil {
+		s.relay.halt()
+		s.relay.close()
 	}
 }
 
@@ -174,6 +329,225 @@ func (s *stdio) fill(res *ExecResult) {
 			res.Stderr = s.err.buf.Bytes()
 		}
 	}
+}
+
+// needsRelay reports whether the command could not reopen f by path
+// (/proc/self/fd/N) for access (O_RDONLY or O_WRONLY, widened to the
+// access f was opened with): a socket never can; a pipe or regular file
+// can when its owner and mode let the sandbox's user in (owner nil: the
+// caller's own ids); devices (terminals, /dev/null) and anything else
+// are passed as they are.
+func needsRelay(f *os.File, owner *pipeOwner, access int) bool {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return false
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFSOCK:
+		return true
+	case unix.S_IFREG:
+		if owner != nil && owner.landlock {
+			return true
+		}
+	case unix.S_IFIFO:
+	default:
+		return false
+	}
+	if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err == nil {
+		access = fl & unix.O_ACCMODE
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if owner != nil {
+		uid, gid = owner.uid, owner.gid
+	}
+	var want uint32
+	switch access {
+	case unix.O_RDONLY:
+		want = 4
+	case unix.O_WRONLY:
+		want = 2
+	default:
+		want = 6
+	}
+	perm := st.Mode & 0o7
+	switch {
+	case int(st.Uid) == uid:
+		perm = st.Mode >> 6 & 0o7
+	case int(st.Gid) == gid:
+		perm = st.Mode >> 3 & 0o7
+	}
+	return perm&want != want
+}
+
+// relay moves bytes between the pipes tent gave the command and the
+// caller's descriptors, one goroutine per stream, each waiting in poll(2)
+// on its source and on a stop eventfd, so that it can be stopped
+// whatever the caller's descriptor is (tent never changes the caller's
+// file status flags, which its shell shares).
+type relay struct {
+	stop      int // eventfd: readable once every pump must stop
+	stopInput int // eventfd: readable once input pumps must stop
+	outputs   sync.WaitGroup
+	inputs    sync.WaitGroup
+	once      sync.Once
+}
+
+func newRelay() (*relay, error) {
+	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	stopInput, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(stop)
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	return &relay{stop: stop, stopInput: stopInput}, nil
+}
+
+// pump copies src to dst until src's end of file or a stop, then closes
+// the relay's own end: dst for an input (the command then reads end of
+// file), src for an output.
+func (r *relay) pump(dst, src *os.File, input bool) {
+	wg, stop := &r.outputs, r.stop
+	if input {
+		wg, stop = &r.inputs, r.stopInput
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if input {
+			defer dst.Close()
+		} else {
+			defer src.Close()
+		}
+		_ = pumpFD(int(dst.Fd()), int(src.Fd()), r.stop, stop)
+	}()
+}
+
+// errStopped ends a pump that was told to stop.
+var errStopped = errors.New("relay stopped")
+
+// pumpFD moves bytes from src to dst with splice(2), or read and write
+// where one end cannot splice (a terminal, a file opened O_APPEND),
+// waiting for both ends in poll(2) together with the stop eventfds.
+func pumpFD(dst, src, stop1, stop2 int) error {
+	useSplice := true
+	var buf []byte
+	for {
+		if err := waitFDs(src, dst, stop1, stop2); err != nil {
+			return err
+		}
+		var n int
+		var err error
+		if useSplice {
+			var m int64
+			m, err = unix.Splice(src, nil, dst, nil, 1<<20, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			n = int(m)
+			if err == unix.EINVAL || err == unix.ENOSYS || err == unix.EBADF {
+				useSplice = false
+				continue
+			}
+		} else {
+			if buf == nil {
+				buf = make([]byte, 128<<10)
+			}
+			n, err = unix.Read(src, buf)
+			if n > 0 {
+				if werr := writeAll(dst, buf[:n], stop1); werr != nil {
+					return werr
+				}
+			}
+		}
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+		case err == unix.EIO:
+			return nil // a terminal whose every holder is gone
+		case err != nil:
+			return err
+		case n == 0:
+			return nil // end of file
+		}
+	}
+}
+
+// waitFDs waits until src is readable and dst writable, or a stop fd is
+// readable (errStopped).
+func waitFDs(src, dst, stop1, stop2 int) error {
+	srcReady, dstReady := false, dst < 0
+	for !srcReady || !dstReady {
+		pfds := []unix.PollFd{{Fd: int32(stop1), Events: unix.POLLIN}, {Fd: int32(stop2), Events: unix.POLLIN}}
+		if !srcReady {
+			pfds = append(pfds, unix.PollFd{Fd: int32(src), Events: unix.POLLIN})
+		}
+		if !dstReady {
+			pfds = append(pfds, unix.PollFd{Fd: int32(dst), Events: unix.POLLOUT})
+		}
+		if _, err := unix.Poll(pfds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return os.NewSyscallError("poll", err)
+		}
+		if pfds[0].Revents != 0 || pfds[1].Revents != 0 {
+			return errStopped
+		}
+		for _, p := range pfds[2:] {
+			if p.Revents == 0 {
+				continue
+			}
+			if int(p.Fd) == src && p.Events == unix.POLLIN {
+				srcReady = true
+			} else {
+				dstReady = true // writable, or an error the write reports
+			}
+		}
+	}
+	return nil
+}
+
+// writeAll writes b to fd, waiting in poll(2) while fd is full.
+func writeAll(fd int, b []byte, stop int) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		switch {
+		case err == unix.EAGAIN:
+			pfds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}, {Fd: int32(fd), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(pfds, -1); err != nil && err != unix.EINTR {
+				return os.NewSyscallError("poll", err)
+			}
+			if pfds[0].Revents != 0 {
+				return errStopped
+			}
+		case err == unix.EINTR:
+		case err != nil:
+			return err
+		default:
+			b = b[n:]
+		}
+	}
+	return nil
+}
+
+// stopInputs stops the input pumps and waits for them: the command is
+// gone, and nothing more may be taken from the caller's input.
+func (r *relay) stopInputs() {
+	_, _ = unix.Write(r.stopInput, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	r.inputs.Wait()
+}
+
+// halt stops every pump and waits for them.
+func (r *relay) halt() {
+	_, _ = unix.Write(r.stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	r.inputs.Wait()
+	r.outputs.Wait()
+}
+
+func (r *relay) close() {
+	r.once.Do(func() {
+		unix.Close(r.stop)
+		unix.Close(r.stopInput)
+	})
 }
 
 // sink is where one copied output stream goes: the caller's writer or a

@@ -16,10 +16,20 @@ import (
 func newExecCmd(g *globalOptions) *cobra.Command {
 	var timeout, workdir, maxOutput string
 	var env []string
+	tf := termFlags{}
 	c := &cobra.Command{
 		Use:   "exec [flags] ID -- CMD [ARGS...]",
 		Short: "Run a command in a sandbox made by tent create, with its exit status",
-		Args:  cobra.MinimumNArgs(2),
+		Long: `Run a command in a sandbox made by tent create and exit with its status.
+
+Signals SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
+tent exec are delivered to the command's foreground process group (with
+-t, the foreground job of the terminal inside: Ctrl-C in
+'tent exec -it ID -- bash' interrupts the running job and the shell
+stays). The command ends when tent exec is killed.`,
+		Example: `  tent exec box -- make test
+  tent exec -it -w /work -e TERM=xterm box -- bash`,
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			rec, err := g.lookup(args[0])
 			if err != nil {
@@ -55,17 +65,63 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 					return &exitError{code: exitRefused, msg: fmt.Sprintf("--env %q: want K=V", kv)}
 				}
 			}
-			// Interrupting tent exec ends the command: the supervisor
-			// kills it when this connection closes.
-			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-			go func() {
-				s := <-sigs
-				os.Exit(128 + int(s.(syscall.Signal)))
-			}()
-			res, blocked, err := sandbox.RemoteExec(rec, req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr})
+			// Signals go to the command's foreground process group, through
+			// the supervisor; the command ends if tent exec is killed (the
+			// supervisor kills it when this connection closes).
+			sigs := make(chan os.Signal, 16)
+			signal.Notify(sigs, forwarded...)
+			defer signal.Stop(sigs)
+			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
+			var ct *callerTerm
+			if tf.tty {
+				var err error
+				if ct, err = openCallerTerm(tf); err != nil {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
+				defer ct.restore()
+				req.TTY = &sandbox.Terminal{Size: ct.size()}
+				if !tf.interactive {
+					null, err := os.Open(os.DevNull)
+					if err != nil {
+						return &exitError{code: exitRefused, msg: err.Error()}
+					}
+					defer null.Close()
+					stdio[0] = null
+				}
+			}
+			sess, err := sandbox.RemoteExecSession(rec, req, stdio)
 			if err != nil {
 				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
+			}
+			done := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case s := <-sigs:
+						if s == syscall.SIGWINCH {
+							if ct != nil {
+								_ = sess.Resize(ct.size())
+							}
+							continue
+						}
+						_ = sess.Signal(s.(syscall.Signal))
+					case <-done:
+						return
+					}
+				}
+			}()
+			res, blocked, err := sess.Wait()
+			close(done)
+			ct.restore()
+			if err != nil {
+				msg := err.Error()
+				if strings.Contains(msg, sandbox.ErrWorkDir.Error()) {
+					msg = remoteWorkdirMessage(workdir, msg)
+				}
+				return &exitError{code: sandbox.ExitCode(err), msg: msg}
+			}
+			if res.OOMKilled {
+				printError(os.Stderr, oomNote(res.Signal == "killed", rec.Spec.Limits.Memory))
 			}
 			if blocked != "" {
 				printError(os.Stderr, blocked)
@@ -89,8 +145,23 @@ func newExecCmd(g *globalOptions) *cobra.Command {
 	}
 	c.Flags().SetInterspersed(false)
 	c.Flags().StringVar(&timeout, "timeout", "", "kill the command after `DURATION`")
-	c.Flags().StringArrayVar(&env, "env", nil, "set variable `K=V` (repeatable)")
-	c.Flags().StringVar(&workdir, "workdir", "", "working `DIR` inside")
+	c.Flags().StringArrayVarP(&env, "env", "e", nil, "set variable `K=V` (repeatable)")
+	c.Flags().StringVarP(&workdir, "workdir", "w", "", "working `DIR` inside")
+	tf.register(c.Flags())
 	c.Flags().StringVar(&maxOutput, "max-output", "", "keep at most `SIZE` of stdout and of stderr (e.g. 64K, 1M); the rest is dropped and the command keeps running")
 	return c
+}
+
+// remoteWorkdirMessage names --workdir and the path for a working
+// directory the sandbox refused (msg is the supervisor's message, which
+// ends with the errno's text).
+func remoteWorkdirMessage(dir, msg string) string {
+	why := "unusable"
+	switch {
+	case strings.HasSuffix(msg, syscall.ENOENT.Error()):
+		why = "no such directory in the sandbox"
+	case strings.HasSuffix(msg, syscall.ENOTDIR.Error()):
+		why = "not a directory in the sandbox"
+	}
+	return fmt.Sprintf("--workdir %s: %s", dir, why)
 }

@@ -78,7 +78,13 @@ func execute(args []string) int {
 }
 
 func printError(w io.Writer, msg string) {
-	fmt.Fprintf(w, "tent: %s\n", strings.TrimRight(msg, "\n"))
+	fmt.Fprintf(w, "tent: %s\n", strings.TrimRight(cliWords(msg), "\n"))
+}
+
+// cliWords translates what the library's messages say in Go terms into
+// the CLI's flags.
+func cliWords(msg string) string {
+	return strings.ReplaceAll(msg, sandbox.BestEffortHint, "run with best effort (--best-effort) to accept the degradation")
 }
 
 // globalOptions are the flags every subcommand has.

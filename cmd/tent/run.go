@@ -12,19 +12,83 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// forwarded are the signals tent passes on to the command.
+// forwarded are the signals tent passes on to the command's foreground
+// process group (SIGWINCH resizes the command's terminal with -t).
 var forwarded = []os.Signal{
 	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 }
 
+// termFlags are -t and -i, as docker and podman spell them.
+type termFlags struct {
+	tty, interactive bool
+}
+
+func (f *termFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVarP(&f.tty, "tty", "t", false, "run the command on a terminal inside the sandbox (with -i, your terminal is put in raw mode meanwhile)")
+	fs.BoolVarP(&f.interactive, "interactive", "i", false, "with -t, connect tent's stdin to the terminal inside (without -t, stdin is passed as it is anyway)")
+}
+
+// callerTerm is the caller's side of a -t run or exec: the terminal to
+// take the size from, and the raw mode to undo.
+type callerTerm struct {
+	sizeFD int // a terminal of the caller's (stdout, else stdin), or -1
+	raw    *term.State
+	rawFD  int
+}
+
+// openCallerTerm prepares the caller's terminal for a command on a
+// terminal inside: with -i and a terminal as stdin, raw mode (keys such
+// as Ctrl-C, Ctrl-Z and Ctrl-D then reach the terminal inside, which
+// acts on them). restore must be called on every way out.
+func openCallerTerm(f termFlags) (*callerTerm, error) {
+	ct := &callerTerm{sizeFD: -1, rawFD: -1}
+	for _, fd := range []int{int(os.Stdout.Fd()), int(os.Stdin.Fd())} {
+		if term.IsTerminal(fd) {
+			ct.sizeFD = fd
+			break
+		}
+	}
+	if f.interactive && term.IsTerminal(int(os.Stdin.Fd())) {
+		st, err := term.MakeRaw(int(os.Stdin.Fd()))
+		if err != nil {
+			return nil, fmt.Errorf("putting the terminal in raw mode: %w", err)
+		}
+		ct.raw, ct.rawFD = st, int(os.Stdin.Fd())
+	}
+	return ct, nil
+}
+
+// size is the caller's terminal size (zero when it has none).
+func (ct *callerTerm) size() sandbox.WindowSize {
+	if ct.sizeFD < 0 {
+		return sandbox.WindowSize{}
+	}
+	w, h, err := term.GetSize(ct.sizeFD)
+	if err != nil || w <= 0 || h <= 0 || w > 0xffff || h > 0xffff {
+		return sandbox.WindowSize{}
+	}
+	return sandbox.WindowSize{Rows: uint16(h), Cols: uint16(w)}
+}
+
+// restore undoes raw mode; it may be called more than once.
+func (ct *callerTerm) restore() {
+	if ct != nil && ct.raw != nil {
+		_ = term.Restore(ct.rawFD, ct.raw)
+		ct.raw = nil
+	}
+}
+
 func newRunCmd(g *globalOptions) *cobra.Command {
 	o := &runOptions{}
+	tf := &termFlags{}
 	c := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run one command in a fresh sandbox",
@@ -37,8 +101,16 @@ Nothing of the host's files is visible unless mounted with --ro or --rw,
 and the environment is clean (PATH, HOME, TERM, LANG, TZ, USER) unless
 --env, --env-pass, --env-file or --env-inherit add to it.
 
-Signals SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH
-sent to tent are forwarded to the command.
+Signals SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
+tent are delivered to the command's foreground process group, as a
+shell's terminal does: with -t, the foreground job of the terminal
+inside; without, the command and every descendant still in its process
+group. With -t, SIGWINCH resizes the terminal inside.
+
+-t runs the command on a terminal of the sandbox's own (a shell gets job
+control, full-screen programs work); -it also connects your stdin to it
+and puts your terminal in raw mode until tent exits, whatever way it
+exits. Your own terminal is never passed into the sandbox.
 
 Exit status: the command's own; 128+N when it was killed by signal N;
 124 on timeout; 125 when tent failed or refused (bad flag or value, bad
@@ -46,24 +118,26 @@ policy, host cannot enforce a protection); 126 when the command is not
 executable; 127 when it was not found.`,
 		Example: `  tent run -- sh -c 'id; hostname'
   tent run --rw .:/work --workdir /work --memory 1G --timeout 5m -- make test
-  tent run --policy agent.yaml --report run.json -- python3 tool.py`,
+  tent run --policy agent.yaml --report run.json -- python3 tool.py
+  tent run -it --rw .:/work -- bash`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return &usageError{cmd: c.CommandPath(), err: errors.New("missing command: want tent run [flags] -- CMD [ARGS...]")}
 			}
-			return o.run(c, g.logger(), args)
+			return o.run(c, g.logger(), *tf, args)
 		},
 	}
 	// Everything after the command is the command's: tent run ls -l.
 	c.Flags().SetInterspersed(false)
 	o.register(c.Flags())
+	tf.register(c.Flags())
 	return c
 }
 
 // run builds the sandbox, runs args in it with tent's own stdio, and
 // returns an *exitError carrying the exit code.
-func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) error {
+func (o *runOptions) run(c *cobra.Command, log *slog.Logger, tf termFlags, args []string) error {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return &exitError{code: exitRefused, msg: fmt.Sprintf("cannot find the current directory: %v", err)}
@@ -86,6 +160,20 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) erro
 	cmd := sandbox.Command(context.Background(), spec, args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Logger = log
+	var resize chan sandbox.WindowSize
+	var ct *callerTerm
+	if tf.tty {
+		if ct, err = openCallerTerm(tf); err != nil {
+			return &exitError{code: exitRefused, msg: err.Error()}
+		}
+		defer ct.restore()
+		resize = make(chan sandbox.WindowSize, 1)
+		cmd.TTY = &sandbox.Terminal{Size: ct.size(), Resize: resize}
+		cmd.Stderr = nil
+		if !tf.interactive {
+			cmd.Stdin = nil
+		}
+	}
 	if o.netLog != "" {
 		// Appended, never truncated: one log can span several runs.
 		f, err := os.OpenFile(o.netLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -112,6 +200,13 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) erro
 		for {
 			select {
 			case s := <-sigs:
+				if s == syscall.SIGWINCH && resize != nil {
+					select {
+					case resize <- ct.size():
+					default:
+					}
+					continue
+				}
 				err := cmd.Signal(s.(syscall.Signal))
 				if log != nil {
 					log.Debug("forwarded signal", "signal", s, "err", err)
@@ -123,6 +218,7 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, args []string) erro
 	}()
 	err = cmd.Wait()
 	close(done)
+	ct.restore() // before tent's own messages
 	return o.finish(&spec, cmd, err)
 }
 
@@ -151,22 +247,49 @@ func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 	var ee *sandbox.ExitError
 	switch {
 	case runErr == nil:
+		if rep != nil && rep.OOMKilled {
+			printError(os.Stderr, oomNote(false, rep.MemoryLimit))
+		}
 		return nil
 	case errors.As(runErr, &ee):
 		switch r := ee.Report; {
 		case r.TimedOut:
 			return &exitError{code: ee.ExitCode(), msg: ee.Error()}
 		case r.OOMKilled:
-			limit := "none"
-			if r.MemoryLimit > 0 {
-				limit = sandbox.FormatSize(r.MemoryLimit)
-			}
-			return &exitError{code: ee.ExitCode(), msg: fmt.Sprintf("killed by the OOM killer (memory limit %s)", limit)}
+			return &exitError{code: ee.ExitCode(), msg: oomNote(r.SignalNum == int(syscall.SIGKILL), r.MemoryLimit)}
 		}
 		// The command's own exit or signal: nothing to add.
 		return &exitError{code: ee.ExitCode()}
+	case errors.Is(runErr, sandbox.ErrWorkDir):
+		return &exitError{code: exitRefused, msg: workdirMessage(spec.Workdir, runErr)}
 	}
 	return &exitError{code: sandbox.ExitCode(runErr), msg: runErr.Error()}
+}
+
+// oomNote is tent's one line about an OOM kill: of the command itself
+// (self) or of another process of its tree.
+func oomNote(self bool, memoryLimit int64) string {
+	limit := "none"
+	if memoryLimit > 0 {
+		limit = sandbox.FormatSize(memoryLimit)
+	}
+	if self {
+		return fmt.Sprintf("killed by the OOM killer (memory limit %s)", limit)
+	}
+	return fmt.Sprintf("the OOM killer killed a process of the command's tree (memory limit %s)", limit)
+}
+
+// workdirMessage names --workdir and the path for a refused working
+// directory (sandbox.ErrWorkDir), with the reason.
+func workdirMessage(dir string, err error) string {
+	why := "unusable"
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		why = "no such directory in the sandbox"
+	case errors.Is(err, syscall.ENOTDIR):
+		why = "not a directory in the sandbox"
+	}
+	return fmt.Sprintf("--workdir %s: %s", dir, why)
 }
 
 // userChoice reports whether a protection is off because the user asked
