@@ -52,16 +52,18 @@ import (
 // profile denies those modes, and the kernel strips S_ISGID for a
 // creator outside the group).
 //
-// The remaining parameters are the sandbox init's pid and its ids inside;
-// the idmapping no longer depends on them.
-func openUserMounts(mounts []fs.Mount, _ int, _, _ uint32) (fds []int, err error) {
+// initPID is the sandbox's init and uid, gid its ids inside: a ro or cow
+// mount whose directory's owner is exactly uid:gid (root:root, for a root
+// caller's default ids) is idmapped with the sandbox's own user
+// namespace, which maps just that, rather than a new one.
+func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32) (fds []int, err error) {
 	defer func() {
 		if err != nil {
 			closeFDs(fds)
 			fds = nil
 		}
 	}()
-	var userns idmapNamespaces
+	userns := idmapNamespaces{initPID: initPID, inside: idmapKey{uid: uid, gid: gid}}
 	defer userns.close()
 	for _, m := range mounts {
 		// Never through a symlink, which a sandbox may have planted in

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +36,31 @@ const rootGroupStandIn = 65533
 // on its own once mount_setattr has applied it.
 type idmapNamespaces struct {
 	fds map[idmapKey]int
+	// initPID, when positive, is the sandbox's init (a child of this
+	// process, not yet reaped, so the pid is its own), whose user
+	// namespace maps exactly inside (its uid and gid, no root group) onto
+	// unprivilegedHostID: get uses it for that key instead of creating a
+	// namespace (a fork and exec of this binary, some milliseconds).
+	initPID int
+	inside  idmapKey
+}
+
+// sandboxUserNS opens the user namespace of the sandbox's init when its
+// maps are the single lines "inside.uid unprivilegedHostID 1" and
+// "inside.gid unprivilegedHostID 1", the same idmapping get would
+// create; ok is false otherwise.
+func (n *idmapNamespaces) sandboxUserNS() (fd int, ok bool) {
+	for _, m := range []struct {
+		file string
+		id   uint32
+	}{{"uid_map", n.inside.uid}, {"gid_map", n.inside.gid}} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", n.initPID, m.file))
+		if err != nil || strings.Join(strings.Fields(string(b)), " ") != fmt.Sprintf("%d %d 1", m.id, unprivilegedHostID) {
+			return -1, false
+		}
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", n.initPID), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return fd, err == nil
 }
 
 // get returns an fd of a user namespace whose only mappings are uid →
@@ -50,6 +76,15 @@ func (n *idmapNamespaces) get(uid, gid uint32, rootGroup bool) (int, error) {
 	if fd, ok := n.fds[k]; ok {
 		return fd, nil
 	}
+	if n.fds == nil {
+		n.fds = map[idmapKey]int{}
+	}
+	if n.initPID > 0 && k == n.inside {
+		if fd, ok := n.sandboxUserNS(); ok {
+			n.fds[k] = fd
+			return fd, nil
+		}
+	}
 	gidMap := []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: unprivilegedHostID, Size: 1}}
 	if rootGroup && gid != 0 {
 		gidMap = append(gidMap, syscall.SysProcIDMap{ContainerID: 0, HostID: rootGroupStandIn, Size: 1})
@@ -57,9 +92,6 @@ func (n *idmapNamespaces) get(uid, gid uint32, rootGroup bool) (int, error) {
 	fd, err := newIDMapUserNS([]syscall.SysProcIDMap{{ContainerID: int(uid), HostID: unprivilegedHostID, Size: 1}}, gidMap)
 	if err != nil {
 		return -1, err
-	}
-	if n.fds == nil {
-		n.fds = map[idmapKey]int{}
 	}
 	n.fds[k] = fd
 	return fd, nil
