@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -230,7 +231,7 @@ func removeAt(parent int, name, rel string, depth int, fixPerm bool) error {
 	fd, err := openDir(parent, name)
 	if fixPerm && err == unix.EACCES {
 		// A directory without search permission: the caller owns it.
-		if perr := unix.Fchmodat(parent, name, 0o700, unix.AT_SYMLINK_NOFOLLOW); perr == nil || perr == unix.EOPNOTSUPP {
+		if perr := chmodNoFollow(parent, name, 0o700); perr == nil {
 			fd, err = openDir(parent, name)
 		}
 	}
@@ -294,4 +295,36 @@ func RemoveTree(dir string) error {
 		return fmt.Errorf("removing %s: %w", dir, err)
 	}
 	return nil
+}
+
+// chmodNoFollow sets the mode of name in parent, never through a symlink:
+// fchmodat2(AT_SYMLINK_NOFOLLOW) where the kernel has it (Linux 6.6),
+// else an O_PATH descriptor opened without following symlinks and chmod
+// of its /proc/self/fd link, which names that very inode (an O_PATH open
+// needs no permission on the file itself, only search on its parent).
+func chmodNoFollow(parent int, name string, mode uint32) error {
+	err := unix.Fchmodat(parent, name, mode, unix.AT_SYMLINK_NOFOLLOW)
+	if err != unix.EOPNOTSUPP && err != unix.ENOSYS {
+		return err
+	}
+	return chmodOPath(parent, name, mode)
+}
+
+// chmodOPath is chmodNoFollow's way before Linux 6.6.
+func chmodOPath(parent int, name string, mode uint32) error {
+	fd, err := openBeneath(parent, name, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	// O_PATH|O_NOFOLLOW opens a final symlink itself: refuse it as
+	// openat2 refuses symlinks elsewhere.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if isLinkStat(&st) {
+		return unix.ELOOP
+	}
+	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode)
 }
