@@ -34,6 +34,7 @@ func tree(t *testing.T, root string) map[string]string {
 
 func TestCopyOnWriteMount(t *testing.T) {
 	src := t.TempDir() // cow: never written, idmapped from its owner (root included)
+	skipWithoutIdmap(t, src, sandbox.CopyOnWrite)
 	os.Chmod(src, 0o777)
 	// A root caller's sandbox runs as an unprivileged id, which must be
 	// able to reach the source (see the README).

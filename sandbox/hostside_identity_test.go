@@ -250,6 +250,7 @@ func hostsideOwner(t *testing.T) (dir string, uid, gid uint32) {
 	if err := os.Chown(dir, 4321, 4321); err != nil {
 		t.Fatal(err)
 	}
+	skipWithoutIdmap(t, dir, sandbox.ReadWrite)
 	return dir, 4321, 4321
 }
 
@@ -417,6 +418,7 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Chmod(dir, 0o755)
+			skipWithoutIdmap(t, dir, sandbox.ReadWrite)
 			spec := sandbox.Spec{User: tc.user, Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}
 			out := mustRun(t, spec, "sh", "-c", `echo data > /out/f && mkdir /out/d && ln -s f /out/l && stat -c '%u:%g' /out /out/f;
 				chown 4321 /out/f 2>/dev/null; echo chown-4321 $?; chown 0:0 /out/f 2>/dev/null; echo chown-0 $?`)

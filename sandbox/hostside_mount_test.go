@@ -23,6 +23,7 @@ func sandboxWritableDir(t *testing.T) string {
 		if err := os.Chown(dir, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
+		skipWithoutIdmap(t, dir, sandbox.ReadWrite)
 	}
 	return dir
 }

@@ -14,6 +14,7 @@ import (
 func TestSnapshotAndFork(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir() // cow: never written, idmapped from its owner (root included)
+	skipWithoutIdmap(t, src, sandbox.CopyOnWrite)
 	os.Chmod(src, 0o777)
 	os.Chmod(filepath.Dir(src), 0o755)
 	os.WriteFile(filepath.Join(src, "base.txt"), []byte("base\n"), 0o666)
