@@ -103,8 +103,15 @@ func TestRootFilesystemHidesTheHost(t *testing.T) {
 	}
 	marker.Close()
 	defer os.Remove(marker.Name())
-	for _, p := range []string{"/var", "/run", "/sys", "/mnt", "/srv", "/boot", "/work", marker.Name()} {
+	for _, p := range []string{"/var", "/run", "/mnt", "/srv", "/boot", "/work", marker.Name()} {
 		expect(t, "visibility of "+p, probe(t, sandbox.Spec{}, "open", p, "r"), "ENOENT")
+	}
+	// /sys holds at most the sandbox's own cgroup, at /sys/fs/cgroup
+	// (TestCgroupViewShowsTheSandboxsOwnCgroup checks what is there).
+	switch out := mustRun(t, sandbox.Spec{}, "sh", "-c", "find /sys -maxdepth 2 2>/dev/null; true"); out {
+	case "", "/sys\n/sys/fs\n/sys/fs/cgroup":
+	default:
+		t.Errorf("/sys shows more than the sandbox's cgroup: %q", out)
 	}
 	if !privileged() {
 		expect(t, "/root for a user", probe(t, sandbox.Spec{}, "open", "/root", "r"), "ENOENT")
