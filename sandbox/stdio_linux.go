@@ -68,6 +68,7 @@ func stdioOwner(p *plan) *pipeOwner {
 // caller's files.
 type stdio struct {
 	fds        [3]int
+	fdFiles    [3]*os.File // the files of fds (the caller's or s's own)
 	childEnds  []*os.File // closed once the init has them
 	ownedFiles []*os.File // closed at the end
 	copies     sync.WaitGroup
@@ -113,31 +114,28 @@ func (s *stdio) open(in io.Reader, out, errw io.Writer, max int64) (_ *stdio, er
 	if err != nil {
 		return nil, err
 	}
-	s.fds[0] = int(f.Fd())
-	if s.fds[1], s.out, err = s.output(out, max); err != nil {
+	s.fdFiles[0] = f
+	if s.fdFiles[1], s.out, err = s.output(out, max); err != nil {
 		return nil, err
 	}
 	if out != nil && sameWriter(out, errw) {
 		// One pipe for both, as os/exec does: the order of the
 		// command's writes is kept and the writer is never called
 		// concurrently.
-		s.fds[2], s.err = s.fds[1], s.out
-		return s, nil
-	}
-	if s.fds[2], s.err, err = s.output(errw, max); err != nil {
+		s.fdFiles[2], s.err = s.fdFiles[1], s.out
+	} else if s.fdFiles[2], s.err, err = s.output(errw, max); err != nil {
 		return nil, err
+	}
+	for i, f := range s.fdFiles {
+		s.fds[i] = int(f.Fd())
 	}
 	return s, nil
 }
 
-// files returns fds 0-2 as files (for a Cmd's init), owned by s.
-func (s *stdio) files() [3]*os.File {
-	var fs [3]*os.File
-	for i, fd := range s.fds {
-		fs[i] = os.NewFile(uintptr(fd), "stdio")
-	}
-	return fs
-}
+// files returns fds 0-2 as files (for a Cmd's init): the caller's or s's
+// own, never new *os.File values for the same descriptors (whose
+// finalizers would close them twice).
+func (s *stdio) files() [3]*os.File { return s.fdFiles }
 
 // pipe makes a pipe for the command's stdio, owned by the sandbox's
 // user.
@@ -201,7 +199,7 @@ func (s *stdio) relayPipe() (r, w *os.File, err error) {
 }
 
 // output returns fd 1 or 2 for w and, when it is copied, its sink.
-func (s *stdio) output(w io.Writer, max int64) (int, *sink, error) {
+func (s *stdio) output(w io.Writer, max int64) (*os.File, *sink, error) {
 	var dst io.Writer
 	var buf *bytes.Buffer
 	limit := int64(-1) // none
@@ -209,9 +207,9 @@ func (s *stdio) output(w io.Writer, max int64) (int, *sink, error) {
 	case w == nil && s.nullOut, w == io.Discard:
 		null, err := s.devNull(os.O_WRONLY)
 		if err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
-		return int(null.Fd()), nil, nil
+		return null, nil, nil
 	case w == nil:
 		buf = &bytes.Buffer{}
 		dst, limit = buf, DefaultMaxOutput
@@ -220,15 +218,15 @@ func (s *stdio) output(w io.Writer, max int64) (int, *sink, error) {
 		}
 	case isFile && f != nil && max == 0:
 		if !needsRelay(f, s.owner, unix.O_WRONLY) {
-			return int(f.Fd()), nil, nil // streamed with no copy
+			return f, nil, nil // streamed with no copy
 		}
 		pr, pw, err := s.relayPipe()
 		if err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
 		s.childEnds = append(s.childEnds, pw)
 		s.relay.pump(f, pr, false)
-		return int(pw.Fd()), nil, nil
+		return pw, nil, nil
 	default:
 		dst = w
 		if max > 0 {
@@ -237,7 +235,7 @@ func (s *stdio) output(w io.Writer, max int64) (int, *sink, error) {
 	}
 	pr, pw, err := s.pipe()
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
 	s.childEnds = append(s.childEnds, pw)
 	s.ownedFiles = append(s.ownedFiles, pr)
@@ -250,7 +248,7 @@ func (s *stdio) output(w io.Writer, max int64) (int, *sink, error) {
 		// blocks on a full pipe.
 		_, _ = io.Copy(k, pr)
 	}()
-	return int(pw.Fd()), k, nil
+	return pw, k, nil
 }
 
 func (s *stdio) devNull(flag int) (*os.File, error) {
@@ -407,12 +405,19 @@ func newRelay() (*relay, error) {
 
 // pump copies src to dst until src's end of file or a stop, then closes
 // the relay's own end: dst for an input (the command then reads end of
-// file), src for an output.
+// file), src for an output. The caller's file (src for an input, dst for
+// an output) is used through a duplicate, so the caller may close its
+// own as soon as the command has started (as with os/exec).
 func (r *relay) pump(dst, src *os.File, input bool) {
 	wg, stop := &r.outputs, r.stop
 	if input {
 		wg, stop = &r.inputs, r.stopInput
 	}
+	callers := dst
+	if input {
+		callers = src
+	}
+	dup, err := unix.FcntlInt(callers.Fd(), unix.F_DUPFD_CLOEXEC, 3)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -421,7 +426,15 @@ func (r *relay) pump(dst, src *os.File, input bool) {
 		} else {
 			defer src.Close()
 		}
-		_ = pumpFD(int(dst.Fd()), int(src.Fd()), r.stop, stop)
+		if err != nil {
+			return
+		}
+		defer unix.Close(dup)
+		if input {
+			_ = pumpFD(int(dst.Fd()), dup, r.stop, stop)
+		} else {
+			_ = pumpFD(dup, int(src.Fd()), r.stop, stop)
+		}
 	}()
 }
 

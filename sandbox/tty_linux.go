@@ -44,10 +44,17 @@ func startTTY(master *os.File, t *Terminal, in io.Reader, out io.Writer, capture
 	switch f, isFile := in.(*os.File); {
 	case in == nil:
 	case isFile && f != nil:
+		dup, err := dupFile(f)
+		if err != nil {
+			master.Close()
+			r.close()
+			return nil, err
+		}
 		r.inputs.Add(1)
 		go func() {
 			defer r.inputs.Done()
-			_ = pumpFD(mfd, int(f.Fd()), r.stop, r.stopInput)
+			defer unix.Close(dup)
+			_ = pumpFD(mfd, dup, r.stop, r.stopInput)
 		}()
 	default:
 		// A reader that is not a file cannot be waited for in poll(2):
@@ -66,10 +73,18 @@ func startTTY(master *os.File, t *Terminal, in io.Reader, out io.Writer, capture
 	case out == nil:
 		dst = io.Discard
 	case isFile && f != nil && max == 0:
+		dup, err := dupFile(f)
+		if err != nil {
+			r.halt()
+			master.Close()
+			r.close()
+			return nil, err
+		}
 		tr.wg.Add(1)
 		go func() {
 			defer tr.wg.Done()
-			_ = pumpFD(int(f.Fd()), mfd, r.stop, r.stop)
+			defer unix.Close(dup)
+			_ = pumpFD(dup, mfd, r.stop, r.stop)
 		}()
 	default:
 		tr.sink = &sink{w: out, limit: -1}
@@ -168,4 +183,14 @@ func (w fdWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// dupFile duplicates the caller's file for a relay (close-on-exec), so
+// the caller may close its own once the command has started.
+func dupFile(f *os.File) (int, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return -1, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+	}
+	return fd, nil
 }

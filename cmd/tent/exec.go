@@ -113,6 +113,16 @@ stays). The command ends when tent exec is killed.`,
 			res, blocked, err := sess.Wait()
 			close(done)
 			ct.restore()
+			var re *sandbox.RemoteError
+			if errors.As(err, &re) && strings.Contains(re.Msg, "unknown operation") {
+				// A supervisor without exec sessions (started by an older
+				// tent) refused before starting anything: a plain exec,
+				// without terminal or signal forwarding, then.
+				if tf.tty {
+					return &exitError{code: exitRefused, msg: "this sandbox's supervisor cannot run a command on a terminal (-t): recreate the sandbox with this tent"}
+				}
+				res, blocked, err = sandbox.RemoteExec(rec, req, stdio)
+			}
 			if err != nil {
 				msg := err.Error()
 				if strings.Contains(msg, sandbox.ErrWorkDir.Error()) {
