@@ -69,8 +69,8 @@ func stdioOwner(p *plan) *pipeOwner {
 type stdio struct {
 	fds        [3]int
 	fdFiles    [3]*os.File // the files of fds (the caller's or s's own)
-	childEnds  []*os.File // closed once the init has them
-	ownedFiles []*os.File // closed at the end
+	childEnds  []*os.File  // closed once the init has them
+	ownedFiles []*os.File  // closed at the end
 	copies     sync.WaitGroup
 	// out and err receive fds 1 and 2 when they are copied (nil when they
 	// are a file passed as is or /dev/null); the same sink when both
