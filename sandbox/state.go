@@ -343,22 +343,22 @@ func (s Store) NameInUse(name string) (*Record, error) {
 	return nil, nil
 }
 
-// LockNames takes an exclusive lock on the state directory's names (a
-// lock file, .names.lock, held with flock) and returns the function that
-// releases it. tent create holds it from the check that a name is free
-// until the new sandbox's record is saved, so that two concurrent creates
-// cannot both take one name.
+// LockNames takes an exclusive lock on the state directory's names (flock
+// of the directory itself, so that no lock file is left behind) and
+// returns the function that releases it. tent create holds it from the
+// check that a name is free until the new sandbox's record is saved, so
+// that two concurrent creates cannot both take one name.
 func (s Store) LockNames() (unlock func(), err error) {
 	if err := s.ensure(); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(s.Dir, ".names.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(s.Dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("locking %s: %w", s.Dir, err)
 	}
 	return func() { f.Close() }, nil
 }

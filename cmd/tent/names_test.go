@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Names are unique per state directory: a second tent create --name box
@@ -93,4 +97,57 @@ func TestNetPrintsThePolicy(t *testing.T) {
 		t.Errorf("after --net none: %q", r.stdout)
 	}
 	l.tent(t, "net", id, "--allow-host", "x.org", "-o", "json").expect(t, 125, "-o and --format print the policy")
+}
+
+// Concurrent creates of one name: exactly one wins (the names lock is
+// held from the check until the record is saved).
+func TestConcurrentCreatesOfOneName(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	type started struct {
+		inv invocation
+		r   chan result
+	}
+	var all []started
+	for range 3 {
+		s := started{inv: invocation{args: []string{"--state-dir", l.dir, "create", "--name", "race"}}, r: make(chan result, 1)}
+		cmd, stdout, stderr, start := s.inv.start(t)
+		go func() { s.r <- waitNoFatal(cmd, stdout, stderr, start) }()
+		all = append(all, s)
+	}
+	codes := map[int]int{}
+	for _, s := range all {
+		var r result
+		select {
+		case r = <-s.r:
+		case <-time.After(60 * time.Second): // a hang guard, as wait's
+			t.Fatalf("tent %q did not finish in 60s", s.inv.args)
+		}
+		codes[r.code]++
+		if r.code == 125 && !strings.Contains(r.stderr, `the name "race" is already used by sandbox `) {
+			t.Errorf("a losing create: %q", r.stderr)
+		}
+	}
+	if codes[0] != 1 || codes[125] != 2 {
+		t.Errorf("exit codes of three concurrent creates of one name: %v, want one 0 and two 125", codes)
+	}
+	if st := l.lsStates(t); len(st) != 1 {
+		t.Errorf("sandboxes after the race: %v", st)
+	}
+}
+
+// waitNoFatal is wait for a goroutine other than the test's: it never
+// calls t.Fatal (a process that does not finish is the test's 60 s
+// guard's business in the caller).
+func waitNoFatal(cmd *exec.Cmd, stdout, stderr *bytes.Buffer, start time.Time) result {
+	err := cmd.Wait()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		r.code = -1
+		r.stderr += err.Error()
+	}
+	return r
 }
