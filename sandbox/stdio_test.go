@@ -238,4 +238,3 @@ func TestOOMKillOfADescendantIsReported(t *testing.T) {
 		t.Errorf("exec: exit %d, signal %q, OOMKilled %v; want 0, none, true", res.ExitCode, res.Signal, res.OOMKilled)
 	}
 }
-
