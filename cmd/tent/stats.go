@@ -153,7 +153,7 @@ func writeStatsTable(w io.Writer, views []statsView) error {
 	fmt.Fprintln(tw, "ID\tNAME\tCPU %\tCPU TIME\tMEM USAGE / LIMIT\tMEM %\tPIDS")
 	for _, v := range views {
 		if v.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t(%s)\n", v.ID, v.Name, v.Error)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t(%s)\n", v.ID, v.Name, v.Error)
 			continue
 		}
 		limit, pct := "-", "-"
