@@ -116,11 +116,13 @@ func newExportCmd(g *globalOptions) *cobra.Command {
 				}
 				return &exitError{code: exitRefused, msg: "several cow mounts: choose one with --mount (" + strings.Join(targets, ", ") + ")"}
 			}
+			stop := progress("exporting " + rec.ID)
 			if patch {
 				err = sandbox.WritePatch(c.OutOrStdout(), layers[0])
 			} else {
 				err = sandbox.ExportTo(to, layers[0])
 			}
+			stop()
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}

@@ -221,3 +221,24 @@ func TestTimedOutSandboxIsListedUntilRm(t *testing.T) {
 		t.Errorf("state directory after rm: %v", ents)
 	}
 }
+
+// The progress line: nothing before the first tick, one line per tick
+// rewritten in place, erased at the end; nothing at all for a quick
+// operation. (Ticks are the test's: no clock is raced.)
+func TestProgressLine(t *testing.T) {
+	var b strings.Builder
+	ticks := make(chan time.Time)
+	stopped := false
+	stop := showProgress(&b, "snapshotting abc", ticks, func() { stopped = true })
+	ticks <- time.Time{}
+	ticks <- time.Time{}
+	stop()
+	if want := "\rtent: snapshotting abc... 1s\rtent: snapshotting abc... 2s\r\033[K"; b.String() != want || !stopped {
+		t.Errorf("progress wrote %q (ticker stopped: %v), want %q", b.String(), stopped, want)
+	}
+	b.Reset()
+	showProgress(&b, "quick", make(chan time.Time), func() {})()
+	if b.String() != "" {
+		t.Errorf("a quick operation's progress wrote %q", b.String())
+	}
+}

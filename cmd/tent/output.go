@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 )
 
 // outputFlags are the read verbs' output flags, as docker has them:
@@ -120,4 +122,43 @@ func humanAge(t, now time.Time) string {
 		unit += "s"
 	}
 	return fmt.Sprintf("%d %s ago", n, unit)
+}
+
+// progress shows, on stderr when it is a terminal, "tent: WHAT... Ns" once
+// an operation has taken a second, updated every second, and erases it
+// when the returned stop is called. Elsewhere (a pipe, a file, CI logs)
+// it prints nothing.
+func progress(what string) (stop func()) {
+	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err != nil {
+		return func() {}
+	}
+	t := time.NewTicker(time.Second)
+	return showProgress(os.Stderr, what, t.C, t.Stop)
+}
+
+// showProgress is progress with its output and ticks given: a line at
+// each tick, rewritten in place (\r), erased by stop if one was shown.
+func showProgress(w io.Writer, what string, ticks <-chan time.Time, stopTicks func()) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		shown := false
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				if shown {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				return
+			case <-ticks:
+				fmt.Fprintf(w, "\rtent: %s... %ds", what, n)
+				shown = true
+			}
+		}
+	}()
+	return func() {
+		stopTicks()
+		close(done)
+		<-finished
+	}
 }

@@ -23,7 +23,9 @@ func newSnapshotCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stop := progress("snapshotting " + rec.ID)
 			id, err := sandbox.RemoteSnapshot(rec, sandbox.SnapshotOptions{IncludeReadWrite: includeRW})
+			stop()
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
@@ -77,6 +79,8 @@ func newForkCmd(g *globalOptions) *cobra.Command {
 			for _, l := range labels {
 				flags = append(flags, "--label", l)
 			}
+			stop := progress("forking " + snap.ID)
+			defer stop()
 			return g.startSupervisor(c, sandbox.NewID(), name, flags)
 		},
 	}
