@@ -104,6 +104,8 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 			return err
 		}
 		return json.NewEncoder(stdout).Encode(fi)
+	case "tar":
+		return TarDir(path, stdout)
 	case "untar":
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return err

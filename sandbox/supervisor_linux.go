@@ -103,10 +103,23 @@ func SuperviseWith(ctx context.Context, store Store, rec *Record, sb *Sandbox, o
 func serveSupervised(ctx context.Context, store Store, rec *Record, sb *Sandbox, l *net.UnixListener, opts SuperviseOptions) error {
 	defer sb.Terminate(context.Background())
 	defer l.Close()
-	defer store.removeFiles(rec.ID)
+	// A sandbox that ended on its own (its Limits.Timeout, its init gone)
+	// keeps its record, as stopped with the reason, until tent rm (as
+	// docker ps -a shows exited containers); one removed or whose
+	// supervisor was told to stop goes with its record.
+	ended := false
+	var recMu sync.Mutex // the record's updates and saves
+	defer func() {
+		if !ended {
+			_ = store.removeFiles(rec.ID)
+			return
+		}
+		recMu.Lock()
+		defer recMu.Unlock()
+		_ = store.keepEnded(rec, sb)
+	}()
 	removed := make(chan struct{}, 1)
 	activity := make(chan struct{}, 1)
-	var recMu sync.Mutex // the record's updates and saves
 	var inflight atomic.Int64
 	var accepting chan struct{} // closed when the accept loop returns
 	accept := func() {
@@ -143,6 +156,7 @@ func serveSupervised(ctx context.Context, store Store, rec *Record, sb *Sandbox,
 		case <-removed:
 			return nil
 		case <-sb.Done():
+			ended = true
 			return nil
 		case <-activity:
 			idle.Reset()

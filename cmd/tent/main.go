@@ -113,6 +113,8 @@ seccomp and cgroups: no daemon, no image, no root required.`,
 		SilenceErrors:     true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
+	root.Version = version()
+	root.SetVersionTemplate("tent {{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "debug log on stderr")
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state `DIR` of long-lived sandboxes (default $TENT_STATE_DIR, /var/lib/tent for root, else $XDG_STATE_HOME/tent)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -120,7 +122,7 @@ seccomp and cgroups: no daemon, no image, no root required.`,
 	})
 	root.AddCommand(newRunCmd(g), newCreateCmd(g), newExecCmd(g), newLsCmd(g), newInspectCmd(g), newNetCmd(g), newMountCmd(g), newRmCmd(g),
 		newSuspendCmd(g, true), newSuspendCmd(g, false), newCpCmd(g), newDiffCmd(g), newExportCmd(g),
-		newSnapshotCmd(g), newForkCmd(g),
+		newSnapshotCmd(g), newForkCmd(g), newStatsCmd(g), newCompletionCmd(),
 		newDoctorCmd(), newVersionCmd(), newSuperviseCmd(g), newSuperviseResumeCmd(g))
 	return root
 }
