@@ -206,6 +206,9 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, recM
 	}
 	var reply remoteReply
 	switch req.Op {
+	case opExecSession:
+		serveExecSession(conn, sb, req, files)
+		return
 	case "exec":
 		if len(files) != 3 {
 			reply = remoteReply{Code: 125, Error: "exec needs the caller's stdin, stdout and stderr"}
