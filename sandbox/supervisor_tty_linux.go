@@ -95,6 +95,7 @@ func serveExecSession(conn *net.UnixConn, sb *Sandbox, req remoteRequest, files 
 // ExecSession is a running remote exec (see [RemoteExecSession]).
 type ExecSession struct {
 	conn *net.UnixConn
+	id   string // the sandbox's, for errors
 }
 
 // RemoteExecSession starts req in the sandbox rec names, through its
@@ -127,7 +128,7 @@ func RemoteExecSession(rec *Record, req ExecRequest, stdio [3]*os.File) (*ExecSe
 		conn.Close()
 		return nil, err
 	}
-	return &ExecSession{conn: conn}, nil
+	return &ExecSession{conn: conn, id: rec.ID}, nil
 }
 
 // Resize resizes the session's terminal.
@@ -147,7 +148,7 @@ func (s *ExecSession) Wait() (res *ExecResult, blocked string, err error) {
 	defer s.conn.Close()
 	var reply remoteReply
 	if _, err := ctlmsg.Recv(s.conn, &reply); err != nil {
-		return nil, "", fmt.Errorf("no answer from the sandbox's supervisor: %w", err)
+		return nil, "", fmt.Errorf("sandbox %s: no answer from its supervisor: %w", s.id, err)
 	}
 	if reply.Result == nil {
 		return nil, "", &RemoteError{Code: reply.Code, Msg: reply.Error}
