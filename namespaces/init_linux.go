@@ -414,6 +414,10 @@ func setup(cfg *Config, fds []int) error {
 			return err
 		}
 	}
+	// Before the new root, whose /proc/sys is read-only.
+	if err := netnsSysctls(cfg); err != nil {
+		return err
+	}
 	if cfg.Plan == nil {
 		return errors.New("no mount plan")
 	}
