@@ -22,25 +22,27 @@ const DefaultMaxOutput = 1 << 20
 // A command reopens its stdio by path — /dev/stdout, /dev/fd/1,
 // /proc/self/fd/1, `> /dev/stderr`, `curl -o /dev/stdout` — and the
 // kernel then checks the inode's owner and mode as for any open: a pipe
-// belongs to whoever created it (mode 0600), a file to its owner. A root
-// caller's sandbox runs as host uid 65534, so its pipes and root's files
-// cannot be reopened; a socket can never be reopened (ENXIO). tent
-// therefore hands the command its own descriptors as they are only when
-// the sandbox's user could reopen them for the access they were opened
-// with: a pipe it owns or whose mode lets it in, a terminal or another
-// device, /dev/null, and a regular file the same way when Landlock is
-// off (under Landlock, whose rules name the sandbox's own paths, a host
-// file reached through /proc/self/fd/N is refused, so regular files are
-// always relayed; a relayed stdin file reads ahead and cannot be
-// seeked). Any other pipe, file or socket is replaced
-// by a pipe that tent creates and gives to the sandbox's host user
-// (fchown; an unprivileged caller's pipes are its own already), and tent
-// relays between that pipe and the caller's descriptor with splice(2)
-// (read and write where the other end cannot splice), so no byte is
-// copied through user space between pipes and files. The command gets
-// nothing else of the host: the same data, on an object its own user
-// owns. The pipes tent makes for readers, writers and captured output
-// are given to the sandbox's user the same way.
+// belongs to whoever created it (mode 0600), a file to its owner, and
+// Landlock, whose rules name the sandbox's own paths, refuses a host file
+// reached that way; a socket can never be reopened (ENXIO). A root
+// caller's sandbox runs as host uid 65534, so its pipes cannot be
+// reopened either. tent therefore gives the command:
+//
+//   - as they are: descriptors the sandbox's user can reopen for the
+//     access they were opened with (a pipe it owns or whose mode lets it
+//     in: an unprivileged caller's own pipes), terminals and other
+//     devices, /dev/null, and regular files when Landlock is off;
+//   - a root caller's pipes as they are too, lent to the sandbox's host
+//     user while the command runs (see lend): no relay, so 100 MB
+//     through a pipe costs what it costs under bubblewrap;
+//   - for any other file or socket, a pipe owned by the sandbox's user
+//     (fchown where tent's own ids differ) that tent relays to the
+//     caller's descriptor with splice(2), or read and write where one end
+//     cannot splice. A relayed stdin reads ahead and cannot be seeked.
+//
+// The pipes tent makes for readers, writers and captured output are the
+// sandbox's user's the same way. The command gets nothing else of the
+// host: the same data, on an object its own user may reopen.
 
 // pipeOwner is the host uid and gid that tent's stdio pipes are given to
 // (the sandbox's host identity), or nil when tent's own pipes are already
@@ -83,6 +85,8 @@ type stdio struct {
 	// nullOut makes a nil writer /dev/null instead of a capture buffer
 	// (Cmd's convention; ExecRequest captures).
 	nullOut bool
+	// loans are the caller's pipes lent to the sandbox's user.
+	loans []*loan
 }
 
 // openStdio sets up an exec's fds 0, 1 and 2 as [ExecRequest] documents
@@ -158,7 +162,7 @@ func (s *stdio) pipe() (r, w *os.File, err error) {
 // could not reopen it), /dev/null for nil, or a pipe fed from the reader.
 func (s *stdio) input(r io.Reader) (*os.File, error) {
 	if f, ok := r.(*os.File); ok && f != nil {
-		if !needsRelay(f, s.owner, unix.O_RDONLY) {
+		if !needsRelay(f, s.owner, unix.O_RDONLY) || s.lend(f) {
 			return f, nil
 		}
 		pr, pw, err := s.relayPipe()
@@ -217,7 +221,7 @@ func (s *stdio) output(w io.Writer, max int64) (*os.File, *sink, error) {
 			limit = max
 		}
 	case isFile && f != nil && max == 0:
-		if !needsRelay(f, s.owner, unix.O_WRONLY) {
+		if !needsRelay(f, s.owner, unix.O_WRONLY) || s.lend(f) {
 			return f, nil, nil // streamed with no copy
 		}
 		pr, pw, err := s.relayPipe()
@@ -306,6 +310,10 @@ func (s *stdio) close() {
 	for _, f := range s.ownedFiles {
 		f.Close()
 	}
+	for _, l := range s.loans {
+		l.giveBack()
+	}
+	s.loans = nil
 	if s.relay != nil {
 		s.relay.halt()
 		s.relay.close()
@@ -447,10 +455,16 @@ var errStopped = errors.New("relay stopped")
 func pumpFD(dst, src, stop1, stop2 int) error {
 	useSplice := true
 	var buf []byte
+	wait := false // try first; wait in poll(2) only after EAGAIN
 	for {
-		if err := waitFDs(src, dst, stop1, stop2); err != nil {
-			return err
+		if wait {
+			if err := waitFDs(src, dst, stop1, stop2); err != nil {
+				return err
+			}
+		} else if stopped(stop1, stop2) {
+			return errStopped
 		}
+		wait = true
 		var n int
 		var err error
 		if useSplice {
@@ -472,6 +486,9 @@ func pumpFD(dst, src, stop1, stop2 int) error {
 				}
 			}
 		}
+		if n > 0 {
+			wait = false
+		}
 		switch {
 		case err == unix.EAGAIN || err == unix.EINTR:
 		case err == unix.EIO:
@@ -482,6 +499,13 @@ func pumpFD(dst, src, stop1, stop2 int) error {
 			return nil // end of file
 		}
 	}
+}
+
+// stopped reports whether a stop eventfd is readable.
+func stopped(stop1, stop2 int) bool {
+	pfds := []unix.PollFd{{Fd: int32(stop1), Events: unix.POLLIN}, {Fd: int32(stop2), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfds, 0)
+	return err == nil && n > 0
 }
 
 // waitFDs waits until src is readable and dst writable, or a stop fd is
@@ -600,4 +624,75 @@ func sameWriter(a, b io.Writer) (same bool) {
 		}
 	}()
 	return a == b
+}
+
+// A root caller's pipe is lent rather than relayed: relaying costs a
+// third party in the pipeline (the relay) and its context switches,
+// about twice bubblewrap's time for 100 MB. The pipe's owner (its
+// inode's, which /proc/self/fd/N reopens check) becomes the sandbox's
+// host user while any command of this process uses it, and is given back
+// when the last one ends. While lent, the sandbox can reopen it for
+// reading and writing, as any holder of a pipe owned by its user can —
+// what bubblewrap gives an unprivileged caller's pipes. A pipe lent by a
+// tent that is killed (SIGKILL) keeps the sandbox's user as its owner
+// until it is gone.
+
+// loan is one pipe lent to the sandbox's user, shared by the commands
+// that use it at once.
+type loan struct {
+	key      [2]uint64 // device, inode
+	fd       int       // a duplicate, to give the pipe back through
+	uid, gid int       // the owner to give it back to
+	users    int
+}
+
+// loans are the pipes this process has lent, by device and inode.
+var loans = struct {
+	sync.Mutex
+	m map[[2]uint64]*loan
+}{m: map[[2]uint64]*loan{}}
+
+// lend gives the caller's pipe f to the sandbox's user when only its
+// ownership keeps the command from reopening it (a root caller); it
+// reports whether f can now be passed as it is.
+func (s *stdio) lend(f *os.File) bool {
+	if s.owner == nil || !s.owner.chown {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false
+	}
+	key := [2]uint64{st.Dev, st.Ino}
+	loans.Lock()
+	defer loans.Unlock()
+	l := loans.m[key]
+	if l == nil {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return false
+		}
+		if unix.Fchown(fd, s.owner.uid, s.owner.gid) != nil {
+			unix.Close(fd)
+			return false
+		}
+		l = &loan{key: key, fd: fd, uid: int(st.Uid), gid: int(st.Gid)}
+		loans.m[key] = l
+	}
+	l.users++
+	s.loans = append(s.loans, l)
+	return true
+}
+
+// giveBack ends one use of the loan; the last gives the pipe back to its
+// owner.
+func (l *loan) giveBack() {
+	loans.Lock()
+	defer loans.Unlock()
+	if l.users--; l.users > 0 {
+		return
+	}
+	_ = unix.Fchown(l.fd, l.uid, l.gid)
+	unix.Close(l.fd)
+	delete(loans.m, l.key)
 }

@@ -39,6 +39,14 @@ func TestStdioCanBeReopened(t *testing.T) {
 		cmd := sandbox.Command(context.Background(), sandbox.Spec{}, "sh", "-c", reopenScript)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 		err := cmd.Run()
+		// A root caller's pipes were lent to the sandbox's user: they
+		// are given back once the command has ended.
+		for _, f := range []*os.File{inR, outW, errW} {
+			var st syscall.Stat_t
+			if serr := syscall.Fstat(int(f.Fd()), &st); serr != nil || int(st.Uid) != os.Geteuid() {
+				t.Errorf("a stdio pipe belongs to uid %d after the run, want %d (%v)", st.Uid, os.Geteuid(), serr)
+			}
+		}
 		inR.Close()
 		outW.Close()
 		errW.Close()
