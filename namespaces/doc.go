@@ -10,9 +10,24 @@
 // SCM_RIGHTS:
 //
 //	host → init  config  (Config; attached: pre-opened mounts)
-//	init → host  started (pid of the command) | error (stage, errno)
-//	host → init  signal  (forward a signal to the command)
+//	init → host  started (pid of the command; attached: the proxy
+//	             listeners, then, with tty set, the master of the
+//	             command's terminal) | error (stage, errno)
+//	host → init  signal  (for the command's foreground process group)
 //	init → host  exit    (the command's wait status)
+//
+// A long-lived sandbox's init also takes exec (with the command's fds
+// 0-2 attached, none for a terminal), kill and attach messages, each
+// under an id, and answers started/error, done and exit under it.
+//
+// # Signals
+//
+// A signal message is delivered as a terminal or a shell would: to the
+// foreground process group of the command's terminal (Exec.TTY; the init
+// keeps a copy of its master to ask TIOCGPGRP), else to the process group
+// the command leads (it starts in a session and group of its own), else,
+// when that group is gone, to the command alone. A kill message
+// SIGKILLs every process of the exec's session (a shell's jobs too).
 //
 // The init marks itself non-dumpable and asks for SIGKILL when its parent
 // dies; when the socket reaches EOF it exits, and the kernel kills every
@@ -44,5 +59,12 @@
 // permitted, inheritable, ambient, bounding), sets no_new_privs, enforces
 // the Landlock ruleset and installs the seccomp filter — all per-thread, so
 // the init itself stays unrestricted — and is then discarded. The command
-// starts in its own session with exactly fds 0, 1 and 2.
+// starts in its own session with exactly fds 0, 1 and 2; with Exec.TTY
+// they are a new terminal of the sandbox's devpts instance, which is its
+// controlling terminal. A working directory that is missing or not a
+// directory is refused before the fork (stage "workdir"). With rlimits
+// the command goes through the trampoline ([ExecArg0]), which reports a
+// failed execve's errno on a close-on-exec pipe (its fd 4; fd 3 is the
+// host binary it was started through), so a missing or non-executable
+// command is a start error with or without limits.
 package namespaces
