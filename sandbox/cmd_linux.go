@@ -469,10 +469,36 @@ func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) 
 		return invalid(fmt.Errorf("limits: %w", err))
 	}
 	p.degradeToRlimits(err)
+	if host != nil {
+		fixForHost(p.missing, host.Mode)
+	}
 	if !s.BestEffort {
 		return &UnsupportedError{Missing: p.missing}
 	}
 	return nil
+}
+
+// fixForHost rewrites the fix of missing cgroup limits for the cgroup
+// layout this host actually has: cgroup v1 controllers (a hybrid or
+// legacy hierarchy) cannot be delegated to an unprivileged user the way
+// a cgroup v2 subtree can.
+func fixForHost(missing []Missing, mode cgroups.Mode) {
+	var fix string
+	switch mode {
+	case cgroups.Hybrid, cgroups.Legacy:
+		fix = "this host's cgroup controllers are cgroup v1 (" + map[cgroups.Mode]string{cgroups.Hybrid: "hybrid", cgroups.Legacy: "legacy"}[mode] +
+			" hierarchy), which an unprivileged user cannot be given: run as root, or boot with systemd.unified_cgroup_hierarchy=1 and run under a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes ...)"
+	case cgroups.Unified:
+		fix = "run as root, or under a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes ...)"
+	default:
+		fix = "mount cgroup2 (/sys/fs/cgroup) and run as root or under a delegated subtree"
+	}
+	for i, m := range missing {
+		switch m.Protection {
+		case "memory", "pids", "cpus":
+			missing[i].Fix = fix
+		}
+	}
 }
 
 // startError classifies an init's refusal to start the command.

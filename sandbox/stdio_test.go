@@ -246,3 +246,11 @@ func TestOOMKillOfADescendantIsReported(t *testing.T) {
 		t.Errorf("exec: exit %d, signal %q, OOMKilled %v; want 0, none, true", res.ExitCode, res.Signal, res.OOMKilled)
 	}
 }
+
+func TestLibraryErrorsNameGoFields(t *testing.T) {
+	// The library speaks Go: Spec.BestEffort, not the CLI's flag.
+	err := &sandbox.UnsupportedError{Missing: []sandbox.Missing{{Protection: "memory", Reason: "no cgroup", Fix: "x"}}}
+	if msg := err.Error(); !strings.Contains(msg, "Spec.BestEffort") || strings.Contains(msg, "--") {
+		t.Errorf("UnsupportedError says %q", msg)
+	}
+}
