@@ -455,16 +455,13 @@ var errStopped = errors.New("relay stopped")
 func pumpFD(dst, src, stop1, stop2 int) error {
 	useSplice := true
 	var buf []byte
-	wait := false // try first; wait in poll(2) only after EAGAIN
 	for {
-		if wait {
-			if err := waitFDs(src, dst, stop1, stop2); err != nil {
-				return err
-			}
-		} else if stopped(stop1, stop2) {
-			return errStopped
+		// Always wait first: the caller's descriptor may be blocking
+		// (tent never changes its flags), and a read of it must never
+		// block where a stop could not end it.
+		if err := waitFDs(src, dst, stop1, stop2); err != nil {
+			return err
 		}
-		wait = true
 		var n int
 		var err error
 		if useSplice {
@@ -486,9 +483,6 @@ func pumpFD(dst, src, stop1, stop2 int) error {
 				}
 			}
 		}
-		if n > 0 {
-			wait = false
-		}
 		switch {
 		case err == unix.EAGAIN || err == unix.EINTR:
 		case err == unix.EIO:
@@ -499,13 +493,6 @@ func pumpFD(dst, src, stop1, stop2 int) error {
 			return nil // end of file
 		}
 	}
-}
-
-// stopped reports whether a stop eventfd is readable.
-func stopped(stop1, stop2 int) bool {
-	pfds := []unix.PollFd{{Fd: int32(stop1), Events: unix.POLLIN}, {Fd: int32(stop2), Events: unix.POLLIN}}
-	n, err := unix.Poll(pfds, 0)
-	return err == nil && n > 0
 }
 
 // waitFDs waits until src is readable and dst writable, or a stop fd is
