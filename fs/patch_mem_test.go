@@ -111,6 +111,9 @@ func ptFileOID(t *testing.T, path string) string {
 // literal: the child's peak RSS stays far below the file's size, and git
 // apply turns the lower file into the upper one.
 func TestWritePatchMemorySparse256MiB(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector multiplies memory: the bound is checked in the run without it")
+	}
 	if testing.Short() {
 		t.Skip("reads 1 GiB of holes")
 	}
@@ -157,6 +160,9 @@ func TestWritePatchMemorySparse256MiB(t *testing.T) {
 // The largest text pair the defaults diff (16 MiB and 1 Mi distinct lines
 // on each side, no line in common) stays within the documented bound.
 func TestWritePatchMemoryLargestText(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector multiplies memory: the bound is checked in the run without it")
+	}
 	if testing.Short() {
 		t.Skip("diffs 32 MiB of text")
 	}

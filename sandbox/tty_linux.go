@@ -19,6 +19,9 @@ type ttyRelay struct {
 	done   chan struct{}  // closed when the command has exited
 	sink   *sink          // the capture of the output, when Stdout was nil
 	once   sync.Once
+
+	mu     sync.Mutex // master's use by resize against its close by wait
+	closed bool
 }
 
 // startTTY starts relaying between master (the caller's from now on) and
@@ -124,6 +127,11 @@ func (tr *ttyRelay) resize(sz WindowSize) {
 	if sz.Rows == 0 || sz.Cols == 0 {
 		return
 	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.closed {
+		return
+	}
 	_ = unix.IoctlSetWinsize(int(tr.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Rows, Col: sz.Cols})
 }
 
@@ -144,7 +152,10 @@ func (tr *ttyRelay) wait(grace time.Duration) {
 		}
 		tr.r.halt()
 		tr.r.close()
+		tr.mu.Lock()
+		tr.closed = true
 		tr.master.Close()
+		tr.mu.Unlock()
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,22 @@ import (
 // lineWaiter reads a command's output as it comes and waits for a line.
 type lineWaiter struct {
 	lines chan string
+	mu    sync.Mutex // all, written by the reader while the test reads it
 	all   bytes.Buffer
+}
+
+// Write adds to the transcript.
+func (lw *lineWaiter) Write(b []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.all.Write(b)
+}
+
+// transcript is everything read so far.
+func (lw *lineWaiter) transcript() string {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.all.String()
 }
 
 // newLineWaiter returns a writer for the command's output and a waiter.
@@ -29,7 +45,7 @@ func newLineWaiter() (*os.File, *lineWaiter, error) {
 	lw := &lineWaiter{lines: make(chan string, 64)}
 	go func() {
 		defer r.Close()
-		sc := bufio.NewScanner(io.TeeReader(r, &lw.all))
+		sc := bufio.NewScanner(io.TeeReader(r, lw))
 		for sc.Scan() {
 			lw.lines <- strings.TrimRight(sc.Text(), "\r")
 		}
@@ -192,9 +208,9 @@ func TestExecTerminalJobControlAndSignals(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	if r.res.ExitCode != 3 {
-		t.Errorf("exit code %d, want 3; output:\n%s", r.res.ExitCode, lw.all.String())
+		t.Errorf("exit code %d, want 3; output:\n%s", r.res.ExitCode, lw.transcript())
 	}
-	if all := lw.all.String(); strings.Contains(all, "job control") || !strings.Contains(all, "Stopped") {
+	if all := lw.transcript(); strings.Contains(all, "job control") || !strings.Contains(all, "Stopped") {
 		t.Errorf("the shell had no job control:\n%s", all)
 	}
 }
