@@ -47,6 +47,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'IdleMemory' -benchtime 1x ./sandbox/
 	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CLIIdleMemory' -benchtime 1x ./cmd/tent/
 	$(GO) test -run '^$$' -bench 'Connect' -benchtime 20x ./netpolicy/
+	$(GO) test -run '^$$' -bench 'ProxySlowHeadersMemory|DenialsMemory' -benchtime 1x ./netpolicy/
+	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./cmd/tent/
 
 clean:
 	rm -rf bin
