@@ -52,6 +52,8 @@ type supervisedState struct {
 	Privileged bool              `json:"privileged"`
 	UID        uint32            `json:"uid"`
 	GID        uint32            `json:"gid"`
+	HostUID    int               `json:"host_uid"` // what UID and GID are on the host
+	HostGID    int               `json:"host_gid"`
 	CowRoot    string            `json:"cow_root,omitempty"`
 	Layers     []CowLayer        `json:"layers,omitempty"`
 	Report     Report            `json:"report"`
@@ -83,6 +85,7 @@ func (s *Sandbox) captureState() (*supervisedState, []int, error) {
 	r, p := s.run, s.run.plan
 	st := &supervisedState{
 		Spec: s.spec, Config: p.cfg, Privileged: p.privileged, UID: p.uid, GID: p.gid,
+		HostUID: p.opts.UIDMap.HostID, HostGID: p.opts.GIDMap.HostID,
 		CowRoot: p.cowRoot, Layers: p.layers, Report: p.report,
 		InitPID: r.init.Pid(), Start: r.start, Deadline: s.deadline,
 		Suspended: s.suspended, NextExec: s.nextExec,
@@ -238,6 +241,10 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 			cowRoot: st.CowRoot, layers: st.Layers, report: st.Report},
 		start: st.Start, timedOut: make(chan struct{}),
 	}
+	// The sandbox's host identity: whose tent's stdio pipes must be (see
+	// stdioOwner), and what a root caller's mounts map onto.
+	r.plan.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(st.UID), HostID: st.HostUID, Size: 1}
+	r.plan.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(st.GID), HostID: st.HostGID, Size: 1}
 	defer func() {
 		if err != nil {
 			closeFDs(r.proxyFDs)
