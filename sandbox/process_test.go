@@ -93,17 +93,31 @@ func TestTIOCSTIIntoTheCallersTerminalFails(t *testing.T) {
 }
 
 func TestNoDescriptorBeyondStdioIsInherited(t *testing.T) {
-	// Descriptors the caller holds without close-on-exec must not leak.
-	fd, err := syscall.Open("/etc/hostname", syscall.O_RDONLY, 0)
+	// Descriptors the caller holds without close-on-exec must not leak:
+	// one on a file with a unique name must not be among the command's.
+	// (The command lists what it holds rather than counting: a shell or a
+	// Go runtime keeps descriptors of its own — Go 1.25 the cgroup's CPU
+	// quota files where /sys/fs/cgroup is visible, busybox sh one more.)
+	f, err := os.CreateTemp("", "tent-leak-marker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	fd, err := syscall.Open(f.Name(), syscall.O_RDONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
-	// The shell's own descriptors, as ls sees them (a Go program would
-	// show its runtime's: Go 1.25 keeps the cgroup's CPU quota files open
-	// where /sys/fs/cgroup is visible, as it is inside a sandbox).
-	out := mustRun(t, sandbox.Spec{}, "sh", "-c", "ls /proc/$$/fd")
-	expect(t, "open descriptors", strings.Join(strings.Fields(out), " "), "0 1 2")
+	out := mustRun(t, sandbox.Spec{}, "sh", "-c", `for f in /proc/$$/fd/*; do echo "${f##*/} $(readlink "$f")"; done`)
+	if strings.Contains(out, "tent-leak-marker-") {
+		t.Fatalf("the command holds the caller's descriptor:\n%s", out)
+	}
+	for _, want := range []string{"0 ", "1 ", "2 "} {
+		if !strings.Contains("\n"+out, "\n"+want) {
+			t.Errorf("the command lacks fd %s:\n%s", want, out)
+		}
+	}
 }
 
 func TestInitCannotBeTracedOrRead(t *testing.T) {
