@@ -14,9 +14,10 @@ import (
 // script would use, printing each tool's exit status: a control that
 // must work, then chmod (numeric and symbolic, on a file and a
 // directory) and a copy of a set-uid file (mounted at /src) given its
-// mode as cp -p would (with perl: GNU cp -p stops at the ownership it
-// cannot keep, busybox has no --preserve=mode), which all fail with
-// EPERM; and install -m where the host has install (Debian
+// mode as cp -p would (made with cat, then chmod'ed by perl: GNU cp -p
+// stops at the ownership it cannot keep, busybox has no --preserve=mode
+// and its plain cp already fails creating the file with the set-uid
+// mode), which all fail with EPERM; and install -m where the host has install (Debian
 // does; the VM's busybox does not).
 func setIDScript() (script, out string, eperms int, files []string) {
 	script = `cd /work && cp /bin/true t && chmod 755 t && echo control $?
@@ -24,7 +25,7 @@ chmod 6755 t; echo chmod-6755 $?
 chmod u+s t; echo chmod-u+s $?
 chmod g+s t; echo chmod-g+s $?
 mkdir d && chmod g+s d; echo dir-g+s $?
-cp /src/suid p && perl -e 'chmod((stat shift)[2] & 07777, shift) or die "perl: $!\n"' /src/suid p; echo copy-mode $?`
+cat /src/suid > p && perl -e 'chmod((stat shift)[2] & 07777, shift) or die "perl: $!\n"' /src/suid p; echo copy-mode $?`
 	out = "control 0\nchmod-6755 1\nchmod-u+s 1\nchmod-g+s 1\ndir-g+s 1\ncopy-mode 1\n"
 	eperms, files = 5, []string{"d", "p", "t"}
 	if _, err := exec.LookPath("install"); err == nil {
