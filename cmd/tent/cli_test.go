@@ -41,19 +41,21 @@ func TestCompletion(t *testing.T) {
 func TestReadVerbsOutput(t *testing.T) {
 	t.Parallel()
 	l := newLife(t)
-	a := l.create(t, "--name", "a", "--label", "team=x", "--label", "tier=1")
-	b := l.create(t, "--name", "b", "--label", "team=y")
+	// Names that no id prefix (hex) can equal: "a" was ambiguous with a
+	// sandbox whose id began with a.
+	a := l.create(t, "--name", "alpha", "--label", "team=x", "--label", "tier=1")
+	b := l.create(t, "--name", "bravo", "--label", "team=y")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"ls", "--format", "{{.Name}} {{.State}} {{index .Labels \"team\"}}"}, "a running x\nb running y\n"},
+		{[]string{"ls", "--format", "{{.Name}} {{.State}} {{index .Labels \"team\"}}"}, "alpha running x\nbravo running y\n"},
 		{[]string{"ls", "-q", "--filter", "label=team=y"}, b + "\n"},
 		{[]string{"ls", "-q", "--filter", "label=tier"}, a + "\n"},
-		{[]string{"ls", "-q", "--filter", "name=a", "--filter", "state=running"}, a + "\n"},
+		{[]string{"ls", "-q", "--filter", "name=alpha", "--filter", "state=running"}, a + "\n"},
 		{[]string{"ls", "-q", "--filter", "state=stopped"}, ""},
 		{[]string{"ls", "-q", "--filter", "id=" + b[:5]}, b + "\n"},
-		{[]string{"inspect", "--format", "{{.Name}}", "a", "b"}, "a\nb\n"},
+		{[]string{"inspect", "--format", "{{.Name}}", "alpha", "bravo"}, "alpha\nbravo\n"},
 	} {
 		if r := l.tent(t, tc.args...); r.code != 0 || r.stdout != tc.want {
 			t.Errorf("tent %q: exit %d, %q (%s); want %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
@@ -77,12 +79,12 @@ func TestReadVerbsOutput(t *testing.T) {
 		}
 	}
 	// The table: human ages.
-	if r := l.tent(t, "ls"); !regexp.MustCompile(`(?m)^` + a + `\s+a\s+running\s+(\d+ seconds? ago|just now|\d+ minutes ago)\s+team=x,tier=1\s*$`).MatchString(r.stdout) {
+	if r := l.tent(t, "ls"); !regexp.MustCompile(`(?m)^` + a + `\s+alpha\s+running\s+(\d+ seconds? ago|just now|\d+ minutes ago)\s+team=x,tier=1\s*$`).MatchString(r.stdout) {
 		t.Errorf("tent ls table:\n%s", r.stdout)
 	}
 	// inspect of one is an object, ls -o json a list.
 	var one map[string]any
-	if err := json.Unmarshal([]byte(l.tent(t, "inspect", "a", "-o", "json").stdout), &one); err != nil || one["id"] != a {
+	if err := json.Unmarshal([]byte(l.tent(t, "inspect", "alpha", "-o", "json").stdout), &one); err != nil || one["id"] != a {
 		t.Errorf("inspect -o json: %v %v", one, err)
 	}
 	var list []map[string]any
@@ -96,8 +98,8 @@ func TestReadVerbsOutput(t *testing.T) {
 		t.Errorf("doctor -o json: exit %d (--json: %d), %v: %s", do.code, dj.code, err, do.stdout)
 	}
 	// Snapshots: sizes for humans in the table, bytes in JSON.
-	l.tent(t, "exec", "a", "--", "sh", "-c", "head -c 300000 /dev/urandom > /tmp/blob").expect(t, 0)
-	snap := strings.TrimSpace(l.tent(t, "snapshot", "a").stdout)
+	l.tent(t, "exec", "alpha", "--", "sh", "-c", "head -c 300000 /dev/urandom > /tmp/blob").expect(t, 0)
+	snap := strings.TrimSpace(l.tent(t, "snapshot", "alpha").stdout)
 	var snaps []struct {
 		ID        string `json:"id"`
 		SandboxID string `json:"sandbox_id"`
