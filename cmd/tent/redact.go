@@ -17,13 +17,7 @@ import (
 // --env=K=V).
 func redactEnv(rec *sandbox.Record) *sandbox.Record {
 	r := *rec
-	r.Spec.Env = make([]string, len(rec.Spec.Env))
-	for i, kv := range rec.Spec.Env {
-		r.Spec.Env[i], _, _ = strings.Cut(kv, "=")
-	}
-	if rec.Spec.Env == nil {
-		r.Spec.Env = nil
-	}
+	r.Spec.Env = envNames(rec.Spec.Env)
 	r.Args = make([]string, len(rec.Args))
 	for i, a := range rec.Args {
 		switch {
@@ -39,4 +33,16 @@ func redactEnv(rec *sandbox.Record) *sandbox.Record {
 		r.Args = nil
 	}
 	return &r
+}
+
+// envNames returns the names of KEY=VALUE pairs (nil for nil).
+func envNames(env []string) []string {
+	if env == nil {
+		return nil
+	}
+	names := make([]string, len(env))
+	for i, kv := range env {
+		names[i], _, _ = strings.Cut(kv, "=")
+	}
+	return names
 }

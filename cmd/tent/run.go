@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -315,11 +314,7 @@ func detail(s string) string {
 // environment variables (they often hold secrets).
 func specJSON(s *sandbox.Spec) string {
 	c := *s
-	c.Env = make([]string, len(s.Env))
-	for i, kv := range s.Env {
-		k, _, _ := strings.Cut(kv, "=")
-		c.Env[i] = k
-	}
+	c.Env = envNames(s.Env)
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return err.Error()
