@@ -16,7 +16,7 @@ import (
 	"github.com/tent-sandbox/tent/namespaces"
 )
 
-// Attach adds a mount to the running sandbox (the lifecycle's "attach
+// Mount adds a mount to the running sandbox (the lifecycle's "attach
 // filesystem"). It is validated exactly as the mounts of a [Spec] are —
 // and its target may not be one the sandbox already mounts — and it is
 // bound with the same protections: read-only binds refuse writes with
@@ -31,7 +31,7 @@ import (
 // (a read-only tmpfs that only tent writes to); beneath another mount,
 // the mount point must already exist. The spec returned by [Sandbox.Spec]
 // and recorded by snapshots includes the mount from then on.
-func (s *Sandbox) Attach(ctx context.Context, m Mount) error {
+func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 	if m.Access == "" {
 		m.Access = fs.ReadOnly
 	}

@@ -27,7 +27,7 @@ func TestAttachReadOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "hello"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/data/in"}); err != nil {
+	if err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/data/in"}); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"cat", "/data/in/hello"}}); out != "from the host" {
@@ -47,7 +47,7 @@ func TestAttachReadWriteReachesHostAndNextExecs(t *testing.T) {
 	sb := provision(t, withProbe(t, sandbox.Spec{}))
 	probeIn(t, sb, "sid")
 	src := rwDir(t)
-	if err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
+	if err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
 		t.Fatal(err)
 	}
 	// A new Landlock rule: the exec after Attach may write there.
@@ -71,7 +71,7 @@ func TestAttachCopyOnWrite(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "a"), []byte("original\n"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/ws", Access: sandbox.CopyOnWrite}); err != nil {
+	if err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/ws", Access: sandbox.CopyOnWrite}); err != nil {
 		t.Fatal(err)
 	}
 	if _, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo changed > /ws/a && echo new > /ws/b"}}); res.ExitCode != 0 {
@@ -118,7 +118,7 @@ func TestAttachRefusesBadMounts(t *testing.T) {
 		{"a bad access", sandbox.Mount{Source: src, Target: "/x", Access: "rx"}},
 		{"a mount point missing beneath a ro mount", sandbox.Mount{Source: src, Target: "/ro/sub"}},
 	} {
-		err := sb.Attach(context.Background(), tc.m)
+		err := sb.Mount(context.Background(), tc.m)
 		if !errors.Is(err, sandbox.ErrInvalidSpec) {
 			t.Errorf("%s: %v, want ErrInvalidSpec", tc.name, err)
 		}
@@ -130,7 +130,7 @@ func TestAttachRefusesBadMounts(t *testing.T) {
 	if _, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"ln", "-s", "/etc", "/tmp/link"}}); res.ExitCode != 0 {
 		t.Fatal("ln failed")
 	}
-	err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/tmp/link/x"})
+	err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/tmp/link/x"})
 	if err == nil || !strings.Contains(err.Error(), "too many levels of symbolic links") {
 		t.Errorf("attach through a symlink: %v, want ELOOP", err)
 	}
@@ -142,7 +142,7 @@ func TestAttachRefusesBadMounts(t *testing.T) {
 	if err := sb.Terminate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/late"}); !errors.Is(err, sandbox.ErrTerminated) {
+	if err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/late"}); !errors.Is(err, sandbox.ErrTerminated) {
 		t.Errorf("attach after terminate: %v", err)
 	}
 }
@@ -153,7 +153,7 @@ func TestAttachIsInSnapshots(t *testing.T) {
 	src := t.TempDir()
 	os.Chmod(src, 0o755)
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
-	if err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/att"}); err != nil {
+	if err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/att"}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := sb.Snapshot(context.Background(), t.TempDir(), sandbox.SnapshotOptions{})

@@ -9,15 +9,15 @@ import (
 	"time"
 )
 
-// Backend runs sandboxes somewhere: [Local] runs them on this host; other
-// backends (a remote host, a microVM) implement the same contract. A
-// sandbox is named by the id its backend gave it, or by a unique prefix
-// of it: an unknown id fails with [ErrNotFound], an ambiguous prefix with
-// [ErrAmbiguous]. Every method is safe for concurrent use.
-//
-// The interface is the lifecycle only; conveniences (files, the
-// underlying [*Sandbox]) live on the concrete backends, and sessions,
-// timeouts and the warm pool on [Manager].
+// Backend is the lifecycle contract every frontend uses (the tent CLI,
+// an HTTP API, an embedding program): [Local] runs sandboxes in the
+// calling process; package supervised runs each under a supervisor
+// process of its own, durable across the caller's exit. A sandbox is
+// named by the id its backend gave it, or by a unique prefix of it (or,
+// where the backend keeps names, by its Spec.Name): an unknown reference
+// fails with [ErrNotFound], an ambiguous one with [ErrAmbiguous]. Errors
+// are the sentinel errors of this package on every backend, whatever
+// process they crossed. Every method is safe for concurrent use.
 type Backend interface {
 	// Name identifies the backend, for example "local".
 	Name() string
@@ -27,15 +27,22 @@ type Backend interface {
 	// Provision starts a sandbox from spec. A malformed spec fails with
 	// [ErrInvalidSpec] and a protection the host cannot provide with an
 	// [*UnsupportedError]; nothing is left behind either way.
-	Provision(ctx context.Context, spec Spec) (Session, error)
-	// AttachFilesystem mounts m into a running sandbox. m is validated
-	// as provisioning validates mounts (ErrInvalidSpec).
-	AttachFilesystem(ctx context.Context, id string, m Mount) error
-	// ApplyNetworkPolicy replaces a limited sandbox's rules; the mode
-	// itself is chosen at provision time (ErrUnsupported otherwise).
-	ApplyNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error
-	// Exec runs one command and waits for it (see [Sandbox.Exec]).
+	Provision(ctx context.Context, spec Spec) (Info, error)
+	// Get returns one sandbox by reference.
+	Get(ctx context.Context, ref string) (Info, error)
+	// List returns the backend's sandboxes, oldest first.
+	List(ctx context.Context) ([]Info, error)
+	// Exec runs one command and waits for it, its stdio streamed and, with
+	// req.TTY, on a terminal (see [Sandbox.Exec]).
 	Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error)
+	// File runs one file operation inside the sandbox (see [Sandbox.File]).
+	File(ctx context.Context, id string, req FileRequest) error
+	// Mount adds m to a running sandbox (see [Sandbox.Mount]); m is
+	// validated as provisioning validates mounts (ErrInvalidSpec).
+	Mount(ctx context.Context, id string, m Mount) error
+	// SetNetworkPolicy replaces a limited sandbox's rules; the mode itself
+	// is chosen at provision time (ErrUnsupported otherwise).
+	SetNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error
 	// Snapshot saves the sandbox's writable layers and spec (see
 	// [Sandbox.Snapshot]) where Fork and Resume find them.
 	Snapshot(ctx context.Context, id string) (*Snapshot, error)
@@ -46,25 +53,23 @@ type Backend interface {
 	// Limits.Timeout, its owner's restart) is provisioned again, under
 	// the same id, from its latest snapshot. With no snapshot to resume
 	// from it fails with [ErrTerminated].
-	Resume(ctx context.Context, id string) (Session, error)
+	Resume(ctx context.Context, id string) (Info, error)
 	// Fork provisions a new, independent sandbox from a snapshot (an
 	// exact snapshot id or a unique prefix), with overrides applied to
 	// the snapshot's spec.
-	Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Session, error)
+	Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Info, error)
 	// Terminate kills every process of the sandbox and removes what it
 	// held; the backend forgets it (its snapshots stay).
 	Terminate(ctx context.Context, id string) error
-	// List returns the backend's sandboxes, oldest first.
-	List(ctx context.Context) ([]Session, error)
-	// Get returns one sandbox by exact id or unique prefix.
-	Get(ctx context.Context, id string) (Session, error)
+	// Usage reads what the sandbox uses now from its cgroups
+	// (ErrUnsupported without a cgroup).
+	Usage(ctx context.Context, id string) (Usage, error)
 }
 
-// State is where a sandbox is in its lifecycle; the values are those of
-// [Record.State].
+// State is where a sandbox is in its lifecycle.
 type State string
 
-// States of a [Session].
+// States of a sandbox ([Info.State]).
 const (
 	// StateRunning: commands can run.
 	StateRunning State = "running"
@@ -75,14 +80,14 @@ const (
 	StateStopped State = "stopped"
 )
 
-// Session describes one sandbox of a [Backend]: plain data, a copy taken
+// Info describes one sandbox of a [Backend]: plain data, a copy taken
 // when it was returned.
-type Session struct {
+type Info struct {
 	// ID names the sandbox within its backend (16 hex digits for Local).
 	ID string `json:"id"`
 	// Backend is the backend's Name.
 	Backend string `json:"backend"`
-	// State is the sandbox's state when the Session was returned.
+	// State is the sandbox's state when the Info was returned.
 	State State `json:"state"`
 	// Created is when the sandbox (its current incarnation, after a
 	// Resume from a snapshot) was provisioned.
@@ -97,6 +102,13 @@ type Session struct {
 	CgroupPaths []string `json:"cgroup_paths,omitempty"`
 	// Protections reports how each protection is provided.
 	Protections []Protection `json:"protections,omitempty"`
+	// Layers are the host sides of the sandbox's cow mounts (see
+	// [DiffLayers], [ExportTo]).
+	Layers []CowLayer `json:"layers,omitempty"`
+	// Ended, for a stopped sandbox, is when it ended on its own (its
+	// Limits.Timeout ran out, its init died) and Reason says why.
+	Ended  *time.Time `json:"ended,omitempty"`
+	Reason string     `json:"reason,omitempty"`
 }
 
 // ForkOverrides change what a fork takes from its snapshot's spec; the
@@ -111,6 +123,10 @@ type ForkOverrides struct {
 	Env []string
 	// Hostname, when not "", replaces the hostname.
 	Hostname string
+	// Name names the fork (a fork never takes its snapshot's name).
+	Name string
+	// Labels, when not nil, replace the snapshot's labels.
+	Labels map[string]string
 }
 
 // apply returns spec with the overrides applied; spec is not modified.
@@ -127,6 +143,10 @@ func (o ForkOverrides) apply(spec Spec) Spec {
 	if o.Hostname != "" {
 		spec.Hostname = o.Hostname
 	}
+	spec.Name = o.Name
+	if o.Labels != nil {
+		spec.Labels = o.Labels
+	}
 	return spec
 }
 
@@ -140,7 +160,7 @@ type Capabilities struct {
 	// snapshot (thawing a suspended one needs Suspend).
 	Resume bool `json:"resume"`
 	// NetworkPolicy: limited mode (allowlisting proxy) works and its
-	// rules can be replaced with ApplyNetworkPolicy.
+	// rules can be replaced with SetNetworkPolicy.
 	NetworkPolicy bool `json:"network_policy"`
 	// CgroupVersion is the cgroup interface sandboxes get: "v1", "v2",
 	// or "none" (no limits, no freezer, no cgroup kill).

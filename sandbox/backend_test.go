@@ -38,7 +38,7 @@ func backendOut(t *testing.T, b sandbox.Backend, id string, argv ...string) stri
 }
 
 // assertGone checks that a sandbox's init and cgroups no longer exist.
-func assertGone(t *testing.T, s sandbox.Session) {
+func assertGone(t *testing.T, s sandbox.Info) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for pidAlive(s.InitPID) && time.Now().Before(deadline) {
@@ -129,7 +129,7 @@ func TestLocalBackendLifecycle(t *testing.T) {
 	}
 
 	// Mode none: the rules of a limited sandbox only can change.
-	err = l.ApplyNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}})
+	err = l.SetNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}})
 	if !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("network policy on a mode-none sandbox: %v", err)
 	}
@@ -147,7 +147,7 @@ func TestLocalBackendLifecycle(t *testing.T) {
 		{sandbox.Mount{Source: "/nonexistent-tent", Target: "/x"}, "/nonexistent-tent"},
 		{sandbox.Mount{Source: dir, Target: "/x", Access: "rwx"}, `unknown access "rwx"`},
 	} {
-		err := l.AttachFilesystem(ctx, s.ID, tc.m)
+		err := l.Mount(ctx, s.ID, tc.m)
 		if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("attach %+v: %v, want ErrInvalidSpec naming %s", tc.m, err, tc.want)
 		}
@@ -156,7 +156,7 @@ func TestLocalBackendLifecycle(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("attached"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.AttachFilesystem(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
+	if err := l.Mount(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
 		t.Fatalf("attach a valid mount: %v", err)
 	}
 	if res, err := l.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"cat", "/data/f"}}); err != nil || string(res.Stdout) != "attached" {
@@ -186,13 +186,13 @@ func TestLocalBackendLimitedNetworkPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.org"}, DeniedHosts: []string{"bad.example.org"}}
-	if err := l.ApplyNetworkPolicy(ctx, s.ID, p); err != nil {
+	if err := l.SetNetworkPolicy(ctx, s.ID, p); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := l.Get(ctx, s.ID); got.Spec.Network.AllowedHosts[0] != "example.org" || got.Spec.Network.DeniedHosts[0] != "bad.example.org" {
 		t.Errorf("spec after the policy change: %+v", got.Spec.Network)
 	}
-	if err := l.ApplyNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"bad pattern!"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if err := l.SetNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"bad pattern!"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("bad rule: %v", err)
 	}
 }
@@ -354,7 +354,7 @@ func TestLocalBackendCloseLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sessions []sandbox.Session
+	var sessions []sandbox.Info
 	for i := 0; i < 2; i++ {
 		s, err := l.Provision(ctx, sandbox.Spec{})
 		if err != nil {

@@ -347,7 +347,10 @@ func (r *running) oomKills() int64 {
 // Switching to mode none denies every new connection. Switching to or
 // from host, or to limited for a sandbox started without it, fails with
 // ErrUnsupported: those are chosen when the sandbox is created.
-func (c *Cmd) SetNetworkPolicy(p NetworkPolicy) error {
+func (c *Cmd) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	r := c.run
 	c.mu.Unlock()

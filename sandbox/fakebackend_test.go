@@ -29,7 +29,7 @@ type fakeBackend struct {
 }
 
 type fakeBox struct {
-	s    sandbox.Session
+	s    sandbox.Info
 	spec sandbox.Spec
 }
 
@@ -40,24 +40,24 @@ func newFake(name string, caps sandbox.Capabilities) *fakeBackend {
 func (f *fakeBackend) Name() string                       { return f.name }
 func (f *fakeBackend) Capabilities() sandbox.Capabilities { return f.caps }
 
-func (f *fakeBackend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+func (f *fakeBackend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
 	if f.delay > 0 {
 		t := time.NewTimer(f.delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return sandbox.Session{}, ctx.Err()
+			return sandbox.Info{}, ctx.Err()
 		case <-t.C:
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
-		return sandbox.Session{}, f.fail
+		return sandbox.Info{}, f.fail
 	}
 	f.next++
 	id := fmt.Sprintf("%s%012d", f.name, f.next)
-	s := sandbox.Session{ID: id, Backend: f.name, State: sandbox.StateRunning, Created: time.Now(), Spec: spec, InitPID: 100000 + f.next}
+	s := sandbox.Info{ID: id, Backend: f.name, State: sandbox.StateRunning, Created: time.Now(), Spec: spec, InitPID: 100000 + f.next}
 	f.live[id] = &fakeBox{s: s, spec: spec}
 	f.provisioned = append(f.provisioned, id)
 	return s, nil
@@ -88,11 +88,11 @@ func (f *fakeBackend) box(id string) (*fakeBox, error) {
 	return match, nil
 }
 
-func (f *fakeBackend) AttachFilesystem(ctx context.Context, id string, m sandbox.Mount) error {
+func (f *fakeBackend) Mount(ctx context.Context, id string, m sandbox.Mount) error {
 	return sandbox.ErrUnsupported
 }
 
-func (f *fakeBackend) ApplyNetworkPolicy(ctx context.Context, id string, p sandbox.NetworkPolicy) error {
+func (f *fakeBackend) SetNetworkPolicy(ctx context.Context, id string, p sandbox.NetworkPolicy) error {
 	return sandbox.ErrUnsupported
 }
 
@@ -132,19 +132,19 @@ func (f *fakeBackend) Suspend(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeBackend) Resume(ctx context.Context, id string) (sandbox.Session, error) {
+func (f *fakeBackend) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, err := f.box(id)
 	if err != nil {
-		return sandbox.Session{}, err
+		return sandbox.Info{}, err
 	}
 	b.s.State = sandbox.StateRunning
 	return b.s, nil
 }
 
-func (f *fakeBackend) Fork(ctx context.Context, snapshotID string, o sandbox.ForkOverrides) (sandbox.Session, error) {
-	return sandbox.Session{}, sandbox.ErrUnsupported
+func (f *fakeBackend) Fork(ctx context.Context, snapshotID string, o sandbox.ForkOverrides) (sandbox.Info, error) {
+	return sandbox.Info{}, sandbox.ErrUnsupported
 }
 
 func (f *fakeBackend) Terminate(ctx context.Context, id string) error {
@@ -159,22 +159,22 @@ func (f *fakeBackend) Terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeBackend) List(ctx context.Context) ([]sandbox.Session, error) {
+func (f *fakeBackend) List(ctx context.Context) ([]sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []sandbox.Session
+	var out []sandbox.Info
 	for _, b := range f.live {
 		out = append(out, b.s)
 	}
 	return out, nil
 }
 
-func (f *fakeBackend) Get(ctx context.Context, id string) (sandbox.Session, error) {
+func (f *fakeBackend) Get(ctx context.Context, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, err := f.box(id)
 	if err != nil {
-		return sandbox.Session{}, err
+		return sandbox.Info{}, err
 	}
 	return b.s, nil
 }
@@ -222,3 +222,13 @@ func (f *fakeBackend) checkNoLeak() error {
 }
 
 var _ sandbox.Backend = (*fakeBackend)(nil)
+
+func (f *fakeBackend) File(ctx context.Context, id string, req sandbox.FileRequest) error {
+	_, err := f.Get(ctx, id)
+	return err
+}
+
+func (f *fakeBackend) Usage(ctx context.Context, id string) (sandbox.Usage, error) {
+	_, err := f.Get(ctx, id)
+	return sandbox.Usage{}, err
+}

@@ -15,9 +15,6 @@ import (
 	"github.com/tent-sandbox/tent/fs"
 )
 
-// FileInfo describes a file inside a sandbox.
-type FileInfo = fs.FileInfo
-
 // Files of a sandbox, for an agent's read/write/edit tools. Each call runs
 // tent's file helper inside the sandbox with the sandbox's own view and
 // restrictions (mounts, Landlock, seccomp, identity): a path the sandbox
@@ -67,15 +64,23 @@ func (s *Sandbox) Remove(ctx context.Context, path string, all bool) error {
 }
 
 func (s *Sandbox) fileOp(ctx context.Context, op, path string, extra []string, in io.Reader, out io.Writer) error {
+	return s.File(ctx, FileRequest{Op: FileOp(op), Path: path, Args: extra, In: in, Out: out})
+}
+
+// File runs one operation of tent's file helper inside the sandbox. A
+// failure the helper reports is an *os.PathError carrying the errno.
+func (s *Sandbox) File(ctx context.Context, req FileRequest) error {
+	out := req.Out
 	if out == nil {
 		out = io.Discard
 	}
 	// Stderr is captured: the helper's one-line errno report.
-	res, err := s.exec(ctx, ExecRequest{Args: append([]string{op, path}, extra...), Stdin: in, Stdout: out}, true)
+	args := append([]string{string(req.Op), req.Path}, req.Args...)
+	res, err := s.exec(ctx, ExecRequest{Args: args, Stdin: req.In, Stdout: out}, true)
 	if err != nil {
 		return err
 	}
-	return fileResult(op, path, res, string(res.Stderr))
+	return fileResult(string(req.Op), req.Path, res, string(res.Stderr))
 }
 
 // fileResult turns the helper's exit into nil or an *os.PathError.

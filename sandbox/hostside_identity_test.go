@@ -357,11 +357,11 @@ func TestAttachedMountDeniesSetID(t *testing.T) {
 	sb := provision(t, spec)
 	if privileged() {
 		root := t.TempDir()
-		err := sb.Attach(context.Background(), sandbox.Mount{Source: root, Target: "/rootowned", Access: sandbox.ReadWrite})
+		err := sb.Mount(context.Background(), sandbox.Mount{Source: root, Target: "/rootowned", Access: sandbox.ReadWrite})
 		checkRootOwnedRefusal(t, err, root)
 	}
 	dir, uid, gid := hostsideOwner(t)
-	if err := sb.Attach(context.Background(), sandbox.Mount{Source: dir, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
+	if err := sb.Mount(context.Background(), sandbox.Mount{Source: dir, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
 		t.Fatal(err)
 	}
 	out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{helper, "/work"}, Env: []string{hostsideEnv + "=setid"}})

@@ -52,7 +52,7 @@ func TestAttachNeverFollowsASymlinkedSource(t *testing.T) {
 	}
 	for _, access := range []sandbox.Access{sandbox.ReadOnly, sandbox.ReadWrite, sandbox.CopyOnWrite} {
 		target := "/data-" + string(access)
-		err := sb.Attach(context.Background(), sandbox.Mount{Source: filepath.Join(shared, "data"), Target: target, Access: access})
+		err := sb.Mount(context.Background(), sandbox.Mount{Source: filepath.Join(shared, "data"), Target: target, Access: access})
 		if !errors.Is(err, unix.ELOOP) || !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "realpath") {
 			t.Errorf("attach --%s of a symlinked source: %v, want ErrInvalidSpec wrapping ELOOP", access, err)
 		}

@@ -107,7 +107,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	t.Cleanup(func() { _ = sb.Terminate(context.Background()) })
 	pid := sb.InitPID()
 	src := rwDir(t)
-	if err := sb.Attach(context.Background(), sandbox.Mount{Source: src, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
+	if err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
 		t.Fatal(err)
 	}
 	// An orphan that outlives the handoff: the holder must reap it.

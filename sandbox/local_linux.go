@@ -108,28 +108,28 @@ func (l *Local) Name() string { return LocalName }
 func (l *Local) Capabilities() Capabilities { return l.caps }
 
 // Provision starts a sandbox (see [Provision]).
-func (l *Local) Provision(ctx context.Context, spec Spec) (Session, error) {
+func (l *Local) Provision(ctx context.Context, spec Spec) (Info, error) {
 	if err := l.checkOpen(); err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
 	sb, err := Provision(ctx, spec, l.opts.Provision)
 	if err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
 	return l.add(sb)
 }
 
 // add registers a new sandbox under a fresh id.
-func (l *Local) add(sb *Sandbox) (Session, error) {
+func (l *Local) add(sb *Sandbox) (Info, error) {
 	box := &localBox{id: NewID(), sb: sb, created: time.Now()}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		_ = sb.Terminate(context.Background())
-		return Session{}, ErrClosed
+		return Info{}, ErrClosed
 	}
 	l.boxes[box.id] = box
-	s := box.session()
+	s := box.info()
 	l.mu.Unlock()
 	l.log.Debug("sandbox provisioned", "id", box.id, "init_pid", s.InitPID)
 	return s, nil
@@ -147,8 +147,8 @@ func ended(sb *Sandbox) bool {
 	return !processRuns(sb.InitPID())
 }
 
-// session describes box; l.mu is held.
-func (b *localBox) session() Session {
+// info describes box; l.mu is held.
+func (b *localBox) info() Info {
 	sb := b.sb
 	st := StateRunning
 	switch {
@@ -157,8 +157,8 @@ func (b *localBox) session() Session {
 	case sb.Suspended():
 		st = StateSuspended
 	}
-	return Session{ID: b.id, Backend: LocalName, State: st, Created: b.created, Spec: sb.Spec(),
-		InitPID: sb.InitPID(), CgroupPaths: sb.CgroupPaths(), Protections: sb.Protections()}
+	return Info{ID: b.id, Backend: LocalName, State: st, Created: b.created, Spec: sb.Spec(),
+		InitPID: sb.InitPID(), CgroupPaths: sb.CgroupPaths(), Protections: sb.Protections(), Layers: sb.CowLayers()}
 }
 
 func (l *Local) checkOpen() error {
@@ -203,28 +203,28 @@ func (l *Local) Sandbox(id string) (*Sandbox, error) {
 }
 
 // Get returns the sandbox named by id or a unique prefix of it.
-func (l *Local) Get(ctx context.Context, id string) (Session, error) {
+func (l *Local) Get(ctx context.Context, id string) (Info, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, err := l.lookup(id)
 	if err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
-	return b.session(), nil
+	return b.info(), nil
 }
 
 // List returns every sandbox, oldest first.
-func (l *Local) List(ctx context.Context) ([]Session, error) {
+func (l *Local) List(ctx context.Context) ([]Info, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil, ErrClosed
 	}
-	out := make([]Session, 0, len(l.boxes))
+	out := make([]Info, 0, len(l.boxes))
 	for _, b := range l.boxes {
-		out = append(out, b.session())
+		out = append(out, b.info())
 	}
-	slices.SortFunc(out, func(a, b Session) int {
+	slices.SortFunc(out, func(a, b Info) int {
 		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
@@ -239,19 +239,19 @@ func (l *Local) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResu
 	return sb.Exec(ctx, req)
 }
 
-// AttachFilesystem adds m to the running sandbox (see [Sandbox.Attach]:
+// Mount adds m to the running sandbox (see [Sandbox.Mount]:
 // validated as at provisioning, visible to the next exec).
-func (l *Local) AttachFilesystem(ctx context.Context, id string, m Mount) error {
+func (l *Local) Mount(ctx context.Context, id string, m Mount) error {
 	sb, err := l.Sandbox(id)
 	if err != nil {
 		return err
 	}
-	return sb.Attach(ctx, m)
+	return sb.Mount(ctx, m)
 }
 
-// ApplyNetworkPolicy replaces a limited sandbox's rules (see
+// SetNetworkPolicy replaces a limited sandbox's rules (see
 // [Sandbox.SetNetworkPolicy]).
-func (l *Local) ApplyNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error {
+func (l *Local) SetNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -259,7 +259,28 @@ func (l *Local) ApplyNetworkPolicy(ctx context.Context, id string, p NetworkPoli
 	if err != nil {
 		return err
 	}
-	return sb.SetNetworkPolicy(p)
+	return sb.SetNetworkPolicy(ctx, p)
+}
+
+// File runs req inside the sandbox (see [Sandbox.File]).
+func (l *Local) File(ctx context.Context, id string, req FileRequest) error {
+	sb, err := l.Sandbox(id)
+	if err != nil {
+		return err
+	}
+	return sb.File(ctx, req)
+}
+
+// Usage reads what the sandbox uses now (see [Sandbox.Usage]).
+func (l *Local) Usage(ctx context.Context, id string) (Usage, error) {
+	if err := ctx.Err(); err != nil {
+		return Usage{}, err
+	}
+	sb, err := l.Sandbox(id)
+	if err != nil {
+		return Usage{}, err
+	}
+	return sb.Usage()
 }
 
 // Suspend freezes the sandbox (see [Sandbox.Suspend]).
@@ -321,12 +342,12 @@ func (l *Local) Snapshot(ctx context.Context, id string) (*Snapshot, error) {
 // its init died) is cleaned up and provisioned again, under the same id,
 // from the latest snapshot taken of it (see [Fork]); without one it
 // fails with ErrTerminated.
-func (l *Local) Resume(ctx context.Context, id string) (Session, error) {
+func (l *Local) Resume(ctx context.Context, id string) (Info, error) {
 	l.mu.Lock()
 	b, err := l.lookup(id)
 	l.mu.Unlock()
 	if err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
 	b.reviving.Lock() // one re-provisioning at a time
 	defer b.reviving.Unlock()
@@ -334,17 +355,17 @@ func (l *Local) Resume(ctx context.Context, id string) (Session, error) {
 	sb, gone := b.sb, b.gone
 	l.mu.Unlock()
 	if gone {
-		return Session{}, fmt.Errorf("%w: sandbox %s", ErrTerminated, b.id)
+		return Info{}, fmt.Errorf("%w: sandbox %s", ErrTerminated, b.id)
 	}
 	if !ended(sb) {
 		if err := sb.Resume(ctx); err != nil {
-			return Session{}, err
+			return Info{}, err
 		}
 		return l.Get(ctx, b.id)
 	}
 	snap, err := l.latestSnapshot(b.id)
 	if err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
 	// An init that died leaves a cgroup, cow layers, a proxy: release
 	// them first (a no-op for a sandbox already terminated).
@@ -353,16 +374,16 @@ func (l *Local) Resume(ctx context.Context, id string) (Session, error) {
 	}
 	nsb, err := Fork(ctx, snap, l.opts.Provision)
 	if err != nil {
-		return Session{}, fmt.Errorf("resuming %s from snapshot %s: %w", b.id, snap.ID, err)
+		return Info{}, fmt.Errorf("resuming %s from snapshot %s: %w", b.id, snap.ID, err)
 	}
 	l.mu.Lock()
 	if b.gone || l.closed {
 		l.mu.Unlock()
 		_ = nsb.Terminate(context.Background())
-		return Session{}, fmt.Errorf("%w: sandbox %s was terminated while resuming", ErrTerminated, b.id)
+		return Info{}, fmt.Errorf("%w: sandbox %s was terminated while resuming", ErrTerminated, b.id)
 	}
 	b.sb, b.created = nsb, time.Now()
-	s := b.session()
+	s := b.info()
 	l.mu.Unlock()
 	l.log.Debug("sandbox resumed from snapshot", "id", b.id, "snapshot", snap.ID)
 	return s, nil
@@ -395,23 +416,23 @@ func (l *Local) latestSnapshot(id string) (*Snapshot, error) {
 // Fork provisions a new sandbox from the snapshot named by snapshotID
 // (an id or a unique prefix) in the snapshot store, its checksums
 // verified first (ErrSnapshotCorrupt), with overrides applied.
-func (l *Local) Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Session, error) {
+func (l *Local) Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Info, error) {
 	store, ok, err := l.snapshotStore(false)
 	if err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
 	if !ok {
-		return Session{}, &refError{msg: fmt.Sprintf("no snapshot %q (none taken yet)", snapshotID), kind: ErrNotFound}
+		return Info{}, &refError{msg: fmt.Sprintf("no snapshot %q (none taken yet)", snapshotID), kind: ErrNotFound}
 	}
 	snap, err := store.Snapshot(snapshotID)
 	if err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
 	forked := *snap
 	forked.Spec = overrides.apply(snap.Spec)
 	sb, err := Fork(ctx, &forked, l.opts.Provision)
 	if err != nil {
-		return Session{}, err
+		return Info{}, err
 	}
 	return l.add(sb)
 }

@@ -37,7 +37,7 @@ type warmSlot struct {
 
 type warmBox struct {
 	backend Backend
-	session Session
+	session Info
 }
 
 // specKey is the pool's key for spec.
@@ -143,19 +143,19 @@ func (sel Selection) accepts(b Backend) bool {
 // once it has registered the sandbox (so that the refill's provisioning
 // does not compete with the hand-out). Dead ones (a spec's
 // Limits.Timeout ran out in the pool) are terminated on the way.
-func (m *Manager) takeWarm(ctx context.Context, key string, sel Selection) (Backend, Session, bool) {
+func (m *Manager) takeWarm(ctx context.Context, key string, sel Selection) (Backend, Info, bool) {
 	for {
 		m.mu.Lock()
 		slot := m.pool.byKey[key]
 		if slot == nil || key == "" {
 			m.mu.Unlock()
-			return nil, Session{}, false
+			return nil, Info{}, false
 		}
 		if len(slot.ready) == 0 || !sel.accepts(slot.backend) {
 			m.stats.PoolMisses++
 			m.pool.kick()
 			m.mu.Unlock()
-			return nil, Session{}, false
+			return nil, Info{}, false
 		}
 		w := slot.ready[0]
 		slot.ready = slot.ready[1:]

@@ -106,7 +106,7 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (ClientSessio
 
 // register makes s a managed sandbox with one attached session; the
 // sandbox is terminated when the manager has closed meanwhile.
-func (m *Manager) register(ctx context.Context, b Backend, s Session, pooled bool, client string, labels map[string]string) (ClientSession, error) {
+func (m *Manager) register(ctx context.Context, b Backend, s Info, pooled bool, client string, labels map[string]string) (ClientSession, error) {
 	now := time.Now()
 	m.mu.Lock()
 	if m.closed {
@@ -364,14 +364,14 @@ func (m *Manager) Exec(ctx context.Context, sessionID string, req ExecRequest) (
 
 // Lookup returns the session's backend and its description of the
 // sandbox, for what the manager does not wrap (Snapshot, Fork,
-// ApplyNetworkPolicy, AttachFilesystem, files through [Local.Sandbox]).
+// SetNetworkPolicy, Mount, files through [Local.Sandbox]).
 // It counts as activity.
-func (m *Manager) Lookup(ctx context.Context, sessionID string) (Backend, Session, error) {
+func (m *Manager) Lookup(ctx context.Context, sessionID string) (Backend, Info, error) {
 	m.mu.Lock()
 	box, err := m.activity(sessionID)
 	m.mu.Unlock()
 	if err != nil {
-		return nil, Session{}, err
+		return nil, Info{}, err
 	}
 	s, err := box.backend.Get(ctx, box.id)
 	return box.backend, s, err

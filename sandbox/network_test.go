@@ -235,7 +235,7 @@ func TestNetworkPolicyChangesAtRuntime(t *testing.T) {
 	fmt.Fprintln(stdinW)
 	lines.Scan()
 	expect(t, "before the change", lines.Text(), "200  hello from the host")
-	if err := cmd.SetNetworkPolicy(sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"other.test"}}); err != nil {
+	if err := cmd.SetNetworkPolicy(context.Background(), sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"other.test"}}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(stdinW)
@@ -243,7 +243,7 @@ func TestNetworkPolicyChangesAtRuntime(t *testing.T) {
 	if got := lines.Text(); !strings.HasPrefix(got, "403 ") {
 		t.Errorf("after the change: %q, want 403", got)
 	}
-	if err := cmd.SetNetworkPolicy(sandbox.NetworkPolicy{Mode: netpolicy.Host}); !errors.Is(err, sandbox.ErrUnsupported) {
+	if err := cmd.SetNetworkPolicy(context.Background(), sandbox.NetworkPolicy{Mode: netpolicy.Host}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("switching a running sandbox to host: %v, want ErrUnsupported", err)
 	}
 	stdinW.Close()

@@ -186,7 +186,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		// Limited: listeners inside, handed to the host-side proxy.
 		ProxyListeners: p.network != nil,
 		// A long-lived sandbox of an unprivileged caller keeps the host's
-		// view, so that Sandbox.Attach can open new mounts' sources.
+		// view, so that Sandbox.Mount can open new mounts' sources.
 		HostView: name == "" && !p.privileged,
 		Exec: namespaces.Exec{
 			Path: name,

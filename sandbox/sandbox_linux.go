@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
@@ -57,6 +58,7 @@ const DefaultIdleAfter = namespaces.DefaultIdleAfter
 // of commands, concurrently, until Terminate. Its methods are safe for
 // concurrent use.
 type Sandbox struct {
+	id   string
 	spec Spec
 	run  *running
 
@@ -91,7 +93,7 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 		return nil, err
 	}
 	go r.init.Serve()
-	s := &Sandbox{spec: spec, run: r, ended: make(chan struct{})}
+	s := &Sandbox{id: id, spec: spec, run: r, ended: make(chan struct{})}
 	r.stop = func() bool { return true }
 	if t := spec.Limits.Timeout; t > 0 {
 		s.deadline = time.Now().Add(t)
@@ -99,6 +101,21 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 		r.stop = timer.Stop
 	}
 	return s, nil
+}
+
+// ID is the sandbox's id: [ProvisionOptions.ID], or 16 random hex
+// digits. It names the sandbox's cgroup and its records.
+func (s *Sandbox) ID() string { return s.id }
+
+// Usage reads what the sandbox uses now from its cgroups; a sandbox
+// without a cgroup (an unprivileged caller without delegation) fails with
+// [ErrUnsupported].
+func (s *Sandbox) Usage() (Usage, error) {
+	dirs := s.CgroupPaths()
+	if len(dirs) == 0 {
+		return Usage{}, fmt.Errorf("%w: sandbox %s has no cgroup to read its usage from (see tent doctor)", ErrUnsupported, s.id)
+	}
+	return cgroups.ReadUsage(dirs), nil
 }
 
 // CgroupPaths are the sandbox's cgroup directories (none without a
@@ -323,7 +340,10 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 
 // SetNetworkPolicy replaces the rules of a limited sandbox (see
 // [Cmd.SetNetworkPolicy]).
-func (s *Sandbox) SetNetworkPolicy(p NetworkPolicy) error {
+func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	done := s.done
 	s.mu.Unlock()

@@ -13,7 +13,16 @@ import (
 // sandbox: no mounts beyond the system directories, no network, the
 // built-in seccomp profile, every protection required.
 type Spec struct {
-	// Mounts bind host paths into the sandbox (see [ParseMount]).
+	// Name, when not "", is another reference to the sandbox, unique
+	// among its backend's sandboxes (package supervised refuses a second
+	// sandbox of the same name; [Local] keeps it as data). It is not
+	// inherited by forks. It never changes the sandbox's isolation.
+	Name string `json:"name,omitempty"`
+	// Labels are the caller's metadata, kept with the sandbox and
+	// returned with it; they never change its isolation.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Mounts bind host paths into the sandbox (the CLI's SRC[:DST]
+	// form is parsed by policy.ParseMount).
 	Mounts []Mount `json:"mounts,omitempty"`
 	// Workdir is the command's working directory inside; "" means "/".
 	Workdir string `json:"workdir,omitempty"`
@@ -105,9 +114,4 @@ type Seccomp struct {
 type Options struct {
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
-}
-
-// ParseMount parses the command-line form SRC[:DST] (see fs.ParseMount).
-func ParseMount(spec string, access fs.Access, cwd string) (Mount, error) {
-	return fs.ParseMount(spec, access, cwd)
 }

@@ -231,7 +231,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, recM
 			reply = remoteReply{Code: 125, Error: "net needs a policy"}
 			break
 		}
-		if err := sb.SetNetworkPolicy(*req.Network); err != nil {
+		if err := sb.SetNetworkPolicy(context.Background(), *req.Network); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 			break
 		}
@@ -243,7 +243,7 @@ func serveRemote(conn *net.UnixConn, sb *Sandbox, store Store, rec *Record, recM
 			reply = remoteReply{Code: 125, Error: "attach needs a mount"}
 			break
 		}
-		if err := sb.Attach(context.Background(), *req.Mount); err != nil {
+		if err := sb.Mount(context.Background(), *req.Mount); err != nil {
 			reply = remoteReply{Code: 125, Error: err.Error()}
 			break
 		}
@@ -421,7 +421,7 @@ func RemoteSetNetworkPolicy(rec *Record, p NetworkPolicy) error {
 }
 
 // RemoteAttach adds m to the running sandbox rec names (see
-// [Sandbox.Attach]), through its supervisor, which records the new spec.
+// [Sandbox.Mount]), through its supervisor, which records the new spec.
 func RemoteAttach(rec *Record, m Mount) error {
 	_, err := call(rec, remoteRequest{Op: "attach", Mount: &m}, nil)
 	return err
