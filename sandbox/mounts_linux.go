@@ -2,152 +2,29 @@ package sandbox
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
 )
 
-// openUserMounts opens the caller's mounts on the host, for a root caller
-// whose sandbox (an unprivileged host id, unprivilegedHostID) could not
-// reach them. Every mount is nosuid and nodev in the sandbox.
-//
-// Identity: the sandbox must never own files as host root, nor as any
-// host id but the one it was given, and inside, files show the owners
-// they have on the host as far as the sandbox's one id allows, so that
-// git, tar and package managers behave as they do there. Every mount is
-// idmapped with a dedicated user namespace that maps its directory's
-// on-disk owner onto the sandbox's host identity, which the sandbox's own
-// namespace maps to its user (uid 0 by default; whatever Spec.User says):
-//
-//   - rw: the directory's owner U (never root: a rw mount of a
-//     root-owned directory is refused, its owner would be host root) and
-//     its group G (or nogroup, 65534, when G is 0) map onto the sandbox's
-//     host identity, on-disk group root onto a gid the sandbox is not in
-//     (rootGroupStandIn), and nothing else. Inside, the directory and U's
-//     files are the sandbox user's; what the sandbox creates is U:G on
-//     disk; files of other owners are unmapped (nobody), so the sandbox
-//     can neither write them, nor create files as, nor chown to any other
-//     id.
-//   - ro, and a cow mount's lower layer: read-only, so nothing is ever
-//     written through the mapping (a cow mount's changes go to the
-//     overlay's upper layer, owned by the sandbox's host identity). The
-//     directory's owner and group map onto the sandbox's, root included:
-//     a root caller's root-owned repository is root's inside, as on the
-//     host (git trusts it; tar and package managers see root:root), and
-//     its owner may read what root may read in it, the tree the caller
-//     chose to show; an alice-owned one is the sandbox user's. Other
-//     owners show as nobody and are accessed through the "other"
-//     permission bits. The mount stays nosuid and nodev, so owning files
-//     there gives nothing else. Where the kernel or filesystem cannot
-//     idmap a ro mount, it is bound read-only without (root's files then
-//     show as nobody).
-//
-// What no idmapping controls: a file created in a set-gid directory takes
-// the directory's on-disk group, root's included, as the host's own
-// set-gid directories ask (never with a set-id bit: the default seccomp
-// profile denies those modes, and the kernel strips S_ISGID for a
-// creator outside the group).
-//
-// initPID is the sandbox's init and uid, gid its ids inside: a ro or cow
-// mount whose directory's owner is exactly uid:gid (root:root, for a root
-// caller's default ids) is idmapped with the sandbox's own user
-// namespace, which maps just that, rather than a new one.
-func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32) (fds []int, err error) {
-	defer func() {
-		if err != nil {
-			closeFDs(fds)
-			fds = nil
-		}
-	}()
-	userns := idmapNamespaces{initPID: initPID, inside: idmapKey{uid: uid, gid: gid}}
-	defer userns.close()
-	for _, m := range mounts {
-		// Never through a symlink, which a sandbox may have planted in
-		// the path (see fs.OpenSource).
-		src, err := fs.OpenSource(m.Source)
-		if err != nil {
-			return fds, invalid(fmt.Errorf("mount %s: %w", m.Source, err))
-		}
-		fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
-		unix.Close(src)
-		if err != nil {
-			return fds, invalid(fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("open_tree", err)))
-		}
-		fds = append(fds, fd)
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-		if m.Access != fs.ReadWrite {
-			// A ro mount, or a cow mount's lower layer (never written:
-			// the overlay's upper layer takes the changes).
-			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return fds, os.NewSyscallError("fstat", err)
-		}
-		uid, gid, err := idmapOwner(m, st.Uid, st.Gid)
-		if err != nil {
-			return fds, err
-		}
-		idmapped := attr
-		nsfd, err := userns.get(uid, gid, m.Access == fs.ReadWrite)
-		if err == nil {
-			idmapped.Attr_set |= unix.MOUNT_ATTR_IDMAP
-			idmapped.Userns_fd = uint64(nsfd)
-			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &idmapped)
-			if err == nil {
-				continue
-			}
-			err = os.NewSyscallError("mount_setattr", err)
-		}
-		if !m.Writable() {
-			// The idmapping only shows owners as on the host. Where it
-			// cannot be had (a filesystem or submount that cannot be
-			// idmapped, no namespace for it), the mount is still bound
-			// read-only (mount_setattr changed nothing), its files
-			// showing the ids of the sandbox's own namespace: root's
-			// as nobody.
-			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-				return fds, fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("mount_setattr", err))
-			}
-			continue
-		}
-		if idmapped.Attr_set&unix.MOUNT_ATTR_IDMAP != 0 && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EPERM)) {
-			return fds, &UnsupportedError{Missing: []Missing{{
-				Protection: string(m.Access) + " mount " + m.Source,
-				Reason:     "the kernel or filesystem cannot idmap this mount: " + err.Error(),
-				Fix:        "run tent as the (non-root) user who owns the directory, or mount it --ro",
-			}}}
-		}
-		return fds, fmt.Errorf("mount %s: %w", m.Source, err)
-	}
-	return fds, nil
-}
-
-// idmapOwner returns the on-disk uid and gid that m's idmapping maps
-// onto the sandbox's host identity, for a directory owned by uid:gid. A
-// rw mount of a root-owned directory is refused, and its group root
-// becomes nogroup: what the sandbox writes through a rw mount lands on
-// the host as these ids. A ro mount and a cow mount's lower layer are
-// read-only, so they map their owner whatever it is.
-func idmapOwner(m fs.Mount, uid, gid uint32) (uint32, uint32, error) {
-	if m.Access != fs.ReadWrite {
-		return uid, gid, nil
-	}
-	if uid == 0 {
-		return 0, 0, &UnsupportedError{Missing: []Missing{{
-			Protection: string(m.Access) + " mount " + m.Source,
-			Reason: "it is owned by root: as root, tent maps a rw mount's owner onto the sandbox's user, " +
-				"and a sandbox never writes files as host root",
-			Fix: fmt.Sprintf("chown the directory to the non-root user who should own what the sandbox writes (chown -R USER %s), "+
-				"mount it --cow and export the changes, or run tent as that user", m.Source),
+// openUserMounts opens the caller's mounts on the host, idmapped, for a
+// root caller whose sandbox (unprivilegedHostID) could not reach them:
+// see [fs.OpenMounts]. initPID is the sandbox's init and uid, gid its
+// ids inside. A source that cannot be opened is an [ErrInvalidSpec]; a
+// mount the host cannot idmap as asked, an [UnsupportedError].
+func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32) ([]int, error) {
+	fds, err := fs.OpenMounts(mounts, fs.IDMap{HostID: unprivilegedHostID, UID: uid, GID: gid, InitPID: initPID})
+	var ue *fs.UnsupportedMountError
+	switch {
+	case err == nil:
+		return fds, nil
+	case errors.As(err, &ue):
+		return nil, &UnsupportedError{Missing: []Missing{{
+			Protection: string(ue.Mount.Access) + " mount " + ue.Mount.Source,
+			Reason:     ue.Reason,
+			Fix:        ue.Fix,
 		}}}
+	case errors.Is(err, fs.ErrInvalidMount):
+		return nil, invalid(err)
 	}
-	if gid == 0 {
-		gid = unprivilegedHostID
-	}
-	return uid, gid, nil
+	return nil, err
 }

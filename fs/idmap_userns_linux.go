@@ -1,4 +1,4 @@
-package sandbox
+package fs
 
 import (
 	"errors"
@@ -36,26 +36,28 @@ const rootGroupStandIn = 65533
 // on its own once mount_setattr has applied it.
 type idmapNamespaces struct {
 	fds map[idmapKey]int
+	// hostID is the sandbox's host uid and gid, onto which every
+	// namespace maps its owner.
+	hostID uint32
 	// initPID, when positive, is the sandbox's init (a child of this
 	// process, not yet reaped, so the pid is its own), whose user
 	// namespace maps exactly inside (its uid and gid, no root group) onto
-	// unprivilegedHostID: get uses it for that key instead of creating a
-	// namespace (a fork and exec of this binary, some milliseconds).
+	// hostID: get uses it for that key instead of creating a namespace (a
+	// fork and exec of this binary, some milliseconds).
 	initPID int
 	inside  idmapKey
 }
 
 // sandboxUserNS opens the user namespace of the sandbox's init when its
-// maps are the single lines "inside.uid unprivilegedHostID 1" and
-// "inside.gid unprivilegedHostID 1", the same idmapping get would
-// create; ok is false otherwise.
+// maps are the single lines "inside.uid hostID 1" and "inside.gid hostID
+// 1", the same idmapping get would create; ok is false otherwise.
 func (n *idmapNamespaces) sandboxUserNS() (fd int, ok bool) {
 	for _, m := range []struct {
 		file string
 		id   uint32
 	}{{"uid_map", n.inside.uid}, {"gid_map", n.inside.gid}} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", n.initPID, m.file))
-		if err != nil || strings.Join(strings.Fields(string(b)), " ") != fmt.Sprintf("%d %d 1", m.id, unprivilegedHostID) {
+		if err != nil || strings.Join(strings.Fields(string(b)), " ") != fmt.Sprintf("%d %d 1", m.id, n.hostID) {
 			return -1, false
 		}
 	}
@@ -64,13 +66,12 @@ func (n *idmapNamespaces) sandboxUserNS() (fd int, ok bool) {
 }
 
 // get returns an fd of a user namespace whose only mappings are uid →
-// unprivilegedHostID, gid → unprivilegedHostID and, with rootGroup (and
-// a non-zero gid), gid 0 → rootGroupStandIn; it creates it on first use.
-// As a mount's idmapping it makes on-disk uid and gid the sandbox's host
-// identity and nothing else: files the sandbox creates are uid:gid on
-// disk; every other on-disk uid is unmapped, so the sandbox can neither
-// create files as it nor chown to it, and the kernel refuses writes to
-// the inodes it owns.
+// hostID, gid → hostID and, with rootGroup (and a non-zero gid), gid 0 →
+// rootGroupStandIn; it creates it on first use. As a mount's idmapping
+// it makes on-disk uid and gid the sandbox's host identity and nothing
+// else: files the sandbox creates are uid:gid on disk; every other
+// on-disk uid is unmapped, so the sandbox can neither create files as it
+// nor chown to it, and the kernel refuses writes to the inodes it owns.
 func (n *idmapNamespaces) get(uid, gid uint32, rootGroup bool) (int, error) {
 	k := idmapKey{uid, gid, rootGroup}
 	if fd, ok := n.fds[k]; ok {
@@ -85,11 +86,12 @@ func (n *idmapNamespaces) get(uid, gid uint32, rootGroup bool) (int, error) {
 			return fd, nil
 		}
 	}
-	gidMap := []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: unprivilegedHostID, Size: 1}}
+	host := int(n.hostID)
+	gidMap := []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: host, Size: 1}}
 	if rootGroup && gid != 0 {
 		gidMap = append(gidMap, syscall.SysProcIDMap{ContainerID: 0, HostID: rootGroupStandIn, Size: 1})
 	}
-	fd, err := newIDMapUserNS([]syscall.SysProcIDMap{{ContainerID: int(uid), HostID: unprivilegedHostID, Size: 1}}, gidMap)
+	fd, err := newIDMapUserNS([]syscall.SysProcIDMap{{ContainerID: int(uid), HostID: host, Size: 1}}, gidMap)
 	if err != nil {
 		return -1, err
 	}
