@@ -25,21 +25,6 @@ import (
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
-// Landlock rights of the reduced tier's rules.
-const (
-	llReadExec = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
-	llRead     = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
-	llDevice   = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
-		unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
-)
-
-// reducedSystemPaths are the host directories the reduced tier lets a
-// command read and execute: the full tier's system directories plus /opt.
-var reducedSystemPaths = append(append([]string(nil), fs.DefaultSystemPaths...), "/opt")
-
-// reducedDevices are the device nodes it may read, write and ioctl.
-var reducedDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
-
 // UserNamespaces reports whether this process can create user namespaces,
 // judged from the sysctls and the AppArmor label under /proc (see
 // hostcheck.UserNSAvailability): Missing means [TierAuto] runs the reduced
@@ -140,13 +125,7 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 	}
 
 	// Mounts become Landlock rules on their host paths.
-	rules := []fs.LandlockRule{{Path: "/proc", Access: llRead}}
-	for _, sp := range reducedSystemPaths {
-		rules = append(rules, fs.LandlockRule{Path: sp, Access: llReadExec})
-	}
-	for _, d := range reducedDevices {
-		rules = append(rules, fs.LandlockRule{Path: d, Access: llDevice})
-	}
+	var reachable []fs.Mount
 	for _, m := range s.Mounts {
 		target := m.Target
 		if target == "" {
@@ -157,17 +136,13 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 				"mount it at its own path (--ro/--rw "+m.Source+" without :DST), or "+fixUserNS, Absent, "not reachable")
 			continue
 		}
-		access := uint64(llReadExec)
-		switch m.Access {
-		case fs.ReadWrite:
-			access = fs.HandledAccess(fs.MaxLandlockABI)
-		case fs.CopyOnWrite:
+		if m.Access == fs.CopyOnWrite {
 			miss("cow mount "+target, "copy-on-write needs an overlay in a mount namespace", fixUserNS, Degraded, "read-only instead")
 		}
-		rules = append(rules, fs.LandlockRule{Path: m.Source, Access: access})
+		reachable = append(reachable, m)
 		r.add("mount "+target, Enforced, fmt.Sprintf("%s, Landlock rule on the host path", m.Access))
 	}
-	rp.direct.LandlockRules = rules
+	rp.direct.LandlockRules = fs.HostLandlockRules(reachable)
 
 	// Network.
 	guard := seccomp.Guard{NoIPC: true}
