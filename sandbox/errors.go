@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
 )
@@ -99,7 +100,7 @@ func (e *ExitError) Error() string {
 	r := e.Report
 	oom := ""
 	if r.OOMKilled {
-		oom = fmt.Sprintf(" (the OOM killer killed a process of its tree: memory limit %s)", FormatSize(r.MemoryLimit))
+		oom = fmt.Sprintf(" (the OOM killer killed a process of its tree: memory limit %s)", cgroups.FormatSize(r.MemoryLimit))
 	}
 	switch {
 	case e.ctxErr != nil:
@@ -107,7 +108,7 @@ func (e *ExitError) Error() string {
 	case r.TimedOut:
 		return fmt.Sprintf("timed out after %s: process tree killed", r.Timeout)
 	case r.OOMKilled && r.SignalNum == int(syscall.SIGKILL):
-		return fmt.Sprintf("killed by the OOM killer: memory limit %s exceeded", FormatSize(r.MemoryLimit))
+		return fmt.Sprintf("killed by the OOM killer: memory limit %s exceeded", cgroups.FormatSize(r.MemoryLimit))
 	case r.Signal != "":
 		return "killed by signal " + r.Signal + oom
 	}

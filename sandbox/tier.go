@@ -1,7 +1,5 @@
 package sandbox
 
-import "fmt"
-
 // Tier is how a sandbox is built.
 //
 //   - [TierFull]: the sandbox as the package documentation describes it,
@@ -29,14 +27,3 @@ const (
 	TierFull    Tier = "full"
 	TierReduced Tier = "reduced"
 )
-
-// ParseTier parses "auto" (or ""), "full" or "reduced".
-func ParseTier(s string) (Tier, error) {
-	switch s {
-	case "", "auto":
-		return TierAuto, nil
-	case string(TierFull), string(TierReduced):
-		return Tier(s), nil
-	}
-	return "", fmt.Errorf("unknown tier %q: want auto, full or reduced", s)
-}

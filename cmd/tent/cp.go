@@ -19,6 +19,7 @@ import (
 
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // maxCopyEntries bounds the entries of a directory copied out of a
@@ -69,7 +70,7 @@ Exit status: 0 on success, 125 when the copy failed or was refused.`,
 				return &usageError{cmd: c.CommandPath(), err: errors.New("exactly one side must be ID:PATH")}
 			}
 			var err error
-			if o.limit, err = sandbox.ParseSize(o.maxSize); err != nil {
+			if o.limit, err = policy.ParseSize(o.maxSize); err != nil {
 				return &exitError{code: exitRefused, msg: fmt.Sprintf("--max-size %q: %v", o.maxSize, err)}
 			}
 			ref := dstID

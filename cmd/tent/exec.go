@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 func newExecCmd(g *globalOptions) *cobra.Command {
@@ -44,14 +45,14 @@ stays). The command ends when tent exec is killed.`,
 			}
 			req := sandbox.ExecRequest{Args: argv, Env: env, Dir: workdir}
 			if timeout != "" {
-				d, err := sandbox.ParseDuration(timeout)
+				d, err := policy.ParseDuration(timeout)
 				if err != nil {
 					return &exitError{code: exitRefused, msg: fmt.Sprintf("--timeout %q: %v", timeout, err)}
 				}
 				req.Timeout = d
 			}
 			if maxOutput != "" {
-				n, err := sandbox.ParseSize(maxOutput)
+				n, err := policy.ParseSize(maxOutput)
 				if err == nil && n == 0 {
 					err = errors.New("want a positive size (leave the flag out for no cap)")
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // newMountCmd is `tent mount ID --ro|--rw|--cow SRC[:DST]`: a mount added
@@ -46,7 +47,7 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := sandbox.ParseMount(value, access, cwd)
+			m, err := policy.ParseMount(value, access, cwd)
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}

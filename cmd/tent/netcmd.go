@@ -8,6 +8,7 @@ import (
 
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // netView is a sandbox's network policy as tent net prints it.
@@ -60,7 +61,7 @@ sandbox created with --net host keeps the host's network.`,
 			}
 			p := sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: allow, DeniedHosts: deny}
 			if f.Changed("net") {
-				if p.Mode, err = sandbox.ParseNet(mode); err != nil {
+				if p.Mode, err = policy.ParseNet(mode); err != nil {
 					return &exitError{code: exitRefused, msg: fmt.Sprintf("--net: %v", err)}
 				}
 			}

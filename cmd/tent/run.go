@@ -16,6 +16,7 @@ import (
 
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // forwarded are the signals tent passes on to the command's foreground
@@ -270,7 +271,7 @@ func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 func oomNote(self bool, memoryLimit int64) string {
 	limit := "none"
 	if memoryLimit > 0 {
-		limit = sandbox.FormatSize(memoryLimit)
+		limit = policy.FormatSize(memoryLimit)
 	}
 	if self {
 		return fmt.Sprintf("killed by the OOM killer (memory limit %s)", limit)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // runOptions are tent run's flags. Values are kept as text and parsed by
@@ -77,7 +78,7 @@ type lookupEnv func(string) (string, bool)
 func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, log *slog.Logger) (sandbox.Spec, error) {
 	var spec sandbox.Spec
 	if o.policy != "" {
-		p, err := sandbox.LoadPolicy(o.policy)
+		p, err := policy.Load(o.policy)
 		if err != nil {
 			return spec, err
 		}
@@ -100,7 +101,7 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 		spec.Workdir = o.workdir
 	}
 	if f.Changed("net") {
-		if spec.Network.Mode, err = sandbox.ParseNet(o.net); err != nil {
+		if spec.Network.Mode, err = policy.ParseNet(o.net); err != nil {
 			return spec, fmt.Errorf("--net: %w", err)
 		}
 	}
@@ -115,7 +116,7 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 		return spec, fmt.Errorf("--net/--allow-host/--deny-host: %w", err)
 	}
 	if f.Changed("user") {
-		if spec.User, err = sandbox.ParseUser(o.user); err != nil {
+		if spec.User, err = policy.ParseUser(o.user); err != nil {
 			return spec, fmt.Errorf("--user %q: %w", o.user, err)
 		}
 	}
@@ -123,7 +124,7 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 		spec.Hostname = o.hostname
 	}
 	if f.Changed("seccomp") {
-		if spec.Seccomp, err = sandbox.LoadSeccomp(o.seccomp, cwd); err != nil {
+		if spec.Seccomp, err = policy.LoadSeccomp(o.seccomp, cwd); err != nil {
 			return spec, fmt.Errorf("--seccomp: %w", err)
 		}
 	}
@@ -131,7 +132,7 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 		spec.BestEffort = o.bestEffort
 	}
 	if f.Changed("tier") {
-		if spec.Tier, err = sandbox.ParseTier(o.tier); err != nil {
+		if spec.Tier, err = policy.ParseTier(o.tier); err != nil {
 			return spec, fmt.Errorf("--tier: %w", err)
 		}
 	}
@@ -147,7 +148,7 @@ func (o *runOptions) applyMounts(spec *sandbox.Spec, cwd string) error {
 		access sandbox.Access
 	}{{o.ro, sandbox.ReadOnly}, {o.rw, sandbox.ReadWrite}, {o.cow, sandbox.CopyOnWrite}} {
 		for _, v := range l.values {
-			m, err := sandbox.ParseMount(v, l.access, cwd)
+			m, err := policy.ParseMount(v, l.access, cwd)
 			if err != nil {
 				return err
 			}
@@ -174,7 +175,7 @@ func (o *runOptions) applyMounts(spec *sandbox.Spec, cwd string) error {
 func (o *runOptions) applyLimits(f *pflag.FlagSet, l *sandbox.Limits) error {
 	var err error
 	if f.Changed("memory") {
-		if l.Memory, err = sandbox.ParseSize(o.memory); err != nil {
+		if l.Memory, err = policy.ParseSize(o.memory); err != nil {
 			return fmt.Errorf("--memory %q: %w", o.memory, err)
 		}
 	}
@@ -195,7 +196,7 @@ func (o *runOptions) applyLimits(f *pflag.FlagSet, l *sandbox.Limits) error {
 		l.CPUs = n
 	}
 	if f.Changed("timeout") {
-		if l.Timeout, err = sandbox.ParseDuration(o.timeout); err != nil {
+		if l.Timeout, err = policy.ParseDuration(o.timeout); err != nil {
 			return fmt.Errorf("--timeout %q: %w", o.timeout, err)
 		}
 	}
@@ -213,14 +214,14 @@ func (o *runOptions) applyLimits(f *pflag.FlagSet, l *sandbox.Limits) error {
 // over what the policy set; later entries win.
 func (o *runOptions) applyEnv(f *pflag.FlagSet, spec *sandbox.Spec, getenv lookupEnv, log *slog.Logger) error {
 	for _, path := range o.envFile {
-		kvs, err := sandbox.ReadEnvFile(path)
+		kvs, err := policy.ReadEnvFile(path)
 		if err != nil {
 			return fmt.Errorf("--env-file: %w", err)
 		}
 		spec.Env = append(spec.Env, kvs...)
 	}
 	for _, name := range o.envPass {
-		if !sandbox.ValidEnvName(name) {
+		if !policy.ValidEnvName(name) {
 			return fmt.Errorf("--env-pass %q: not a variable name (to set a value, use --env K=V)", name)
 		}
 		if v, ok := getenv(name); ok {
@@ -229,7 +230,7 @@ func (o *runOptions) applyEnv(f *pflag.FlagSet, spec *sandbox.Spec, getenv looku
 	}
 	warnUnset(log, "--env-pass", o.envPass, getenv)
 	for _, kv := range o.env {
-		if _, err := sandbox.ParseEnv(kv); err != nil {
+		if _, err := policy.ParseEnv(kv); err != nil {
 			return fmt.Errorf("--env %q: %w (to copy a variable from your environment, use --env-pass NAME)", kv, err)
 		}
 		spec.Env = append(spec.Env, kv)

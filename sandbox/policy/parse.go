@@ -1,4 +1,4 @@
-package sandbox
+package policy
 
 import (
 	"bufio"
@@ -17,7 +17,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
@@ -26,66 +29,35 @@ import (
 // without repeating it: callers name the flag or field and quote the
 // value, as in `--memory "-1": size is negative: ...`.
 
-// sizeUnits maps the accepted suffixes, lower-cased, to their multiplier.
-// K, M, G and T are powers of 1024 in every spelling (as in Docker).
-var sizeUnits = map[string]int64{
-	"": 1, "b": 1,
-	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-	"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+// ParseMount parses the command-line form SRC[:DST] (see fs.ParseMount):
+// SRC is relative to cwd, DST defaults to SRC's absolute path.
+func ParseMount(spec string, access sandbox.Access, cwd string) (sandbox.Mount, error) {
+	return fs.ParseMount(spec, access, cwd)
 }
 
-const sizeSyntax = "want a whole number of bytes with an optional K, M, G or T suffix (powers of 1024), e.g. 256M or 1G"
-
-// ParseSize parses a byte count: a non-negative whole number with an
-// optional suffix K, M, G or T (powers of 1024; also written k, KB, KiB,
-// and so on, in any case) or B. "0" is zero. Fractions ("1.5G"), signs,
-// spaces and values above math.MaxInt64 are rejected.
-func ParseSize(s string) (int64, error) {
-	if s == "" {
-		return 0, errors.New("empty size: " + sizeSyntax)
+// ParseTier parses "auto" (or ""), "full" or "reduced" (see sandbox.Tier).
+func ParseTier(s string) (sandbox.Tier, error) {
+	switch s {
+	case "", "auto":
+		return sandbox.TierAuto, nil
+	case string(sandbox.TierFull), string(sandbox.TierReduced):
+		return sandbox.Tier(s), nil
 	}
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	digits, suffix := s[:i], s[i:]
-	switch {
-	case strings.HasPrefix(s, "-"):
-		return 0, errors.New("size is negative: " + sizeSyntax)
-	case digits == "":
-		return 0, errors.New("size does not start with a number: " + sizeSyntax)
-	case strings.HasPrefix(suffix, ".") || strings.HasPrefix(suffix, ","):
-		return 0, errors.New("fractional sizes are not supported: use a smaller unit, e.g. 1536M for 1.5G")
-	}
-	mult, ok := sizeUnits[strings.ToLower(suffix)]
-	if !ok {
-		return 0, fmt.Errorf("unknown unit %q: %s", suffix, sizeSyntax)
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n > math.MaxInt64/mult {
-		return 0, errors.New("size is too large: the maximum is 2^63-1 bytes (about 8388607T)")
-	}
-	return n * mult, nil
+	return "", fmt.Errorf("unknown tier %q: want auto, full or reduced", s)
 }
+
+// ParseSize parses a byte count, as --memory and a policy's memory: a
+// non-negative whole number with an optional suffix K, M, G or T (powers
+// of 1024; also written k, KB, KiB, and so on, in any case) or B. See
+// cgroups.ParseSize, which it is: the syntax lives with the memory
+// limits it spells, so that the sandbox package can format them without
+// importing this package.
+func ParseSize(s string) (int64, error) { return cgroups.ParseSize(s) }
 
 // FormatSize formats n in the largest unit that divides it exactly, the
-// inverse of [ParseSize]: 268435456 is "256M", 1000 is "1000".
-func FormatSize(n int64) string {
-	if n == 0 {
-		return "0"
-	}
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if n%u.mult == 0 {
-			return strconv.FormatInt(n/u.mult, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10)
-}
+// inverse of [ParseSize]: 268435456 is "256M", 1000 is "1000" (see
+// cgroups.FormatSize).
+func FormatSize(n int64) string { return cgroups.FormatSize(n) }
 
 // ParseDuration parses a Go duration ("500ms", "2s", "1m30s"; see
 // time.ParseDuration). Zero ("0", "0s") means no timeout; negative
@@ -104,7 +76,7 @@ func ParseDuration(s string) (time.Duration, error) {
 // ParseUser parses "UID[:GID]": numeric ids only (there is no user
 // database inside the sandbox); GID defaults to UID. 4294967295 is
 // rejected: the kernel reserves it as "no id".
-func ParseUser(s string) (*User, error) {
+func ParseUser(s string) (*sandbox.User, error) {
 	uidText, gidText, hasGID := strings.Cut(s, ":")
 	uid, err := parseID(uidText)
 	if err != nil {
@@ -116,7 +88,7 @@ func ParseUser(s string) (*User, error) {
 			return nil, fmt.Errorf("gid: %w: want UID[:GID], e.g. 1000 or 1000:1000", err)
 		}
 	}
-	return &User{UID: uid, GID: gid}, nil
+	return &sandbox.User{UID: uid, GID: gid}, nil
 }
 
 func parseID(s string) (uint32, error) {
@@ -239,14 +211,14 @@ func ReadEnvFile(path string) ([]string, error) {
 // an OCI/Docker JSON profile, relative to dir when not absolute (write
 // ./default for a file named "default"). The profile is read and
 // validated now (see seccomp.Load) and compiled when the sandbox starts.
-func LoadSeccomp(value, dir string) (Seccomp, error) {
+func LoadSeccomp(value, dir string) (sandbox.Seccomp, error) {
 	switch value {
 	case "default":
-		return Seccomp{}, nil
+		return sandbox.Seccomp{}, nil
 	case "unconfined":
-		return Seccomp{Unconfined: true}, nil
+		return sandbox.Seccomp{Unconfined: true}, nil
 	case "":
-		return Seccomp{}, errors.New("empty value: want default, unconfined or the path of an OCI/Docker seccomp profile")
+		return sandbox.Seccomp{}, errors.New("empty value: want default, unconfined or the path of an OCI/Docker seccomp profile")
 	}
 	path := value
 	if !filepath.IsAbs(path) {
@@ -254,9 +226,9 @@ func LoadSeccomp(value, dir string) (Seccomp, error) {
 	}
 	p, err := seccomp.Load(path)
 	if err != nil {
-		return Seccomp{}, err
+		return sandbox.Seccomp{}, err
 	}
-	return Seccomp{Profile: p}, nil
+	return sandbox.Seccomp{Profile: p}, nil
 }
 
 // ParseNet parses a --net value: "none" (the default, also for ""),

@@ -1,4 +1,4 @@
-package sandbox
+package policy
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
 // Policy is the tent CLI's --policy file: the settings of `tent run`'s
@@ -52,35 +53,35 @@ import (
 // apply in the order env_file, env_pass, env (later wins); the CLI's
 // --env-file, --env-pass and --env come after them.
 type Policy struct {
-	Mounts     []PolicyMount `json:"mounts,omitempty" yaml:"mounts,omitempty"`
-	RO         []string      `json:"ro,omitempty" yaml:"ro,omitempty"`
-	RW         []string      `json:"rw,omitempty" yaml:"rw,omitempty"`
-	Workdir    string        `json:"workdir,omitempty" yaml:"workdir,omitempty"`
-	Net        string        `json:"net,omitempty" yaml:"net,omitempty"`
-	AllowHosts []string      `json:"allowed_hosts,omitempty" yaml:"allowed_hosts,omitempty"`
-	DenyHosts  []string      `json:"denied_hosts,omitempty" yaml:"denied_hosts,omitempty"`
-	Memory     Scalar        `json:"memory,omitempty" yaml:"memory,omitempty"`
-	Pids       int64         `json:"pids,omitempty" yaml:"pids,omitempty"`
-	CPUs       float64       `json:"cpus,omitempty" yaml:"cpus,omitempty"`
-	Timeout    Scalar        `json:"timeout,omitempty" yaml:"timeout,omitempty"`
-	NoFile     uint64        `json:"nofile,omitempty" yaml:"nofile,omitempty"`
-	EnvFile    []string      `json:"env_file,omitempty" yaml:"env_file,omitempty"`
-	EnvPass    []string      `json:"env_pass,omitempty" yaml:"env_pass,omitempty"`
-	Env        EnvVars       `json:"env,omitempty" yaml:"env,omitempty"`
-	EnvInherit bool          `json:"env_inherit,omitempty" yaml:"env_inherit,omitempty"`
-	User       Scalar        `json:"user,omitempty" yaml:"user,omitempty"`
-	Hostname   string        `json:"hostname,omitempty" yaml:"hostname,omitempty"`
-	Seccomp    string        `json:"seccomp,omitempty" yaml:"seccomp,omitempty"`
-	BestEffort bool          `json:"best_effort,omitempty" yaml:"best_effort,omitempty"`
+	Mounts     []Mount  `json:"mounts,omitempty" yaml:"mounts,omitempty"`
+	RO         []string `json:"ro,omitempty" yaml:"ro,omitempty"`
+	RW         []string `json:"rw,omitempty" yaml:"rw,omitempty"`
+	Workdir    string   `json:"workdir,omitempty" yaml:"workdir,omitempty"`
+	Net        string   `json:"net,omitempty" yaml:"net,omitempty"`
+	AllowHosts []string `json:"allowed_hosts,omitempty" yaml:"allowed_hosts,omitempty"`
+	DenyHosts  []string `json:"denied_hosts,omitempty" yaml:"denied_hosts,omitempty"`
+	Memory     Scalar   `json:"memory,omitempty" yaml:"memory,omitempty"`
+	Pids       int64    `json:"pids,omitempty" yaml:"pids,omitempty"`
+	CPUs       float64  `json:"cpus,omitempty" yaml:"cpus,omitempty"`
+	Timeout    Scalar   `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	NoFile     uint64   `json:"nofile,omitempty" yaml:"nofile,omitempty"`
+	EnvFile    []string `json:"env_file,omitempty" yaml:"env_file,omitempty"`
+	EnvPass    []string `json:"env_pass,omitempty" yaml:"env_pass,omitempty"`
+	Env        EnvVars  `json:"env,omitempty" yaml:"env,omitempty"`
+	EnvInherit bool     `json:"env_inherit,omitempty" yaml:"env_inherit,omitempty"`
+	User       Scalar   `json:"user,omitempty" yaml:"user,omitempty"`
+	Hostname   string   `json:"hostname,omitempty" yaml:"hostname,omitempty"`
+	Seccomp    string   `json:"seccomp,omitempty" yaml:"seccomp,omitempty"`
+	BestEffort bool     `json:"best_effort,omitempty" yaml:"best_effort,omitempty"`
 
 	// Dir is the directory relative host paths are resolved against;
-	// LoadPolicy sets it to the file's directory, "" means the current
+	// [Load] sets it to the file's directory, "" means the current
 	// working directory.
 	Dir string `json:"-" yaml:"-"`
 }
 
-// PolicyMount is one entry of a policy's mounts.
-type PolicyMount struct {
+// Mount is one entry of a policy's mounts.
+type Mount struct {
 	Source string `json:"source" yaml:"source"`
 	// Target defaults to Source's absolute path.
 	Target string `json:"target,omitempty" yaml:"target,omitempty"`
@@ -88,47 +89,47 @@ type PolicyMount struct {
 	Access fs.Access `json:"access,omitempty" yaml:"access,omitempty"`
 }
 
-// PolicyError is a policy that cannot be read or applied. It matches
-// [ErrInvalidSpec] and wraps the cause.
-type PolicyError struct {
+// Error is a policy that cannot be read or applied. It matches
+// sandbox.ErrInvalidSpec and wraps the cause.
+type Error struct {
 	// Where is the policy file (for read and syntax errors) or the key,
 	// such as "memory" or "mounts[1]".
 	Where string
 	Err   error
 }
 
-func (e *PolicyError) Error() string { return "policy " + e.Where + ": " + e.Err.Error() }
+func (e *Error) Error() string { return "policy " + e.Where + ": " + e.Err.Error() }
 
-// Unwrap returns [ErrInvalidSpec] and the cause.
-func (e *PolicyError) Unwrap() []error { return []error{ErrInvalidSpec, e.Err} }
+// Unwrap returns sandbox.ErrInvalidSpec and the cause.
+func (e *Error) Unwrap() []error { return []error{sandbox.ErrInvalidSpec, e.Err} }
 
 func policyErr(where, value string, err error) error {
 	if value != "" {
 		err = fmt.Errorf("%q: %w", value, err)
 	}
-	return &PolicyError{Where: where, Err: err}
+	return &Error{Where: where, Err: err}
 }
 
 // maxPolicySize bounds a policy file.
 const maxPolicySize = 1 << 20
 
-// LoadPolicy reads a policy file. The format follows the extension
+// Load reads a policy file. The format follows the extension
 // (.json, or .yaml/.yml); any other name is JSON when its first
 // non-blank character is '{', else YAML. Unknown keys are errors. The
 // returned policy's Dir is the file's directory. Errors are
-// [*PolicyError]s.
-func LoadPolicy(path string) (*Policy, error) {
+// [*Error]s.
+func Load(path string) (*Policy, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &PolicyError{Where: path, Err: err}
+		return nil, &Error{Where: path, Err: err}
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
 	if err != nil {
-		return nil, &PolicyError{Where: path, Err: err}
+		return nil, &Error{Where: path, Err: err}
 	}
 	if len(data) > maxPolicySize {
-		return nil, &PolicyError{Where: path, Err: errors.New("larger than 1 MiB")}
+		return nil, &Error{Where: path, Err: errors.New("larger than 1 MiB")}
 	}
 	var asJSON bool
 	switch strings.ToLower(filepath.Ext(path)) {
@@ -138,22 +139,22 @@ func LoadPolicy(path string) (*Policy, error) {
 	default:
 		asJSON = bytes.HasPrefix(bytes.TrimSpace(data), []byte("{"))
 	}
-	p, err := ParsePolicy(data, asJSON)
+	p, err := Parse(data, asJSON)
 	if err != nil {
-		return nil, &PolicyError{Where: path, Err: err}
+		return nil, &Error{Where: path, Err: err}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, &PolicyError{Where: path, Err: err}
+		return nil, &Error{Where: path, Err: err}
 	}
 	p.Dir = filepath.Dir(abs)
 	return p, nil
 }
 
-// ParsePolicy decodes a policy document, JSON when asJSON is set, else
+// Parse decodes a policy document, JSON when asJSON is set, else
 // YAML. An empty document is an empty policy. It checks syntax and key
 // names only; [Policy.Apply] checks the values.
-func ParsePolicy(data []byte, asJSON bool) (*Policy, error) {
+func Parse(data []byte, asJSON bool) (*Policy, error) {
 	var p Policy
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &p, nil
@@ -206,7 +207,7 @@ func ParsePolicy(data []byte, asJSON bool) (*Policy, error) {
 }
 
 // yamlUnknownKey picks the line and key out of yaml.v3's message
-// "line 3: field bogus not found in type sandbox.Policy".
+// "line 3: field bogus not found in type policy.Policy".
 func yamlUnknownKey(msg string) (line, key string, ok bool) {
 	line, rest, ok := strings.Cut(msg, ": field ")
 	if !ok || !strings.HasPrefix(line, "line ") {
@@ -234,9 +235,9 @@ func (p *Policy) path(name string) (string, error) {
 // env_pass, env), the other fields replaced. getenv looks up env_pass
 // names in the caller's environment (nil means os.LookupEnv); unset
 // names are skipped. Env files
-// and seccomp profiles are read now. Errors are [*PolicyError]s naming
+// and seccomp profiles are read now. Errors are [*Error]s naming
 // the key; spec may be partly updated when Apply fails.
-func (p *Policy) Apply(spec *Spec, getenv func(string) (string, bool)) error {
+func (p *Policy) Apply(spec *sandbox.Spec, getenv func(string) (string, bool)) error {
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
@@ -244,7 +245,7 @@ func (p *Policy) Apply(spec *Spec, getenv func(string) (string, bool)) error {
 	if dir == "" {
 		var err error
 		if dir, err = os.Getwd(); err != nil {
-			return &PolicyError{Where: "relative paths", Err: err}
+			return &Error{Where: "relative paths", Err: err}
 		}
 	}
 	for i, m := range p.Mounts {
@@ -256,14 +257,14 @@ func (p *Policy) Apply(spec *Spec, getenv func(string) (string, bool)) error {
 		if err != nil {
 			return policyErr(where, m.Source, err)
 		}
-		mnt := Mount{Source: src, Target: m.Target, Access: m.Access}
+		mnt := sandbox.Mount{Source: src, Target: m.Target, Access: m.Access}
 		if mnt.Target == "" {
 			mnt.Target = src
 		}
 		switch mnt.Access {
 		case "":
-			mnt.Access = ReadOnly
-		case ReadOnly, ReadWrite:
+			mnt.Access = sandbox.ReadOnly
+		case sandbox.ReadOnly, sandbox.ReadWrite:
 		default:
 			return policyErr(where+".access", string(m.Access), errors.New("want ro or rw"))
 		}
@@ -273,9 +274,9 @@ func (p *Policy) Apply(spec *Spec, getenv func(string) (string, bool)) error {
 		key    string
 		access fs.Access
 		values []string
-	}{{"ro", ReadOnly, p.RO}, {"rw", ReadWrite, p.RW}} {
+	}{{"ro", sandbox.ReadOnly, p.RO}, {"rw", sandbox.ReadWrite, p.RW}} {
 		for i, v := range l.values {
-			m, err := fs.ParseMount(v, l.access, dir)
+			m, err := ParseMount(v, l.access, dir)
 			if err != nil {
 				return policyErr(fmt.Sprintf("%s[%d]", l.key, i), "", err)
 			}
@@ -331,7 +332,7 @@ func (p *Policy) Apply(spec *Spec, getenv func(string) (string, bool)) error {
 	return nil
 }
 
-func (p *Policy) applyLimits(l *Limits) error {
+func (p *Policy) applyLimits(l *sandbox.Limits) error {
 	if p.Memory != "" {
 		n, err := ParseSize(string(p.Memory))
 		if err != nil {
@@ -364,7 +365,7 @@ func (p *Policy) applyLimits(l *Limits) error {
 	return nil
 }
 
-func (p *Policy) applyEnv(spec *Spec, getenv func(string) (string, bool)) error {
+func (p *Policy) applyEnv(spec *sandbox.Spec, getenv func(string) (string, bool)) error {
 	for i, name := range p.EnvFile {
 		where := fmt.Sprintf("env_file[%d]", i)
 		path, err := p.path(name)

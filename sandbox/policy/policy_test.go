@@ -1,4 +1,4 @@
-package sandbox_test
+package policy_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 const policyYAML = `# every key
@@ -80,7 +81,7 @@ func TestPolicyJSONAndYAMLAgree(t *testing.T) {
 		BestEffort: true,
 	}
 	for name, content := range map[string]string{"p.yaml": policyYAML, "p.yml": policyYAML, "p.json": policyJSON, "p.conf": policyJSON, "policy": policyYAML} {
-		p, err := sandbox.LoadPolicy(writeFile(t, filepath.Join(dir, name), content))
+		p, err := policy.Load(writeFile(t, filepath.Join(dir, name), content))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -99,7 +100,7 @@ func TestPolicyJSONAndYAMLAgree(t *testing.T) {
 
 func TestPolicyEmptyAndPartial(t *testing.T) {
 	for _, doc := range []string{"", "  \n", "# nothing\n", "{}"} {
-		p, err := sandbox.ParsePolicy([]byte(doc), doc == "{}")
+		p, err := policy.Parse([]byte(doc), doc == "{}")
 		if err != nil {
 			t.Fatalf("%q: %v", doc, err)
 		}
@@ -111,7 +112,7 @@ func TestPolicyEmptyAndPartial(t *testing.T) {
 			t.Errorf("%q: an empty policy changed the spec: %+v", doc, spec)
 		}
 	}
-	p, err := sandbox.ParsePolicy([]byte("env: [X=2, Y=3]\nseccomp: default\n"), false)
+	p, err := policy.Parse([]byte("env: [X=2, Y=3]\nseccomp: default\n"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +127,12 @@ func TestPolicyEmptyAndPartial(t *testing.T) {
 
 func TestPolicySeccompProfileRelativeToFile(t *testing.T) {
 	dir := t.TempDir()
-	profile, err := os.ReadFile("../seccomp/testdata/docker-default.json")
+	profile, err := os.ReadFile("../../seccomp/testdata/docker-default.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "docker.json"), string(profile))
-	p, err := sandbox.LoadPolicy(writeFile(t, filepath.Join(dir, "p.yaml"), "seccomp: docker.json\n"))
+	p, err := policy.Load(writeFile(t, filepath.Join(dir, "p.yaml"), "seccomp: docker.json\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestPolicyDecodeErrors(t *testing.T) {
 		{"p.json", `{"memory": true}`, "want a string or a number"},
 	} {
 		path := writeFile(t, filepath.Join(t.TempDir(), tc.name), tc.doc)
-		_, err := sandbox.LoadPolicy(path)
+		_, err := policy.Load(path)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "policy "+path+": ") {
 			t.Errorf("%s %q: err = %v; want %q", tc.name, tc.doc, err, tc.want)
 		}
@@ -169,7 +170,7 @@ func TestPolicyDecodeErrors(t *testing.T) {
 			t.Errorf("%s %q: %v does not match ErrInvalidSpec", tc.name, tc.doc, err)
 		}
 	}
-	_, err := sandbox.LoadPolicy(filepath.Join(t.TempDir(), "missing.yaml"))
+	_, err := policy.Load(filepath.Join(t.TempDir(), "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) || !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("missing file: %v", err)
 	}
@@ -195,7 +196,7 @@ func TestPolicyApplyErrorsNameTheKey(t *testing.T) {
 		"seccomp: missing.json":               `policy seccomp: failed to read seccomp profile`,
 	} {
 		dir := t.TempDir()
-		p, err := sandbox.LoadPolicy(writeFile(t, filepath.Join(dir, "p.yaml"), doc+"\n"))
+		p, err := policy.Load(writeFile(t, filepath.Join(dir, "p.yaml"), doc+"\n"))
 		if err != nil {
 			t.Fatalf("%q: %v", doc, err)
 		}
@@ -212,7 +213,7 @@ func TestPolicyApplyErrorsNameTheKey(t *testing.T) {
 func TestPolicyEnvFileErrorNamesLine(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "bad.env"), "A=1\nnot valid\n")
-	p := &sandbox.Policy{EnvFile: []string{"bad.env"}, Dir: dir}
+	p := &policy.Policy{EnvFile: []string{"bad.env"}, Dir: dir}
 	err := p.Apply(&sandbox.Spec{}, getenv)
 	if err == nil || !strings.Contains(err.Error(), "bad.env: line 2:") {
 		t.Errorf("err = %v; want the file and line 2 named", err)

@@ -1,102 +1,25 @@
-package sandbox_test
+package policy_test
 
 import (
-	"math"
 	"path"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
-
-func TestParseSize(t *testing.T) {
-	good := map[string]int64{
-		"0": 0, "0K": 0, "1": 1, "1b": 1, "512B": 512, "007": 7,
-		"1K": 1 << 10, "1k": 1 << 10, "1KB": 1 << 10, "1KiB": 1 << 10, "1kib": 1 << 10,
-		"256M": 256 << 20, "256m": 256 << 20, "256MiB": 256 << 20, "256mb": 256 << 20,
-		"1G": 1 << 30, "1g": 1 << 30, "1GiB": 1 << 30, "2T": 2 << 40, "2TiB": 2 << 40,
-		"9223372036854775807": math.MaxInt64, "8388607T": 8388607 << 40,
-	}
-	for in, want := range good {
-		got, err := sandbox.ParseSize(in)
-		if err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	bad := map[string]string{
-		"":                         "empty",
-		"-1":                       "negative",
-		"-1G":                      "negative",
-		"+1":                       "does not start with a number",
-		"G":                        "does not start with a number",
-		" 1G":                      "does not start with a number",
-		"1.5G":                     "fractional",
-		"1,5G":                     "fractional",
-		"1 G":                      "unknown unit",
-		"1X":                       "unknown unit",
-		"1Gi":                      "unknown unit",
-		"1P":                       "unknown unit",
-		"9223372036854775808":      "too large",
-		"8388608T":                 "too large",
-		"99999999999999999999999G": "too large",
-	}
-	for in, want := range bad {
-		if n, err := sandbox.ParseSize(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseSize(%q) = %d, %v; want an error containing %q", in, n, err, want)
-		}
-	}
-}
-
-func TestFormatSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 1: "1", 1000: "1000", 1024: "1K", 1536: "1536", 3 << 19: "1536K", 256 << 20: "256M", 1 << 30: "1G", 5 << 40: "5T"} {
-		if got := sandbox.FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q; want %q", n, got, want)
-		}
-	}
-}
-
-func FuzzParseSize(f *testing.F) {
-	for _, s := range []string{"0", "1", "256M", "1GiB", "1.5G", "-1", "9223372036854775807", "8388607T", "1kb", "", "12x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := sandbox.ParseSize(s)
-		if err != nil {
-			if n != 0 {
-				t.Fatalf("ParseSize(%q) = %d with error %v", s, n, err)
-			}
-			return
-		}
-		if n < 0 {
-			t.Fatalf("ParseSize(%q) = %d < 0", s, n)
-		}
-		if s == "" || s[0] < '0' || s[0] > '9' || strings.ContainsAny(s, ".,-+ ") {
-			t.Fatalf("ParseSize(%q) accepted a malformed size", s)
-		}
-		// A letter suffix other than B multiplies by a power of 1024.
-		if suffix := strings.TrimLeft(s, "0123456789"); suffix != "" && !strings.EqualFold(suffix, "b") && n%1024 != 0 {
-			t.Fatalf("ParseSize(%q) = %d, not a multiple of 1024", s, n)
-		}
-		for _, again := range []string{strconv.FormatInt(n, 10), sandbox.FormatSize(n)} {
-			if m, err := sandbox.ParseSize(again); err != nil || m != n {
-				t.Fatalf("ParseSize(%q) = %d, but ParseSize(%q) = %d, %v", s, n, again, m, err)
-			}
-		}
-	})
-}
 
 func TestParseDuration(t *testing.T) {
 	good := map[string]time.Duration{"0": 0, "0s": 0, "500ms": 500 * time.Millisecond, "2s": 2 * time.Second, "1m30s": 90 * time.Second, "1h": time.Hour}
 	for in, want := range good {
-		if got, err := sandbox.ParseDuration(in); err != nil || got != want {
+		if got, err := policy.ParseDuration(in); err != nil || got != want {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for in, want := range map[string]string{"": "not a duration", "2": "not a duration", "abc": "not a duration", "-1s": "negative", "-0.5ms": "negative"} {
-		if d, err := sandbox.ParseDuration(in); err == nil || !strings.Contains(err.Error(), want) {
+		if d, err := policy.ParseDuration(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseDuration(%q) = %v, %v; want an error containing %q", in, d, err, want)
 		}
 	}
@@ -107,7 +30,7 @@ func FuzzParseDuration(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := sandbox.ParseDuration(s)
+		d, err := policy.ParseDuration(s)
 		if err != nil {
 			return
 		}
@@ -117,16 +40,16 @@ func FuzzParseDuration(f *testing.F) {
 		if std, err := time.ParseDuration(s); err != nil || std != d {
 			t.Fatalf("ParseDuration(%q) = %v, time.ParseDuration = %v, %v", s, d, std, err)
 		}
-		if again, err := sandbox.ParseDuration(d.String()); err != nil || again != d {
+		if again, err := policy.ParseDuration(d.String()); err != nil || again != d {
 			t.Fatalf("ParseDuration(%q) = %v, but ParseDuration(%q) = %v, %v", s, d, d.String(), again, err)
 		}
 	})
 }
 
 func TestParseUser(t *testing.T) {
-	good := map[string]sandbox.User{"0": {0, 0}, "1000": {1000, 1000}, "1000:100": {1000, 100}, "0:0": {0, 0}, "4294967294:4294967294": {4294967294, 4294967294}}
+	good := map[string]sandbox.User{"0": {UID: 0, GID: 0}, "1000": {UID: 1000, GID: 1000}, "1000:100": {UID: 1000, GID: 100}, "0:0": {UID: 0, GID: 0}, "4294967294:4294967294": {UID: 4294967294, GID: 4294967294}}
 	for in, want := range good {
-		if got, err := sandbox.ParseUser(in); err != nil || *got != want {
+		if got, err := policy.ParseUser(in); err != nil || *got != want {
 			t.Errorf("ParseUser(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
@@ -137,7 +60,7 @@ func TestParseUser(t *testing.T) {
 		"1:2:3": "gid: not a number",
 	}
 	for in, want := range bad {
-		if u, err := sandbox.ParseUser(in); err == nil || !strings.Contains(err.Error(), want) {
+		if u, err := policy.ParseUser(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseUser(%q) = %v, %v; want an error containing %q", in, u, err, want)
 		}
 	}
@@ -145,12 +68,12 @@ func TestParseUser(t *testing.T) {
 
 func TestParseEnv(t *testing.T) {
 	for _, in := range []string{"A=1", "_x=", "PATH=/a:/b", "K==v=", "a1_B=x y"} {
-		if got, err := sandbox.ParseEnv(in); err != nil || got != in {
+		if got, err := policy.ParseEnv(in); err != nil || got != in {
 			t.Errorf("ParseEnv(%q) = %q, %v", in, got, err)
 		}
 	}
 	for in, want := range map[string]string{"A": "not KEY=VALUE", "=1": `invalid variable name ""`, "1A=1": "invalid variable name", "A-B=1": "invalid variable name", "A B=1": "invalid variable name"} {
-		if _, err := sandbox.ParseEnv(in); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := policy.ParseEnv(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseEnv(%q) = %v; want an error containing %q", in, err, want)
 		}
 	}
@@ -158,7 +81,7 @@ func TestParseEnv(t *testing.T) {
 
 func TestParseEnvFile(t *testing.T) {
 	in := "# comment\n\n  A=1\r\nexport B = two words \nC=\"quoted # not a comment\"\nD='single'\nE=\"unbalanced'\nF=x=y\nG=\nH=v # kept\n\t# indented comment\nI=\"\"\n"
-	got, err := sandbox.ParseEnvFile(strings.NewReader(in))
+	got, err := policy.ParseEnvFile(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +96,7 @@ func TestParseEnvFile(t *testing.T) {
 		"export =1":                `line 1: invalid variable name ""`,
 		strings.Repeat("x", 2<<20): "line 1: longer than 1 MiB",
 	} {
-		if _, err := sandbox.ParseEnvFile(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := policy.ParseEnvFile(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseEnvFile(%.20q) = %v; want an error containing %q", in, err, want)
 		}
 	}
