@@ -64,6 +64,18 @@ func pidAlive(pid int) bool {
 	return !strings.HasPrefix(after, "Z")
 }
 
+// eventually polls cond every 5 ms for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestLocalBackendCapabilities(t *testing.T) {
 	l := newLocal(t, sandbox.LocalOptions{})
 	c := l.Capabilities()

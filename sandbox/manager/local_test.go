@@ -1,4 +1,4 @@
-package sandbox_test
+package manager_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/manager"
 )
 
 // The Manager over the Local backend: real sandboxes, few of them.
@@ -15,7 +16,7 @@ import (
 func TestManagerLocalPoolHitIsPreProvisioned(t *testing.T) {
 	ctx := context.Background()
 	l := newLocal(t, sandbox.LocalOptions{})
-	m := newManager(t, sandbox.ManagerOptions{Backends: []sandbox.Backend{l}, Pool: []sandbox.WarmSpec{{Size: 1}}})
+	m := newManager(t, manager.Options{Backends: []sandbox.Backend{l}, Pool: []manager.WarmSpec{{Size: 1}}})
 	if err := m.WaitPool(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestManagerLocalPoolHitIsPreProvisioned(t *testing.T) {
 	if !pidAlive(warm[0].InitPID) {
 		t.Fatalf("the warm sandbox's init %d does not run", warm[0].InitPID)
 	}
-	s, err := m.Acquire(ctx, sandbox.AcquireRequest{Client: "agent", Labels: map[string]string{"tool": "bash"}})
+	s, err := m.Acquire(ctx, manager.AcquireRequest{Client: "agent", Labels: map[string]string{"tool": "bash"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestManagerLocalPoolHitIsPreProvisioned(t *testing.T) {
 	if len(refill) != 1 || refill[0].ID == warm[0].ID {
 		t.Fatalf("after release: %+v", refill)
 	}
-	s2, err := m.Acquire(ctx, sandbox.AcquireRequest{Client: "agent"})
+	s2, err := m.Acquire(ctx, manager.AcquireRequest{Client: "agent"})
 	if err != nil || !s2.Pooled || s2.SandboxID != refill[0].ID {
 		t.Fatalf("second acquire: %+v, %v", s2, err)
 	}
@@ -77,9 +78,9 @@ func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
 func TestManagerLocalReaperTerminatesIdleSandbox(t *testing.T) {
 	ctx := context.Background()
 	l := newLocal(t, sandbox.LocalOptions{})
-	m := newManager(t, sandbox.ManagerOptions{Backends: []sandbox.Backend{l}, ReapInterval: 20 * time.Millisecond,
-		Timeouts: sandbox.Timeouts{Idle: 300 * time.Millisecond}})
-	s, err := m.Acquire(ctx, sandbox.AcquireRequest{Client: "agent"})
+	m := newManager(t, manager.Options{Backends: []sandbox.Backend{l}, ReapInterval: 20 * time.Millisecond,
+		Timeouts: manager.Timeouts{Idle: 300 * time.Millisecond}})
+	s, err := m.Acquire(ctx, manager.AcquireRequest{Client: "agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestManagerLocalReaperTerminatesIdleSandbox(t *testing.T) {
 		t.Errorf("stats %+v, want one timeout kill and nothing active", st)
 	}
 	if _, err := m.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Errorf("exec on the reaped session: %v", err)
+		t.Errorf("exec on the reaped lease: %v", err)
 	}
 }
 
@@ -112,14 +113,14 @@ func TestManagerLocalCloseLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Backends: []sandbox.Backend{l}, ReapInterval: 10 * time.Millisecond, Pool: []sandbox.WarmSpec{{Size: 1}}})
+	m, err := manager.New(manager.Options{Backends: []sandbox.Backend{l}, ReapInterval: 10 * time.Millisecond, Pool: []manager.WarmSpec{{Size: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WaitPool(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.Acquire(ctx, sandbox.AcquireRequest{Client: "agent", Fresh: true})
+	s, err := m.Acquire(ctx, manager.AcquireRequest{Client: "agent", Fresh: true})
 	if err != nil {
 		t.Fatal(err)
 	}

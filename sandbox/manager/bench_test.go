@@ -1,4 +1,4 @@
-package sandbox_test
+package manager_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/tent-sandbox/tent/internal/benchstat"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/manager"
 )
 
 // BenchmarkManagerAcquire compares Manager.Acquire served by the warm pool
@@ -17,7 +18,7 @@ import (
 func BenchmarkManagerAcquire(b *testing.B) {
 	ctx := context.Background()
 	l := newLocal(b, sandbox.LocalOptions{})
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Backends: []sandbox.Backend{l}, Pool: []sandbox.WarmSpec{{Size: 1}}})
+	m, err := manager.New(manager.Options{Backends: []sandbox.Backend{l}, Pool: []manager.WarmSpec{{Size: 1}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func BenchmarkManagerAcquire(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		s, err := m.Acquire(ctx, sandbox.AcquireRequest{Client: "bench", Fresh: fresh})
+		s, err := m.Acquire(ctx, manager.AcquireRequest{Client: "bench", Fresh: fresh})
 		d := time.Since(start)
 		if err != nil {
 			b.Fatal(err)

@@ -1,4 +1,4 @@
-package sandbox
+package manager
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// The warm pool keeps sandboxes of the specs in ManagerOptions.Pool
+// The warm pool keeps sandboxes of the specs in Options.Pool
 // provisioned ahead of Acquire, keyed by the spec's JSON encoding (equal
 // specs share warm sandboxes). One goroutine refills it, one sandbox at a
 // time, whenever Acquire takes from it; a failing refill is retried with
@@ -28,20 +30,20 @@ type warmPool struct {
 
 type warmSlot struct {
 	index   int
-	spec    Spec
+	spec    sandbox.Spec
 	size    int
-	backend Backend
+	backend sandbox.Backend
 	ready   []warmBox
 	lastErr error // the last refill's failure, nil after a success
 }
 
 type warmBox struct {
-	backend Backend
-	session Info
+	backend sandbox.Backend
+	info    sandbox.Info
 }
 
 // specKey is the pool's key for spec.
-func specKey(spec Spec) string {
+func specKey(spec sandbox.Spec) string {
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return "" // not a pooled spec
@@ -49,14 +51,14 @@ func specKey(spec Spec) string {
 	return string(b)
 }
 
-func (p *warmPool) init(specs []WarmSpec, backends []Backend) error {
+func (p *warmPool) init(specs []WarmSpec, backends []sandbox.Backend) error {
 	p.byKey = map[string]*warmSlot{}
 	p.wake = make(chan struct{}, 1)
 	p.changed = make(chan struct{})
 	for i, w := range specs {
-		field := fmt.Sprintf("ManagerOptions.Pool[%d]", i)
+		field := fmt.Sprintf("Options.Pool[%d]", i)
 		if w.Size < 1 {
-			return fmt.Errorf("%w: %s.Size: %d: want at least 1", ErrInvalidOptions, field, w.Size)
+			return fmt.Errorf("%w: %s.Size: %d: want at least 1", sandbox.ErrInvalidOptions, field, w.Size)
 		}
 		b, err := w.Selection.choose(backends, field)
 		if err != nil {
@@ -64,10 +66,10 @@ func (p *warmPool) init(specs []WarmSpec, backends []Backend) error {
 		}
 		key := specKey(w.Spec)
 		if key == "" {
-			return fmt.Errorf("%w: %s.Spec cannot be encoded as a pool key", ErrInvalidOptions, field)
+			return fmt.Errorf("%w: %s.Spec cannot be encoded as a pool key", sandbox.ErrInvalidOptions, field)
 		}
 		if prev, dup := p.byKey[key]; dup {
-			return fmt.Errorf("%w: %s.Spec: the same spec as Pool[%d]; raise its Size instead", ErrInvalidOptions, field, prev.index)
+			return fmt.Errorf("%w: %s.Spec: the same spec as Pool[%d]; raise its Size instead", sandbox.ErrInvalidOptions, field, prev.index)
 		}
 		s := &warmSlot{index: i, spec: w.Spec, size: w.Size, backend: b}
 		p.slots = append(p.slots, s)
@@ -133,56 +135,51 @@ func (p *warmPool) health() []error {
 	return errs
 }
 
-// accepts reports whether b satisfies sel (sel is valid).
-func (sel Selection) accepts(b Backend) bool {
-	return (sel.Backend == "" || sel.Backend == b.Name()) && len(sel.lacks(b.Capabilities())) == 0
-}
-
 // takeWarm hands out a warm sandbox of the spec with key, when the pool
 // has a live one on a backend sel accepts; the caller kicks the refill
 // once it has registered the sandbox (so that the refill's provisioning
 // does not compete with the hand-out). Dead ones (a spec's
 // Limits.Timeout ran out in the pool) are terminated on the way.
-func (m *Manager) takeWarm(ctx context.Context, key string, sel Selection) (Backend, Info, bool) {
+func (m *Manager) takeWarm(ctx context.Context, key string, sel Selection) (sandbox.Backend, sandbox.Info, bool) {
 	for {
 		m.mu.Lock()
 		slot := m.pool.byKey[key]
 		if slot == nil || key == "" {
 			m.mu.Unlock()
-			return nil, Info{}, false
+			return nil, sandbox.Info{}, false
 		}
 		if len(slot.ready) == 0 || !sel.accepts(slot.backend) {
 			m.stats.PoolMisses++
 			m.pool.kick()
 			m.mu.Unlock()
-			return nil, Info{}, false
+			return nil, sandbox.Info{}, false
 		}
 		w := slot.ready[0]
 		slot.ready = slot.ready[1:]
 		m.pool.notify()
 		m.mu.Unlock()
-		s, err := w.backend.Get(ctx, w.session.ID)
-		if err == nil && s.State == StateRunning {
+		s, err := w.backend.Get(ctx, w.info.ID)
+		if err == nil && s.State == sandbox.StateRunning {
 			m.mu.Lock()
 			m.stats.PoolHits++
 			m.mu.Unlock()
 			return w.backend, s, true
 		}
-		m.log.Debug("warm sandbox gone", "sandbox", w.session.ID, "state", s.State, "err", err)
+		m.log.Debug("warm sandbox gone", "sandbox", w.info.ID, "state", s.State, "err", err)
 		m.pool.kick()
-		_ = w.backend.Terminate(context.WithoutCancel(ctx), w.session.ID)
+		_ = w.backend.Terminate(context.WithoutCancel(ctx), w.info.ID)
 	}
 }
 
 // WaitPool waits until every warm pool entry is full. It returns the
 // refill's errors, without waiting further, when an entry is short and
-// its last refill failed; ErrClosed after Close.
+// its last refill failed; [sandbox.ErrClosed] after Close.
 func (m *Manager) WaitPool(ctx context.Context) error {
 	for {
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
-			return ErrClosed
+			return sandbox.ErrClosed
 		}
 		full := m.pool.next() == nil
 		errs := m.pool.health()

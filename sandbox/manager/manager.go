@@ -1,4 +1,4 @@
-package sandbox
+package manager
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// Defaults of [ManagerOptions].
+// Defaults of [Options].
 const (
 	// DefaultIdleTimeout: a sandbox with an attached client but no
 	// activity for this long is terminated.
@@ -34,7 +36,7 @@ const NoTimeout time.Duration = math.MaxInt64
 // field means its default; a negative one is refused.
 type Timeouts struct {
 	// Idle applies while at least one client is attached: the time since
-	// the sandbox's last activity through the manager (Acquire, Attach,
+	// the sandbox's last activity through the manager (Acquire, Join,
 	// Exec, Touch, Lookup, Resume). A running Exec is never idle.
 	// Default DefaultIdleTimeout.
 	Idle time.Duration
@@ -51,17 +53,17 @@ type Timeouts struct {
 // backend Selection chooses, provisioned ahead of Acquire.
 type WarmSpec struct {
 	// Spec is what to keep warm; Acquire of an equal spec takes one.
-	Spec Spec
+	Spec sandbox.Spec
 	// Size is how many to keep ready (at least 1).
 	Size int
 	Selection
 }
 
-// ManagerOptions configure a [Manager].
-type ManagerOptions struct {
+// Options configure a [Manager].
+type Options struct {
 	// Backends run the sandboxes, in order of preference; at least one,
 	// with distinct names. The manager does not close them.
-	Backends []Backend
+	Backends []sandbox.Backend
 	// Logger receives the manager's logs (expired sandboxes at Info,
 	// the rest at Debug); nil discards them.
 	Logger *slog.Logger
@@ -78,19 +80,19 @@ type ManagerOptions struct {
 // Manager hands out sandboxes to clients, in the spirit of an agent
 // platform's sandbox service: it picks a backend by required
 // capabilities, takes sandboxes from a warm pool when one matches the
-// spec, tracks each client's session (labels, attached or detached),
+// spec, tracks each client's lease (labels, attached or detached),
 // keeps a default sandbox, terminates sandboxes nobody uses (see
 // [Timeouts]), and keeps statistics. It owns the sandboxes it provisions:
 // Close terminates them all and stops its goroutines. Its methods are
 // safe for concurrent use.
 //
-// Sessions name the client's view (Exec, Touch, Detach, Release,
-// Suspend, Resume, Lookup take a session id); sandboxes are named by
-// their backend id or a unique prefix (Attach, Terminate, SetDefault).
+// Leases name the client's view (Exec, Touch, Detach, Release,
+// Suspend, Resume, Lookup take a lease id); sandboxes are named by
+// their backend id or a unique prefix (Join, Terminate, SetDefault).
 // Lifecycle changes meant to count for the timeouts go through the
 // manager, not straight to the backend.
 type Manager struct {
-	backends []Backend
+	backends []sandbox.Backend
 	log      *slog.Logger
 	timeouts Timeouts
 	interval time.Duration
@@ -103,7 +105,7 @@ type Manager struct {
 	mu       sync.Mutex
 	closed   bool
 	boxes    map[string]*managedBox
-	sessions map[string]*clientSession
+	leases   map[string]*lease
 	def      string // the default sandbox's id
 	pool     warmPool
 	stats    Stats
@@ -113,18 +115,19 @@ type Manager struct {
 // managedBox is a sandbox the manager handed out; guarded by Manager.mu.
 type managedBox struct {
 	id          string
-	backend     Backend
+	backend     sandbox.Backend
 	pooled      bool
 	created     time.Time
 	lastActive  time.Time
-	detachedAt  time.Time // when the last attached session left
+	detachedAt  time.Time // when the last attached lease left
 	suspendedAt time.Time // zero unless suspended
 	running     int       // execs in flight
 	ending      bool      // being terminated
-	sessions    map[string]*clientSession
+	leases      map[string]*lease
 }
 
-type clientSession struct {
+// lease is one client's hold on a managedBox; guarded by Manager.mu.
+type lease struct {
 	id, client string
 	labels     map[string]string
 	detached   bool
@@ -132,9 +135,9 @@ type clientSession struct {
 	box        *managedBox
 }
 
-// NewManager checks opts and starts the manager's reaper and, with a
+// New checks opts and starts the manager's reaper and, with a
 // pool, its refill; the pool fills in the background (see WaitPool).
-func NewManager(opts ManagerOptions) (*Manager, error) {
+func New(opts Options) (*Manager, error) {
 	t, interval, err := opts.validate()
 	if err != nil {
 		return nil, err
@@ -144,12 +147,12 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{
-		backends: append([]Backend(nil), opts.Backends...),
+		backends: append([]sandbox.Backend(nil), opts.Backends...),
 		log:      log,
 		timeouts: t,
 		interval: interval,
 		boxes:    map[string]*managedBox{},
-		sessions: map[string]*clientSession{},
+		leases:   map[string]*lease{},
 	}
 	if err := m.pool.init(opts.Pool, m.backends); err != nil {
 		return nil, err
@@ -166,17 +169,17 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 
 // validate checks opts and returns the timeouts and interval with their
 // defaults filled in.
-func (opts ManagerOptions) validate() (Timeouts, time.Duration, error) {
+func (opts Options) validate() (Timeouts, time.Duration, error) {
 	if len(opts.Backends) == 0 {
-		return Timeouts{}, 0, fmt.Errorf("%w: ManagerOptions.Backends: at least one backend is needed (for example NewLocal)", ErrInvalidOptions)
+		return Timeouts{}, 0, fmt.Errorf("%w: Options.Backends: at least one backend is needed (for example sandbox.NewLocal)", sandbox.ErrInvalidOptions)
 	}
 	names := map[string]int{}
 	for i, b := range opts.Backends {
 		if b == nil {
-			return Timeouts{}, 0, fmt.Errorf("%w: ManagerOptions.Backends[%d] is nil", ErrInvalidOptions, i)
+			return Timeouts{}, 0, fmt.Errorf("%w: Options.Backends[%d] is nil", sandbox.ErrInvalidOptions, i)
 		}
 		if j, dup := names[b.Name()]; dup {
-			return Timeouts{}, 0, fmt.Errorf("%w: ManagerOptions.Backends[%d]: the name %q is already used by Backends[%d]", ErrInvalidOptions, i, b.Name(), j)
+			return Timeouts{}, 0, fmt.Errorf("%w: Options.Backends[%d]: the name %q is already used by Backends[%d]", sandbox.ErrInvalidOptions, i, b.Name(), j)
 		}
 		names[b.Name()] = i
 	}
@@ -192,7 +195,7 @@ func (opts ManagerOptions) validate() (Timeouts, time.Duration, error) {
 	} {
 		switch {
 		case *f.d < 0:
-			return Timeouts{}, 0, fmt.Errorf("%w: ManagerOptions.Timeouts.%s: %s is negative (0 means the default, %s; NoTimeout disables it)", ErrInvalidOptions, f.name, *f.d, f.def)
+			return Timeouts{}, 0, fmt.Errorf("%w: Options.Timeouts.%s: %s is negative (0 means the default, %s; NoTimeout disables it)", sandbox.ErrInvalidOptions, f.name, *f.d, f.def)
 		case *f.d == 0:
 			*f.d = f.def
 		}
@@ -200,7 +203,7 @@ func (opts ManagerOptions) validate() (Timeouts, time.Duration, error) {
 	interval := opts.ReapInterval
 	switch {
 	case interval < 0:
-		return Timeouts{}, 0, fmt.Errorf("%w: ManagerOptions.ReapInterval: %s is negative (0 means the default, %s)", ErrInvalidOptions, interval, DefaultReapInterval)
+		return Timeouts{}, 0, fmt.Errorf("%w: Options.ReapInterval: %s is negative (0 means the default, %s)", sandbox.ErrInvalidOptions, interval, DefaultReapInterval)
 	case interval == 0:
 		interval = DefaultReapInterval
 	}
@@ -212,7 +215,7 @@ func (opts ManagerOptions) validate() (Timeouts, time.Duration, error) {
 // held.
 func (m *Manager) begin() error {
 	if m.closed {
-		return ErrClosed
+		return sandbox.ErrClosed
 	}
 	m.busy.Add(1)
 	return nil
@@ -224,9 +227,10 @@ type Stats struct {
 	Created uint64 `json:"created"`
 	// Active is the number of sandboxes handed out and not yet ended.
 	Active int `json:"active"`
-	// Attached and Detached count client sessions by state.
-	Attached int `json:"attached_sessions"`
-	Detached int `json:"detached_sessions"`
+	// Attached and Detached count leases by state (a lease of a
+	// suspended sandbox counts by whether its client detached).
+	Attached int `json:"attached_leases"`
+	Detached int `json:"detached_leases"`
 	// Pooled is the number of warm sandboxes ready.
 	Pooled int `json:"pooled"`
 	// PoolHits counts acquires served from the pool; PoolMisses those
@@ -254,8 +258,8 @@ func (m *Manager) Stats() Stats {
 	defer m.mu.Unlock()
 	s := m.stats
 	s.Active = len(m.boxes)
-	for _, cs := range m.sessions {
-		if cs.detached {
+	for _, l := range m.leases {
+		if l.detached {
 			s.Detached++
 		} else {
 			s.Attached++
@@ -274,15 +278,16 @@ func (m *Manager) recordProvision(d time.Duration) {
 	m.provTime += d
 }
 
-// Health reports what keeps the manager from serving, joined: ErrClosed
-// after Close; each backend's own health, for backends with a
-// Health(context.Context) error method (as [Local] has); a warm pool
-// whose last refill failed. Nil means healthy.
+// Health reports what keeps the manager from serving, joined:
+// [sandbox.ErrClosed] after Close; each backend's own health, for
+// backends with a Health(context.Context) error method (as
+// [sandbox.Local] has); a warm pool whose last refill failed. Nil means
+// healthy.
 func (m *Manager) Health(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return ErrClosed
+		return sandbox.ErrClosed
 	}
 	errs := m.pool.health()
 	m.mu.Unlock()
@@ -298,9 +303,9 @@ func (m *Manager) Health(ctx context.Context) error {
 
 // Close stops the reaper and the pool refill, waits for operations in
 // flight, and terminates every sandbox the manager owns (handed out or
-// warm). Backends stay open. Later calls fail with ErrClosed; Close
-// itself is idempotent. When ctx ends first, Close returns its error
-// and the termination goes on in the background.
+// warm). Backends stay open. Later calls fail with [sandbox.ErrClosed];
+// Close itself is idempotent. When ctx ends first, Close returns its
+// error and the termination goes on in the background.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -309,7 +314,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	type victim struct {
-		b  Backend
+		b  sandbox.Backend
 		id string
 	}
 	var victims []victim
@@ -320,17 +325,17 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 	}
 	for _, w := range m.pool.drain() {
-		victims = append(victims, victim{w.backend, w.session.ID})
+		victims = append(victims, victim{w.backend, w.info.ID})
 	}
 	clear(m.boxes)
-	clear(m.sessions)
+	clear(m.leases)
 	m.def = ""
 	m.mu.Unlock()
 
 	m.cancel()
 	var errs []error
 	for _, v := range victims {
-		if err := v.b.Terminate(ctx, v.id); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := v.b.Terminate(ctx, v.id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("terminating %s: %w", v.id, err))
 		}
 	}

@@ -1,4 +1,4 @@
-package sandbox_test
+package manager_test
 
 import (
 	"context"
