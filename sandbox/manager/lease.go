@@ -34,8 +34,8 @@ type Lease struct {
 	ID string `json:"id"`
 	// Client is who holds the lease.
 	Client string `json:"client"`
-	// SandboxID and Backend name the sandbox (see [sandbox.Backend]'s
-	// Get).
+	// SandboxID and Backend name the sandbox (see
+	// [sandbox.Backend.Get]).
 	SandboxID string `json:"sandbox_id"`
 	Backend   string `json:"backend"`
 	// Labels are the client's, given to Acquire or Join.

@@ -56,6 +56,7 @@ type WarmSpec struct {
 	Spec sandbox.Spec
 	// Size is how many to keep ready (at least 1).
 	Size int
+	// Selection chooses the backend that keeps them.
 	Selection
 }
 

@@ -141,7 +141,7 @@ func (m *Manager) Touch(leaseID string) error {
 	return err
 }
 
-// Exec runs req in the lease's sandbox (see [sandbox.Backend]'s Exec).
+// Exec runs req in the lease's sandbox (see [sandbox.Backend.Exec]).
 // The sandbox is not idle while the command runs.
 func (m *Manager) Exec(ctx context.Context, leaseID string, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	m.mu.Lock()
@@ -197,7 +197,7 @@ func (m *Manager) Suspend(ctx context.Context, leaseID string) error {
 }
 
 // Resume thaws the lease's sandbox, or provisions it again from its
-// latest snapshot when it has ended (see [sandbox.Backend]'s Resume);
+// latest snapshot when it has ended (see [sandbox.Backend.Resume]);
 // the idle or detached timeout applies again.
 func (m *Manager) Resume(ctx context.Context, leaseID string) (Lease, error) {
 	m.mu.Lock()
