@@ -2,7 +2,7 @@ package sandbox
 
 // The reduced tier: a one-shot command run without namespaces, for hosts
 // where user namespaces are unavailable. See [Tier] for what it enforces
-// and reducedKill for how its process tree is found and killed.
+// and namespaces.KillTree for how its process tree is found and killed.
 
 import (
 	"context"
@@ -311,7 +311,7 @@ func (c *Cmd) startReduced(ctx context.Context, why string) (err error) {
 	p.report.add("process tree kill", Enforced, "")
 	if r.cg == nil {
 		d.subreaper = true
-		acquireSubreaper()
+		namespaces.AcquireSubreaper()
 		p.report.Protections[len(p.report.Protections)-1] = Protection{Name: "process tree kill", Status: Degraded,
 			Detail: "no cgroup: the command's process group and session, their descendants and orphans reparented to tent (a child subreaper) are killed; a descendant that leaves both and is orphaned while another reduced-tier run shares this process may be missed or mistaken"}
 	}
@@ -341,7 +341,7 @@ func (c *Cmd) startReduced(ctx context.Context, why string) (err error) {
 		return fmt.Errorf("sandbox setup failed at %s: %w", stage, err)
 	}
 	d.pid = pid
-	d.startTicks = procStartTicks(pid) // before the reaper below can reap it
+	d.startTicks = namespaces.StartTicks(pid) // before the reaper below can reap it
 	go func() {
 		var ws unix.WaitStatus
 		for {
@@ -413,7 +413,7 @@ func (c *Cmd) waitReduced(r *running) error {
 }
 
 // kill kills the command and every descendant: the cgroup when there is
-// one, else what reducedKill finds.
+// one, else what namespaces.KillTree finds.
 func (d *directRun) kill(r *running) {
 	d.killMu.Lock()
 	defer d.killMu.Unlock()
@@ -423,7 +423,7 @@ func (d *directRun) kill(r *running) {
 		_ = r.cg.Kill(ctx)
 		return
 	}
-	reducedKill(d.pid, d.startTicks)
+	namespaces.KillTree(d.pid, d.startTicks)
 }
 
 // cleanup removes what the run created: the cgroup, the private
@@ -444,7 +444,7 @@ func (d *directRun) cleanup(r *running) error {
 	}
 	if d.subreaper {
 		d.subreaper = false
-		releaseSubreaper()
+		namespaces.ReleaseSubreaper()
 	}
 	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package sandbox
+package namespaces
 
 import (
 	"bytes"
@@ -10,33 +10,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Finding a reduced-tier command's descendants without a cgroup.
+// Finding a command's descendants without a cgroup (tent's reduced tier).
 //
 // The command starts in a session and process group of its own (setsid),
 // which its descendants inherit unless they call setsid or setpgid. While
-// a reduced-tier run without a cgroup is active, the host process is a
-// child subreaper (PR_SET_CHILD_SUBREAPER): an orphaned descendant is
-// reparented to it instead of to the system's init. reducedKill kills, in
+// a run without a cgroup is active, the host process is a child subreaper
+// (PR_SET_CHILD_SUBREAPER, [AcquireSubreaper]): an orphaned descendant is
+// reparented to it instead of to the system's init. [KillTree] kills, in
 // rounds until none is left: every process of the command's session or
 // process group; every child of the host process started after the
 // command with no_new_privs set (the reduced tier sets it on everything
 // it starts, ordinary children of the host rarely have it); and every
 // descendant of those. Limits, stated honestly: a descendant that leaves
 // the session and the process group is found only while its parent lives
-// or once it has been reparented to the host; with several reduced-tier
-// runs at once in one process, such orphans cannot be told apart, and
-// one run's kill may take another's; a process that the host process
-// started itself with no_new_privs after the command may be taken too.
-// A cgroup has none of these limits: tent uses one whenever it can.
+// or once it has been reparented to the host; with several such runs at
+// once in one process, such orphans cannot be told apart, and one run's
+// kill may take another's; a process that the host process started
+// itself with no_new_privs after the command may be taken too. A cgroup
+// has none of these limits: tent uses one whenever it can.
 
 var subreaper struct {
 	sync.Mutex
 	n int
 }
 
-// acquireSubreaper makes the host process a child subreaper while at
-// least one reduced-tier run without a cgroup is active.
-func acquireSubreaper() {
+// AcquireSubreaper makes this process a child subreaper while at least
+// one caller holds it: the first acquisition sets PR_SET_CHILD_SUBREAPER.
+// Every call must be paired with one of [ReleaseSubreaper].
+func AcquireSubreaper() {
 	subreaper.Lock()
 	defer subreaper.Unlock()
 	if subreaper.n == 0 {
@@ -45,7 +46,9 @@ func acquireSubreaper() {
 	subreaper.n++
 }
 
-func releaseSubreaper() {
+// ReleaseSubreaper drops one hold of [AcquireSubreaper]; the last one
+// clears PR_SET_CHILD_SUBREAPER.
+func ReleaseSubreaper() {
 	subreaper.Lock()
 	defer subreaper.Unlock()
 	subreaper.n--
@@ -59,10 +62,11 @@ func noNewPrivs(pid int) bool {
 	return err == nil && bytes.Contains(b, []byte("\nNoNewPrivs:\t1\n"))
 }
 
-// reducedKill SIGKILLs the command cmd (started at startTicks) and its
+// KillTree SIGKILLs the command cmd, a child of this process that leads
+// its own session, started at startTicks ([StartTicks]), and its
 // descendants as described above, then reaps those that became children
-// of the host process (cmd itself is reaped by its waiter).
-func reducedKill(cmd int, startTicks uint64) {
+// of this process (cmd itself is left to its waiter).
+func KillTree(cmd int, startTicks uint64) {
 	self := os.Getpid()
 	killed := map[int]bool{}
 	for round := 0; round < 100; round++ {

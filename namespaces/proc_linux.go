@@ -1,4 +1,4 @@
-package sandbox
+package namespaces
 
 import (
 	"bytes"
@@ -13,14 +13,14 @@ import (
 //
 // A process's /proc/PID/stat and /proc/PID/cmdline describe its first
 // thread. While a multithreaded process execs from another thread (a Go
-// program's syscall.Exec usually does: the supervisor handing off to its
-// idle holder), the kernel first ends every other thread, the first one
-// included, and only then gives the exec'ing thread the process's pid.
-// Meanwhile /proc/PID/stat reads "Z" and /proc/PID/cmdline reads empty,
-// though the process lives on. So whether a process runs is asked of all
-// its threads (processRuns), and which process a pid is, of its start
-// time, which the exec keeps (the exec'ing thread takes over the first
-// thread's).
+// program's syscall.Exec usually does: tent's supervisor handing off to
+// its idle holder), the kernel first ends every other thread, the first
+// one included, and only then gives the exec'ing thread the process's
+// pid. Meanwhile /proc/PID/stat reads "Z" and /proc/PID/cmdline reads
+// empty, though the process lives on. So whether a process runs is asked
+// of all its threads ([ProcessRuns]), and which process a pid is, of its
+// start time ([StartTicks]), which the exec keeps (the exec'ing thread
+// takes over the first thread's).
 
 // procStat is what is read of a process from /proc/PID/stat.
 type procStat struct {
@@ -57,20 +57,21 @@ func parseStat(pid int, path string) (procStat, bool) {
 	return st, true
 }
 
-// procStartTicks is the start time of pid (clock ticks since boot), 0 if
-// unknown.
-func procStartTicks(pid int) uint64 {
+// StartTicks returns the start time of process pid (clock ticks since
+// boot, proc(5) stat field 22), 0 if unknown. With the pid it names one
+// process: a recycled pid has another start time, and an exec keeps it.
+func StartTicks(pid int) uint64 {
 	st, _ := readProcStat(pid)
 	return st.start
 }
 
-// processRuns reports whether process pid has a thread that has not
+// ProcessRuns reports whether process pid has a thread that has not
 // exited: it is neither gone nor a zombie awaiting its reaper. A process
 // exec'ing from a thread other than its first runs (see above), though
 // its first thread reads as a zombie; and as the exec'ing thread takes
 // over the pid, its own tid's files vanish. So a zombie is looked at
 // three times, a millisecond apart, before it is taken for one.
-func processRuns(pid int) bool {
+func ProcessRuns(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -94,20 +95,4 @@ func processRuns(pid int) bool {
 		}
 	}
 	return false
-}
-
-// supervisorAlive reports whether rec's supervisor still runs. A record
-// names its supervisor by pid and start time, so a recycled pid is not
-// taken for it; a record written before the start time was kept is
-// matched by the id in the supervisor's command line instead (which an
-// exec in progress hides, see above).
-func supervisorAlive(rec *Record) bool {
-	if !processRuns(rec.Supervisor) {
-		return false
-	}
-	if rec.SupervisorStart != 0 {
-		return procStartTicks(rec.Supervisor) == rec.SupervisorStart
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.Supervisor))
-	return err == nil && strings.Contains(string(b), "\x00"+rec.ID)
 }
