@@ -98,6 +98,9 @@ type Info struct {
 	// InitPID is the host pid of the sandbox's init (0 when the backend
 	// runs it elsewhere).
 	InitPID int `json:"init_pid,omitempty"`
+	// SupervisorPID is the host pid of the process that owns the sandbox
+	// when that is not the caller (package supervised's supervisor).
+	SupervisorPID int `json:"supervisor_pid,omitempty"`
 	// CgroupPaths are the sandbox's cgroup directories on this host.
 	CgroupPaths []string `json:"cgroup_paths,omitempty"`
 	// Protections reports how each protection is provided.
@@ -129,8 +132,8 @@ type ForkOverrides struct {
 	Labels map[string]string
 }
 
-// apply returns spec with the overrides applied; spec is not modified.
-func (o ForkOverrides) apply(spec Spec) Spec {
+// Apply returns spec with the overrides applied; spec is not modified.
+func (o ForkOverrides) Apply(spec Spec) Spec {
 	if o.Network != nil {
 		spec.Network = *o.Network
 	}

@@ -28,6 +28,16 @@ var (
 	// directory; the command did not start. It comes wrapped with
 	// [ErrInvalidSpec] and the errno (ENOENT, ENOTDIR).
 	ErrWorkDir = errors.New("unusable working directory")
+	// ErrNotFound is returned for a reference (an id, a prefix, a name)
+	// that names no sandbox or snapshot.
+	ErrNotFound = errors.New("no such sandbox")
+	// ErrAmbiguous is returned for a reference that matches several
+	// sandboxes or snapshots.
+	ErrAmbiguous = errors.New("ambiguous sandbox reference")
+	// ErrStopped is returned for a sandbox that has ended (its
+	// Limits.Timeout, its init or its supervisor died) but not yet been
+	// terminated: Resume or Terminate it.
+	ErrStopped = errors.New("sandbox stopped")
 )
 
 // workDirError is the working directory that the init refused.
@@ -142,13 +152,11 @@ func ExitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	var re *RemoteError
-	if errors.As(err, &re) && re.Code != 0 {
-		return re.Code
+	// An *ExitError, or an error that crossed a process boundary with its
+	// code (a supervisor's refusal).
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
 	}
 	return exitCodeForStart(err)
 }

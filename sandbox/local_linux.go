@@ -16,6 +16,7 @@ import (
 
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/namespaces"
 )
 
 // LocalName is the [Backend.Name] of [Local].
@@ -27,12 +28,12 @@ type LocalOptions struct {
 	// or resumes (logger, network audit log, resolver); its Logger also
 	// receives the backend's own debug logs. Nil Logger discards them.
 	Provision ProvisionOptions
-	// SnapshotStore is where snapshots go: SnapshotStore.SnapshotsDir(),
-	// the layout the tent CLI uses, so `tent snapshot ls` and `tent
-	// fork` see them; they outlive the backend. With an empty Dir each
-	// Local keeps its snapshots in a temporary directory of its own,
+	// SnapshotDir is the directory snapshots go to; they outlive the
+	// backend (the tent CLI's is the snapshots directory of its state
+	// directory, so `tent snapshot ls` and `tent fork` see them). Empty,
+	// each Local keeps its snapshots in a temporary directory of its own,
 	// created at the first Snapshot and removed, with them, by Close.
-	SnapshotStore Store
+	SnapshotDir string
 }
 
 // Local is the [Backend] that runs sandboxes on this host, in this
@@ -47,8 +48,8 @@ type Local struct {
 	mu     sync.Mutex
 	closed bool
 	boxes  map[string]*localBox
-	store  Store // Dir "" until the first snapshot when temporary
-	temp   bool  // store.Dir is ours, removed by Close
+	snaps  string // "" until the first snapshot when temporary
+	temp   bool   // snaps is ours, removed by Close
 }
 
 // localBox is one sandbox of a Local across its incarnations (Resume
@@ -66,14 +67,14 @@ type localBox struct {
 // which version), as `tent doctor` does, creating and removing an empty
 // probe cgroup.
 func NewLocal(opts LocalOptions) (*Local, error) {
-	if d := opts.SnapshotStore.Dir; d != "" && !filepath.IsAbs(d) {
-		return nil, fmt.Errorf("%w: LocalOptions.SnapshotStore.Dir: %q is not an absolute path", ErrInvalidOptions, d)
+	if d := opts.SnapshotDir; d != "" && !filepath.IsAbs(d) {
+		return nil, fmt.Errorf("%w: LocalOptions.SnapshotDir: %q is not an absolute path", ErrInvalidOptions, d)
 	}
 	log := opts.Provision.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Local{opts: opts, log: log, caps: probeCapabilities(), boxes: map[string]*localBox{}, store: opts.SnapshotStore}
+	l := &Local{opts: opts, log: log, caps: probeCapabilities(), boxes: map[string]*localBox{}, snaps: opts.SnapshotDir}
 	log.Debug("local backend", "capabilities", l.caps)
 	return l, nil
 }
@@ -121,7 +122,7 @@ func (l *Local) Provision(ctx context.Context, spec Spec) (Info, error) {
 
 // add registers a new sandbox under a fresh id.
 func (l *Local) add(sb *Sandbox) (Info, error) {
-	box := &localBox{id: NewID(), sb: sb, created: time.Now()}
+	box := &localBox{id: randomID(), sb: sb, created: time.Now()}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -144,7 +145,7 @@ func ended(sb *Sandbox) bool {
 		return true
 	default:
 	}
-	return !processRuns(sb.InitPID())
+	return !namespaces.ProcessRuns(sb.InitPID())
 }
 
 // info describes box; l.mu is held.
@@ -292,25 +293,25 @@ func (l *Local) Suspend(ctx context.Context, id string) error {
 	return sb.Suspend(ctx)
 }
 
-// snapshotStore returns the store, creating the temporary one when
-// create is set; ok is false when there is none yet.
-func (l *Local) snapshotStore(create bool) (Store, bool, error) {
+// snapshotDir returns the snapshot directory, creating the temporary
+// one when create is set; ok is false when there is none yet.
+func (l *Local) snapshotDir(create bool) (string, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return Store{}, false, ErrClosed
+		return "", false, ErrClosed
 	}
-	if l.store.Dir == "" {
+	if l.snaps == "" {
 		if !create {
-			return Store{}, false, nil
+			return "", false, nil
 		}
 		dir, err := os.MkdirTemp("", "tent-local-")
 		if err != nil {
-			return Store{}, false, fmt.Errorf("failed to create the snapshot directory: %w", err)
+			return "", false, fmt.Errorf("failed to create the snapshot directory: %w", err)
 		}
-		l.store, l.temp = Store{Dir: dir}, true
+		l.snaps, l.temp = dir, true
 	}
-	return l.store, true, nil
+	return l.snaps, true, nil
 }
 
 // Snapshot saves the sandbox's writable layers into the snapshot store
@@ -327,14 +328,14 @@ func (l *Local) Snapshot(ctx context.Context, id string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, _, err := l.snapshotStore(true)
+	dir, _, err := l.snapshotDir(true)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(store.SnapshotsDir(), 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("failed to create the snapshot directory: %w", err)
 	}
-	return sb.Snapshot(ctx, store.SnapshotsDir(), SnapshotOptions{SandboxID: b.id})
+	return sb.Snapshot(ctx, dir, SnapshotOptions{SandboxID: b.id})
 }
 
 // Resume thaws a suspended sandbox (a running one is left as it is). A
@@ -391,13 +392,13 @@ func (l *Local) Resume(ctx context.Context, id string) (Info, error) {
 
 // latestSnapshot finds and verifies the newest snapshot of sandbox id.
 func (l *Local) latestSnapshot(id string) (*Snapshot, error) {
-	store, ok, err := l.snapshotStore(false)
+	dir, ok, err := l.snapshotDir(false)
 	if err != nil {
 		return nil, err
 	}
 	var latest *Snapshot
 	if ok {
-		snaps, err := store.Snapshots()
+		snaps, err := ListSnapshots(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -417,19 +418,19 @@ func (l *Local) latestSnapshot(id string) (*Snapshot, error) {
 // (an id or a unique prefix) in the snapshot store, its checksums
 // verified first (ErrSnapshotCorrupt), with overrides applied.
 func (l *Local) Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Info, error) {
-	store, ok, err := l.snapshotStore(false)
+	dir, ok, err := l.snapshotDir(false)
 	if err != nil {
 		return Info{}, err
 	}
 	if !ok {
 		return Info{}, &refError{msg: fmt.Sprintf("no snapshot %q (none taken yet)", snapshotID), kind: ErrNotFound}
 	}
-	snap, err := store.Snapshot(snapshotID)
+	snap, err := FindSnapshot(dir, snapshotID)
 	if err != nil {
 		return Info{}, err
 	}
 	forked := *snap
-	forked.Spec = overrides.apply(snap.Spec)
+	forked.Spec = overrides.Apply(snap.Spec)
 	sb, err := Fork(ctx, &forked, l.opts.Provision)
 	if err != nil {
 		return Info{}, err
@@ -456,13 +457,12 @@ func (l *Local) Terminate(ctx context.Context, id string) error {
 // Health reports whether l can serve: ErrClosed after Close, and an
 // error when the snapshot store's directory is not writable.
 func (l *Local) Health(ctx context.Context) error {
-	store, ok, err := l.snapshotStore(false)
+	dir, ok, err := l.snapshotDir(false)
 	if err != nil || !ok {
 		return err
 	}
-	dir := store.Dir
-	if _, err := os.Stat(store.SnapshotsDir()); err == nil {
-		dir = store.SnapshotsDir()
+	if _, err := os.Stat(dir); err != nil {
+		dir = filepath.Dir(dir) // where it will be made
 	}
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("snapshot store: %w", &os.PathError{Op: "access", Path: dir, Err: err})
@@ -486,7 +486,7 @@ func (l *Local) Close(ctx context.Context) error {
 		sbs = append(sbs, b.sb)
 	}
 	clear(l.boxes)
-	temp, dir := l.temp, l.store.Dir
+	temp, dir := l.temp, l.snaps
 	l.mu.Unlock()
 	var errs []error
 	for _, sb := range sbs {

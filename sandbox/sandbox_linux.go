@@ -213,6 +213,10 @@ type ExecResult struct {
 	// more than MaxOutput bytes to that stream and the rest was dropped.
 	StdoutTruncated bool `json:"stdout_truncated"`
 	StderrTruncated bool `json:"stderr_truncated"`
+	// NetworkDenied lists the connections the network policy refused
+	// while the command ran (limited mode; give or take a concurrent
+	// command's), for a summary such as netpolicy.Summary.
+	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
 }
 
 // Exec runs one command and waits for it. Cancelling ctx kills it. A
@@ -220,7 +224,34 @@ type ExecResult struct {
 // ErrNotExecutable, ...); a command that ran returns its result, whatever
 // its exit code.
 func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
-	return s.exec(ctx, req, false)
+	before := s.NetworkDenied()
+	res, err := s.exec(ctx, req, false)
+	if res != nil {
+		res.NetworkDenied = deniedSince(before, s.NetworkDenied())
+	}
+	return res, err
+}
+
+// deniedSince returns the denials in after beyond those in before (what
+// happened during one exec, give or take a concurrent one).
+func deniedSince(before, after []netpolicy.Denial) []netpolicy.Denial {
+	type key struct {
+		host   string
+		port   int
+		reason string
+	}
+	seen := map[key]int{}
+	for _, d := range before {
+		seen[key{d.Host, d.Port, d.Reason}] = d.Count
+	}
+	var out []netpolicy.Denial
+	for _, d := range after {
+		if n := d.Count - seen[key{d.Host, d.Port, d.Reason}]; n > 0 {
+			d.Count = n
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // exec runs req; with helper, req.Args are the arguments of tent's file

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ const manifestName = "manifest.json"
 func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions) (*Snapshot, error) {
 	id := opts.ID
 	if id == "" {
-		id = NewID()
+		id = randomID()
 	}
 	s.mu.Lock()
 	if s.done {
@@ -493,4 +494,54 @@ func emptyDir(dir string) bool {
 	defer f.Close()
 	names, err := f.Readdirnames(1)
 	return err == io.EOF && len(names) == 0
+}
+
+// ListSnapshots lists the snapshots in dir, oldest first; damaged ones
+// are left out of the listing but stay on disk. A missing dir holds none.
+func ListSnapshots(dir string) ([]*Snapshot, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Snapshot
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), manifestName))
+		if err != nil {
+			continue
+		}
+		var snap Snapshot
+		if json.Unmarshal(b, &snap) == nil {
+			snap.Dir = filepath.Join(dir, e.Name())
+			out = append(out, &snap)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Snapshot) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// FindSnapshot finds the snapshot in dir whose id is ref or starts with
+// it (ErrNotFound, ErrAmbiguous) and verifies it (see [LoadSnapshot]).
+func FindSnapshot(dir, ref string) (*Snapshot, error) {
+	all, err := ListSnapshots(dir)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(all))
+	for i, snap := range all {
+		ids[i] = snap.ID
+	}
+	id, err := resolveRef(ref, ids, "snapshot")
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: no snapshot %q (see tent snapshot ls)", ErrNotFound, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return LoadSnapshot(all[slices.Index(ids, id)].Dir)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // layer picks the cow mount a diff or export is about.
-func layer(rec *sandbox.Record, target string) ([]sandbox.CowLayer, error) {
+func layer(rec *sandboxView, target string) ([]sandbox.CowLayer, error) {
 	if len(rec.Layers) == 0 {
 		return nil, &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s has no cow mount (create it with --cow SRC[:DST])", rec.ID)}
 	}

@@ -120,7 +120,7 @@ type remoteInfo struct {
 
 // remoteOut runs the file helper's op on p and copies its stdout to w; an
 // error of w (a limit reached) ends the helper (its pipe is closed).
-func remoteOut(rec *sandbox.Record, op, p string, w io.Writer) error {
+func remoteOut(rec *sandboxView, op, p string, w io.Writer) error {
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
@@ -136,7 +136,7 @@ func remoteOut(rec *sandbox.Record, op, p string, w io.Writer) error {
 		pr.Close() // on an error, the helper meets EPIPE
 		copied <- err
 	}()
-	err = sandbox.RemoteFile(rec, op, p, nil, devnull, pw)
+	err = rec.file(sandbox.FileOp(op), p, nil, devnull, pw)
 	pw.Close()
 	if cerr := <-copied; cerr != nil {
 		return cerr
@@ -145,7 +145,7 @@ func remoteOut(rec *sandbox.Record, op, p string, w io.Writer) error {
 }
 
 // remoteStat stats p inside the sandbox (not following a final symlink).
-func remoteStat(rec *sandbox.Record, p string) (*remoteInfo, error) {
+func remoteStat(rec *sandboxView, p string) (*remoteInfo, error) {
 	var buf bytes.Buffer
 	if err := remoteOut(rec, "stat", p, &limitWriter{w: &buf, max: 1 << 20, what: "the stat of " + p}); err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func typeName(m os.FileMode) string {
 }
 
 // copyOut copies ID:srcPath to the host path dst (or - for stdout).
-func (o *cpOptions) copyOut(c *cobra.Command, rec *sandbox.Record, srcPath, dst string) error {
+func (o *cpOptions) copyOut(c *cobra.Command, rec *sandboxView, srcPath, dst string) error {
 	info, err := remoteStat(rec, srcPath)
 	if err != nil {
 		return err
@@ -242,7 +242,7 @@ func (o *cpOptions) copyOut(c *cobra.Command, rec *sandbox.Record, srcPath, dst 
 // tarOut streams the directory srcPath out of the sandbox (the file
 // helper's tar op) and writes the entries tent cp copies to w as a tar
 // archive (see sanitizeTar).
-func (o *cpOptions) tarOut(rec *sandbox.Record, srcPath string, w io.Writer) error {
+func (o *cpOptions) tarOut(rec *sandboxView, srcPath string, w io.Writer) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -457,7 +457,7 @@ func (t *hostTarget) rename(tmp string, flags uint) error {
 }
 
 // copyIn copies the host path src (or - for stdin) to ID:dstPath.
-func (o *cpOptions) copyIn(rec *sandbox.Record, src, dstPath string) error {
+func (o *cpOptions) copyIn(rec *sandboxView, src, dstPath string) error {
 	if src == "-" {
 		return remoteWrite(rec, dstPath, os.Stdin, 0o644)
 	}
@@ -511,18 +511,18 @@ func (o *cpOptions) copyIn(rec *sandbox.Record, src, dstPath string) error {
 	return remoteWrite(rec, target, f, fi.Mode().Perm())
 }
 
-func remoteWrite(rec *sandbox.Record, p string, in *os.File, mode os.FileMode) error {
+func remoteWrite(rec *sandboxView, p string, in *os.File, mode os.FileMode) error {
 	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer devnull.Close()
-	return sandbox.RemoteFile(rec, "write", p, []string{fmt.Sprintf("%o", mode)}, in, devnull)
+	return rec.file(sandbox.FileWrite, p, []string{fmt.Sprintf("%o", mode)}, in, devnull)
 }
 
 // remoteUntar creates the directory p inside (if needed) and extracts
 // into it the archive that fill writes.
-func remoteUntar(rec *sandbox.Record, p string, fill func(io.Writer) error) error {
+func remoteUntar(rec *sandboxView, p string, fill func(io.Writer) error) error {
 	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -538,7 +538,7 @@ func remoteUntar(rec *sandbox.Record, p string, fill func(io.Writer) error) erro
 		pw.Close()
 		filled <- err
 	}()
-	err = sandbox.RemoteFile(rec, "untar", p, nil, pr, devnull)
+	err = rec.file(sandbox.FileUntar, p, nil, pr, devnull)
 	pr.Close()
 	if ferr := <-filled; ferr != nil && err == nil {
 		err = ferr

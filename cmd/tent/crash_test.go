@@ -314,7 +314,7 @@ func TestCrashCreate(t *testing.T) {
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	isSupervisor := func(c string) bool { return strings.Contains(c, "\x00--state-dir\x00"+l.dir+"\x00__supervise\x00") }
+	isSupervisor := func(c string) bool { return strings.HasPrefix(c, "tent-supervisor\x00"+l.dir+"\x00") }
 	// Kill tent create while its supervisor provisions: stop the
 	// supervisor at moments, until it is stopped with its init started
 	// (in its cgroups, for root, who always gets them) and its record not

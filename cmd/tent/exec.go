@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -90,9 +92,13 @@ stays). The command ends when tent exec is killed.`,
 					stdio[0] = null
 				}
 			}
-			sess, err := sandbox.RemoteExecSession(rec, req, stdio)
-			if err != nil {
-				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
+			req.Stdin, req.Stdout, req.Stderr = stdio[0], stdio[1], stdio[2]
+			fwd := make(chan os.Signal, 16)
+			req.Signals = fwd
+			var resize chan sandbox.WindowSize
+			if req.TTY != nil {
+				resize = make(chan sandbox.WindowSize, 4)
+				req.TTY.Resize = resize
 			}
 			done := make(chan struct{})
 			go func() {
@@ -101,29 +107,25 @@ stays). The command ends when tent exec is killed.`,
 					case s := <-sigs:
 						if s == syscall.SIGWINCH {
 							if ct != nil {
-								_ = sess.Resize(ct.size())
+								select {
+								case resize <- ct.size():
+								default:
+								}
 							}
 							continue
 						}
-						_ = sess.Signal(s.(syscall.Signal))
+						select {
+						case fwd <- s:
+						default:
+						}
 					case <-done:
 						return
 					}
 				}
 			}()
-			res, blocked, err := sess.Wait()
+			res, err := g.backend().Exec(context.Background(), rec.ID, req)
 			close(done)
 			ct.restore()
-			var re *sandbox.RemoteError
-			if errors.As(err, &re) && strings.Contains(re.Msg, "unknown operation") {
-				// A supervisor without exec sessions (started by an older
-				// tent) refused before starting anything: a plain exec,
-				// without terminal or signal forwarding, then.
-				if tf.tty {
-					return &exitError{code: exitRefused, msg: "this sandbox's supervisor cannot run a command on a terminal (-t): recreate the sandbox with this tent"}
-				}
-				res, blocked, err = sandbox.RemoteExec(rec, req, stdio)
-			}
 			if err != nil {
 				msg := err.Error()
 				if strings.Contains(msg, sandbox.ErrWorkDir.Error()) {
@@ -134,8 +136,8 @@ stays). The command ends when tent exec is killed.`,
 			if res.OOMKilled {
 				printError(os.Stderr, oomNote(res.Signal == "killed", rec.Spec.Limits.Memory))
 			}
-			if blocked != "" {
-				printError(os.Stderr, blocked)
+			if res != nil && len(res.NetworkDenied) > 0 {
+				printError(os.Stderr, netpolicy.Summary(res.NetworkDenied))
 			}
 			for _, tr := range []struct {
 				name string

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 // life runs tent with a private state directory.
@@ -425,7 +425,10 @@ func TestIdleHandOffSignal(t *testing.T) {
 func TestIdleHandOffStaysRunning(t *testing.T) {
 	t.Parallel()
 	l := newLife(t)
-	store := sandbox.Store{Dir: l.dir}
+	b, err := supervised.Open(l.dir, supervised.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for round := range 3 {
 		id := l.create(t, "--idle-after", "100ms")
 		sup, _ := supervisorAndInit(t, l, id)
@@ -434,14 +437,14 @@ func TestIdleHandOffStaysRunning(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no idle holder for the supervisor: %q", argv0(sup))
 			}
-			recs, err := store.List()
+			recs, err := b.List(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(recs) != 1 || recs[0].State != "running" {
 				var states []string
 				for _, r := range recs {
-					states = append(states, r.ID+" "+r.State)
+					states = append(states, r.ID+" "+string(r.State))
 				}
 				t.Fatalf("round %d, read %d, supervisor %q: the records read %q", round, reads, argv0(sup), states)
 			}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/tent-sandbox/tent/sandbox"
 )
 
 func newLsCmd(g *globalOptions) *cobra.Command {
@@ -41,11 +39,11 @@ tent inspect, by their Go names: {{.ID}}, {{.Name}}, {{.State}},
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			all, err := g.store().List()
+			all, err := g.list()
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			recs := []*sandbox.Record{}
+			recs := []*sandboxView{}
 			for _, r := range all {
 				if match(r) {
 					if !showEnv {
@@ -71,7 +69,7 @@ tent inspect, by their Go names: {{.ID}}, {{.Name}}, {{.State}},
 						labels = append(labels, k+"="+v)
 					}
 					sort.Strings(labels)
-					state := r.State
+					state := string(r.State)
 					if r.Reason != "" {
 						state += " (" + r.Reason + ")"
 					}
@@ -90,8 +88,8 @@ tent inspect, by their Go names: {{.ID}}, {{.Name}}, {{.State}},
 
 // parseFilters reads ls --filter values into one predicate (all must
 // match).
-func parseFilters(fs []string) (func(*sandbox.Record) bool, error) {
-	var preds []func(*sandbox.Record) bool
+func parseFilters(fs []string) (func(*sandboxView) bool, error) {
+	var preds []func(*sandboxView) bool
 	for _, f := range fs {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
@@ -100,26 +98,26 @@ func parseFilters(fs []string) (func(*sandbox.Record) bool, error) {
 		switch k {
 		case "label":
 			lk, lv, withValue := strings.Cut(v, "=")
-			preds = append(preds, func(r *sandbox.Record) bool {
+			preds = append(preds, func(r *sandboxView) bool {
 				got, ok := r.Labels[lk]
 				return ok && (!withValue || got == lv)
 			})
 		case "name":
-			preds = append(preds, func(r *sandbox.Record) bool { return r.Name == v })
+			preds = append(preds, func(r *sandboxView) bool { return r.Name == v })
 		case "state":
 			switch v {
 			case "running", "suspended", "stopped":
 			default:
 				return nil, fmt.Errorf("--filter %q: want state=running, suspended or stopped", f)
 			}
-			preds = append(preds, func(r *sandbox.Record) bool { return r.State == v })
+			preds = append(preds, func(r *sandboxView) bool { return string(r.State) == v })
 		case "id":
-			preds = append(preds, func(r *sandbox.Record) bool { return strings.HasPrefix(r.ID, v) })
+			preds = append(preds, func(r *sandboxView) bool { return strings.HasPrefix(r.ID, v) })
 		default:
 			return nil, fmt.Errorf("--filter %q: unknown filter %q (want label, name, state or id)", f, k)
 		}
 	}
-	return func(r *sandbox.Record) bool {
+	return func(r *sandboxView) bool {
 		for _, p := range preds {
 			if !p(r) {
 				return false
@@ -144,7 +142,7 @@ a JSON array for several (-o json, the default; -o table is the same), or
 			if err := out.check(); err != nil {
 				return err
 			}
-			var recs []*sandbox.Record
+			var recs []*sandboxView
 			for _, ref := range args {
 				rec, err := g.lookup(ref)
 				if err != nil {
@@ -179,9 +177,9 @@ func newRmCmd(g *globalOptions) *cobra.Command {
 			if all == (len(args) > 0) {
 				return &usageError{cmd: c.CommandPath(), err: errors.New("give sandbox ids or --all")}
 			}
-			var recs []*sandbox.Record
+			var recs []*sandboxView
 			if all {
-				list, err := g.store().List()
+				list, err := g.list()
 				if err != nil {
 					return &exitError{code: exitRefused, msg: err.Error()}
 				}
@@ -196,7 +194,7 @@ func newRmCmd(g *globalOptions) *cobra.Command {
 			}
 			var failed []string
 			for _, rec := range recs {
-				if err := g.store().Remove(rec); err != nil {
+				if err := g.backend().Terminate(c.Context(), rec.ID); err != nil {
 					failed = append(failed, err.Error())
 				}
 			}

@@ -56,7 +56,7 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			makeMountpoint(rec, m)
-			if err := sandbox.RemoteAttach(rec, m); err != nil {
+			if err := g.backend().Mount(c.Context(), rec.ID, m); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return nil
@@ -78,7 +78,7 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 // file for a file source); where it cannot, the attach says why. The
 // attach then opens the mount point without following symlinks, so one
 // that the sandbox swaps for a symlink meanwhile is refused.
-func makeMountpoint(rec *sandbox.Record, m sandbox.Mount) {
+func makeMountpoint(rec *sandboxView, m sandbox.Mount) {
 	if _, err := remoteStat(rec, m.Target); !errors.Is(err, os.ErrNotExist) {
 		return
 	}

@@ -1,10 +1,6 @@
 package main
 
-import (
-	"strings"
-
-	"github.com/tent-sandbox/tent/sandbox"
-)
+import "strings"
 
 // Environment values are secrets (API tokens are what --env is for), so
 // tent ls -o json and tent inspect print the names of a sandbox's
@@ -13,25 +9,10 @@ import (
 // directory): a sandbox brought back from a snapshot needs them.
 
 // redactEnv returns rec with its environment values removed: "K=V"
-// becomes "K", in the spec and in the create flags (--env K=V and
-// --env=K=V).
-func redactEnv(rec *sandbox.Record) *sandbox.Record {
+// becomes "K".
+func redactEnv(rec *sandboxView) *sandboxView {
 	r := *rec
 	r.Spec.Env = envNames(rec.Spec.Env)
-	r.Args = make([]string, len(rec.Args))
-	for i, a := range rec.Args {
-		switch {
-		case i > 0 && rec.Args[i-1] == "--env":
-			a, _, _ = strings.Cut(a, "=")
-		case strings.HasPrefix(a, "--env="):
-			k, _, _ := strings.Cut(strings.TrimPrefix(a, "--env="), "=")
-			a = "--env=" + k
-		}
-		r.Args[i] = a
-	}
-	if rec.Args == nil {
-		r.Args = nil
-	}
 	return &r
 }
 

@@ -24,12 +24,12 @@ func newSnapshotCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			stop := progress("snapshotting " + rec.ID)
-			id, err := sandbox.RemoteSnapshot(rec, sandbox.SnapshotOptions{IncludeReadWrite: includeRW})
+			snap, err := g.backend().SnapshotWith(c.Context(), rec.ID, sandbox.SnapshotOptions{IncludeReadWrite: includeRW})
 			stop()
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			fmt.Fprintln(c.OutOrStdout(), id)
+			fmt.Fprintln(c.OutOrStdout(), snap.ID)
 			return nil
 		},
 	}
@@ -40,7 +40,7 @@ func newSnapshotCmd(g *globalOptions) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			for _, ref := range args {
-				snap, err := g.store().Snapshot(ref)
+				snap, err := sandbox.FindSnapshot(g.backend().SnapshotsDir(), ref)
 				if err != nil && !errors.Is(err, sandbox.ErrSnapshotCorrupt) {
 					return &exitError{code: exitRefused, msg: err.Error()}
 				}
@@ -65,23 +65,18 @@ func newForkCmd(g *globalOptions) *cobra.Command {
 		Short: "Create a new, independent sandbox from a snapshot and print its id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			snap, err := g.store().Snapshot(args[0])
+			lbls, err := parseLabels(labels)
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			flags := []string{"--from-snapshot", snap.Dir}
-			if name != "" {
-				if err := validName(name); err != nil {
-					return &exitError{code: exitRefused, msg: err.Error()}
-				}
-				flags = append(flags, "--name", name)
+			stop := progress("forking " + args[0])
+			info, err := g.backend().Fork(c.Context(), args[0], sandbox.ForkOverrides{Name: name, Labels: lbls})
+			stop()
+			if err != nil {
+				return refused(err)
 			}
-			for _, l := range labels {
-				flags = append(flags, "--label", l)
-			}
-			stop := progress("forking " + snap.ID)
-			defer stop()
-			return g.startSupervisor(c, sandbox.NewID(), name, flags)
+			fmt.Fprintln(c.OutOrStdout(), info.ID)
+			return nil
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "a `NAME` for the new sandbox")
@@ -110,7 +105,7 @@ func newSnapshotLsCmd(g *globalOptions) *cobra.Command {
 			if err := out.check(); err != nil {
 				return err
 			}
-			snaps, err := g.store().Snapshots()
+			snaps, err := g.backend().Snapshots(c.Context())
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}

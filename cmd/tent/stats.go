@@ -22,6 +22,7 @@ const statsInterval = time.Second
 
 // statsView is one sandbox's line of tent stats.
 type statsView struct {
+	ID string `json:"id"`
 	sandbox.Usage
 	Name string `json:"name,omitempty"`
 	// CPUPercent is the CPU used over the last sampling interval, in
@@ -64,14 +65,14 @@ not delegate one) has no usage to show: its line says so.`,
 				_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 				tty = err == nil
 			}
-			prev := sampleUsage(g.store(), recs)
+			prev := sampleUsage(g.backend(), recs)
 			for {
 				select {
 				case <-ctx.Done():
 					return nil
 				case <-time.After(statsInterval):
 				}
-				cur := sampleUsage(g.store(), recs)
+				cur := sampleUsage(g.backend(), recs)
 				views := statsViews(recs, prev, cur)
 				prev = cur
 				if stream && tty {
@@ -93,8 +94,8 @@ not delegate one) has no usage to show: its line says so.`,
 
 // statsTargets are the sandboxes named, or every running and suspended
 // one.
-func (g *globalOptions) statsTargets(refs []string) ([]*sandbox.Record, error) {
-	var recs []*sandbox.Record
+func (g *globalOptions) statsTargets(refs []string) ([]*sandboxView, error) {
+	var recs []*sandboxView
 	for _, ref := range refs {
 		rec, err := g.lookup(ref)
 		if err != nil {
@@ -105,7 +106,7 @@ func (g *globalOptions) statsTargets(refs []string) ([]*sandbox.Record, error) {
 	if len(refs) > 0 {
 		return recs, nil
 	}
-	all, err := g.store().List()
+	all, err := g.list()
 	if err != nil {
 		return nil, &exitError{code: exitRefused, msg: err.Error()}
 	}
@@ -124,19 +125,19 @@ type usageSample struct {
 	errs  []error
 }
 
-func sampleUsage(store sandbox.Store, recs []*sandbox.Record) usageSample {
+func sampleUsage(b sandbox.Backend, recs []*sandboxView) usageSample {
 	s := usageSample{at: time.Now(), usage: make([]sandbox.Usage, len(recs)), errs: make([]error, len(recs))}
 	for i, r := range recs {
-		s.usage[i], s.errs[i] = store.Usage(r)
+		s.usage[i], s.errs[i] = b.Usage(context.Background(), r.ID)
 	}
 	return s
 }
 
-func statsViews(recs []*sandbox.Record, prev, cur usageSample) []statsView {
+func statsViews(recs []*sandboxView, prev, cur usageSample) []statsView {
 	views := make([]statsView, len(recs))
 	wall := cur.at.Sub(prev.at)
 	for i, r := range recs {
-		v := statsView{Usage: cur.usage[i], Name: r.Name}
+		v := statsView{ID: r.ID, Usage: cur.usage[i], Name: r.Name}
 		if err := cur.errs[i]; err != nil {
 			v.Error = err.Error()
 		} else if prev.errs[i] == nil && wall > 0 {

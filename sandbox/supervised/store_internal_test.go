@@ -1,18 +1,20 @@
-package sandbox
+package supervised
 
 import (
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
 // saveRecords writes stopped records (no supervisor) into a fresh store.
-func saveRecords(t *testing.T, recs ...*Record) Store {
+func saveRecords(t *testing.T, recs ...*record) stateDir {
 	t.Helper()
-	s := Store{Dir: t.TempDir()}
+	s := stateDir{Dir: t.TempDir()}
 	for i, r := range recs {
-		r.State = "stopped"
+		r.State = sandbox.StateStopped
 		r.Created = time.Date(2025, 1, 1, 0, 0, i, 0, time.UTC)
 		if err := s.Save(r); err != nil {
 			t.Fatal(err)
@@ -23,10 +25,10 @@ func saveRecords(t *testing.T, recs ...*Record) Store {
 
 func TestGetNeverResolvesAnAmbiguousReference(t *testing.T) {
 	s := saveRecords(t,
-		&Record{ID: "aaaa000000000001", Name: "box"},
-		&Record{ID: "aaaa000000000002", Name: "box"}, // an older tent let names repeat
-		&Record{ID: "bbbb000000000003", Name: "web"},
-		&Record{ID: "cccc000000000004", Name: "bbbb"},
+		&record{ID: "aaaa000000000001", Name: "box"},
+		&record{ID: "aaaa000000000002", Name: "box"}, // an older tent let names repeat
+		&record{ID: "bbbb000000000003", Name: "web"},
+		&record{ID: "cccc000000000004", Name: "bbbb"},
 	)
 	for _, tc := range []struct {
 		ref, id, err string
@@ -45,8 +47,8 @@ func TestGetNeverResolvesAnAmbiguousReference(t *testing.T) {
 			if err == nil || err.Error() != tc.err {
 				t.Errorf("Get(%q) = %v, %v; want error %q", tc.ref, r, err, tc.err)
 			}
-			if strings.Contains(tc.err, "ambiguous") && !errors.Is(err, ErrAmbiguous) {
-				t.Errorf("Get(%q): %v is not ErrAmbiguous", tc.ref, err)
+			if strings.Contains(tc.err, "ambiguous") && !errors.Is(err, sandbox.ErrAmbiguous) {
+				t.Errorf("Get(%q): %v is not sandbox.ErrAmbiguous", tc.ref, err)
 			}
 			continue
 		}
@@ -57,7 +59,7 @@ func TestGetNeverResolvesAnAmbiguousReference(t *testing.T) {
 }
 
 func TestNameInUse(t *testing.T) {
-	s := saveRecords(t, &Record{ID: "aaaa000000000001", Name: "box"}, &Record{ID: "aaaa000000000002"})
+	s := saveRecords(t, &record{ID: "aaaa000000000001", Name: "box"}, &record{ID: "aaaa000000000002"})
 	r, err := s.NameInUse("box")
 	if err != nil || r == nil || r.ID != "aaaa000000000001" {
 		t.Fatalf("NameInUse(box) = %v, %v; want aaaa000000000001", r, err)

@@ -1,42 +1,33 @@
-package sandbox
+package supervised
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
-var (
-	// ErrNotFound is returned for an id or prefix that names no sandbox.
-	ErrNotFound = errors.New("no such sandbox")
-	// ErrAmbiguous is returned for a reference (an id prefix, a name) that
-	// matches several sandboxes.
-	ErrAmbiguous = errors.New("ambiguous sandbox reference")
-)
-
-// Record is the durable description of a long-lived sandbox, one JSON
+// record is the durable description of a long-lived sandbox, one JSON
 // file per sandbox in the state directory, written atomically so that a
 // crash leaves the old or the new record, never a torn one.
-type Record struct {
+type record struct {
 	ID      string            `json:"id"`
 	Name    string            `json:"name,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	Created time.Time         `json:"created"`
 	// State is "running" or "suspended" while its supervisor lives;
-	// readers reconcile it (see [Store.List]) to "stopped" when the
+	// readers reconcile it (see [stateDir.List]) to "stopped" when the
 	// supervisor is gone.
-	State string `json:"state"`
+	State sandbox.State `json:"state"`
 	// Supervisor is the pid of the process that owns the sandbox.
 	Supervisor int `json:"supervisor_pid,omitempty"`
 	// SupervisorStart is when the supervisor started, in clock ticks
@@ -44,14 +35,12 @@ type Record struct {
 	// the supervisor (a recycled pid has another start time).
 	SupervisorStart uint64 `json:"supervisor_start,omitempty"`
 	// Socket is the supervisor's control socket.
-	Socket string `json:"socket,omitempty"`
-	// Args are the `tent create` flags the sandbox was made from.
-	Args []string `json:"args,omitempty"`
-	Spec Spec     `json:"spec"`
+	Socket string       `json:"socket,omitempty"`
+	Spec   sandbox.Spec `json:"spec"`
 	// Protections as reported at provision time.
-	Protections []Protection `json:"protections,omitempty"`
+	Protections []sandbox.Protection `json:"protections,omitempty"`
 	// Layers are the host sides of the cow mounts (see DiffLayers).
-	Layers []CowLayer `json:"layers,omitempty"`
+	Layers []sandbox.CowLayer `json:"layers,omitempty"`
 	// Cgroups are the sandbox's cgroup directories.
 	Cgroups []string `json:"cgroups,omitempty"`
 	// Ended is when a sandbox ended on its own (its Limits.Timeout ran
@@ -63,8 +52,8 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Store is a state directory.
-type Store struct{ Dir string }
+// stateDir is a state directory.
+type stateDir struct{ Dir string }
 
 // DefaultStateDir is $TENT_STATE_DIR, else /var/lib/tent for root, else
 // $XDG_STATE_HOME/tent, else ~/.local/state/tent.
@@ -82,28 +71,21 @@ func DefaultStateDir() string {
 	return filepath.Join(home, ".local", "state", "tent")
 }
 
-// NewID returns a fresh random sandbox id (16 hex digits).
-func NewID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // ensure creates the state directory (0700) if needed and checks that
 // it can be trusted (see checkDir).
-func (s Store) ensure() error {
+func (s stateDir) ensure() error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return err
 	}
 	return s.checkDir()
 }
 
-func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
+func (s stateDir) path(id string) string { return filepath.Join(s.Dir, id+".json") }
 
 // load reads the record of id as saved, without reconciling its state.
-func (s Store) load(id string) (*Record, error) {
+func (s stateDir) load(id string) (*record, error) {
 	if !validID(id) {
-		return nil, fmt.Errorf("%w: %q is not a sandbox id", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %q is not a sandbox id", sandbox.ErrNotFound, id)
 	}
 	if err := s.checkDir(); err != nil {
 		return nil, err
@@ -112,7 +94,7 @@ func (s Store) load(id string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r Record
+	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("state record %s: %w", s.path(id), err)
 	}
@@ -124,67 +106,14 @@ func (s Store) load(id string) (*Record, error) {
 }
 
 // SnapshotsDir holds the snapshots (see Sandbox.Snapshot).
-func (s Store) SnapshotsDir() string { return filepath.Join(s.Dir, "snapshots") }
-
-// Snapshots lists the snapshots, oldest first; damaged ones are skipped
-// from the listing but stay on disk.
-func (s Store) Snapshots() ([]*Snapshot, error) {
-	if err := s.checkDir(); err != nil {
-		return nil, err
-	}
-	ents, err := os.ReadDir(s.SnapshotsDir())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []*Snapshot
-	for _, e := range ents {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(s.SnapshotsDir(), e.Name(), manifestName))
-		if err != nil {
-			continue
-		}
-		var snap Snapshot
-		if json.Unmarshal(b, &snap) == nil {
-			snap.Dir = filepath.Join(s.SnapshotsDir(), e.Name())
-			out = append(out, &snap)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
-	return out, nil
-}
-
-// Snapshot finds a snapshot by id or unique prefix and verifies it.
-func (s Store) Snapshot(ref string) (*Snapshot, error) {
-	all, err := s.Snapshots()
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(all))
-	for i, snap := range all {
-		ids[i] = snap.ID
-	}
-	id, err := resolveRef(ref, ids, "snapshot")
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: no snapshot %q (see tent snapshot ls)", ErrNotFound, ref)
-	}
-	if err != nil {
-		return nil, err
-	}
-	match := all[slices.Index(ids, id)]
-	return LoadSnapshot(match.Dir)
-}
+func (s stateDir) SnapshotsDir() string { return filepath.Join(s.Dir, "snapshots") }
 
 // SocketPath is where the supervisor of id listens.
-func (s Store) SocketPath(id string) string { return filepath.Join(s.Dir, id+".sock") }
+func (s stateDir) SocketPath(id string) string { return filepath.Join(s.Dir, id+".sock") }
 
 // Save writes r atomically: a temporary file in the same directory,
 // fsync'd, renamed over the record, and the directory fsync'd.
-func (s Store) Save(r *Record) error {
+func (s stateDir) Save(r *record) error {
 	if err := s.ensure(); err != nil {
 		return err
 	}
@@ -221,14 +150,10 @@ func (s Store) Save(r *Record) error {
 // keepEnded is the supervisor's last act for a sandbox that ended on its
 // own (sb.Done() closed, not removed or signalled): the record is saved
 // as "stopped" with the time and the reason, and the socket and the
-// supervisor's log are removed; the record stays until [Store.Remove].
-func (s Store) keepEnded(rec *Record, sb *Sandbox) error {
-	reason := "its init exited"
-	if !sb.deadline.IsZero() && !time.Now().Before(sb.deadline) {
-		reason = fmt.Sprintf("timed out after %s", sb.spec.Limits.Timeout)
-	}
+// supervisor's log are removed; the record stays until [stateDir.Remove].
+func (s stateDir) keepEnded(rec *record, reason string) error {
 	now := time.Now().UTC()
-	rec.State, rec.Ended, rec.Reason = "stopped", &now, reason
+	rec.State, rec.Ended, rec.Reason = sandbox.StateStopped, &now, reason
 	_ = os.Remove(s.SocketPath(rec.ID))
 	_ = os.Remove(filepath.Join(s.Dir, rec.ID+".log"))
 	if err := s.Save(rec); err != nil {
@@ -239,7 +164,7 @@ func (s Store) keepEnded(rec *Record, sb *Sandbox) error {
 }
 
 // removeFiles deletes id's record, socket and supervisor log.
-func (s Store) removeFiles(id string) error {
+func (s stateDir) removeFiles(id string) error {
 	_ = os.Remove(s.SocketPath(id))
 	_ = os.Remove(filepath.Join(s.Dir, id+".log"))
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -254,7 +179,7 @@ func (s Store) removeFiles(id string) error {
 // The directory must be the caller's (see [ErrUnsafeStateDir]); files
 // not named after a sandbox id (16 hex digits) are not records, and a
 // record must name the id of its file.
-func (s Store) List() ([]*Record, error) {
+func (s stateDir) List() ([]*record, error) {
 	if err := s.checkDir(); err != nil {
 		return nil, err
 	}
@@ -262,7 +187,7 @@ func (s Store) List() ([]*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*Record
+	var out []*record
 	for _, p := range paths {
 		id := strings.TrimSuffix(filepath.Base(p), ".json")
 		if !validID(id) {
@@ -275,8 +200,8 @@ func (s Store) List() ([]*Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		if (r.State == "running" || r.State == "suspended") && !supervisorAlive(r) {
-			r.State = "stopped"
+		if r.live() && !supervisorAlive(r) {
+			r.State = sandbox.StateStopped
 		}
 		out = append(out, r)
 	}
@@ -291,17 +216,17 @@ func (s Store) List() ([]*Record, error) {
 // match is refused with [ErrAmbiguous] naming them all: a lookup is never
 // resolved to the first match, so that tent exec or tent rm cannot act
 // on a sandbox the caller did not mean. Names are unique per state
-// directory (tent create refuses a second one; see [Store.NameInUse]),
+// directory (tent create refuses a second one; see [stateDir.NameInUse]),
 // but records written by older versions may share one.
-func (s Store) Get(ref string) (*Record, error) {
+func (s stateDir) Get(ref string) (*record, error) {
 	if ref == "" {
-		return nil, fmt.Errorf("%w: empty id", ErrNotFound)
+		return nil, fmt.Errorf("%w: empty id", sandbox.ErrNotFound)
 	}
 	all, err := s.List()
 	if err != nil {
 		return nil, err
 	}
-	var matches []*Record
+	var matches []*record
 	for _, r := range all {
 		if r.ID == ref {
 			return r, nil
@@ -312,7 +237,7 @@ func (s Store) Get(ref string) (*Record, error) {
 	}
 	switch len(matches) {
 	case 0:
-		return nil, fmt.Errorf("%w: %q (see tent ls)", ErrNotFound, ref)
+		return nil, fmt.Errorf("%w: %q (see tent ls)", sandbox.ErrNotFound, ref)
 	case 1:
 		return matches[0], nil
 	}
@@ -325,13 +250,13 @@ func (s Store) Get(ref string) (*Record, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return nil, fmt.Errorf("%w: %q matches %d sandboxes: %s; use a full id", ErrAmbiguous, ref, len(matches), strings.Join(names, ", "))
+	return nil, fmt.Errorf("%w: %q matches %d sandboxes: %s; use a full id", sandbox.ErrAmbiguous, ref, len(matches), strings.Join(names, ", "))
 }
 
 // NameInUse returns the record of the sandbox named name, or nil when no
 // sandbox has that name. A stopped sandbox keeps its name until it is
 // removed.
-func (s Store) NameInUse(name string) (*Record, error) {
+func (s stateDir) NameInUse(name string) (*record, error) {
 	all, err := s.List()
 	if err != nil {
 		return nil, err
@@ -349,7 +274,7 @@ func (s Store) NameInUse(name string) (*Record, error) {
 // returns the function that releases it. tent create holds it from the
 // check that a name is free until the new sandbox's record is saved, so
 // that two concurrent creates cannot both take one name.
-func (s Store) LockNames() (unlock func(), err error) {
+func (s stateDir) LockNames() (unlock func(), err error) {
 	if err := s.ensure(); err != nil {
 		return nil, err
 	}
@@ -368,10 +293,10 @@ func (s Store) LockNames() (unlock func(), err error) {
 // from its cgroups (see [cgroups.ReadUsage]). Only directories at the
 // shape tent gives them are read (a record is data). A sandbox without a
 // cgroup (an unprivileged caller without delegation) fails with
-// [ErrUnsupported]; a stopped one with [ErrStopped].
-func (s Store) Usage(rec *Record) (Usage, error) {
-	if rec.State != "running" && rec.State != "suspended" {
-		return Usage{}, fmt.Errorf("%w: sandbox %s is %s", ErrStopped, rec.ID, rec.State)
+// [sandbox.ErrUnsupported]; a stopped one with [ErrStopped].
+func (s stateDir) Usage(rec *record) (sandbox.Usage, error) {
+	if !rec.live() {
+		return sandbox.Usage{}, fmt.Errorf("%w: sandbox %s is %s", sandbox.ErrStopped, rec.ID, rec.State)
 	}
 	var dirs []string
 	for _, d := range rec.Cgroups {
@@ -380,7 +305,21 @@ func (s Store) Usage(rec *Record) (Usage, error) {
 		}
 	}
 	if len(dirs) == 0 {
-		return Usage{}, fmt.Errorf("%w: sandbox %s has no cgroup to read its usage from (see tent doctor)", ErrUnsupported, rec.ID)
+		return sandbox.Usage{}, fmt.Errorf("%w: sandbox %s has no cgroup to read its usage from (see tent doctor)", sandbox.ErrUnsupported, rec.ID)
 	}
 	return cgroups.ReadUsage(dirs), nil
+}
+
+// live reports whether r's sandbox had a supervisor when r was saved.
+func (r *record) live() bool {
+	return r.State == sandbox.StateRunning || r.State == sandbox.StateSuspended
+}
+
+// supervisorAlive reports whether rec's supervisor still runs. A record
+// names its supervisor by pid and start time, so a recycled pid is not
+// taken for it (an exec in progress, such as the hand-off to the idle
+// holder, hides a process's command line but not its start time).
+func supervisorAlive(rec *record) bool {
+	return rec.Supervisor > 0 && namespaces.ProcessRuns(rec.Supervisor) &&
+		namespaces.StartTicks(rec.Supervisor) == rec.SupervisorStart
 }

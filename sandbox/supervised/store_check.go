@@ -1,4 +1,4 @@
-package sandbox
+package supervised
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ var ErrUnsafeStateDir = errors.New("unsafe state directory")
 // checkDir refuses a state directory that is a symlink, not a directory,
 // not the caller's, or writable by group or others. A missing directory
 // passes (there is nothing in it to trust).
-func (s Store) checkDir() error {
+func (s stateDir) checkDir() error {
 	fi, err := os.Lstat(s.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -103,7 +103,7 @@ func cowRootOf(upper string, euid int) (string, bool) {
 		return "", false
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || (int(st.Uid) != euid && !(euid == 0 && st.Uid == unprivilegedHostID)) {
+	if !ok || (int(st.Uid) != euid && !(euid == 0 && st.Uid == nobodyID)) {
 		return "", false
 	}
 	return root, true

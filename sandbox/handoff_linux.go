@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -17,28 +17,8 @@ import (
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
 )
-
-// SuperviseOptions configure [SuperviseWith].
-type SuperviseOptions struct {
-	// Ready, when set, is called once the sandbox is served and its
-	// record saved (not by [ResumeSupervisor]).
-	Ready func()
-	// IdleAfter is how long the supervisor waits with no request, no
-	// command running and no proxied connection open before it gives way
-	// to the supervisor's idle holder (namespaces.ExecSupervisorHolder), a
-	// few hundred KiB instead of a Go process. 0 means DefaultIdleAfter;
-	// a negative value never.
-	IdleAfter time.Duration
-	// ResumeArgs is the command line (argv[0] included) of this program
-	// that resumes the supervision: the holder runs it with two arguments
-	// more, the state descriptor and the number of the signal that woke it
-	// (or 0), which the program must pass to [ResumeSupervisor]. Empty
-	// disables the hand-off. The goroutine that calls SuperviseWith must
-	// be locked to the OS thread that provisioned the sandbox (see
-	// namespaces.ExecSupervisorHolder).
-	ResumeArgs []string
-}
 
 // supervisedState is what an idle supervisor leaves, in a memfd, for the
 // process that resumes it: everything its *Sandbox held, and the
@@ -112,65 +92,80 @@ func (s *Sandbox) captureState() (*supervisedState, []int, error) {
 	return st, fds, nil
 }
 
-// handOffSupervisor replaces this process with the supervisor's idle
-// holder, watching the supervisor's socket l, the init's control socket
-// and the proxy's listeners. It returns only when that failed, having
-// closed what it opened.
-func handOffSupervisor(store Store, rec *Record, sb *Sandbox, l *net.UnixListener, opts SuperviseOptions) error {
-	st, fds, err := sb.captureState()
+func init() {
+	handoff.Quiet = func(sb any) bool { return sb.(*Sandbox).quiet() }
+	handoff.HandOff = func(sb any, store, id string, listener int, argv []string) error {
+		return sb.(*Sandbox).handOff(store, id, listener, argv)
+	}
+	handoff.Adopt = func(stateFD string, opts any) (any, handoff.Resumed, error) {
+		return adopt(stateFD, opts.(ProvisionOptions))
+	}
+	handoff.Ended = func(sb any) string { return sb.(*Sandbox).endReason() }
+	handoff.RemoveSnapshotTemps = removeSnapshotTemps
+}
+
+// endReason says why s, which ended on its own, ended.
+func (s *Sandbox) endReason() string {
+	if !s.deadline.IsZero() && !time.Now().Before(s.deadline) {
+		return fmt.Sprintf("timed out after %s", s.spec.Limits.Timeout)
+	}
+	return "its init exited"
+}
+
+// handOff replaces this process with the supervisor's idle holder,
+// watching the supervisor's socket (the descriptor listener), the init's
+// control socket and the proxy's listeners; the holder runs argv with the
+// state descriptor added. It returns only when that failed, having closed
+// what it opened (listener stays the caller's).
+func (s *Sandbox) handOff(store, id string, listener int, argv []string) error {
+	st, fds, err := s.captureState()
 	if err != nil {
 		return err
 	}
 	defer func() { closeFDs(fds) }() // all of them, appended below too
-	lfd, err := ctlmsg.Dup(l)
+	lfd, err := unix.Dup(listener)
 	if err != nil {
-		return err
+		return os.NewSyscallError("dup", err)
 	}
 	fds = append(fds, lfd)
-	st.Store, st.ID, st.Listener = store.Dir, rec.ID, lfd
+	st.Store, st.ID, st.Listener = store, id, lfd
 	mfd, err := ctlmsg.WriteState("tent-supervisor-state", st)
 	if err != nil {
 		return err
 	}
 	fds = append(fds, mfd)
 	watch := append([]int{lfd, st.Control}, st.Proxy...)
-	argv := append(append([]string(nil), opts.ResumeArgs...), strconv.Itoa(mfd))
+	argv = append(slices.Clip(argv), strconv.Itoa(mfd))
 	// Stop accepting proxy connections (new ones wait in the listeners'
 	// backlogs, which the holder watches), so that the last check below
 	// sees every connection this process has accepted: one accepted but
 	// not yet counted would otherwise be cut by the exec.
-	sb.mu.Lock()
-	proxy := sb.run.proxy
-	sb.mu.Unlock()
+	s.mu.Lock()
+	proxy := s.run.proxy
+	s.mu.Unlock()
 	if proxy != nil {
 		if err := proxy.Pause(); err != nil {
 			return err
 		}
 		defer proxy.Resume() // reached only if the hand-off fails
 	}
-	if !sb.quiet() { // a proxied connection came in meanwhile
+	if !s.quiet() { // a proxied connection came in meanwhile
 		return errors.New("the sandbox became busy")
 	}
 	return namespaces.ExecSupervisorHolder(st.Deadline, watch, argv)
 }
 
-// ResumeSupervisor continues, in the process that the supervisor's idle
-// holder exec'd, the supervision it handed off: stateFD and reason are
-// the two arguments the holder added to SuperviseOptions.ResumeArgs.
-// popts gives the sandbox its logger, network audit log and resolver
-// again. A reason that names a signal (SIGTERM, SIGINT, SIGHUP) ends the
-// supervision as the signal would have; otherwise ResumeSupervisor serves
-// as [SuperviseWith] does (opts.Ready is not called) until that ends, and
-// then terminates the sandbox and removes its record.
-func ResumeSupervisor(ctx context.Context, stateFD, reason string, popts ProvisionOptions, opts SuperviseOptions) error {
+// adopt rebuilds, in the process the supervisor's idle holder exec'd, the
+// sandbox its predecessor handed off (stateFD: the descriptor the holder
+// passed). On failure the sandbox is ended: nothing could serve it.
+func adopt(stateFD string, popts ProvisionOptions) (*Sandbox, handoff.Resumed, error) {
 	st, err := readSupervisedState(stateFD)
 	if err != nil {
-		return err
+		return nil, handoff.Resumed{}, err
 	}
-	store := Store{Dir: st.Store}
+	r := handoff.Resumed{Store: st.Store, ID: st.ID, Listener: st.Listener}
 	sb, err := adoptSandbox(st, popts)
 	if err != nil {
-		// Nothing can serve it: end it rather than leave it running.
 		_ = syscall.Kill(st.InitPID, syscall.SIGKILL)
 		if st.Cgroup != nil {
 			if cg, cerr := cgroups.Reopen(*st.Cgroup); cerr == nil {
@@ -178,38 +173,9 @@ func ResumeSupervisor(ctx context.Context, stateFD, reason string, popts Provisi
 			}
 		}
 		_ = removeLayers(st.CowRoot)
-		_ = store.removeFiles(st.ID)
-		return fmt.Errorf("resuming the supervisor of %s: %w", st.ID, err)
+		return nil, r, fmt.Errorf("resuming the supervisor of %s: %w", st.ID, err)
 	}
-	f := os.NewFile(uintptr(st.Listener), "tent-supervisor")
-	ln, err := net.FileListener(f)
-	f.Close()
-	var l *net.UnixListener
-	if err == nil {
-		var ok bool
-		if l, ok = ln.(*net.UnixListener); !ok {
-			ln.Close()
-			err = fmt.Errorf("descriptor %d is not a unix socket", st.Listener)
-		}
-	}
-	if err != nil {
-		_ = sb.Terminate(context.Background())
-		_ = store.removeFiles(st.ID)
-		return fmt.Errorf("resuming the supervisor of %s: %w", st.ID, err)
-	}
-	rec, err := store.load(st.ID)
-	if err != nil {
-		l.Close()
-		_ = sb.Terminate(context.Background())
-		_ = store.removeFiles(st.ID)
-		return fmt.Errorf("resuming the supervisor of %s: %w", st.ID, err)
-	}
-	if reason != "0" {
-		c, cancel := context.WithCancel(ctx)
-		cancel()
-		ctx = c
-	}
-	return serveSupervised(ctx, store, rec, sb, l, opts)
+	return sb, r, nil
 }
 
 // readSupervisedState reads the state handOffSupervisor left in the
@@ -275,7 +241,7 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 		}
 	}
 	go r.init.Serve()
-	s := &Sandbox{spec: st.Spec, run: r, ended: make(chan struct{}), nextExec: st.NextExec,
+	s := &Sandbox{id: st.ID, spec: st.Spec, run: r, ended: make(chan struct{}), nextExec: st.NextExec,
 		suspended: st.Suspended, deadline: st.Deadline}
 	r.stop = func() bool { return true }
 	if !st.Deadline.IsZero() {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
+)
+
+// The verbs of long-lived sandboxes (create, exec, ls, rm, ...) work over
+// the supervised backend of the state directory: each sandbox has a
+// supervisor process of its own, which outlives tent's invocations.
+
+// backend returns the supervised backend of the state directory; the
+// supervisors it starts get these options (idle hand-off, network log).
+func (g *globalOptions) backendWith(opts supervised.Options) *supervised.Backend {
+	if opts.Logger == nil {
+		opts.Logger = g.logger()
+	}
+	b, err := supervised.Open(g.stateDir, opts)
+	if err != nil {
+		// Open fails only for a relative directory it cannot resolve.
+		b, _ = supervised.Open(supervised.DefaultStateDir(), opts)
+	}
+	return b
+}
+
+func (g *globalOptions) backend() *supervised.Backend { return g.backendWith(supervised.Options{}) }
+
+// sandboxView is a sandbox as tent ls -o json, inspect and --format show
+// it (the Go names are the template's: {{.Name}}, {{.State}}...).
+type sandboxView struct {
+	ID          string               `json:"id"`
+	Name        string               `json:"name,omitempty"`
+	Labels      map[string]string    `json:"labels,omitempty"`
+	Created     time.Time            `json:"created"`
+	State       sandbox.State        `json:"state"`
+	Spec        sandbox.Spec         `json:"spec"`
+	Protections []sandbox.Protection `json:"protections,omitempty"`
+	Layers      []sandbox.CowLayer   `json:"layers,omitempty"`
+	Cgroups     []string             `json:"cgroups,omitempty"`
+	Supervisor  int                  `json:"supervisor_pid,omitempty"`
+	Ended       *time.Time           `json:"ended,omitempty"`
+	Reason      string               `json:"reason,omitempty"`
+
+	b *supervised.Backend // where it was found
+}
+
+func viewOf(i sandbox.Info) *sandboxView {
+	spec := i.Spec
+	spec.Name, spec.Labels = "", nil // shown once, above
+	return &sandboxView{ID: i.ID, Name: i.Spec.Name, Labels: i.Spec.Labels, Created: i.Created, State: i.State, Spec: spec,
+		Protections: i.Protections, Layers: i.Layers, Cgroups: i.CgroupPaths, Supervisor: i.SupervisorPID, Ended: i.Ended, Reason: i.Reason}
+}
+
+// lookup finds a sandbox, as tent's exit-125 refusal when missing.
+func (g *globalOptions) lookup(ref string) (*sandboxView, error) {
+	i, err := g.backend().Get(context.Background(), ref)
+	if err != nil {
+		return nil, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	v := viewOf(i)
+	v.b = g.backend()
+	return v, nil
+}
+
+// list returns every sandbox of the state directory, oldest first.
+func (g *globalOptions) list() ([]*sandboxView, error) {
+	all, err := g.backend().List(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sandboxView, len(all))
+	for i, info := range all {
+		out[i] = viewOf(info)
+	}
+	return out, nil
+}
+
+// file runs one file operation inside the sandbox v names.
+func (v *sandboxView) file(op sandbox.FileOp, p string, args []string, in io.Reader, out io.Writer) error {
+	return v.b.File(context.Background(), v.ID, sandbox.FileRequest{Op: op, Path: p, Args: args, In: in, Out: out})
+}
+
+// refused turns a backend's error into tent's exit code for it.
+func refused(err error) error {
+	return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
+}

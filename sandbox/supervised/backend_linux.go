@@ -1,0 +1,371 @@
+package supervised
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// Name is the [Backend]'s [sandbox.Backend.Name].
+const Name = "supervised"
+
+// Options configure a [Backend].
+type Options struct {
+	// Logger receives the backend's debug logs; when it logs at debug
+	// level, supervisors log at debug level to their sandbox's log file
+	// too. Nil discards them.
+	Logger *slog.Logger
+	// IdleAfter is how long a supervisor waits with no request, no
+	// command running and no proxied connection open before it and the
+	// sandbox's init give way to small idle holders: 0 means
+	// sandbox.DefaultIdleAfter, a negative value never.
+	IdleAfter time.Duration
+	// NetLog, when not "", is a file every sandbox's network decisions
+	// are appended to (limited mode), as JSON lines.
+	NetLog string
+}
+
+// Backend is the [sandbox.Backend] of durable, daemonless sandboxes: each
+// runs under a supervisor process of its own (this program, re-executed
+// from /proc/self/exe: the program must call sandbox.Init first), which
+// outlives the caller; the state directory holds one record per sandbox
+// (ID.json), its control socket (ID.sock) and log (ID.log), and the
+// snapshots. Every process that opens the same state directory sees the
+// same sandboxes: the tent CLI, `tent serve`, an embedding program. A
+// sandbox whose supervisor died (killed, a host restart) reads as
+// stopped until Resume (from its latest snapshot) or Terminate.
+type Backend struct {
+	st   stateDir
+	opts Options
+	log  *slog.Logger
+
+	capsOnce sync.Once
+	caps     sandbox.Capabilities
+}
+
+// Open returns the backend of the state directory dir ("" means
+// [DefaultStateDir]); dir is created (0700) when first needed and must be
+// the caller's own (sandbox.ErrUnsafeStateDir otherwise).
+func Open(dir string, opts Options) (*Backend, error) {
+	if dir == "" {
+		dir = DefaultStateDir()
+	}
+	if !filepath.IsAbs(dir) {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		dir = abs
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{st: stateDir{Dir: dir}, opts: opts, log: log}, nil
+}
+
+// Dir is the state directory.
+func (b *Backend) Dir() string { return b.st.Dir }
+
+// Name returns [Name].
+func (b *Backend) Name() string { return Name }
+
+// Capabilities reports what sandboxes on this host get, probed at the
+// first call (as sandbox.NewLocal probes).
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	b.capsOnce.Do(func() {
+		if l, err := sandbox.NewLocal(sandbox.LocalOptions{}); err == nil {
+			b.caps = l.Capabilities()
+			_ = l.Close(context.Background())
+		}
+	})
+	return b.caps
+}
+
+// Provision starts a supervisor that provisions spec, and returns once the
+// sandbox is served (or refused: nothing is left behind then). A
+// Spec.Name must be free in the state directory.
+func (b *Backend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
+	return b.spawn(ctx, launch{ID: newID(), Spec: spec})
+}
+
+// Fork starts a new sandbox from the snapshot ref names (an id or a
+// unique prefix) in the state directory's snapshots, with overrides.
+func (b *Backend) Fork(ctx context.Context, ref string, o sandbox.ForkOverrides) (sandbox.Info, error) {
+	snap, err := sandbox.FindSnapshot(b.st.SnapshotsDir(), ref)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	fo := forkOverrides(o)
+	return b.spawn(ctx, launch{ID: newID(), Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo})
+}
+
+// Snapshots lists the state directory's snapshots, oldest first.
+func (b *Backend) Snapshots(ctx context.Context) ([]*sandbox.Snapshot, error) {
+	if err := b.st.checkDir(); err != nil {
+		return nil, err
+	}
+	return sandbox.ListSnapshots(b.st.SnapshotsDir())
+}
+
+// spawn starts a supervisor for o and waits until its sandbox is ready. A
+// name (not "") must be free in the state directory, but for the sandbox
+// id itself (Resume brings a stopped sandbox back under its id and name):
+// the names lock is held from that check until the new record is saved.
+func (b *Backend) spawn(ctx context.Context, o launch) (sandbox.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return sandbox.Info{}, err
+	}
+	if name := o.Spec.Name; name != "" {
+		if err := validName(name); err != nil {
+			return sandbox.Info{}, err
+		}
+	}
+	if err := b.st.ensure(); err != nil {
+		return sandbox.Info{}, fmt.Errorf("state directory: %w", err)
+	}
+	if name := o.Spec.Name; name != "" {
+		unlock, err := b.st.LockNames()
+		if err != nil {
+			return sandbox.Info{}, fmt.Errorf("state directory: %w", err)
+		}
+		defer unlock()
+		other, err := b.st.NameInUse(name)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		if other != nil && other.ID != o.ID {
+			return sandbox.Info{}, fmt.Errorf("%w: the name %q is already used by sandbox %s (%s): choose another name, or tent rm %s", sandbox.ErrInvalidSpec, name, other.ID, other.State, other.ID)
+		}
+	}
+	o.Store, o.IdleAfter, o.NetLog = b.st.Dir, b.opts.IdleAfter, b.opts.NetLog
+	o.Debug = b.log.Enabled(ctx, slog.LevelDebug)
+	if err := b.start(ctx, o); err != nil {
+		return sandbox.Info{}, err
+	}
+	rec, err := b.st.load(o.ID)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return b.info(rec), nil
+}
+
+// start runs the supervisor of o and reads its ready line.
+func (b *Backend) start(ctx context.Context, o launch) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	logFile, err := os.OpenFile(logPath(b.st, o.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		w.Close()
+		return err
+	}
+	defer logFile.Close()
+	// The launch goes through a pipe (fd 4), never the command line:
+	// env values are secrets, and every user can read a process's argv.
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		w.Close()
+		return err
+	}
+	defer lr.Close()
+	// The state directory and the id are on the command line (they are
+	// no secret) so that ps tells supervisors apart.
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{modeSupervise, b.st.Dir, o.ID}}
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{w, lr}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		lw.Close()
+		return err
+	}
+	w.Close()
+	lr.Close()
+	go func() {
+		_ = json.NewEncoder(lw).Encode(o)
+		lw.Close()
+	}()
+	b.log.Debug("supervisor started", "id", o.ID, "pid", cmd.Process.Pid)
+	br := bufio.NewReader(r)
+	line, _ := br.ReadString('\n')
+	if strings.TrimSpace(line) == "ok" {
+		_ = cmd.Process.Release()
+		return nil
+	}
+	// A refusal may run over several lines (what is missing, the fix):
+	// read it whole, for as long as the supervisor takes to exit.
+	_ = r.SetReadDeadline(time.Now().Add(5 * time.Second))
+	rest, _ := io.ReadAll(io.LimitReader(br, 1<<20))
+	_ = cmd.Wait()
+	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 4)
+	if len(f) < 4 || f[0] != "error" {
+		// Keep the log: it is all there is to say what happened.
+		return fmt.Errorf("the sandbox's supervisor failed: see %s", logFile.Name())
+	}
+	_ = os.Remove(logFile.Name()) // a refusal leaves nothing behind
+	code, _ := strconv.Atoi(f[1])
+	return remoteError(reply{Code: code, Kind: f[2], Error: strings.TrimSpace(f[3] + "\n" + string(rest))})
+}
+
+// info describes rec.
+func (b *Backend) info(rec *record) sandbox.Info {
+	spec := rec.Spec
+	spec.Name, spec.Labels = rec.Name, rec.Labels
+	return sandbox.Info{ID: rec.ID, Backend: Name, State: rec.State, Created: rec.Created, Spec: spec,
+		SupervisorPID: rec.Supervisor, CgroupPaths: rec.Cgroups, Protections: rec.Protections, Layers: rec.Layers, Ended: rec.Ended, Reason: rec.Reason}
+}
+
+// Get returns the sandbox ref names: an exact id, an exact name or a
+// unique id prefix (sandbox.ErrAmbiguous when several match).
+func (b *Backend) Get(ctx context.Context, ref string) (sandbox.Info, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return b.info(rec), nil
+}
+
+// List returns every sandbox of the state directory, oldest first.
+func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
+	recs, err := b.st.List()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.Info, len(recs))
+	for i, r := range recs {
+		out[i] = b.info(r)
+	}
+	return out, nil
+}
+
+// Mount adds m to the running sandbox (see sandbox.Sandbox.Mount); its
+// record keeps the new spec.
+func (b *Backend) Mount(ctx context.Context, ref string, m sandbox.Mount) error {
+	return b.simple(ref, request{Op: opMount, Mount: &m})
+}
+
+// SetNetworkPolicy replaces a limited sandbox's rules; its record keeps
+// them.
+func (b *Backend) SetNetworkPolicy(ctx context.Context, ref string, p sandbox.NetworkPolicy) error {
+	return b.simple(ref, request{Op: opNet, Network: &p})
+}
+
+// Suspend freezes the sandbox.
+func (b *Backend) Suspend(ctx context.Context, ref string) error {
+	return b.simple(ref, request{Op: opSuspend})
+}
+
+// Snapshot snapshots the sandbox into the state directory's snapshots.
+func (b *Backend) Snapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
+	return b.SnapshotWith(ctx, ref, sandbox.SnapshotOptions{})
+}
+
+// SnapshotWith is Snapshot with options; of opts only IncludeReadWrite
+// applies (the supervisor names the snapshot).
+func (b *Backend) SnapshotWith(ctx context.Context, ref string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := call(rec, request{Op: opSnapshot, IncludeReadWrite: opts.IncludeReadWrite}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.FindSnapshot(b.st.SnapshotsDir(), rep.Snapshot)
+}
+
+// Resume thaws a suspended sandbox; a stopped one (its supervisor gone)
+// is provisioned again, under its id and name, from its latest snapshot
+// (sandbox.ErrTerminated without one).
+func (b *Backend) Resume(ctx context.Context, ref string) (sandbox.Info, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if rec.live() {
+		if _, err := call(rec, request{Op: opResume}, nil); err != nil {
+			return sandbox.Info{}, err
+		}
+		return b.Get(ctx, rec.ID)
+	}
+	snaps, err := b.Snapshots(ctx)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	var latest *sandbox.Snapshot
+	for _, s := range snaps {
+		if s.SandboxID == rec.ID {
+			latest = s
+		}
+	}
+	if latest == nil {
+		return sandbox.Info{}, fmt.Errorf("%w: sandbox %s is stopped and has no snapshot to resume from (tent rm %s)", sandbox.ErrTerminated, rec.ID, rec.ID)
+	}
+	b.st.Reclaim(rec) // the old layers are superseded by the snapshot's
+	fo := &forkOverrides{Name: rec.Name, Labels: rec.Labels}
+	spec := latest.Spec
+	spec.Name, spec.Labels = rec.Name, rec.Labels
+	return b.spawn(ctx, launch{ID: rec.ID, Spec: spec, FromSnapshot: latest.Dir, Overrides: fo})
+}
+
+// Terminate ends the sandbox and removes its record. Of a sandbox whose
+// supervisor is gone (killed: its processes died with it, or die once
+// their frozen cgroup is thawed) it reclaims what is left first.
+func (b *Backend) Terminate(ctx context.Context, ref string) error {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return err
+	}
+	if rec.live() {
+		if _, err := call(rec, request{Op: opRemove}, nil); err != nil && !errors.Is(err, sandbox.ErrStopped) {
+			return err
+		}
+		// The supervisor exits once its teardown is done.
+		for i := 0; i < 500 && supervisorAlive(rec); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	b.st.Reclaim(rec)
+	return b.st.removeFiles(rec.ID)
+}
+
+// Usage reads what the sandbox uses now from its cgroups, without waking
+// its supervisor.
+func (b *Backend) Usage(ctx context.Context, ref string) (sandbox.Usage, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return sandbox.Usage{}, err
+	}
+	return b.st.Usage(rec)
+}
+
+// simple sends a request without descriptors to ref's supervisor.
+func (b *Backend) simple(ref string, req request) error {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return err
+	}
+	_, err = call(rec, req, nil)
+	return err
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// SnapshotsDir is the directory of the state directory's snapshots.
+func (b *Backend) SnapshotsDir() string { return b.st.SnapshotsDir() }

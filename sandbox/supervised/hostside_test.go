@@ -1,0 +1,228 @@
+package supervised
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// The attack: a sandbox that sees the state directory (here a read-only
+// mount of it) connects to its own supervisor's socket, and to another
+// sandbox's, and asks them to mount a host directory it must not see.
+// Each must refuse before reading the request, whatever the sandbox's
+// uid.
+func TestSupervisorRefusesPeersInsideSandboxes(t *testing.T) {
+	b := open(t)
+	// Let any uid reach the sockets, so that as root too (the sandbox runs
+	// as an unprivileged host id) only the peer check stands in the way.
+	if err := os.MkdirAll(b.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(b.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probe, err := probeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker := provision(t, b, sandbox.Spec{Mounts: []sandbox.Mount{
+		{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly},
+		{Source: b.Dir(), Target: "/state", Access: sandbox.ReadOnly}}})
+	other := provision(t, b, sandbox.Spec{})
+	for _, id := range []string{attacker.ID, other.ID} {
+		if err := os.Chmod(b.st.SocketPath(id), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(victim, "secret"), []byte("SECRET\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mount := `{"op":"mount","mount":{"source":"` + victim + `","target":"/loot","access":"ro"}}`
+	for name, id := range map[string]string{"its own supervisor": attacker.ID, "another sandbox's supervisor": other.ID} {
+		out, _ := execOut(t, b, attacker.ID, probeTarget+"/testprobe", "seqpacket", "/state/"+id+".sock", mount)
+		var rep reply
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s: reply %q: %v", name, out, err)
+		}
+		if rep.Code != 125 || !strings.HasPrefix(rep.Error, "refused: only processes outside the sandbox") {
+			t.Errorf("%s: reply %+v, want the peer refusal", name, rep)
+		}
+	}
+	if out, _ := execOut(t, b, attacker.ID, "sh", "-c", "cat /loot/secret 2>&1 || true"); strings.Contains(out, "SECRET") {
+		t.Fatal("the sandbox mounted a host directory through its supervisor")
+	}
+	// The owner, outside, is served.
+	if err := b.Mount(context.Background(), other.ID, sandbox.Mount{Source: victim, Target: "/given", Access: sandbox.ReadOnly}); err != nil {
+		t.Fatalf("the owner's mount: %v", err)
+	}
+	if out, _ := execOut(t, b, other.ID, "cat", "/given/secret"); out != "SECRET\n" {
+		t.Fatalf("the owner's mount reads %q", out)
+	}
+}
+
+// The attack: a state directory someone else may write (here mode 0777)
+// holds a planted record whose cow layer is a victim directory; tent
+// must refuse the directory before acting on any record in it.
+func TestStateDirMustBeTheCallers(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "tent-cow-0123456789abcdef")
+	if err := os.MkdirAll(filepath.Join(victim, "0", "upper"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := record{ID: "0123456789abcdef", State: sandbox.StateStopped, Layers: []sandbox.CowLayer{{Upper: filepath.Join(victim, "0", "upper")}}}
+	data, _ := json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(dir, rec.ID+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.List(ctx); !errors.Is(err, ErrUnsafeStateDir) || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Fatalf("List of a 0777 state directory: %v, want ErrUnsafeStateDir", err)
+	}
+	if _, err := b.Snapshots(ctx); !errors.Is(err, ErrUnsafeStateDir) {
+		t.Fatalf("Snapshots of a 0777 state directory: %v, want ErrUnsafeStateDir", err)
+	}
+	if err := b.Terminate(ctx, rec.ID); !errors.Is(err, ErrUnsafeStateDir) {
+		t.Fatalf("Terminate in a 0777 state directory: %v, want ErrUnsafeStateDir", err)
+	}
+	b.st.Reclaim(&rec)
+	if _, err := os.Stat(filepath.Join(victim, "0", "upper")); err != nil {
+		t.Fatalf("Reclaim acted on a record of an unsafe state directory: %v", err)
+	}
+
+	// A symlink to a good directory is refused too.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "state")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (stateDir{Dir: link}).List(); !errors.Is(err, ErrUnsafeStateDir) {
+		t.Fatalf("List through a symlink: %v, want ErrUnsafeStateDir", err)
+	}
+	if os.Geteuid() == 0 {
+		// Root and a directory another user owns (the attacker's).
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.List(ctx); !errors.Is(err, ErrUnsafeStateDir) || !strings.Contains(err.Error(), "belongs to uid 65534") {
+			t.Fatalf("root listing another user's state directory: %v, want ErrUnsafeStateDir", err)
+		}
+	}
+}
+
+// The attack: a record in the caller's own state directory (written by
+// an older tent, or damaged) names things that are not the sandbox's: a
+// cow layer outside tent's layout, cgroups outside /sys/fs/cgroup, a
+// socket elsewhere. Terminate touches none of them and the socket is
+// always the one beside the record.
+func TestRecordsAreValidatedBeforeActing(t *testing.T) {
+	st := stateDir{Dir: t.TempDir()}
+	victim := t.TempDir()
+	for _, d := range []string{"0/upper", "tent-x"} {
+		if err := os.MkdirAll(filepath.Join(victim, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := record{ID: "0123456789abcdef", State: sandbox.StateStopped,
+		Socket:  filepath.Join(victim, "evil.sock"),
+		Layers:  []sandbox.CowLayer{{Upper: filepath.Join(victim, "0", "upper")}, {Upper: victim + "/../" + filepath.Base(victim) + "/0/upper"}},
+		Cgroups: []string{filepath.Join(victim, "tent-x"), "/sys/fs/cgroup/../../" + strings.TrimPrefix(victim, "/") + "/tent-x"}}
+	data, _ := json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(st.Dir, rec.ID+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Socket != st.SocketPath(rec.ID) {
+		t.Errorf("socket %q, want the one beside the record, %q", got.Socket, st.SocketPath(rec.ID))
+	}
+	b, _ := Open(st.Dir, Options{})
+	if err := b.Terminate(context.Background(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"0/upper", "tent-x"} {
+		if _, err := os.Stat(filepath.Join(victim, d)); err != nil {
+			t.Errorf("Terminate of a record naming %s touched it: %v", d, err)
+		}
+	}
+	if _, err := st.Get(rec.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the record is still there: %v", err)
+	}
+	// A file not named after an id is no record; one that names another
+	// id than its file's is refused.
+	if err := os.WriteFile(filepath.Join(st.Dir, "x.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := rec
+	other.ID = "fedcba9876543210"
+	data, _ = json.Marshal(other)
+	if err := os.WriteFile(filepath.Join(st.Dir, rec.ID+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.List(); err == nil || !strings.Contains(err.Error(), `names sandbox "fedcba9876543210"`) {
+		t.Errorf("a record naming another id: %v", err)
+	}
+}
+
+// Errors cross the socket as the sentinels they were made from, and the
+// backend's whole lifecycle works through supervisors.
+func TestBackendLifecycleAndErrors(t *testing.T) {
+	b := open(t)
+	ctx := context.Background()
+	info := provision(t, b, sandbox.Spec{Name: "box", Labels: map[string]string{"k": "v"}})
+	if info.Spec.Name != "box" || info.Spec.Labels["k"] != "v" || info.State != sandbox.StateRunning {
+		t.Fatalf("info %+v", info)
+	}
+	if _, err := b.Provision(ctx, sandbox.Spec{Name: "box"}); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("a second sandbox named box: %v", err)
+	}
+	if _, err := b.Exec(ctx, "box", sandbox.ExecRequest{Args: []string{"no-such-command"}}); !errors.Is(err, sandbox.ErrCommandNotFound) || sandbox.ExitCode(err) != 127 {
+		t.Fatalf("exec of a missing command: %v (exit %d), want ErrCommandNotFound", err, sandbox.ExitCode(err))
+	}
+	if _, err := b.Exec(ctx, "nosuch", sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("exec in a missing sandbox: %v", err)
+	}
+	res, err := b.Exec(ctx, "box", sandbox.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
+	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
+		t.Fatalf("exec: %+v, %v", res, err)
+	}
+	var got strings.Builder
+	if err := b.File(ctx, "box", sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"644"}, In: strings.NewReader("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.File(ctx, "box", sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &got}); err != nil || got.String() != "hello" {
+		t.Fatalf("read back %q, %v", got.String(), err)
+	}
+	if err := b.File(ctx, "box", sandbox.FileRequest{Op: sandbox.FileRead, Path: "/nonexistent"}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read of a missing file: %v, want ErrNotExist", err)
+	}
+	if err := b.SetNetworkPolicy(ctx, "box", sandbox.NetworkPolicy{Mode: "host"}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("switching to host: %v, want ErrUnsupported", err)
+	}
+	if err := b.Terminate(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, info.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("after Terminate: %v", err)
+	}
+}

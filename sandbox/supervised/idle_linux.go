@@ -1,0 +1,84 @@
+package supervised
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
+)
+
+// An idle supervisor (no request, no command running, no proxied
+// connection open for IdleAfter) gives way to its idle holder
+// (namespaces.ExecSupervisorHolder): a few hundred KiB instead of a Go
+// process. The holder watches the supervisor's socket, the init's control
+// socket and the proxy's listeners, and execs the supervisor again —
+// argv[0] modeResume, with the state descriptor and the waking signal
+// appended — as soon as one of them is readable, or when a signal or the
+// sandbox's deadline comes. The state (everything the *sandbox.Sandbox
+// held) passes in a memfd; package sandbox captures and adopts it (see
+// package handoff).
+
+// handOff replaces this process with the idle holder; it returns only
+// when that failed.
+func handOff(st stateDir, rec *record, sb *sandbox.Sandbox, l *net.UnixListener, o launch) error {
+	fd, err := ctlmsg.Dup(l) // the holder gets its own
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return handoff.HandOff(sb, st.Dir, rec.ID, fd, o.resumeArgs(st, rec.ID))
+}
+
+// resume continues, in the process the idle holder exec'd, the
+// supervision it handed off: stateFD and reason are the two arguments the
+// holder added. A reason that names a signal (not "0") ends the
+// supervision as the signal would have.
+func resume(ctx context.Context, o launch, stateFD, reason string) error {
+	popts, closeLog, err := o.provisionOptions()
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	v, r, err := handoff.Adopt(stateFD, popts)
+	st := stateDir{Dir: r.Store}
+	if err != nil {
+		if r.ID != "" {
+			_ = st.removeFiles(r.ID)
+		}
+		return err
+	}
+	sb := v.(*sandbox.Sandbox)
+	fail := func(err error) error {
+		_ = sb.Terminate(context.Background())
+		_ = st.removeFiles(r.ID)
+		return fmt.Errorf("resuming the supervisor of %s: %w", r.ID, err)
+	}
+	f := os.NewFile(uintptr(r.Listener), "tent-supervisor")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return fail(err)
+	}
+	l, ok := ln.(*net.UnixListener)
+	if !ok {
+		ln.Close()
+		return fail(fmt.Errorf("descriptor %d is not a unix socket", r.Listener))
+	}
+	rec, err := st.load(r.ID)
+	if err != nil {
+		l.Close()
+		return fail(err)
+	}
+	if reason != "0" {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx = c
+	}
+	return serve(ctx, st, rec, sb, l, o)
+}

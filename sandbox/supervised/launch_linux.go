@@ -1,0 +1,229 @@
+package supervised
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/reexec"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// The supervisor's two program modes (see the re-exec contract in package
+// sandbox's documentation):
+//
+//   - modeSupervise: started by [Backend.Provision] (and Fork, and Resume
+//     of a stopped sandbox) from /proc/self/exe, with the state directory
+//     and the sandbox's id as arguments (for ps), in its own session, its
+//     stdout and stderr the sandbox's log file in the state directory.
+//     fd 3 is the ready pipe: it writes "ok", or "error CODE KIND
+//     MESSAGE", once the sandbox is served or refused. fd 4 carries the
+//     launch (JSON, never argv: --env values are secrets and argv is
+//     public). It exits when the sandbox is removed, on SIGTERM, SIGINT or
+//     SIGHUP, or when the sandbox ends; status 0, or 1 after a failure
+//     that has been reported on fd 3.
+//   - modeResume: exec'd by the supervisor's idle holder; argv[1] is the
+//     launch's resume options (JSON), argv[2] the state descriptor and
+//     argv[3] the signal that woke the holder (or 0).
+const (
+	modeSupervise = "tent-supervisor"
+	modeResume    = "tent-supervisor-resume"
+)
+
+// launch is what a supervisor is started with.
+type launch struct {
+	Store string       `json:"store"`
+	ID    string       `json:"id"`
+	Spec  sandbox.Spec `json:"spec"`
+	// FromSnapshot, when set, forks the sandbox from the snapshot in
+	// this directory (Spec is then ignored: the snapshot's, overridden,
+	// is in it).
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Overrides apply to the snapshot's spec.
+	Overrides *forkOverrides `json:"overrides,omitempty"`
+	resumeOptions
+}
+
+// forkOverrides is sandbox.ForkOverrides in JSON.
+type forkOverrides struct {
+	Network  *sandbox.NetworkPolicy `json:"network,omitempty"`
+	Limits   *sandbox.Limits        `json:"limits,omitempty"`
+	Env      []string               `json:"env,omitempty"`
+	Hostname string                 `json:"hostname,omitempty"`
+	Name     string                 `json:"name,omitempty"`
+	Labels   map[string]string      `json:"labels,omitempty"`
+}
+
+// resumeOptions are what a resumed supervisor needs besides the handed
+// off state: they travel on its command line.
+type resumeOptions struct {
+	IdleAfter time.Duration `json:"idle_after,omitempty"`
+	NetLog    string        `json:"net_log,omitempty"`
+	Debug     bool          `json:"debug,omitempty"`
+}
+
+// resumeArgs is the command line the idle holder execs the supervisor
+// with (it appends the state descriptor and the waking signal).
+func (o launch) resumeArgs(st stateDir, id string) []string {
+	if o.IdleAfter < 0 {
+		return nil
+	}
+	b, _ := json.Marshal(struct {
+		Store string `json:"store"`
+		ID    string `json:"id"`
+		resumeOptions
+	}{st.Dir, id, o.resumeOptions})
+	return []string{modeResume, string(b)}
+}
+
+// provisionOptions are the sandbox's: a logger on stderr (the sandbox's
+// log file) and the network audit log.
+func (o launch) provisionOptions() (sandbox.ProvisionOptions, func(), error) {
+	level := slog.LevelInfo
+	if o.Debug {
+		level = slog.LevelDebug
+	}
+	popts := sandbox.ProvisionOptions{
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		IdleAfter: o.IdleAfter, ID: o.ID,
+	}
+	if o.NetLog == "" {
+		return popts, func() {}, nil
+	}
+	f, err := os.OpenFile(o.NetLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return popts, nil, fmt.Errorf("the network log: %w", err)
+	}
+	popts.NetLog = f
+	return popts, func() { f.Close() }, nil
+}
+
+// endSignals receives, in a supervisor, the signals that end supervision.
+var endSignals chan os.Signal
+
+func init() {
+	reexec.Register(modeSupervise, superviseMain)
+	reexec.Register(modeResume, resumeMain)
+	if len(os.Args) > 0 && (os.Args[0] == modeSupervise || os.Args[0] == modeResume) {
+		// The supervisor's goroutine must stay on the thread that started
+		// the sandbox's init (the init dies with that thread; see
+		// namespaces.ExecSupervisorHolder), and main runs on the thread
+		// that ran the package inits when locked from one.
+		runtime.LockOSThread()
+		// Until a Go program asks for SIGTERM, the runtime dies of it,
+		// which would kill the sandbox and leave its record behind; the
+		// holder may have exec'd this process just before a SIGTERM.
+		endSignals = make(chan os.Signal, 1)
+		signal.Notify(endSignals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	}
+}
+
+// untilSignal returns a context cancelled by the end signals.
+func untilSignal() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-endSignals:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func superviseMain() int {
+	// Descriptors that the creator leaked to us (without close-on-exec)
+	// go no further: not to the idle holder, not on.
+	_ = unix.CloseRange(5, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	ready := os.NewFile(3, "ready")
+	defer ready.Close()
+	var o launch
+	in := os.NewFile(4, "launch")
+	err := json.NewDecoder(io.LimitReader(in, 16<<20)).Decode(&o)
+	in.Close()
+	if err == nil && !validID(o.ID) {
+		err = fmt.Errorf("%q is not a sandbox id", o.ID)
+	}
+	if err != nil {
+		fmt.Fprintf(ready, "error 125 invalid reading the launch from fd 4: %v\n", err)
+		return 1
+	}
+	fail := func(err error) int {
+		if _, werr := fmt.Fprintf(ready, "error %d %s %s\n", sandbox.ExitCode(err), kindOf(err), err); werr != nil {
+			// The creator is gone: nobody will read the log.
+			_ = os.Remove(logPath(stateDir{Dir: o.Store}, o.ID))
+		}
+		return 1
+	}
+	popts, closeLog, err := o.provisionOptions()
+	if err != nil {
+		return fail(err)
+	}
+	defer closeLog()
+	ctx, stop := untilSignal()
+	defer stop()
+	ctx, creatorGone := context.WithCancel(ctx)
+	defer creatorGone()
+	var sb *sandbox.Sandbox
+	if o.FromSnapshot != "" {
+		snap, err := sandbox.LoadSnapshot(o.FromSnapshot)
+		if err != nil {
+			return fail(err)
+		}
+		if o.Overrides != nil {
+			snap.Spec = sandbox.ForkOverrides(*o.Overrides).Apply(snap.Spec)
+		}
+		if sb, err = sandbox.Fork(ctx, snap, popts); err != nil {
+			return fail(err)
+		}
+	} else if sb, err = sandbox.Provision(ctx, o.Spec, popts); err != nil {
+		return fail(err)
+	}
+	st := stateDir{Dir: o.Store}
+	rec := &record{ID: o.ID, Name: sb.Spec().Name, Labels: sb.Spec().Labels, Created: time.Now().UTC()}
+	err = superviseNew(ctx, st, rec, sb, o, func() {
+		if _, err := fmt.Fprintln(ready, "ok"); err != nil {
+			popts.Logger.Debug("the creator is gone: ending the sandbox nobody knows of", "err", err)
+			creatorGone()
+		}
+		ready.Close()
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+func resumeMain() int {
+	if len(os.Args) != 4 {
+		fmt.Fprintln(os.Stderr, "tent: the supervisor's resume mode wants 3 arguments")
+		return 2
+	}
+	var o launch
+	if err := json.Unmarshal([]byte(os.Args[1]), &o); err != nil {
+		fmt.Fprintln(os.Stderr, "tent: resuming a supervisor:", err)
+		return 2
+	}
+	ctx, cancel := untilSignal()
+	defer cancel()
+	if err := resume(ctx, o, os.Args[2], os.Args[3]); err != nil {
+		fmt.Fprintln(os.Stderr, "tent:", err)
+		return 1
+	}
+	return 0
+}
+
+// logPath is the sandbox's log file: its supervisor's stdout and stderr.
+func logPath(st stateDir, id string) string {
+	return strings.TrimSuffix(st.SocketPath(id), ".sock") + ".log"
+}

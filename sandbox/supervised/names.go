@@ -1,0 +1,31 @@
+package supervised
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// validName checks a sandbox's name (Spec.Name): letters, digits, '_',
+// '.' and '-', starting with a letter or digit (as docker's container
+// names), at most 128 bytes, and not shaped like a sandbox id (16 hex
+// digits), which would shadow one.
+func validName(name string) error {
+	ok := name != "" && len(name) <= 128
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '_' || r == '.' || r == '-'):
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%w: name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit (at most 128)", sandbox.ErrInvalidSpec, name)
+	}
+	if isHex := strings.Trim(name, "0123456789abcdef") == ""; isHex && len(name) == 16 {
+		return fmt.Errorf("%w: name %q has the shape of a sandbox id (16 hex digits); choose another name", sandbox.ErrInvalidSpec, name)
+	}
+	return nil
+}

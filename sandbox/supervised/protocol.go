@@ -1,0 +1,138 @@
+package supervised
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// A supervisor serves a SOCK_SEQPACKET control socket in the state
+// directory (ID.sock), one request per connection. A request is one JSON
+// message (ctlmsg), with descriptors attached (SCM_RIGHTS) for the
+// operations that stream: an exec's stdin, stdout and stderr, a file
+// operation's input, output and error. The answer is one reply; an exec
+// is a session (see session_linux.go). Only the sandbox's owner (or
+// root), from outside every sandbox, may connect (see checkPeer).
+
+// Operations (request.Op).
+const (
+	opExec     = "exec"     // a session: see session_linux.go
+	opFile     = "file"     // the file helper, Args = op, path, args...
+	opNet      = "net"      // replace the network policy
+	opMount    = "mount"    // add a mount
+	opSnapshot = "snapshot" // snapshot into the state directory
+	opSuspend  = "suspend"
+	opResume   = "resume"
+	opRemove   = "rm" // terminate; answered before the teardown
+)
+
+// request is one request to a supervisor.
+type request struct {
+	Op      string        `json:"op"`
+	Args    []string      `json:"args,omitempty"`
+	Env     []string      `json:"env,omitempty"`
+	Dir     string        `json:"dir,omitempty"`
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// MaxOutput caps each output stream (see ExecRequest.MaxOutput).
+	MaxOutput int64                  `json:"max_output,omitempty"`
+	Network   *sandbox.NetworkPolicy `json:"network,omitempty"`
+	Mount     *sandbox.Mount         `json:"mount,omitempty"`
+	// IncludeReadWrite asks a snapshot to archive the rw mounts too.
+	IncludeReadWrite bool `json:"include_rw,omitempty"`
+}
+
+// reply is a supervisor's answer. A failure has Error, its Kind (the
+// sentinel error it matched, see kinds) and Code, tent's exit code for it.
+type reply struct {
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	Code  int    `json:"code,omitempty"`
+	// Errno is the errno the failure carried, if any (a file operation's).
+	Errno  int                 `json:"errno,omitempty"`
+	Result *sandbox.ExecResult `json:"result,omitempty"`
+	// Snapshot is the id of a snapshot just taken.
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// kinds are the sentinel errors that cross the socket, so that
+// errors.Is(err, sandbox.ErrNotFound) holds on both sides.
+var kinds = []struct {
+	name string
+	err  error
+}{
+	{"invalid", sandbox.ErrInvalidSpec},
+	{"unsupported", sandbox.ErrUnsupported},
+	{"not-found", sandbox.ErrNotFound},
+	{"ambiguous", sandbox.ErrAmbiguous},
+	{"terminated", sandbox.ErrTerminated},
+	{"stopped", sandbox.ErrStopped},
+	{"command-not-found", sandbox.ErrCommandNotFound},
+	{"not-executable", sandbox.ErrNotExecutable},
+	{"snapshot-corrupt", sandbox.ErrSnapshotCorrupt},
+	{"init-missing", sandbox.ErrInitMissing},
+}
+
+// kindOf names the sentinel err matches ("other" for none).
+func kindOf(err error) string {
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return k.name
+		}
+	}
+	return "other"
+}
+
+// failure is the reply for err.
+func failure(err error) reply {
+	r := reply{Error: err.Error(), Kind: kindOf(err), Code: sandbox.ExitCode(err)}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		r.Errno = int(errno)
+	}
+	return r
+}
+
+// Error is a supervisor's refusal: its message, matching the sentinel
+// error it was made from (errors.Is), with tent's exit code for it.
+type Error struct {
+	Msg  string
+	Code int
+	// Errno is the errno the refusal carried (0: none).
+	Errno syscall.Errno
+	kind  error
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Is reports whether the refusal was made from target.
+func (e *Error) Is(target error) bool { return e.kind != nil && target == e.kind }
+
+// Unwrap returns the errno, if any (errors.Is(err, fs.ErrNotExist) works).
+func (e *Error) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
+
+// ExitCode is tent's exit code for the refusal.
+func (e *Error) ExitCode() int { return e.Code }
+
+// remoteError is the error a failed reply stands for.
+func remoteError(r reply) error {
+	e := &Error{Msg: r.Error, Code: r.Code, Errno: syscall.Errno(r.Errno)}
+	for _, k := range kinds {
+		if k.name == r.Kind {
+			e.kind = k.err
+		}
+	}
+	if e.Code == 0 {
+		e.Code = 125
+	}
+	return e
+}
+
+// aLongTimeAgo is a deadline in the past, which wakes a blocked read.
+var aLongTimeAgo = time.Unix(1, 0)

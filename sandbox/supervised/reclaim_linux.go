@@ -1,0 +1,45 @@
+package supervised
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
+)
+
+// nobodyID is the host uid and gid package sandbox runs a root caller's
+// sandboxes as (the overflow id); their cow roots are owned by it.
+const nobodyID = 65534
+
+// Reclaim removes what a sandbox whose supervisor was killed could not:
+// its cow layers, its cgroups, the temporary directory of a snapshot it
+// was taking and the temporary file of a record it was saving. The record
+// itself stays.
+//
+// Only what has the shape tent gives it is touched (see cowRootOf and
+// validCgroupDir): a record is data, and data may lie.
+func (s stateDir) Reclaim(rec *record) {
+	if !validID(rec.ID) || s.checkDir() != nil {
+		return
+	}
+	for _, l := range rec.Layers {
+		if root, ok := cowRootOf(l.Upper, os.Geteuid()); ok {
+			_ = fs.RemoveTree(root)
+		}
+	}
+	var dirs []string
+	for _, d := range rec.Cgroups {
+		if validCgroupDir(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	cgroups.Reclaim(dirs)
+	handoff.RemoveSnapshotTemps(s.SnapshotsDir(), rec.ID)
+	if temps, err := filepath.Glob(filepath.Join(s.Dir, "."+rec.ID+".*.tmp")); err == nil {
+		for _, t := range temps {
+			_ = os.Remove(t)
+		}
+	}
+}

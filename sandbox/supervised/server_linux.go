@@ -1,0 +1,252 @@
+package supervised
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
+)
+
+// superviseNew serves a newly provisioned sb: it listens at its socket,
+// saves rec (state running, this process as its supervisor), calls ready
+// and serves until the sandbox is removed, ends, or ctx is done.
+func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, o launch, ready func()) error {
+	if err := st.ensure(); err != nil {
+		_ = sb.Terminate(context.Background())
+		return err
+	}
+	sock := st.SocketPath(rec.ID)
+	_ = os.Remove(sock)
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		_ = sb.Terminate(context.Background())
+		return fmt.Errorf("control socket: %w", err)
+	}
+	rec.State, rec.Supervisor, rec.Socket = sandbox.StateRunning, os.Getpid(), sock
+	rec.SupervisorStart = namespaces.StartTicks(rec.Supervisor)
+	rec.Spec, rec.Protections, rec.Layers = sb.Spec(), sb.Protections(), sb.CowLayers()
+	rec.Cgroups = sb.CgroupPaths()
+	if err := st.Save(rec); err != nil {
+		l.Close()
+		_ = sb.Terminate(context.Background())
+		return fmt.Errorf("saving the state record: %w", err)
+	}
+	ready()
+	return serve(ctx, st, rec, sb, l, o)
+}
+
+// serve serves sb's requests on l until it is removed, ends, or ctx is
+// done; then it terminates sb and removes its record — but for a sandbox
+// that ended on its own (its Limits.Timeout, its init gone), whose record
+// stays, as stopped with the reason, until it is removed (as docker ps -a
+// shows exited containers). An idle supervisor trims its memory and hands
+// off to its idle holder (see idle_linux.go).
+func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l *net.UnixListener, o launch) error {
+	defer sb.Terminate(context.Background())
+	defer l.Close()
+	ended := false
+	var recMu sync.Mutex // the record's updates and saves
+	defer func() {
+		if !ended {
+			_ = st.removeFiles(rec.ID)
+			return
+		}
+		recMu.Lock()
+		defer recMu.Unlock()
+		_ = st.keepEnded(rec, handoff.Ended(sb))
+	}()
+	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1)}
+	activity := make(chan struct{}, 1)
+	var inflight atomic.Int64
+	var accepting chan struct{} // closed when the accept loop returns
+	accept := func() {
+		done := make(chan struct{})
+		accepting = done
+		go func() {
+			defer close(done)
+			for {
+				conn, err := l.AcceptUnix()
+				if err != nil {
+					return
+				}
+				inflight.Add(1)
+				select {
+				case activity <- struct{}{}:
+				default:
+				}
+				go func() {
+					defer inflight.Add(-1)
+					s.serveConn(conn)
+				}()
+			}
+		}()
+	}
+	accept()
+	resumeArgs := o.resumeArgs(st, rec.ID)
+	idle := namespaces.NewIdleTimer(o.IdleAfter, len(resumeArgs) > 0)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.removed:
+			return nil
+		case <-sb.Done():
+			ended = true
+			return nil
+		case <-activity:
+			idle.Reset()
+		case <-idle.C:
+			if !idle.Fired(inflight.Load() > 0 || !handoff.Quiet(sb)) {
+				continue
+			}
+			// Stop accepting (a deadline in the past ends the loop), then
+			// look again: a request accepted meanwhile is in flight.
+			if err := l.SetDeadline(time.Unix(1, 0)); err != nil {
+				idle.HandOffFailed()
+				continue
+			}
+			<-accepting
+			_ = l.SetDeadline(time.Time{})
+			if inflight.Load() == 0 && handoff.Quiet(sb) {
+				_ = handOff(st, rec, sb, l, o) // returns only on failure
+			}
+			accept()
+			idle.HandOffFailed()
+		}
+	}
+}
+
+// server is one supervisor's state for its connections.
+type server struct {
+	st      stateDir
+	rec     *record
+	sb      *sandbox.Sandbox
+	recMu   *sync.Mutex
+	removed chan struct{}
+}
+
+// save applies update to the record and saves it, one at a time.
+func (s *server) save(update func()) error {
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	update()
+	return s.st.Save(s.rec)
+}
+
+func (s *server) serveConn(conn *net.UnixConn) {
+	defer conn.Close()
+	if err := checkPeer(conn); err != nil {
+		refusePeer(conn, err)
+		return
+	}
+	var req request
+	fds, err := ctlmsg.Recv(conn, &req)
+	if err != nil {
+		return
+	}
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "stdio")
+		defer files[i].Close()
+	}
+	if req.Op == opExec {
+		serveExec(conn, s.sb, req, files)
+		return
+	}
+	if req.Op == opRemove {
+		// Answer first: the caller then waits for the supervisor to exit,
+		// which it does once the teardown is done.
+		_ = ctlmsg.Send(conn, reply{}, nil)
+		s.removed <- struct{}{}
+		return
+	}
+	var rep reply
+	if err := s.do(req, files, &rep); err != nil {
+		rep = failure(err)
+	}
+	_ = ctlmsg.Send(conn, rep, nil)
+}
+
+// do runs one request that is not a session.
+func (s *server) do(req request, files []*os.File, rep *reply) error {
+	ctx := context.Background()
+	sb := s.sb
+	switch req.Op {
+	case opFile:
+		if len(files) != 3 || len(req.Args) < 2 {
+			return fmt.Errorf("%w: a file operation needs its arguments and three descriptors", sandbox.ErrInvalidSpec)
+		}
+		return sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileOp(req.Args[0]), Path: req.Args[1], Args: req.Args[2:], In: files[0], Out: files[1]})
+	case opNet:
+		if req.Network == nil {
+			return fmt.Errorf("%w: net needs a policy", sandbox.ErrInvalidSpec)
+		}
+		if err := sb.SetNetworkPolicy(ctx, *req.Network); err != nil {
+			return err
+		}
+		return s.save(func() { s.rec.Spec.Network = *req.Network })
+	case opMount:
+		if req.Mount == nil {
+			return fmt.Errorf("%w: mount needs a mount", sandbox.ErrInvalidSpec)
+		}
+		if err := sb.Mount(ctx, *req.Mount); err != nil {
+			return err
+		}
+		return s.save(func() { s.rec.Spec, s.rec.Layers = sb.Spec(), sb.CowLayers() })
+	case opSnapshot:
+		snap, err := sb.Snapshot(ctx, s.st.SnapshotsDir(), sandbox.SnapshotOptions{SandboxID: s.rec.ID, IncludeReadWrite: req.IncludeReadWrite})
+		if err != nil {
+			return err
+		}
+		rep.Snapshot = snap.ID
+		return nil
+	case opSuspend, opResume:
+		var err error
+		if req.Op == opSuspend {
+			err = sb.Suspend(ctx)
+		} else {
+			err = sb.Resume(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		return s.save(func() {
+			s.rec.State = sandbox.StateRunning
+			if sb.Suspended() {
+				s.rec.State = sandbox.StateSuspended
+			}
+		})
+	}
+	return fmt.Errorf("%w: unknown operation %q", sandbox.ErrInvalidSpec, req.Op)
+}
+
+// refusePeer answers a peer that failed checkPeer, without acting on its
+// request: it drains what the peer sent (closing any descriptors), for a
+// second at most, so that closing the connection does not reset it
+// before the peer has read the answer.
+func refusePeer(conn *net.UnixConn, why error) {
+	_ = ctlmsg.Send(conn, reply{Code: 125, Error: why.Error(), Kind: "other"}, nil)
+	_ = conn.CloseWrite()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	for i := 0; i < 4; i++ {
+		var discard json.RawMessage
+		fds, err := ctlmsg.Recv(conn, &discard)
+		closeFDs(fds)
+		if err != nil {
+			return
+		}
+	}
+}
+
+// closeFDs closes descriptors received and not used.
+func closeFDs(fds []int) { ctlmsg.Close(fds) }
