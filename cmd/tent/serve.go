@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
+	"github.com/tent-sandbox/tent/serve"
+)
+
+// serveOptions are tent serve's flags.
+type serveOptions struct {
+	listen    string
+	apiKey    string
+	templates string
+	keep      bool
+	tlsCert   string
+	tlsKey    string
+	insecure  bool
+}
+
+// defaultListen is tent serve's address: loopback only.
+const defaultListen = "127.0.0.1:49982"
+
+func newServeCmd(g *globalOptions) *cobra.Command {
+	o := &serveOptions{}
+	c := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Serve an E2B-compatible HTTP API (use tent from the E2B SDKs)",
+		Long: `Serve E2B's API, so that the official E2B SDKs (Python, TypeScript) create
+and use tent sandboxes. One address serves both of the SDK's URLs; set
+
+  E2B_API_URL=http://ADDR  E2B_SANDBOX_URL=http://ADDR  E2B_API_KEY=KEY
+
+The API key is --api-key, else $TENT_API_KEY, else the one kept in the
+state directory (serve-api-key, mode 0600, generated the first time).
+Every control-plane request must carry it; in-sandbox requests carry the
+sandbox's own access token instead.
+
+Templates are tent policy files (see tent run --policy) in the --templates
+directory, named TEMPLATE.yaml, .yml or .json; "base" (the SDK's default)
+is a sandbox with no network and no mounts unless a base file replaces it.
+
+tent serve runs in the foreground and logs to stderr. On SIGINT or SIGTERM
+it stops accepting requests and kills the sandboxes it created, unless
+--keep-sandboxes is given.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runServe(c.Context(), g, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.listen, "listen", defaultListen, "serve on `ADDR` (HOST:PORT, or unix:PATH for a unix socket)")
+	f.StringVar(&o.apiKey, "api-key", "", "the API key clients must send (default $TENT_API_KEY, else the state directory's serve-api-key)")
+	f.StringVar(&o.templates, "templates", "", "directory of templates: tent policy files named TEMPLATE.yaml, .yml or .json")
+	f.BoolVar(&o.keep, "keep-sandboxes", false, "leave the sandboxes running when the server stops")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with the certificate in `FILE` (with --tls-key)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "the TLS private key `FILE`")
+	f.BoolVar(&o.insecure, "insecure", false, "allow plain HTTP on an address other than loopback (the API key crosses the network in clear)")
+	return c
+}
+
+// serveBackend builds the backend tent serve runs sandboxes on, and
+// what closes it: a Local one (the sandboxes live in the serve process
+// and end with it), its snapshots in the state directory's, where tent
+// snapshot ls and tent fork see them.
+func serveBackend(g *globalOptions, log *slog.Logger) (sandbox.Backend, func(context.Context) error, error) {
+	l, err := sandbox.NewLocal(sandbox.LocalOptions{
+		Provision:   sandbox.ProvisionOptions{Logger: g.logger()},
+		SnapshotDir: g.backend().SnapshotsDir(),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, l.Close, nil
+}
+
+func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
+	refuse := func(format string, args ...any) error {
+		return &exitError{code: exitRefused, msg: fmt.Sprintf(format, args...)}
+	}
+	level := slog.LevelInfo
+	if g.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	useTLS := o.tlsCert != "" || o.tlsKey != ""
+	if useTLS && (o.tlsCert == "" || o.tlsKey == "") {
+		return refuse("--tls-cert and --tls-key go together")
+	}
+	unixPath, isUnix := strings.CutPrefix(o.listen, "unix:")
+	if !isUnix {
+		if err := serve.CheckListenAddr(o.listen, useTLS, o.insecure); err != nil {
+			return refuse("%v", err)
+		}
+	}
+	stateDir := g.stateDir
+	if stateDir == "" {
+		stateDir = supervised.DefaultStateDir()
+	}
+	key, keyHint := o.apiKey, "(the key given)"
+	if key == "" {
+		key = os.Getenv("TENT_API_KEY")
+	}
+	if key == "" {
+		k, path, created, err := serve.LoadOrCreateAPIKey(stateDir)
+		if err != nil {
+			return refuse("%v", err)
+		}
+		key, keyHint = k, "$(cat "+path+")"
+		if created {
+			log.Info("generated an API key", "file", path)
+		}
+	}
+	var tlsConf *tls.Config
+	if useTLS {
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return refuse("loading the TLS certificate: %v", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	b, closeBackend, err := serveBackend(g, log)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	srv, err := serve.New(b, serve.Options{APIKey: key, TemplatesDir: o.templates, Logger: log})
+	if err != nil {
+		_ = closeBackend(context.Background())
+		return refuse("%v", err)
+	}
+	var l net.Listener
+	if isUnix {
+		l, err = listenUnix(unixPath)
+	} else {
+		l, err = net.Listen("tcp", o.listen)
+	}
+	if err != nil {
+		_ = closeBackend(context.Background())
+		return refuse("%v", err)
+	}
+	scheme := "http"
+	if tlsConf != nil {
+		l, scheme = tls.NewListener(l, tlsConf), "https"
+	}
+	if !isUnix && o.insecure && !useTLS {
+		log.Warn("serving plain HTTP on a non-loopback address: the API key and the sandboxes' tokens cross the network in clear", "addr", l.Addr())
+	}
+	url := scheme + "://" + l.Addr().String()
+	log.Info("tent serve: listening", "addr", l.Addr().String(), "backend", b.Name(), "templates", o.templates)
+	if !isUnix {
+		fmt.Fprintf(os.Stderr, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n", url, url, keyHint)
+	}
+
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	serveErr := srv.Serve(sctx, l)
+	log.Info("tent serve: stopping", "keep_sandboxes", o.keep)
+	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = errors.Join(serveErr, srv.Close(cctx, o.keep))
+	if !o.keep {
+		err = errors.Join(err, closeBackend(cctx))
+	}
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	return nil
+}
+
+// listenUnix listens on a unix socket only its owner may connect to.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: another server listens there", path)
+		}
+		_ = os.Remove(path) // a stale socket of an earlier server
+	}
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	return l, err
+}

@@ -1,0 +1,204 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// Actions when a sandbox's timeout expires (E2B's lifecycle.onTimeout).
+const (
+	onTimeoutKill  = "kill"
+	onTimeoutPause = "pause"
+)
+
+// box is what the server keeps about one sandbox of its backend: its
+// E2B settings and its timeout. A sandbox the server did not create (one
+// of `tent create`'s, or one left by an earlier server) gets a box when
+// first used, with no timeout until a client sets one.
+type box struct {
+	id      string
+	added   time.Time
+	streams chan struct{} // in-sandbox requests in flight
+
+	// Guarded by Server.mu.
+	created       bool // provisioned by this server
+	template      string
+	endAt         time.Time // zero: no timeout
+	timer         *time.Timer
+	gen           uint64 // bumped whenever timer changes
+	onTimeout     string
+	autoResume    bool
+	allowInternet *bool
+	network       *networkConfig
+	cpuNanos      int64 // the last metrics sample, for the CPU percentage
+	cpuAt         time.Time
+}
+
+// box returns sandbox id's box, adding one if the server has none.
+func (s *Server) box(id string) *box {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boxLocked(id)
+}
+
+func (s *Server) boxLocked(id string) *box {
+	b := s.boxes[id]
+	if b == nil {
+		b = &box{id: id, added: time.Now(), streams: make(chan struct{}, s.opts.MaxStreamsPerSandbox), onTimeout: onTimeoutKill}
+		s.boxes[id] = b
+	}
+	return b
+}
+
+// armLocked sets b's timeout to d from now and (re)starts its timer; d
+// <= 0 stops it. The caller holds s.mu.
+func (s *Server) armLocked(b *box, d time.Duration) {
+	b.gen++
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	if d <= 0 {
+		return
+	}
+	b.endAt = time.Now().Add(d)
+	gen, id := b.gen, b.id
+	b.timer = time.AfterFunc(d, func() { s.expire(id, gen) })
+}
+
+// stopLocked stops b's timer, keeping endAt. The caller holds s.mu.
+func (s *Server) stopLocked(b *box) {
+	b.gen++
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+}
+
+// expire runs when sandbox id's timeout (the arming gen) ends: it kills
+// the sandbox, or pauses it when its lifecycle says so.
+func (s *Server) expire(id string, gen uint64) {
+	s.mu.Lock()
+	b := s.boxes[id]
+	if s.closed || b == nil || b.gen != gen {
+		s.mu.Unlock()
+		return
+	}
+	b.timer = nil
+	action := b.onTimeout
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+	defer cancel()
+	if action == onTimeoutPause {
+		if err := s.b.Suspend(ctx, id); err == nil {
+			s.log.Info("sandbox paused: its timeout expired", "id", id)
+			return
+		} else {
+			s.log.Warn("pausing at the timeout failed: killing the sandbox", "id", id, "err", err)
+		}
+	}
+	if err := s.kill(ctx, id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		s.log.Error("killing a sandbox at its timeout failed", "id", id, "err", err)
+		return
+	}
+	s.log.Info("sandbox killed: its timeout expired", "id", id)
+}
+
+// kill terminates sandbox id and forgets it.
+func (s *Server) kill(ctx context.Context, id string) error {
+	err := s.b.Terminate(ctx, id)
+	if err == nil || errors.Is(err, sandbox.ErrNotFound) {
+		s.mu.Lock()
+		if b := s.boxes[id]; b != nil {
+			s.stopLocked(b)
+			delete(s.boxes, id)
+		}
+		s.mu.Unlock()
+		s.forget(id)
+	}
+	return err
+}
+
+// get returns sandbox id, which must be named by its whole id (E2B's
+// ids are never abbreviated): anything else is 404.
+func (s *Server) get(ctx context.Context, id string) (sandbox.Info, error) {
+	info, err := s.b.Get(ctx, id)
+	if err == nil && info.ID != id {
+		err = sandbox.ErrNotFound
+	}
+	if errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, sandbox.ErrAmbiguous) {
+		return sandbox.Info{}, errorf(http.StatusNotFound, "sandbox %q not found", id)
+	}
+	return info, err
+}
+
+// autoResumes reports whether sandbox id resumes on its first request.
+func (s *Server) autoResumes(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.boxes[id]
+	return b != nil && b.autoResume
+}
+
+// boxView is a copy of a box's settings, read under the lock.
+type boxView struct {
+	created       bool
+	template      string
+	endAt         time.Time
+	onTimeout     string
+	autoResume    bool
+	allowInternet *bool
+	network       *networkConfig
+}
+
+// view returns a copy of sandbox id's settings (the zero view, with
+// onTimeout kill, when the server keeps none).
+func (s *Server) view(id string) boxView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.boxes[id]
+	if b == nil {
+		return boxView{onTimeout: onTimeoutKill}
+	}
+	return boxView{created: b.created, template: b.template, endAt: b.endAt, onTimeout: b.onTimeout,
+		autoResume: b.autoResume, allowInternet: b.allowInternet, network: b.network}
+}
+
+// Close stops every timeout and, unless keep is true, terminates the
+// sandboxes this server created, in parallel. Sandboxes it did not
+// create are left alone either way. Requests still in flight fail.
+func (s *Server) Close(ctx context.Context, keep bool) error {
+	s.mu.Lock()
+	s.closed = true
+	var ids []string
+	for id, b := range maps.All(s.boxes) {
+		s.stopLocked(b)
+		if b.created {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	if c, ok := s.api.(interface{ Close() }); ok {
+		defer c.Close()
+	}
+	if keep {
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		wg.Go(func() {
+			if err := s.kill(ctx, id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

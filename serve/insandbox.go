@@ -1,0 +1,129 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// Headers of the in-sandbox API, as the SDKs send them on every request.
+const (
+	headerSandboxID   = "E2b-Sandbox-Id"
+	headerSandboxPort = "E2b-Sandbox-Port"
+	headerAccessToken = "X-Access-Token"
+)
+
+// envdPort is the port the SDKs name for envd in E2b-Sandbox-Port; the
+// server serves no other port of a sandbox.
+const envdPort = "49983"
+
+// sandboxPaths are the in-sandbox API's paths and path prefixes; a
+// request for one without an E2b-Sandbox-Id header is refused with a
+// pointer to the header rather than taken for a control-plane call.
+var sandboxPaths = []string{"/files", "/health", "/envs", "/metrics", "/init", "/process.Process/", "/filesystem.Filesystem/"}
+
+// isSandboxPath reports whether p is an in-sandbox API path.
+func isSandboxPath(p string) bool {
+	for _, q := range sandboxPaths {
+		if p == q || strings.HasSuffix(q, "/") && strings.HasPrefix(p, q) || strings.HasPrefix(p, q+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// serveSandbox authenticates an in-sandbox request (the sandbox's own
+// access token, compared in constant time), checks that the sandbox runs
+// (resuming it when it auto-resumes), bounds the sandbox's concurrent
+// requests and the body, and hands it to the SandboxAPI.
+func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string) {
+	if id == "" {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "in-sandbox request without an %s header: point E2B_SANDBOX_URL at this server and use an E2B SDK, or send the header", headerSandboxID))
+		return
+	}
+	token := r.Header.Get(headerAccessToken)
+	if token == "" || !s.validToken(id, token) {
+		// One answer for a missing token, a wrong one and another
+		// sandbox's: nothing tells a caller which sandboxes exist.
+		s.writeError(w, r, errorf(http.StatusUnauthorized, "invalid or missing %s for sandbox %q", headerAccessToken, id))
+		return
+	}
+	if p := r.Header.Get(headerSandboxPort); p != "" && p != envdPort {
+		s.writeError(w, r, notImplemented("reaching port "+p+" of a sandbox (only the in-sandbox API, port "+envdPort+", is served)"))
+		return
+	}
+	if err := s.ensureRunning(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	release, ok := s.acquireStream(id)
+	if !ok {
+		s.writeError(w, r, errorf(http.StatusTooManyRequests, "sandbox %s has %d requests in flight already (the limit)", id, s.opts.MaxStreamsPerSandbox))
+		return
+	}
+	defer release()
+	limit := s.opts.MaxSandboxBodyBytes
+	if r.URL.Path == "/files" && r.Method == http.MethodPost {
+		limit = s.opts.MaxUploadBytes
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	if s.api == nil {
+		s.writeError(w, r, notImplemented("the in-sandbox API (this build has none)"))
+		return
+	}
+	s.api.ServeSandbox(w, r, id)
+}
+
+// ensureRunning checks that sandbox id (a full id) runs: one that does
+// not exist or has ended is 502, as E2B's proxy answers (the SDKs read
+// it as "the sandbox is not running"); a paused one is resumed first
+// when it auto-resumes, else 502 too.
+func (s *Server) ensureRunning(ctx context.Context, id string) error {
+	info, err := s.b.Get(ctx, id)
+	if err != nil || info.ID != id {
+		if err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrAmbiguous) {
+			return err
+		}
+		return errorf(http.StatusBadGateway, "sandbox %s is not running: no such sandbox", id)
+	}
+	switch info.State {
+	case sandbox.StateRunning:
+		return nil
+	case sandbox.StateSuspended:
+		if s.autoResumes(id) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RequestTimeout)
+			defer cancel()
+			if _, err := s.resume(rctx, id, s.opts.DefaultTimeout, false); err != nil {
+				return err
+			}
+			return nil
+		}
+		return errorf(http.StatusBadGateway, "sandbox %s is not running: it is paused (connect to it to resume it)", id)
+	}
+	why := ""
+	if info.Reason != "" {
+		why = ": " + info.Reason
+	}
+	return errorf(http.StatusBadGateway, "sandbox %s is not running: it has ended%s", id, why)
+}
+
+// acquireStream takes one of sandbox id's request slots.
+func (s *Server) acquireStream(id string) (release func(), ok bool) {
+	b := s.box(id)
+	select {
+	case b.streams <- struct{}{}:
+		return func() { <-b.streams }, true
+	default:
+		return nil, false
+	}
+}
+
+// forget tells the in-sandbox API that sandbox id is gone.
+func (s *Server) forget(id string) {
+	if s.api != nil {
+		s.api.Forget(id)
+	}
+}

@@ -1,0 +1,147 @@
+package serve
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// E2B's network model and tent's differ, and the mapping refuses what
+// tent cannot enforce rather than enforcing something else:
+//
+//   - E2B: the internet is open unless allow_internet_access is false or
+//     denyOut lists it; allowOut entries win over denyOut ones.
+//   - tent: limited mode reaches only what its allow rules list, through
+//     a host-side proxy (deny rules win); none has no network; host is
+//     the host's network.
+//
+// So a sandbox whose E2B settings deny everything but allowOut
+// (allow_internet_access: false, or denyOut containing 0.0.0.0/0, the
+// SDKs' ALL_TRAFFIC) runs in limited mode allowing exactly allowOut: the
+// same set of destinations. Its other denyOut entries are already denied
+// (and E2B lets allowOut win over them), so they add no rule. Settings
+// that leave the rest of the internet open are refused, except on a
+// template with net: host and no rules. Private destinations (loopback,
+// RFC 1918, cloud metadata...) are reachable only when an IP or CIDR
+// allowOut entry names them, as in tent's limited mode everywhere.
+
+// allTraffic are the denyOut entries meaning "everything".
+var allTraffic = []string{"0.0.0.0/0", "::/0"}
+
+// maxNetRules bounds allowOut and denyOut.
+const maxNetRules = 256
+
+// openInternetHelp says how to express an E2B network tent enforces.
+const openInternetHelp = `tent cannot give a sandbox the open internet except through a template with "net: host": list the destinations in network.allowOut and add denyOut: ["0.0.0.0/0"] (ALL_TRAFFIC in the SDKs), or set allow_internet_access to false`
+
+// networkPolicy maps E2B's network settings onto a tent policy. base is
+// the template's policy, kept when the request sets nothing; update
+// means a PUT .../network, where settings left out are cleared (back to
+// E2B's open internet) rather than kept. limitedOK says whether the
+// backend can run limited mode; without it, a sandbox denied everything
+// gets mode none instead.
+func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkConfig, update, limitedOK bool) (sandbox.NetworkPolicy, error) {
+	if nc == nil {
+		nc = &networkConfig{}
+	}
+	if allowInternet == nil {
+		allowInternet = nc.AllowInternetAccess
+	}
+	if err := checkUnsupportedNet(nc); err != nil {
+		return sandbox.NetworkPolicy{}, err
+	}
+	if len(nc.AllowOut) > maxNetRules || len(nc.DenyOut) > maxNetRules {
+		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network: at most %d allowOut and %d denyOut entries", maxNetRules, maxNetRules)
+	}
+	denyAll := allowInternet != nil && !*allowInternet
+	for i, d := range nc.DenyOut {
+		d = strings.TrimSpace(d)
+		if slices.Contains(allTraffic, d) {
+			denyAll = true
+			continue
+		}
+		if err := checkDenyEntry(d); err != nil {
+			return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.denyOut[%d] %q: %v", i, nc.DenyOut[i], err)
+		}
+	}
+	allowed := make([]string, 0, len(nc.AllowOut))
+	for i, a := range nc.AllowOut {
+		a = strings.TrimSpace(a)
+		if slices.Contains(allTraffic, a) {
+			return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.allowOut[%d] %q: %s", i, nc.AllowOut[i], openInternetHelp)
+		}
+		if _, err := netpolicy.ParseRule(a); err != nil {
+			return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.allowOut[%d]: %v", i, err)
+		}
+		allowed = append(allowed, a)
+	}
+	if denyAll {
+		if !limitedOK {
+			if len(allowed) > 0 {
+				return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.allowOut: this host cannot run tent's limited network mode (its proxy), which allow rules need")
+			}
+			return sandbox.NetworkPolicy{Mode: netpolicy.None}, nil
+		}
+		return sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: allowed}, nil
+	}
+	if len(nc.AllowOut)+len(nc.DenyOut) > 0 {
+		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network: without denyOut 0.0.0.0/0 or allow_internet_access false, E2B leaves every destination not in denyOut open: %s", openInternetHelp)
+	}
+	if allowInternet == nil && !update {
+		return base, nil // the template decides
+	}
+	if base.Mode.Normalize() == netpolicy.Host {
+		return base, nil // the open internet, as asked
+	}
+	if allowInternet != nil {
+		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "allow_internet_access: true: %s", openInternetHelp)
+	}
+	return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network update without rules means E2B's open internet: %s", openInternetHelp)
+}
+
+// checkDenyEntry checks a denyOut entry: E2B takes IP addresses and CIDR
+// prefixes there, never names.
+func checkDenyEntry(d string) error {
+	if _, err := netip.ParsePrefix(d); err == nil {
+		return nil
+	}
+	if _, err := netip.ParseAddr(d); err == nil {
+		return nil
+	}
+	return fmt.Errorf("not an IP address or CIDR prefix (E2B takes no host names in denyOut)")
+}
+
+// checkUnsupportedNet refuses E2B egress features tent does not have.
+// Settings that concern only traffic into the sandbox's ports
+// (allowPublicTraffic, maskRequestHost, httpsPorts) are accepted and have
+// no effect: the server forwards no such traffic.
+func checkUnsupportedNet(nc *networkConfig) error {
+	switch {
+	case nc.EgressProxy != nil:
+		return notImplemented("network.egressProxy (tent's limited mode has its own proxy)")
+	case len(nc.Rules) > 0:
+		return notImplemented("network.rules (request transforms)")
+	}
+	return nil
+}
+
+// networkView is what getInfo reports of a sandbox's network: the
+// settings it was given when the server knows them, else its tent policy
+// in E2B's terms.
+func networkView(p sandbox.NetworkPolicy, given *networkConfig) *networkConfig {
+	if given != nil {
+		return given
+	}
+	switch p.Mode.Normalize() {
+	case netpolicy.Host:
+		return nil
+	case netpolicy.Limited:
+		return &networkConfig{AllowOut: p.AllowedHosts, DenyOut: []string{allTraffic[0]}}
+	}
+	return &networkConfig{DenyOut: []string{allTraffic[0]}}
+}

@@ -1,0 +1,402 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// clientID is what the server reports as E2B's (deprecated) client id.
+const clientID = "tent"
+
+// handleCreate serves POST /v2/sandboxes (and the older POST /sandboxes):
+// a sandbox from a template (a policy file) or from a snapshot, with the
+// request's metadata (as labels), environment, network and timeout.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req newSandboxRequest
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	plan, err := s.planCreate(req, s.b.Capabilities())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !s.reserve() {
+		s.writeError(w, r, errorf(http.StatusTooManyRequests, "the server runs %d sandboxes already (its limit)", s.opts.MaxSandboxes))
+		return
+	}
+	defer s.unreserve()
+	ctx, cancel := s.detached(r)
+	defer cancel()
+	info, err := s.provisionPlan(ctx, plan)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout)
+	s.adopt(info.ID, plan.template, plan.timeout, func(b *box) {
+		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
+		b.allowInternet, b.network = plan.allowInternet, plan.network
+	})
+	writeJSON(w, http.StatusCreated, s.sandboxResponse(info.ID, plan.template))
+}
+
+// provisionPlan provisions a sandbox from a template, or forks one from
+// the snapshot the template id names.
+func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.Info, error) {
+	spec, found, err := s.templateSpec(plan.template)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	caps := s.b.Capabilities()
+	release, err := s.acquireProvision(ctx)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	defer release()
+	if !found {
+		snap := s.snapshotID(plan.template)
+		ov := sandbox.ForkOverrides{Env: plan.env, Labels: plan.labels()}
+		if plan.allowInternet != nil || plan.network != nil {
+			p, err := networkPolicy(sandbox.NetworkPolicy{}, plan.allowInternet, plan.network, false, caps.NetworkPolicy)
+			if err != nil {
+				return sandbox.Info{}, err
+			}
+			ov.Network = &p
+		}
+		info, err := s.b.Fork(ctx, snap, ov)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return sandbox.Info{}, errorf(http.StatusNotFound, "template %q not found: no template file in the templates directory and no snapshot of that id or name", plan.template)
+		}
+		return info, err
+	}
+	if spec.Network, err = networkPolicy(spec.Network, plan.allowInternet, plan.network, false, caps.NetworkPolicy); err != nil {
+		return sandbox.Info{}, err
+	}
+	spec.Env = append(spec.Env, plan.env...)
+	spec.Labels = plan.labels()
+	return s.b.Provision(ctx, spec)
+}
+
+// reserve counts a sandbox about to be created against MaxSandboxes.
+func (s *Server) reserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.pending
+	for _, b := range s.boxes {
+		if b.created {
+			n++
+		}
+	}
+	if n >= s.opts.MaxSandboxes {
+		return false
+	}
+	s.pending++
+	return true
+}
+
+func (s *Server) unreserve() {
+	s.mu.Lock()
+	s.pending--
+	s.mu.Unlock()
+}
+
+// adopt records a sandbox the server created (or resumed, or forked)
+// with its template and arms its timeout; set, when not nil, sets more
+// of its settings under the lock.
+func (s *Server) adopt(id, template string, timeout time.Duration, set func(*box)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.boxLocked(id)
+	b.created, b.template = true, template
+	if set != nil {
+		set(b)
+	}
+	if s.closed {
+		return
+	}
+	s.armLocked(b, timeout)
+}
+
+// sandboxResponse is E2B's Sandbox: how the SDK reaches sandbox id.
+func (s *Server) sandboxResponse(id, template string) sandboxResponse {
+	return sandboxResponse{
+		SandboxID:       id,
+		TemplateID:      template,
+		Alias:           template,
+		ClientID:        clientID,
+		EnvdVersion:     s.opts.EnvdVersion,
+		EnvdAccessToken: s.accessToken(id),
+	}
+}
+
+// handleGet serves GET /sandboxes/{sandboxID}: E2B's SandboxDetail.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v := s.view(info.ID)
+	d := sandboxDetail{
+		listedSandbox:       s.listed(info, v),
+		EnvdAccessToken:     s.accessToken(info.ID),
+		AllowInternetAccess: v.allowInternet,
+		Network:             networkView(info.Spec.Network, v.network),
+		Lifecycle:           lifecycle{OnTimeout: v.onTimeout, AutoResume: v.autoResume},
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// handleKill serves DELETE /sandboxes/{sandboxID}: 204, or 404 for a
+// sandbox that does not exist.
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("sandboxID")
+	if _, err := s.get(r.Context(), id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.detached(r)
+	defer cancel()
+	if err := s.kill(ctx, id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("sandbox killed", "id", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleSetTimeout serves POST /sandboxes/{sandboxID}/timeout: the
+// sandbox now expires timeout seconds from now (sooner or later than
+// before). A paused sandbox keeps the new end until it is resumed.
+func (s *Server) handleSetTimeout(w http.ResponseWriter, r *http.Request) {
+	var req timeoutRequest
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Timeout == nil {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "timeout: required (seconds)"))
+		return
+	}
+	s.extend(w, r, req.Timeout, false)
+}
+
+// handleRefresh serves POST /sandboxes/{sandboxID}/refreshes: the
+// sandbox lives at least duration seconds more (default DefaultTimeout).
+func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Duration *int64 `json:"duration"`
+	}
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.extend(w, r, req.Duration, true)
+}
+
+// extend sets (or, with onlyLonger, extends) a sandbox's timeout.
+func (s *Server) extend(w http.ResponseWriter, r *http.Request, sec *int64, onlyLonger bool) {
+	d, err := s.timeout(sec, "timeout")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.setEnd(info, d, onlyLonger)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// setEnd makes sandbox info end d from now (with onlyLonger, no sooner
+// than it already does). Only a running sandbox's timer runs.
+func (s *Server) setEnd(info sandbox.Info, d time.Duration, onlyLonger bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.boxLocked(info.ID)
+	end := time.Now().Add(d)
+	if onlyLonger && end.Before(b.endAt) {
+		return
+	}
+	if info.State != sandbox.StateRunning || s.closed {
+		s.stopLocked(b)
+		b.endAt = end
+		return
+	}
+	s.armLocked(b, d)
+}
+
+// handlePause serves POST /sandboxes/{sandboxID}/pause: the sandbox's
+// processes are frozen (the cgroup freezer) until a connect resumes
+// them; its timeout stops meanwhile. 409 when it is not running.
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
+	var req pauseRequest
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Memory != nil && !*req.Memory {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: tent pauses by freezing the sandbox's processes, keeping their memory; a filesystem-only pause is not supported"))
+		return
+	}
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if info.State != sandbox.StateRunning {
+		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s is %s, not running", info.ID, stateOf(info.State)))
+		return
+	}
+	if caps := s.b.Capabilities(); !caps.Suspend {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "pausing freezes the sandbox with the cgroup freezer, which this host does not give sandboxes (cgroup: %s)", caps.CgroupVersion))
+		return
+	}
+	ctx, cancel := s.detached(r)
+	defer cancel()
+	if err := s.b.Suspend(ctx, info.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.mu.Lock()
+	s.stopLocked(s.boxLocked(info.ID))
+	s.mu.Unlock()
+	s.log.Info("sandbox paused", "id", info.ID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleConnect serves POST /v2/sandboxes/{sandboxID}/connect (and the
+// older /sandboxes/{sandboxID}/connect): a running sandbox's timeout is
+// extended to at least the request's (200); a paused one is resumed with
+// it (201).
+func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
+	s.connect(w, r, true)
+}
+
+// handleResume serves the older POST /sandboxes/{sandboxID}/resume: a
+// paused sandbox is resumed (201); a running one is a 409.
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
+	s.connect(w, r, false)
+}
+
+func (s *Server) connect(w http.ResponseWriter, r *http.Request, runningOK bool) {
+	var req connectRequest
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d, err := s.timeout(req.Timeout, "timeout")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tmpl := s.view(info.ID).template
+	if tmpl == "" {
+		tmpl = templateOf(info.Spec.Labels)
+	}
+	if info.State == sandbox.StateRunning {
+		if !runningOK {
+			s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s is already running", info.ID))
+			return
+		}
+		s.setEnd(info, d, true)
+		writeJSON(w, http.StatusOK, s.sandboxResponse(info.ID, tmpl))
+		return
+	}
+	if req.Memory != nil && !*req.Memory {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: tent resumes a paused sandbox with its memory (a thaw); a cold boot from its files is not supported"))
+		return
+	}
+	ctx, cancel := s.detached(r)
+	defer cancel()
+	if _, err := s.resume(ctx, info.ID, d, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.sandboxResponse(info.ID, tmpl))
+}
+
+// resume resumes sandbox id (thaws it, or provisions it again from its
+// latest snapshot when it has ended) and arms its timeout d. With
+// onlyLonger, a timeout set while it was paused that ends later wins.
+func (s *Server) resume(ctx context.Context, id string, d time.Duration, onlyLonger bool) (sandbox.Info, error) {
+	release, err := s.acquireProvision(ctx)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	info, err := s.b.Resume(ctx, id)
+	release()
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	s.mu.Lock()
+	b := s.boxLocked(id)
+	if left := time.Until(b.endAt); onlyLonger && left > d {
+		d = left
+	}
+	if !s.closed {
+		s.armLocked(b, d)
+	}
+	s.mu.Unlock()
+	s.log.Info("sandbox resumed", "id", id, "timeout", d)
+	return info, nil
+}
+
+// handleNetwork serves PUT /sandboxes/{sandboxID}/network: the
+// sandbox's allow rules are replaced (see networkPolicy for the mapping).
+func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
+	var req networkConfig
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cur := info.Spec.Network
+	p, err := networkPolicy(cur, nil, &req, true, s.b.Capabilities().NetworkPolicy)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch cur.Mode.Normalize() {
+	case p.Mode.Normalize():
+		if p.Mode.Normalize() == netpolicy.Limited {
+			if err := s.b.SetNetworkPolicy(r.Context(), info.ID, p); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+	case netpolicy.None:
+		if len(p.AllowedHosts) > 0 {
+			s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s was created without network rules (no network at all), and tent picks the network mode at creation: create it with network rules (for example denyOut: [\"0.0.0.0/0\"]) to change them at run time", info.ID))
+			return
+		}
+		// It has no network: denying everything changes nothing.
+	default:
+		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s runs with network mode %s, which cannot become %s at run time", info.ID, cur.Mode.Normalize(), p.Mode.Normalize()))
+		return
+	}
+	s.mu.Lock()
+	b := s.boxLocked(info.ID)
+	b.allowInternet, b.network = req.AllowInternetAccess, &req
+	s.mu.Unlock()
+	s.log.Info("sandbox network rules replaced", "id", info.ID, "allowed", p.AllowedHosts)
+	w.WriteHeader(http.StatusNoContent)
+}

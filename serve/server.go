@@ -1,0 +1,322 @@
+package serve
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// SandboxAPI serves the in-sandbox API (E2B's envd: the process and
+// filesystem Connect-RPC services, /files, /health). The server calls it
+// only after it has checked the request's access token against the
+// sandbox named by its E2b-Sandbox-Id header; *envd.Handler implements
+// it.
+type SandboxAPI interface {
+	// ServeSandbox serves one in-sandbox request for sandboxID, a full
+	// id of a running sandbox of the server's backend.
+	ServeSandbox(w http.ResponseWriter, r *http.Request, sandboxID string)
+	// Forget drops what the API keeps for sandboxID (its processes'
+	// streams, watchers); the server calls it when the sandbox is killed.
+	Forget(sandboxID string)
+}
+
+// Options configure a [Server]. The zero value of every limit means its
+// default.
+type Options struct {
+	// APIKey is the key every control-plane request must carry in its
+	// X-API-Key header. It must not be empty.
+	APIKey string
+	// TemplatesDir holds the templates: tent policy files named
+	// TEMPLATE.json, TEMPLATE.yaml or TEMPLATE.yml (see package
+	// sandbox/policy). "" means no directory: only the built-in "base"
+	// template (no network, no mounts, the restrictive defaults), which
+	// a file named base.* replaces.
+	TemplatesDir string
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// SandboxAPI serves in-sandbox requests; nil means the envd handler
+	// of package serve/envd over the same backend.
+	SandboxAPI SandboxAPI
+	// EnvdVersion is the envd version the server reports for every
+	// sandbox; the SDKs enable features by it. "" means the version the
+	// in-sandbox API implements.
+	EnvdVersion string
+	// DefaultTimeout is a new sandbox's lifetime when the request gives
+	// none (default 300 s, as E2B's).
+	DefaultTimeout time.Duration
+	// MaxTimeout bounds every timeout a client asks for (default 24 h).
+	MaxTimeout time.Duration
+	// MaxSandboxes bounds the sandboxes the backend runs: a create past
+	// it is refused with 429 (default 1000).
+	MaxSandboxes int
+	// MaxProvisions bounds the sandboxes being provisioned, forked or
+	// resumed at once; more wait for a turn (default 4 × CPUs).
+	MaxProvisions int
+	// MaxRequests bounds the control-plane requests served at once;
+	// more are refused with 429 and Retry-After (default 256).
+	MaxRequests int
+	// MaxBodyBytes bounds a control-plane request body (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxStreamsPerSandbox bounds the in-sandbox requests of one sandbox
+	// served at once, streams included (a command's output, a watch);
+	// more are refused with 429 (default 128).
+	MaxStreamsPerSandbox int
+	// MaxUploadBytes bounds the body of an in-sandbox file upload
+	// (default 1 GiB); MaxSandboxBodyBytes that of any other in-sandbox
+	// request (default 16 MiB).
+	MaxUploadBytes      int64
+	MaxSandboxBodyBytes int64
+	// RequestTimeout bounds reading a control-plane request's body and
+	// the provisioning it asks for (default 2 min).
+	RequestTimeout time.Duration
+}
+
+// Defaults of [Options].
+const (
+	DefaultTimeout              = 300 * time.Second
+	DefaultMaxTimeout           = 24 * time.Hour
+	DefaultMaxSandboxes         = 1000
+	DefaultMaxRequests          = 256
+	DefaultMaxBodyBytes         = 1 << 20
+	DefaultMaxStreamsPerSandbox = 128
+	DefaultMaxUploadBytes       = 1 << 30
+	DefaultMaxSandboxBodyBytes  = 16 << 20
+	DefaultRequestTimeout       = 2 * time.Minute
+)
+
+// withDefaults returns o with every zero limit replaced by its default.
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def64 := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur(&o.DefaultTimeout, DefaultTimeout)
+	defDur(&o.MaxTimeout, DefaultMaxTimeout)
+	defDur(&o.RequestTimeout, DefaultRequestTimeout)
+	def(&o.MaxSandboxes, DefaultMaxSandboxes)
+	def(&o.MaxProvisions, 4*runtime.NumCPU())
+	def(&o.MaxRequests, DefaultMaxRequests)
+	def(&o.MaxStreamsPerSandbox, DefaultMaxStreamsPerSandbox)
+	def64(&o.MaxBodyBytes, DefaultMaxBodyBytes)
+	def64(&o.MaxUploadBytes, DefaultMaxUploadBytes)
+	def64(&o.MaxSandboxBodyBytes, DefaultMaxSandboxBodyBytes)
+	if o.EnvdVersion == "" {
+		o.EnvdVersion = defaultEnvdVersion
+	}
+	if o.DefaultTimeout > o.MaxTimeout {
+		o.DefaultTimeout = o.MaxTimeout
+	}
+	return o
+}
+
+// Server is an http.Handler serving E2B's control plane and, routed by
+// the E2b-Sandbox-Id header, its in-sandbox API, over one
+// [sandbox.Backend]. Use [New]; serve it with [Server.Serve] or any
+// http.Server, and call [Server.Close] when done.
+type Server struct {
+	b    sandbox.Backend
+	opts Options
+	log  *slog.Logger
+	api  SandboxAPI
+	mux  *http.ServeMux
+
+	apiKeyHash [32]byte
+	tokenKey   []byte
+
+	requests  chan struct{} // control-plane requests being served
+	provision chan struct{} // provisions running
+
+	mu        sync.Mutex
+	closed    bool
+	pending   int             // creates and forks in flight
+	boxes     map[string]*box // by full sandbox id
+	snapshots []*snapRecord   // taken through the server, oldest first
+}
+
+// New returns a server over b. It fails when opts.APIKey is empty.
+func New(b sandbox.Backend, opts Options) (*Server, error) {
+	if opts.APIKey == "" {
+		return nil, errors.New("serve: an API key is required")
+	}
+	opts = opts.withDefaults()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		b:          b,
+		opts:       opts,
+		log:        log,
+		api:        opts.SandboxAPI,
+		apiKeyHash: sha256.Sum256([]byte(opts.APIKey)),
+		requests:   make(chan struct{}, opts.MaxRequests),
+		provision:  make(chan struct{}, opts.MaxProvisions),
+		boxes:      make(map[string]*box),
+	}
+	// Access tokens are derived from the API key, so that a restarted
+	// server (same key) hands out the same token for a sandbox it finds
+	// running: whoever holds the key can get any token anyway.
+	k := hmac.New(sha256.New, []byte("tent serve envd access tokens"))
+	k.Write([]byte(opts.APIKey))
+	s.tokenKey = k.Sum(nil)
+	if s.api == nil {
+		s.api = newSandboxAPI(b, opts, log)
+	}
+	s.mux = s.routes()
+	return s, nil
+}
+
+// accessToken is the envd access token of sandbox id.
+func (s *Server) accessToken(id string) string {
+	m := hmac.New(sha256.New, s.tokenKey)
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// validToken reports, in constant time, whether token is id's.
+func (s *Server) validToken(id, token string) bool {
+	want := s.accessToken(id)
+	return subtle.ConstantTimeCompare([]byte(want), []byte(token)) == 1
+}
+
+// validKey reports, in constant time, whether key is the API key.
+func (s *Server) validKey(key string) bool {
+	h := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare(h[:], s.apiKeyHash[:]) == 1
+}
+
+// ServeHTTP routes a request: one with an E2b-Sandbox-Id header (or for
+// an in-sandbox path) to the in-sandbox API, any other to the control
+// plane.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(headerSandboxID); id != "" || isSandboxPath(r.URL.Path) {
+		s.serveSandbox(w, r, id)
+		return
+	}
+	s.serveControl(w, r)
+}
+
+// serveControl authenticates a control-plane request, bounds it and
+// hands it to the routes.
+func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
+	if !s.validKey(r.Header.Get("X-API-Key")) {
+		msg := "invalid API key"
+		if r.Header.Get("X-API-Key") == "" {
+			msg = "missing API key: send it in the X-API-Key header (E2B_API_KEY for the SDKs)"
+		}
+		s.writeError(w, r, errorf(http.StatusUnauthorized, "%s", msg))
+		return
+	}
+	select {
+	case s.requests <- struct{}{}:
+		defer func() { <-s.requests }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, errorf(http.StatusTooManyRequests, "too many requests at once (at most %d)", s.opts.MaxRequests))
+		return
+	}
+	// A slow client may not hold a request open by trickling its body.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	s.mux.ServeHTTP(w, r)
+}
+
+// routes is the control plane's router. Paths and statuses are E2B's
+// (the OpenAPI description its SDKs are generated from).
+func (s *Server) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v2/sandboxes", s.handleCreate)
+	m.HandleFunc("POST /sandboxes", s.handleCreate)
+	m.HandleFunc("GET /v2/sandboxes", s.handleList)
+	m.HandleFunc("GET /sandboxes", s.handleListV1)
+	m.HandleFunc("GET /sandboxes/{sandboxID}", s.handleGet)
+	m.HandleFunc("DELETE /sandboxes/{sandboxID}", s.handleKill)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/timeout", s.handleSetTimeout)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/refreshes", s.handleRefresh)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/pause", s.handlePause)
+	m.HandleFunc("POST /v2/sandboxes/{sandboxID}/connect", s.handleConnect)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/connect", s.handleConnect)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/resume", s.handleResume)
+	m.HandleFunc("PUT /sandboxes/{sandboxID}/network", s.handleNetwork)
+	m.HandleFunc("GET /sandboxes/{sandboxID}/metrics", s.handleMetrics)
+	m.HandleFunc("GET /sandboxes/metrics", s.handleMetricsMany)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/snapshots", s.handleSnapshot)
+	m.HandleFunc("GET /snapshots", s.handleListSnapshots)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.handleFork)
+	m.HandleFunc("/", s.handleUnknown)
+	return m
+}
+
+// handleUnknown answers every route the server does not serve: 501 for
+// E2B's (templates, volumes, secrets, logs, teams...), 404 for others.
+func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
+	for _, p := range e2bPaths {
+		if r.URL.Path == p || strings.HasPrefix(r.URL.Path, p+"/") {
+			s.writeError(w, r, notImplemented(r.Method+" "+r.URL.Path))
+			return
+		}
+	}
+	s.writeError(w, r, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// e2bPaths are the roots of E2B's control-plane API.
+var e2bPaths = []string{"/sandboxes", "/snapshots", "/templates", "/secrets", "/volumes", "/volumecontent",
+	"/teams", "/api-keys", "/access-tokens", "/nodes", "/v2", "/v3"}
+
+// readJSON decodes the request body into v. An empty body leaves v
+// alone (E2B makes most bodies optional).
+func readJSON(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errorf(http.StatusRequestEntityTooLarge, "request body over %d bytes", mbe.Limit)
+		}
+		return errorf(http.StatusBadRequest, "reading the request body: %v", err)
+	}
+	return decodeJSON(b, v)
+}
+
+// acquireProvision waits for a provisioning turn.
+func (s *Server) acquireProvision(ctx context.Context) (release func(), err error) {
+	select {
+	case s.provision <- struct{}{}:
+		return func() { <-s.provision }, nil
+	case <-ctx.Done():
+		return nil, errorf(http.StatusServiceUnavailable, "waited too long for a provisioning turn: %v", ctx.Err())
+	}
+}
+
+// detached is a context for backend work a request started: it outlives
+// a client that hangs up (the work then completes and is cleaned up by
+// the sandbox's timeout) but not RequestTimeout.
+func (s *Server) detached(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.RequestTimeout)
+}
+
+// itoa is strconv.Itoa, for headers.
+func itoa(n int) string { return strconv.Itoa(n) }

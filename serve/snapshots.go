@@ -1,0 +1,201 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// maxForks bounds a fork request's count.
+const maxForks = 16
+
+// snapRecord is a snapshot taken through the server's API. Snapshots
+// outlive their sandbox (they are the backend's); the server only
+// remembers, until it exits, which it took and the names given to them.
+type snapRecord struct {
+	id        string
+	sandboxID string
+	names     []string
+	created   time.Time
+}
+
+// snapshotID resolves a template id that names no template: the newest
+// snapshot given that name, else the id itself (a snapshot id, which
+// the backend resolves).
+func (s *Server) snapshotID(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range slices.Backward(s.snapshots) {
+		if slices.Contains(r.names, name) {
+			return r.id
+		}
+	}
+	return name
+}
+
+// handleSnapshot serves POST /sandboxes/{sandboxID}/snapshots: the
+// sandbox's writable layers and spec are saved (the sandbox keeps
+// running); Sandbox.create(snapshotID or name) starts a sandbox from it.
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	var req snapshotRequest
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Name != "" && !validName(req.Name) {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "name %q: a snapshot name is 1 to 128 letters, digits, '.', '_' or '-'", req.Name))
+		return
+	}
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.detached(r)
+	defer cancel()
+	snap, err := s.snapshot(ctx, info.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rec := &snapRecord{id: snap.ID, sandboxID: info.ID, created: time.Now(), names: []string{}}
+	if req.Name != "" {
+		rec.names = append(rec.names, req.Name)
+	}
+	s.mu.Lock()
+	s.snapshots = append(s.snapshots, rec)
+	s.mu.Unlock()
+	s.log.Info("snapshot taken", "sandbox", info.ID, "snapshot", snap.ID, "name", req.Name)
+	writeJSON(w, http.StatusCreated, snapshotInfo{SnapshotID: rec.id, Names: rec.names})
+}
+
+// snapshot takes a snapshot of sandbox id in a provisioning turn.
+func (s *Server) snapshot(ctx context.Context, id string) (*sandbox.Snapshot, error) {
+	release, err := s.acquireProvision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return s.b.Snapshot(ctx, id)
+}
+
+// handleListSnapshots serves GET /snapshots: the snapshots taken through
+// this server, newest first, filtered by sandboxID and by name (a name
+// or an id), paginated.
+func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, start := defaultListLimit, 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "limit: %q is not 1 to %d", v, maxListLimit))
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("nextToken"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "nextToken: not a token this server gave"))
+			return
+		}
+		start = n
+	}
+	sbx, name := q.Get("sandboxID"), q.Get("name")
+	s.mu.Lock()
+	var all []snapshotInfo
+	for _, rec := range slices.Backward(s.snapshots) {
+		if sbx != "" && rec.sandboxID != sbx || name != "" && rec.id != name && !slices.Contains(rec.names, name) {
+			continue
+		}
+		all = append(all, snapshotInfo{SnapshotID: rec.id, Names: slices.Clone(rec.names)})
+	}
+	s.mu.Unlock()
+	out := []snapshotInfo{}
+	if start < len(all) {
+		out = all[start:min(len(all), start+limit)]
+	}
+	if start+limit < len(all) {
+		w.Header().Set("X-Next-Token", strconv.Itoa(start+limit))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleFork serves POST /sandboxes/{sandboxID}/fork: one snapshot of
+// the sandbox (which keeps running), then count independent sandboxes
+// from it, each reported on its own (201 with one result per fork).
+func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
+	var req forkRequest
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	count := 1
+	if req.Count != nil {
+		count = *req.Count
+	}
+	if count < 1 || count > maxForks {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "count: %d is not 1 to %d", count, maxForks))
+		return
+	}
+	d, err := s.timeout(req.Timeout, "timeout")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.detached(r)
+	defer cancel()
+	snap, err := s.snapshot(ctx, info.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	src := s.view(info.ID)
+	tmpl := src.template
+	if tmpl == "" {
+		tmpl = templateOf(info.Spec.Labels)
+	}
+	results := make([]forkResult, count)
+	for i := range results {
+		results[i] = s.forkOne(ctx, snap.ID, tmpl, d, src)
+	}
+	writeJSON(w, http.StatusCreated, results)
+}
+
+// forkOne starts one fork of snapshot snapID, with the settings of the
+// sandbox it was taken of.
+func (s *Server) forkOne(ctx context.Context, snapID, tmpl string, d time.Duration, src boxView) forkResult {
+	fail := func(err error) forkResult {
+		st := statusOf(err)
+		return forkResult{Error: &apiError{Code: st, Message: err.Error()}}
+	}
+	if !s.reserve() {
+		return fail(errorf(http.StatusTooManyRequests, "the server runs %d sandboxes already (its limit)", s.opts.MaxSandboxes))
+	}
+	defer s.unreserve()
+	release, err := s.acquireProvision(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	info, err := s.b.Fork(ctx, snapID, sandbox.ForkOverrides{})
+	release()
+	if err != nil {
+		return fail(err)
+	}
+	s.adopt(info.ID, tmpl, d, func(b *box) {
+		b.onTimeout, b.autoResume = src.onTimeout, src.autoResume
+		b.allowInternet, b.network = src.allowInternet, src.network
+	})
+	s.log.Info("sandbox forked", "id", info.ID, "snapshot", snapID)
+	resp := s.sandboxResponse(info.ID, tmpl)
+	return forkResult{Sandbox: &resp}
+}

@@ -1,0 +1,68 @@
+package serve
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
+)
+
+// baseTemplate is the SDKs' default template: without a file of that
+// name, the zero sandbox.Spec (no network, no mounts, every protection
+// required).
+const baseTemplate = "base"
+
+// templateExts are the file names a template may have, in lookup order.
+var templateExts = []string{".json", ".yaml", ".yml"}
+
+// validName reports whether name may name a template or a snapshot: 1
+// to 128 letters, digits, '.', '_' and '-', not starting with '.' or
+// '-' (so never a path, and never an option).
+func validName(name string) bool {
+	if name == "" || len(name) > 128 || name[0] == '.' || name[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// templateSpec returns the spec of template name, read from its file in
+// the templates directory now (so edits apply to the next sandbox), and
+// whether there is such a template. The built-in base template is the
+// zero spec.
+func (s *Server) templateSpec(name string) (sandbox.Spec, bool, error) {
+	if !validName(name) {
+		return sandbox.Spec{}, false, errorf(http.StatusBadRequest, "templateID %q: a template name is 1 to 128 letters, digits, '.', '_' or '-'", name)
+	}
+	if dir := s.opts.TemplatesDir; dir != "" {
+		for _, ext := range templateExts {
+			path := filepath.Join(dir, name+ext)
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			p, err := policy.Load(path)
+			if err != nil {
+				return sandbox.Spec{}, false, errorf(http.StatusInternalServerError, "template %s: %v", name, err)
+			}
+			var spec sandbox.Spec
+			if err := p.Apply(&spec, nil); err != nil {
+				return sandbox.Spec{}, false, errorf(http.StatusInternalServerError, "template %s: %v", name, err)
+			}
+			return spec, true, nil
+		}
+	}
+	if name == baseTemplate {
+		return sandbox.Spec{}, true, nil
+	}
+	return sandbox.Spec{}, false, nil
+}
