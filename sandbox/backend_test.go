@@ -110,7 +110,7 @@ func TestLocalBackendCapabilities(t *testing.T) {
 			t.Errorf("landlock protection %+v, capability ABI %d", p, c.LandlockABI)
 		}
 	}
-	if _, err := sandbox.NewLocal(sandbox.LocalOptions{SnapshotStore: sandbox.Store{Dir: "relative"}}); !errors.Is(err, sandbox.ErrInvalidOptions) || !strings.Contains(err.Error(), "LocalOptions.SnapshotStore.Dir") {
+	if _, err := sandbox.NewLocal(sandbox.LocalOptions{SnapshotDir: "relative"}); !errors.Is(err, sandbox.ErrInvalidOptions) || !strings.Contains(err.Error(), "LocalOptions.SnapshotDir") {
 		t.Errorf("relative snapshot dir: %v", err)
 	}
 }
@@ -317,15 +317,15 @@ func TestLocalBackendSnapshotForkResume(t *testing.T) {
 	for _, s := range list {
 		assertGone(t, s)
 	}
-	if _, err := os.Stat(filepath.Dir(filepath.Dir(snap.Dir))); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Dir(snap.Dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("snapshot directory left behind: %v", err)
 	}
 }
 
-func TestLocalBackendSnapshotStoreOutlivesIt(t *testing.T) {
+func TestLocalBackendSnapshotDirOutlivesIt(t *testing.T) {
 	ctx := context.Background()
-	store := sandbox.Store{Dir: t.TempDir()}
-	l := newLocal(t, sandbox.LocalOptions{SnapshotStore: store})
+	dir := filepath.Join(t.TempDir(), "snapshots")
+	l := newLocal(t, sandbox.LocalOptions{SnapshotDir: dir})
 	s, err := l.Provision(ctx, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
@@ -334,14 +334,14 @@ func TestLocalBackendSnapshotStoreOutlivesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Dir(snap.Dir) != store.SnapshotsDir() {
-		t.Errorf("snapshot in %s, want under %s", snap.Dir, store.SnapshotsDir())
+	if filepath.Dir(snap.Dir) != dir {
+		t.Errorf("snapshot in %s, want under %s", snap.Dir, dir)
 	}
 	if err := l.Health(ctx); err != nil {
 		t.Errorf("health: %v", err)
 	}
 	l.Close(ctx)
-	if got, err := store.Snapshot(snap.ID); err != nil || got.SandboxID != s.ID {
+	if got, err := sandbox.FindSnapshot(dir, snap.ID); err != nil || got.SandboxID != s.ID {
 		t.Errorf("the store after Close: %+v, %v", got, err)
 	}
 	for name, err := range map[string]error{

@@ -181,6 +181,10 @@ func TestStats(t *testing.T) {
 	}
 	r0.expect(t, 0)
 	id := strings.TrimSpace(r0.stdout)
+	// An idle sandbox may have used less than one clock tick of CPU (the
+	// unit of the /proc times a v1 host without cpuacct falls back to):
+	// burn some first, so that the CPU time is certain to be positive.
+	l.tent(t, "exec", id, "--", "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done").expect(t, 0)
 	r := l.tent(t, "stats", "--no-stream", "-o", "json", id)
 	r.expect(t, 0)
 	var views []statsView

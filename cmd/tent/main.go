@@ -84,6 +84,7 @@ func printError(w io.Writer, msg string) {
 // cliWords translates what the library's messages say in Go terms into
 // the CLI's flags.
 func cliWords(msg string) string {
+	msg = strings.ReplaceAll(msg, "Spec.Name ", "--name ")
 	return strings.ReplaceAll(msg, sandbox.BestEffortHint, "run with best effort (--best-effort) to accept the degradation")
 }
 

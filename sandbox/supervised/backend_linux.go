@@ -149,7 +149,7 @@ func (b *Backend) spawn(ctx context.Context, o launch) (sandbox.Info, error) {
 			return sandbox.Info{}, err
 		}
 		if other != nil && other.ID != o.ID {
-			return sandbox.Info{}, fmt.Errorf("%w: the name %q is already used by sandbox %s (%s): choose another name, or tent rm %s", sandbox.ErrInvalidSpec, name, other.ID, other.State, other.ID)
+			return sandbox.Info{}, &nameError{fmt.Sprintf("the name %q is already used by sandbox %s (%s): choose another name, or tent rm %s", name, other.ID, other.State, other.ID)}
 		}
 	}
 	o.Store, o.IdleAfter, o.NetLog = b.st.Dir, b.opts.IdleAfter, b.opts.NetLog

@@ -22,10 +22,18 @@ func validName(name string) error {
 		}
 	}
 	if !ok {
-		return fmt.Errorf("%w: name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit (at most 128)", sandbox.ErrInvalidSpec, name)
+		return &nameError{fmt.Sprintf("Spec.Name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit (at most 128)", name)}
 	}
 	if isHex := strings.Trim(name, "0123456789abcdef") == ""; isHex && len(name) == 16 {
-		return fmt.Errorf("%w: name %q has the shape of a sandbox id (16 hex digits); choose another name", sandbox.ErrInvalidSpec, name)
+		return &nameError{fmt.Sprintf("Spec.Name %q: has the shape of a sandbox id (16 hex digits); choose another name", name)}
 	}
 	return nil
 }
+
+// nameError refuses a Spec.Name: a malformed one, or one in use. It is a
+// sandbox.ErrInvalidSpec (nothing was created) whose message names the
+// field without the sentinel's prefix.
+type nameError struct{ msg string }
+
+func (e *nameError) Error() string        { return e.msg }
+func (e *nameError) Is(target error) bool { return target == sandbox.ErrInvalidSpec }

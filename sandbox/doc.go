@@ -1,0 +1,99 @@
+// Package sandbox runs untrusted commands in a Linux-native sandbox: user,
+// mount, pid, ipc, uts and network namespaces, cgroup limits, Landlock
+// path rules, seccomp filters and an allowlisting proxy for limited
+// network access. It needs no daemon, no image and no root.
+//
+// # One-shot runs
+//
+// [Command] is shaped like os/exec's Cmd: describe the sandbox with a
+// [Spec], run one command in it, and everything (processes, cgroup, cow
+// layers, proxy) is gone when it ends. A non-zero exit is an [*ExitError];
+// [ExitCode] maps any error to the shell's conventions, and [Cmd.Report]
+// says which protections held and how.
+//
+// # Long-lived sandboxes
+//
+// [Provision] returns a [*Sandbox] that runs any number of commands,
+// concurrently, until [Sandbox.Terminate]: [Sandbox.Exec] streams a
+// command's output (on a terminal with [ExecRequest].TTY),
+// [Sandbox.Mount] adds a mount, [Sandbox.Suspend] and [Sandbox.Resume]
+// freeze and thaw it.
+//
+// Frontends (the tent CLI, `tent serve`'s HTTP API, an agent) use the
+// [Backend] interface, which names sandboxes by id: [Local] runs them in
+// the calling process; package sandbox/supervised runs each under a
+// supervisor process of its own, durable across the caller's exit and
+// shared by every process that opens the same state directory. Package
+// sandbox/manager adds a warm pool, leases per client and an idle reaper
+// over any Backend; package sandbox/policy reads policy files (YAML or
+// JSON) and the textual forms of sizes, durations and mounts.
+//
+// # Files
+//
+// [Sandbox.File] runs tent's file helper inside the sandbox, with the
+// sandbox's own view and restrictions: [FileRead], [FileWrite],
+// [FileStat], [FileList], [FileTar], [FileUntar], [FileRemove]. A path the
+// sandbox cannot reach fails as it would inside, with the errno.
+// [DiffLayers], [ExportTo] and [WritePatch] read a sandbox's copy-on-write
+// layers from the host, beneath descriptors, never following the
+// sandbox's symlinks.
+//
+// # Network
+//
+// [Spec].Network is mode none (loopback only; the default), host, or
+// limited: connections go through tent's proxy on the host, which allows
+// the hosts of the policy and nothing else. [Sandbox.SetNetworkPolicy]
+// replaces a limited sandbox's rules while it runs; [ExecResult] lists
+// the connections a command was refused.
+//
+// # Snapshots
+//
+// [Sandbox.Snapshot] saves a sandbox's writable layers and spec;
+// [Fork] provisions new, independent sandboxes from a [Snapshot], and a
+// Backend's Resume brings an ended sandbox back from its latest one.
+//
+// # The re-exec contract
+//
+// tent starts sandbox processes by re-executing the calling program
+// (/proc/self/exe) with a special argv[0]. So a program that starts
+// sandboxes calls [Init] first thing in main, and Init runs the mode and
+// exits in those processes. The modes, each started only by tent:
+//
+//	argv[0]                 who starts it, with what                          exits
+//	tent-init               Provision/Command: the sandbox's PID 1; its       with the sandbox
+//	                        control socket and config on inherited fds
+//	tent-exec               the init: applies rlimits, execs the command      (execs)
+//	tent-fs                 the init: the file helper of Sandbox.File         0, or 3 with an errno
+//	tent-idle               an idle init: a C loop holding the sandbox        (execs tent-init back)
+//	tent-idle-supervisor    an idle supervisor: the same, for its socket      (execs the supervisor back)
+//	tent-supervisor         package supervised: fd 3 ready pipe, fd 4 the     0, or 1 after a reported
+//	                        launch (JSON); argv: state dir, sandbox id        failure
+//	tent-supervisor-resume  tent-idle-supervisor: argv[1] options (JSON),     as tent-supervisor
+//	                        argv[2] the state memfd, argv[3] the signal
+//
+// The idle holders run from a cgo constructor, before the Go runtime
+// exists. tent-init, tent-exec and tent-fs also start while package
+// namespaces is initialised, before the packages that do not depend on it
+// (a CLI framework, YAML, the embedding program's own): importing
+// sandbox therefore exits those processes before main, by contract. It
+// saves their start-up the initialisation of everything else (see
+// docs/benchmarks.md), and it makes a program that forgets Init still
+// work for Command and Provision. In every other process nothing exits:
+// the supervisor's modes are only registered (package internal/reexec)
+// and run from Init. A copy that somehow reaches the program's own main
+// refuses to start sandboxes ([ErrInitMissing]).
+//
+// # Host requirements
+//
+// Linux 5.13 or later with unprivileged user namespaces gives the full
+// tier: namespaces, Landlock, seccomp, and cgroup limits where cgroups are
+// delegated (cgroup v2) or writable (v1). Without user namespaces the
+// reduced tier runs the command with Landlock, seccomp, no_new_privs and
+// rlimits and refuses what it cannot enforce ([UnsupportedError]) unless
+// [Spec].BestEffort accepts the degradation. [Doctor] reports what this
+// host provides. Only Linux runs sandboxes; on other systems the package
+// builds and every call fails with [ErrUnsupported]. Without cgo (builds
+// with CGO_ENABLED=0) there are no idle holders (idle sandboxes only trim
+// their memory) and custom seccomp profiles in JSON are refused with
+// ErrUnsupported; the built-in profile works.
+package sandbox
