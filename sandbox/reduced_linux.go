@@ -25,15 +25,12 @@ import (
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
-// UserNamespaces reports whether this process can create user namespaces,
+// userNSVerdict is whether this process can create user namespaces,
 // judged from the sysctls and the AppArmor label under /proc (see
-// hostcheck.UserNSAvailability): Missing means [TierAuto] runs the reduced
-// tier; Detail names the knob that blocks and Fix how to lift it. A
-// trial clone is not made here: with TierAuto the sandbox's own clone is
-// the trial, and its failure with EPERM, EACCES, ENOSPC or EINVAL also
-// falls back to the reduced tier.
-func UserNamespaces() hostcheck.Result { return userNSVerdict() }
-
+// hostcheck.UserNSAvailability): Missing means [TierAuto] runs the
+// reduced tier. A trial clone is not made here: with TierAuto the
+// sandbox's own clone is the trial, and its failure with EPERM, EACCES,
+// ENOSPC or EINVAL also falls back to the reduced tier.
 var userNSVerdict = sync.OnceValue(func() hostcheck.Result {
 	return hostcheck.UserNSAvailability("/proc", os.Geteuid() == 0, nil)
 })

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tent-sandbox/tent/internal/hostcheck"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -45,11 +47,11 @@ the check itself failed.`,
 				return &exitError{code: exitRefused, msg: fmt.Sprintf("-o %q: want table or json", output)}
 			}
 			if apparmor {
-				p, err := sandbox.AppArmorProfile("")
+				exe, err := os.Executable()
 				if err != nil {
 					return &exitError{code: exitRefused, msg: "finding the tent binary: " + err.Error()}
 				}
-				_, err = io.WriteString(c.OutOrStdout(), p)
+				_, err = io.WriteString(c.OutOrStdout(), hostcheck.AppArmorProfile(exe))
 				if err != nil {
 					return &exitError{code: exitRefused, msg: err.Error()}
 				}

@@ -1,11 +1,13 @@
-// Package hostcheck holds the pure detection logic behind `tent doctor`: it
+// Package hostcheck holds the detection logic behind `tent doctor`: it
 // turns what the host exposes under /proc and /sys (and the outcome of live
 // probes, passed in as values) into a [Result] with a reason and a fix.
 //
-// Every function takes the roots it reads from ("/proc", "/sys" in
+// Those pure functions take the roots they read from ("/proc", "/sys" in
 // production) or the data itself, so unit tests run on fake trees built in a
-// temporary directory. Nothing here changes the host; live probes (creating
-// namespaces, mounts) belong to the caller.
+// temporary directory; nothing they do changes the host. The probe runners
+// (ProbeUserNS, ProbeOverlay, ProbeIDMap, ...) are the live side: they
+// create short-lived namespaces, a detached mount, temporary directories,
+// remove them again, and feed what they saw to the pure functions.
 package hostcheck
 
 import (
