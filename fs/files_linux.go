@@ -1,12 +1,17 @@
 package fs
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,6 +34,15 @@ type FileInfo struct {
 	IsDir   bool        `json:"is_dir"`
 	// Link is a symlink's target.
 	Link string `json:"link,omitempty"`
+	// Path is the file's absolute path (relative paths are taken from
+	// the helper's working directory, the sandbox's workdir).
+	Path string `json:"path,omitempty"`
+	// UID and GID own the file; Owner and Group are their names in the
+	// sandbox's /etc/passwd and /etc/group, "" where it has none.
+	UID   int    `json:"uid"`
+	GID   int    `json:"gid"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // Exit codes of the helper: 0 success, helperErrno+errno-name on stderr
@@ -42,8 +56,14 @@ const (
 
 // RunFileHelper is the helper's main: args are [op, path, ...] with op
 // one of read (file to stdout), write (stdin to file; optional octal
-// mode), list (JSON array of FileInfo), stat (JSON FileInfo), untar
-// (stdin, a WriteTar archive, into the directory), remove (file or empty
+// mode), put (write, creating the parents, then the file's FileInfo as
+// JSON), list (JSON array of FileInfo; an optional depth, default 1,
+// lists subdirectories to that depth), stat (JSON FileInfo), mkdir (a
+// directory and its parents; EEXIST when it is there already, ENOTDIR
+// when a non-directory is; its FileInfo as JSON), rename (to the path in
+// the next argument, creating its parents; the FileInfo of the
+// destination as JSON), watch (see [WatchEvent]), untar (stdin, a
+// WriteTar archive, into the directory), remove (file or empty
 // directory), remove-all. It returns the exit code.
 //
 // read and write act on regular files only: the path (symlinks followed,
@@ -56,7 +76,7 @@ const (
 // MaxPseudoFileRead bytes, and fails with EFBIG beyond.
 func RunFileHelper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) < 2 {
-		fmt.Fprintln(stderr, "EINVAL usage: tent-fs read|write|list|stat|remove|remove-all PATH [MODE]")
+		fmt.Fprintln(stderr, "EINVAL usage: tent-fs read|write|put|list|stat|mkdir|rename|watch|tar|untar|remove|remove-all PATH [ARG...]")
 		return helperUsage
 	}
 	op, path := args[0], args[1]
@@ -75,29 +95,65 @@ func RunFileHelper(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) error {
 	switch op {
 	case "read":
+		if len(rest) > 0 && rest[0] == "sized" {
+			return readSized(path, stdout)
+		}
 		return readRegular(path, stdout)
 	case "write":
-		mode := os.FileMode(0o644)
-		if len(rest) > 0 {
-			var m uint32
-			if _, err := fmt.Sscanf(rest[0], "%o", &m); err != nil || m > 0o7777 {
-				return &os.PathError{Op: "write", Path: path, Err: unix.EINVAL}
-			}
-			mode = os.FileMode(m)
-		}
-		return writeRegular(path, mode, stdin)
-	case "list":
-		ents, err := os.ReadDir(path)
+		mode, err := modeArg("write", path, rest)
 		if err != nil {
 			return err
 		}
-		out := make([]FileInfo, 0, len(ents))
-		for _, e := range ents {
-			if fi, err := lstatInfo(filepath.Join(path, e.Name())); err == nil {
-				out = append(out, fi)
+		return writeRegular(path, mode, stdin)
+	case "list":
+		depth := 1
+		if len(rest) > 0 {
+			d, err := strconv.Atoi(rest[0])
+			if err != nil || d < 1 {
+				return &os.PathError{Op: "list", Path: path, Err: fmt.Errorf("depth %q: want a positive number: %w", rest[0], unix.EINVAL)}
 			}
+			depth = d
 		}
-		return json.NewEncoder(stdout).Encode(out)
+		return listTree(path, depth, stdout)
+	case "put":
+		mode, err := modeArg("put", path, rest)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := writeRegular(path, mode, stdin); err != nil {
+			return err
+		}
+		return encodeInfo(path, stdout)
+	case "mkdir":
+		switch fi, err := os.Stat(path); {
+		case err == nil && fi.IsDir():
+			return &os.PathError{Op: "mkdir", Path: path, Err: unix.EEXIST}
+		case err == nil:
+			return &os.PathError{Op: "mkdir", Path: path, Err: fmt.Errorf("exists and is not a directory: %w", unix.ENOTDIR)}
+		}
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return err
+		}
+		return encodeInfo(path, stdout)
+	case "rename":
+		if len(rest) < 1 || rest[0] == "" {
+			return &os.PathError{Op: "rename", Path: path, Err: fmt.Errorf("no destination: %w", unix.EINVAL)}
+		}
+		if _, err := os.Lstat(path); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(rest[0]), 0o755); err != nil {
+			return err
+		}
+		if err := os.Rename(path, rest[0]); err != nil {
+			return err
+		}
+		return encodeInfo(rest[0], stdout)
+	case "watch":
+		return watchDir(path, rest, stdin, stdout)
 	case "stat":
 		fi, err := lstatInfo(path)
 		if err != nil {
@@ -122,6 +178,18 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 	return &os.PathError{Op: op, Path: path, Err: unix.EINVAL}
 }
 
+// modeArg parses the optional octal mode in rest[0] (default 0644).
+func modeArg(op, path string, rest []string) (os.FileMode, error) {
+	if len(rest) == 0 {
+		return 0o644, nil
+	}
+	var m uint32
+	if _, err := fmt.Sscanf(rest[0], "%o", &m); err != nil || m > 0o7777 {
+		return 0, &os.PathError{Op: op, Path: path, Err: unix.EINVAL}
+	}
+	return os.FileMode(m), nil
+}
+
 func lstatInfo(path string) (FileInfo, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -131,7 +199,119 @@ func lstatInfo(path string) (FileInfo, error) {
 	if fi.Mode()&os.ModeSymlink != 0 {
 		info.Link, _ = os.Readlink(path)
 	}
+	if abs, err := filepath.Abs(path); err == nil {
+		info.Path = abs
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		info.UID, info.GID = int(st.Uid), int(st.Gid)
+		info.Owner, info.Group = idNames().user[info.UID], idNames().group[info.GID]
+	}
 	return info, nil
+}
+
+// encodeInfo writes the FileInfo of path to w as JSON.
+func encodeInfo(path string, w io.Writer) error {
+	fi, err := lstatInfo(path)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(w).Encode(fi)
+}
+
+// listTree writes, as one JSON array, the FileInfo of every entry beneath
+// the directory at path down to depth levels (1: its entries only), each
+// directory's entries in name order and followed by its own (pre-order);
+// symlinks are listed, never followed below path. Entries that vanish
+// meanwhile are left out. It streams: nothing is held but the current
+// directories.
+func listTree(path string, depth int, w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	first := true
+	var walk func(dir string, level int) error
+	walk = func(dir string, level int) error {
+		ents, err := os.ReadDir(dir)
+		if err != nil && level == 1 {
+			return err // path itself
+		} else if err != nil {
+			return nil // a subdirectory unreadable or gone: skipped
+		}
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			fi, err := lstatInfo(p)
+			if err != nil {
+				continue
+			}
+			sep := ","
+			if first {
+				sep, first = "[", false
+			}
+			if _, err := bw.WriteString(sep); err != nil {
+				return err
+			}
+			if err := enc.Encode(fi); err != nil {
+				return err
+			}
+			if fi.IsDir && level < depth {
+				if err := walk(p, level+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(path, 1); err != nil {
+		return err
+	}
+	end := "]\n"
+	if first {
+		end = "[]\n"
+	}
+	if _, err := bw.WriteString(end); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// names maps the sandbox's uids and gids to their names.
+type names struct{ user, group map[int]string }
+
+var (
+	namesOnce sync.Once
+	namesVal  names
+)
+
+// idNames reads /etc/passwd and /etc/group, as the sandbox sees them,
+// once per helper run (at most 1 MiB of each).
+func idNames() names {
+	namesOnce.Do(func() {
+		namesVal = names{user: readIDFile("/etc/passwd"), group: readIDFile("/etc/group")}
+	})
+	return namesVal
+}
+
+// readIDFile maps the id (third field) of each "name:x:id:..." line of
+// file to its name; the first line of an id wins.
+func readIDFile(file string) map[int]string {
+	m := map[int]string{}
+	f, err := os.Open(file)
+	if err != nil {
+		return m
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), ":", 4)
+		if len(fields) < 3 || fields[0] == "" || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		id, err := strconv.Atoi(fields[2])
+		if _, dup := m[id]; err != nil || dup {
+			continue
+		}
+		m[id] = fields[0]
+	}
+	return m
 }
 
 // MaxPseudoFileRead bounds what the file helper's read sends of a
@@ -180,6 +360,41 @@ func readRegular(path string, stdout io.Writer) error {
 		err = &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("a size-0 file longer than %d bytes: %w", MaxPseudoFileRead, unix.EFBIG)}
 	}
 	return err
+}
+
+// readSized is read with the length first: a decimal byte count and a
+// newline, then exactly that many bytes. A file that shrinks while it
+// is read fails with EAGAIN (its length was sent already); a size-0
+// file is read into memory first (at most MaxPseudoFileRead bytes).
+func readSized(path string, stdout io.Writer) error {
+	f, fi, err := openRegularPath(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size := fi.Size()
+	if size == 0 {
+		var buf bytes.Buffer
+		if n, err := io.Copy(&buf, io.LimitReader(f, MaxPseudoFileRead+1)); err != nil {
+			return err
+		} else if n > MaxPseudoFileRead {
+			return &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("a size-0 file longer than %d bytes: %w", MaxPseudoFileRead, unix.EFBIG)}
+		}
+		if _, err := fmt.Fprintf(stdout, "%d\n", buf.Len()); err != nil {
+			return err
+		}
+		_, err := buf.WriteTo(stdout)
+		return err
+	}
+	if _, err := fmt.Fprintf(stdout, "%d\n", size); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(stdout, f, size); errors.Is(err, io.EOF) {
+		return &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("the file shrank while it was read: %w", unix.EAGAIN)}
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 func writeRegular(path string, mode os.FileMode, stdin io.Reader) error {

@@ -17,7 +17,10 @@ type FileOp string
 // The file operations. Path is the path inside the sandbox; In and Out are
 // the operation's input and output streams.
 const (
-	// FileRead streams the regular file at Path to Out.
+	// FileRead streams the regular file at Path to Out. With Args[0]
+	// "sized", Out first receives the number of bytes that follow, in
+	// decimal, and a newline; a file that shrinks while it is read then
+	// fails with EAGAIN.
 	FileRead FileOp = "read"
 	// FileWrite creates or truncates the file at Path with the mode in
 	// Args[0] (octal, e.g. "644") and streams In into it.

@@ -1,0 +1,153 @@
+package envd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// box is what the handler holds for one sandbox: its processes, its
+// watchers and the bounds on both.
+type box struct {
+	h       *Handler
+	id      string
+	fileSem chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	procs    map[uint32]*proc
+	nextPID  uint32
+	streams  int
+	watchers map[string]*watcher
+	home     string // the sandbox user's $HOME, once read
+}
+
+func newBox(h *Handler, id string) *box {
+	return &box{h: h, id: id, fileSem: make(chan struct{}, h.opts.MaxFileOps), procs: map[uint32]*proc{}, watchers: map[string]*watcher{}}
+}
+
+// errGone is the error of a request for a sandbox being forgotten.
+func errGone() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("the sandbox is being killed"))
+}
+
+// boxFor returns the box of the request's sandbox, or errGone after
+// Close.
+func (h *Handler) boxFor(ctx context.Context) (*box, error) {
+	if bx := h.box(ctx); bx != nil {
+		return bx, nil
+	}
+	return nil, errGone()
+}
+
+// close kills the box's processes and stops its watchers.
+func (bx *box) close() {
+	bx.mu.Lock()
+	bx.closed = true
+	procs := make([]*proc, 0, len(bx.procs))
+	for _, p := range bx.procs {
+		procs = append(procs, p)
+	}
+	watchers := make([]*watcher, 0, len(bx.watchers))
+	for _, w := range bx.watchers {
+		watchers = append(watchers, w)
+	}
+	bx.procs, bx.watchers = map[uint32]*proc{}, map[string]*watcher{}
+	bx.mu.Unlock()
+	for _, p := range procs {
+		p.kill()
+	}
+	for _, w := range watchers {
+		w.stop()
+	}
+}
+
+// acquireStream takes one of the sandbox's stream slots.
+func (bx *box) acquireStream() error {
+	bx.mu.Lock()
+	defer bx.mu.Unlock()
+	if bx.closed {
+		return errGone()
+	}
+	if bx.streams >= bx.h.opts.MaxStreams {
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("the sandbox has %d streams and watchers open, its limit", bx.streams))
+	}
+	bx.streams++
+	return nil
+}
+
+func (bx *box) releaseStream() {
+	bx.mu.Lock()
+	bx.streams--
+	bx.mu.Unlock()
+}
+
+// fileOp runs one file operation, waiting for one of the sandbox's
+// file-operation slots.
+func (bx *box) fileOp(ctx context.Context, req sandbox.FileRequest) error {
+	select {
+	case bx.fileSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-bx.fileSem }()
+	return bx.h.b.File(ctx, bx.id, req)
+}
+
+// resolve makes p absolute as envd does: "~" and "~/..." are beneath
+// the sandbox user's $HOME, and so is a relative path; "" is $HOME.
+func (bx *box) resolve(ctx context.Context, p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p), nil
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", connect.NewError(connect.CodeInvalidArgument, errors.New("the path holds a NUL byte"))
+	}
+	rest := p
+	if p == "~" {
+		rest = ""
+	} else if strings.HasPrefix(p, "~/") {
+		rest = p[2:]
+	} else if strings.HasPrefix(p, "~") {
+		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path %q: only the sandbox's own user (~) is known", p))
+	}
+	home, err := bx.homeDir(ctx)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(home, rest), nil
+}
+
+// homeDir reads the sandbox user's $HOME once ("/" when unset).
+func (bx *box) homeDir(ctx context.Context) (string, error) {
+	bx.mu.Lock()
+	home := bx.home
+	bx.mu.Unlock()
+	if home != "" {
+		return home, nil
+	}
+	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s' "$HOME"`}, Stderr: io.Discard, MaxOutput: 4096})
+	switch {
+	case errors.Is(err, sandbox.ErrCommandNotFound), errors.Is(err, sandbox.ErrNotExecutable):
+		home = "/" // no shell to ask
+	case err != nil:
+		return "", rpcError(err)
+	case res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "/"):
+		home = "/"
+	default:
+		home = string(res.Stdout)
+	}
+	home = path.Clean(home)
+	bx.mu.Lock()
+	bx.home = home
+	bx.mu.Unlock()
+	return home, nil
+}

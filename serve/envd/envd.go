@@ -1,0 +1,215 @@
+// Package envd serves, for tent serve, the in-sandbox half of E2B's API:
+// what the official E2B SDKs reach at E2B_SANDBOX_URL, served in E2B by
+// envd, the daemon inside each sandbox. Here it runs on the host and
+// reaches each sandbox through a [sandbox.Backend]: every command is one
+// Backend.Exec, every file operation one Backend.File (tent's file
+// helper, inside the sandbox with its restrictions and as its user).
+//
+// It serves the Connect-RPC services process.Process (Start, Connect,
+// List, SendInput, StreamInput, SendSignal, CloseStdin, Update) and
+// filesystem.Filesystem (Stat, ListDir, MakeDir, Move, Remove, WatchDir,
+// CreateWatcher, GetWatcherEvents, RemoveWatcher), in Connect's JSON and
+// binary forms, and GET and POST /files and GET /health. The messages
+// are defined in proto/ from the descriptors the e2b SDK embeds.
+//
+// Not served: POST /files/compose, GET /envs, GET /metrics (envd's own;
+// tent serve's control plane reports sandbox metrics), POST /init, file
+// metadata (X-Metadata-* upload headers, stored by envd as extended
+// attributes) and any other procedure: each answers a clear
+// "unimplemented" (Connect) or 501 (REST). The username parameter and
+// the Basic user of E2B's requests are ignored: a tent sandbox has one
+// user, and every command and file operation runs as it.
+//
+// Paths are the sandbox's; a relative path, or one starting with "~",
+// is taken from the sandbox user's $HOME, as envd does.
+//
+// Processes: each Start is one goroutine calling Backend.Exec, whose
+// stdin (when asked for) and terminal input are pipes fed by SendInput.
+// The process outlives the request that started it: its output is
+// streamed to every connected client (Start's and Connect's streams),
+// and what it writes while nobody is connected is kept, up to
+// Options.OutputBufferBytes (the oldest dropped beyond), for the next
+// Connect. A connected client that does not read holds the process's
+// output back once that much is waiting (a pipe's backpressure), never
+// the server's memory. A process ended while nobody was connected is
+// kept for Options.ExitedRetention so a Connect still gets its output
+// and exit. A command's lifetime is the Start request's deadline
+// (Connect-Timeout-Ms, the SDK's timeoutMs), as in envd; the client
+// disconnecting does not end it.
+package envd
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/serve/envd/filesystempb/filesystempbconnect"
+	"github.com/tent-sandbox/tent/serve/envd/processpb/processpbconnect"
+)
+
+// Defaults of [Options].
+const (
+	DefaultMaxUploadBytes    = 1 << 30
+	DefaultMaxMessageBytes   = 8 << 20
+	DefaultMaxProcesses      = 64
+	DefaultMaxStreams        = 64
+	DefaultMaxFileOps        = 16
+	DefaultOutputBufferBytes = 1 << 20
+	DefaultExitedRetention   = time.Minute
+)
+
+// Options bound what one sandbox's clients can hold; a zero field takes
+// its default.
+type Options struct {
+	// MaxUploadBytes bounds one /files upload body, after gzip decoding
+	// (DefaultMaxUploadBytes).
+	MaxUploadBytes int64
+	// MaxMessageBytes bounds one Connect request message, e.g. a
+	// SendInput (DefaultMaxMessageBytes).
+	MaxMessageBytes int
+	// MaxProcesses bounds a sandbox's processes: those running and those
+	// ended but kept for a Connect (DefaultMaxProcesses). A Start beyond
+	// it fails with resource_exhausted; ended processes are dropped,
+	// oldest first, to make room before that.
+	MaxProcesses int
+	// MaxStreams bounds a sandbox's Connect and WatchDir streams and
+	// watchers, together (DefaultMaxStreams); more fail with
+	// resource_exhausted.
+	MaxStreams int
+	// MaxFileOps bounds a sandbox's file operations in flight
+	// (DefaultMaxFileOps); more wait for a slot.
+	MaxFileOps int
+	// OutputBufferBytes bounds the output kept per process
+	// (DefaultOutputBufferBytes), and the events a watcher keeps.
+	OutputBufferBytes int
+	// ExitedRetention is how long a process that ended while nobody was
+	// connected is kept for a Connect (DefaultExitedRetention).
+	ExitedRetention time.Duration
+	// Logger receives the handler's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxUploadBytes <= 0 {
+		o.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.MaxProcesses <= 0 {
+		o.MaxProcesses = DefaultMaxProcesses
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.MaxFileOps <= 0 {
+		o.MaxFileOps = DefaultMaxFileOps
+	}
+	if o.OutputBufferBytes <= 0 {
+		o.OutputBufferBytes = DefaultOutputBufferBytes
+	}
+	if o.ExitedRetention <= 0 {
+		o.ExitedRetention = DefaultExitedRetention
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Handler serves the in-sandbox API of every sandbox of one backend. It
+// is safe for concurrent use. Use [New].
+type Handler struct {
+	b    sandbox.Backend
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+
+	mu     sync.Mutex
+	boxes  map[string]*box
+	closed bool
+}
+
+// New returns a Handler serving the sandboxes of b.
+func New(b sandbox.Backend, opts Options) *Handler {
+	opts = opts.withDefaults()
+	h := &Handler{b: b, opts: opts, log: opts.Logger, boxes: map[string]*box{}, mux: http.NewServeMux()}
+	copts := []connect.HandlerOption{connect.WithReadMaxBytes(opts.MaxMessageBytes)}
+	path, ph := processpbconnect.NewProcessHandler(&processService{h: h}, copts...)
+	h.mux.Handle(path, ph)
+	path, fh := filesystempbconnect.NewFilesystemHandler(&filesystemService{h: h}, copts...)
+	h.mux.Handle(path, fh)
+	h.mux.HandleFunc("GET /files", h.download)
+	h.mux.HandleFunc("POST /files", h.upload)
+	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	h.mux.HandleFunc("/", notServed)
+	return h
+}
+
+type ctxKey struct{}
+
+// ServeSandbox serves one in-sandbox request (Connect-RPC process and
+// filesystem services, /files, /health) for an already-authenticated
+// sandbox id.
+func (h *Handler) ServeSandbox(w http.ResponseWriter, r *http.Request, sandboxID string) {
+	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, sandboxID)))
+}
+
+// Forget kills and forgets the processes and watchers of a sandbox being
+// killed. A later request for the same id starts afresh.
+func (h *Handler) Forget(sandboxID string) {
+	h.mu.Lock()
+	bx := h.boxes[sandboxID]
+	delete(h.boxes, sandboxID)
+	h.mu.Unlock()
+	if bx != nil {
+		bx.close()
+	}
+}
+
+// Close forgets every sandbox, as Forget does, and refuses requests
+// from then on (unavailable).
+func (h *Handler) Close() {
+	h.mu.Lock()
+	boxes := h.boxes
+	h.boxes, h.closed = map[string]*box{}, true
+	h.mu.Unlock()
+	for _, bx := range boxes {
+		bx.close()
+	}
+}
+
+// box returns the state of the sandbox a request is for, creating it;
+// nil after Close.
+func (h *Handler) box(ctx context.Context) *box {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	bx := h.boxes[id]
+	if bx == nil {
+		bx = newBox(h, id)
+		h.boxes[id] = bx
+	}
+	return bx
+}
+
+// notServed answers every path this package does not serve: a Connect
+// unimplemented error for a procedure, 501 for the rest.
+func notServed(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	svc, method, ok := strings.Cut(path, "/")
+	if ok && strings.Contains(svc, ".") && method != "" && !strings.Contains(method, "/") {
+		writeConnectError(w, connect.CodeUnimplemented, "tent does not serve "+svc+"."+method)
+		return
+	}
+	writeJSONError(w, http.StatusNotImplemented, "tent does not serve "+r.Method+" "+r.URL.Path)
+}

@@ -1,0 +1,312 @@
+package envd
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	tentfs "github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// fileEntry is envd's REST EntryInfo, what an upload answers per file.
+type fileEntry struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Type string `json:"type"`
+}
+
+// writeError writes err as envd's REST error, with the status of its
+// code.
+func writeError(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is larger than %d bytes, the limit", mbe.Limit))
+		return
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		writeJSONError(w, httpStatus(ce.Code()), ce.Message())
+		return
+	}
+	writeJSONError(w, httpStatus(errCode(err)), err.Error())
+}
+
+// download serves GET /files?path=: the file's bytes, with its length.
+func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
+	bx, err := h.boxFor(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	if q.Get("path") == "" {
+		writeJSONError(w, http.StatusBadRequest, "the path parameter is required")
+		return
+	}
+	p, err := bx.resolve(r.Context(), q.Get("path"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	dw := &downloadWriter{w: w, name: path.Base(p), size: -1}
+	err = bx.fileOp(r.Context(), sandbox.FileRequest{Op: sandbox.FileRead, Path: p, Args: []string{"sized"}, Out: dw})
+	switch {
+	case err != nil && !dw.committed:
+		writeError(w, err)
+	case err != nil || dw.err != nil || dw.sent != dw.size:
+		// The length went out already: cut the response so that the
+		// client sees it short, never a complete-looking file.
+		h.log.Debug("download cut", "sandbox", bx.id, "path", p, "sent", dw.sent, "size", dw.size, "err", err, "write_err", dw.err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// downloadWriter reads the helper's sized read: the length line, which
+// it sends as Content-Length, then the bytes.
+type downloadWriter struct {
+	w         http.ResponseWriter
+	name      string
+	line      []byte
+	size      int64 // -1 until the length line is read
+	sent      int64
+	committed bool
+	err       error
+}
+
+func (d *downloadWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if d.err != nil {
+		return 0, d.err
+	}
+	if d.size < 0 {
+		i := strings.IndexByte(string(p), '\n')
+		if i < 0 {
+			if len(d.line)+len(p) > 32 {
+				d.err = errors.New("the file helper's length line is too long")
+				return 0, d.err
+			}
+			d.line = append(d.line, p...)
+			return n, nil
+		}
+		d.line = append(d.line, p[:i]...)
+		p = p[i+1:]
+		size, err := strconv.ParseInt(string(d.line), 10, 64)
+		if err != nil || size < 0 {
+			d.err = fmt.Errorf("the file helper's length line %q", d.line)
+			return 0, d.err
+		}
+		d.size = size
+		h := d.w.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Length", strconv.FormatInt(size, 10))
+		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": d.name}))
+		d.w.WriteHeader(http.StatusOK)
+		d.committed = true
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	if int64(len(p)) > d.size-d.sent {
+		d.err = errors.New("the file helper sent more than it announced")
+		return 0, d.err
+	}
+	m, err := d.w.Write(p)
+	d.sent += int64(m)
+	if err != nil {
+		d.err = err
+		return 0, err
+	}
+	return n, nil
+}
+
+// uploadAborted ends an upload's copy when the helper stopped reading.
+var uploadAborted = errors.New("the upload was abandoned")
+
+// limitReader fails past max bytes (a gzip body's decoded size).
+type limitReader struct {
+	r   io.Reader
+	n   int64
+	max int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n > l.max {
+		return 0, &http.MaxBytesError{Limit: l.max}
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	if l.n > l.max {
+		return n, &http.MaxBytesError{Limit: l.max}
+	}
+	return n, err
+}
+
+// upload serves POST /files: an application/octet-stream body written to
+// ?path=, or a multipart form whose "file" parts are each written to
+// ?path= or, without it, to their file name. Parents are created; the
+// files belong to the sandbox's user.
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
+	bx, err := h.boxFor(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for k := range r.Header {
+		if strings.HasPrefix(k, "X-Metadata-") {
+			writeJSONError(w, http.StatusNotImplemented, "tent does not serve file metadata ("+k+")")
+			return
+		}
+	}
+	var body io.Reader = http.MaxBytesReader(w, r.Body, h.opts.MaxUploadBytes)
+	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			writeJSONError(w, http.StatusBadRequest, "the gzip body: "+err.Error())
+			return
+		}
+		body = &limitReader{r: zr, max: h.opts.MaxUploadBytes}
+	default:
+		writeJSONError(w, http.StatusUnsupportedMediaType, "unsupported Content-Encoding "+enc)
+		return
+	}
+	target := r.URL.Query().Get("path")
+	mediaType, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var entries []fileEntry
+	switch {
+	case mediaType == "application/octet-stream":
+		if target == "" {
+			writeJSONError(w, http.StatusBadRequest, "the path parameter is required for an application/octet-stream upload")
+			return
+		}
+		p, err := bx.resolve(r.Context(), target)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		e, err := h.put(r.Context(), bx, p, body)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		entries = append(entries, e)
+	case strings.HasPrefix(mediaType, "multipart/") && params["boundary"] != "":
+		mr := multipart.NewReader(body, params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				writeError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the multipart form: %w", err)))
+				return
+			}
+			if part.FormName() != "file" {
+				continue // NextPart skips what is left of it
+			}
+			name := target
+			if name == "" {
+				if name, err = partFileName(part.Header.Get("Content-Disposition")); err != nil {
+					writeError(w, connect.NewError(connect.CodeInvalidArgument, err))
+					return
+				}
+			}
+			p, err := bx.resolve(r.Context(), name)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			for _, e := range entries {
+				if e.Path == p {
+					writeError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the upload writes %s twice", p)))
+					return
+				}
+			}
+			e, err := h.put(r.Context(), bx, p, part)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			entries = append(entries, e)
+		}
+		if len(entries) == 0 {
+			writeJSONError(w, http.StatusBadRequest, `the multipart form has no "file" part`)
+			return
+		}
+	default:
+		writeJSONError(w, http.StatusBadRequest, "unsupported Content-Type "+r.Header.Get("Content-Type")+": want multipart/form-data or application/octet-stream")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(entries)
+}
+
+// partFileName is the file name of a multipart part, from its
+// Content-Disposition header, kept whole (a path, unlike
+// multipart.Part.FileName's base name). The escapes %0A, %0D and %22
+// that browsers and fetch implementations write for a line feed, a
+// carriage return and a double quote are decoded.
+func partFileName(disposition string) (string, error) {
+	_, params, err := mime.ParseMediaType(disposition)
+	if err != nil {
+		return "", fmt.Errorf("the file part's Content-Disposition %q: %w", disposition, err)
+	}
+	name := params["filename"]
+	if name == "" {
+		return "", errors.New("a file part has no file name and the path parameter is not given")
+	}
+	name = strings.NewReplacer("%0A", "\n", "%0a", "\n", "%0D", "\r", "%0d", "\r", "%22", `"`).Replace(name)
+	if strings.ContainsRune(name, 0) {
+		return "", errors.New("a file name holds a NUL byte")
+	}
+	return name, nil
+}
+
+// put writes one uploaded file, at the resolved path p, through the helper's put op. The body is
+// read in this goroutine (never in the backend's, after the handler
+// returned); a body that fails (too large, cut) fails the upload and
+// the partial file is removed.
+func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader) (fileEntry, error) {
+	pr, pw := io.Pipe()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(pw, body)
+		pw.CloseWithError(err) // nil: EOF
+		copied <- err
+	}()
+	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
+	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, In: pr, Out: out})
+	pr.CloseWithError(uploadAborted)
+	if err != nil {
+		return fileEntry{}, rpcError(err)
+	}
+	if err := <-copied; err != nil {
+		_ = bx.fileOp(context.WithoutCancel(ctx), sandbox.FileRequest{Op: sandbox.FileRemove, Path: p})
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fileEntry{}, err
+		}
+		return fileEntry{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("reading the upload: %w", err))
+	}
+	if out.err != nil {
+		return fileEntry{}, out.err
+	}
+	var fi tentfs.FileInfo
+	if err := json.Unmarshal(out.Bytes(), &fi); err != nil || fi.Path == "" {
+		return fileEntry{}, connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's answer %q: %v", out.Bytes(), err))
+	}
+	return fileEntry{Name: fi.Name, Path: fi.Path, Type: "file"}, nil
+}
