@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// DefaultPath is PATH inside the sandbox unless the spec sets one.
-const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// defaultPath is PATH inside the sandbox unless the spec sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // passedThrough are the caller's variables the clean environment keeps.
 var passedThrough = []string{"TERM", "LANG", "TZ"}
@@ -21,7 +21,7 @@ func buildEnv(inherit bool, network, layers []string, home, user string, environ
 	if inherit {
 		base = append(base, environ...)
 	} else {
-		base = append(base, "PATH="+DefaultPath, "HOME="+home, "USER="+user)
+		base = append(base, "PATH="+defaultPath, "HOME="+home, "USER="+user)
 		for _, kv := range environ {
 			k, _, _ := strings.Cut(kv, "=")
 			for _, p := range passedThrough {

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/tent-sandbox/tent/fs"
@@ -107,11 +106,4 @@ type Seccomp struct {
 	// Profile, when set, replaces the built-in profile (an OCI/Docker
 	// seccomp profile, see seccomp.Load).
 	Profile *seccomp.Profile `json:"profile,omitempty"`
-}
-
-// Options are per-run settings that are not part of the sandbox's
-// description.
-type Options struct {
-	// Logger receives debug logs; nil discards them.
-	Logger *slog.Logger
 }
