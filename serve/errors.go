@@ -52,7 +52,8 @@ func statusOf(err error) int {
 		// cannot help, so it is the client's to change (the message says
 		// what is missing).
 		return http.StatusBadRequest
-	case errors.Is(err, sandbox.ErrTerminated):
+	case errors.Is(err, sandbox.ErrTerminated), errors.Is(err, sandbox.ErrStopped):
+		// Ended, and nothing to resume it from: kill it.
 		return http.StatusConflict
 	case errors.Is(err, sandbox.ErrClosed):
 		return http.StatusServiceUnavailable

@@ -1,0 +1,76 @@
+package serve
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+func TestNetworkPolicyMapping(t *testing.T) {
+	yes, no := true, false
+	none := sandbox.NetworkPolicy{}
+	host := sandbox.NetworkPolicy{Mode: netpolicy.Host}
+	tmplLimited := sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"proxy.golang.org"}}
+	for _, c := range []struct {
+		name      string
+		base      sandbox.NetworkPolicy
+		allow     *bool
+		nc        *networkConfig
+		update    bool
+		limitedOK bool
+		want      string // the policy, or "error: substring"
+	}{
+		{"nothing: the template's", tmplLimited, nil, nil, false, true, "limited [proxy.golang.org]"},
+		{"nothing on base", none, nil, nil, false, true, "none []"},
+		{"deny all", none, &no, nil, false, true, "limited []"},
+		{"deny all without a proxy", none, &no, nil, false, false, "none []"},
+		{"ALL_TRAFFIC and allowOut", none, nil, &networkConfig{AllowOut: []string{"example.com", "10.0.0.0/8:5432"}, DenyOut: []string{"0.0.0.0/0"}}, false, true, "limited [example.com 10.0.0.0/8:5432]"},
+		{"::/0 denies all too", none, nil, &networkConfig{DenyOut: []string{"::/0"}}, false, true, "limited []"},
+		{"other denyOut entries add nothing", none, &no, &networkConfig{DenyOut: []string{"10.0.0.0/8", "1.2.3.4"}, AllowOut: []string{"10.1.2.3"}}, false, true, "limited [10.1.2.3]"},
+		{"allowOut needs a proxy", none, &no, &networkConfig{AllowOut: []string{"a.example"}}, false, false, "error: limited network mode"},
+		{"allowOut alone leaves the internet open", none, nil, &networkConfig{AllowOut: []string{"example.com"}}, false, true, "error: denyOut 0.0.0.0/0"},
+		{"denyOut alone leaves the internet open", none, nil, &networkConfig{DenyOut: []string{"8.8.8.8"}}, false, true, "error: denyOut 0.0.0.0/0"},
+		{"internet on a host template", host, &yes, nil, false, true, "host []"},
+		{"internet elsewhere", tmplLimited, &yes, nil, false, true, "error: open internet"},
+		{"update clearing everything", tmplLimited, nil, &networkConfig{}, true, true, "error: open internet"},
+		{"update clearing on host", host, nil, &networkConfig{}, true, true, "host []"},
+		{"allow_internet_access in the update body", none, nil, &networkConfig{AllowInternetAccess: &no, AllowOut: []string{"1.1.1.1"}}, true, true, "limited [1.1.1.1]"},
+		{"allowOut everything", none, &no, &networkConfig{AllowOut: []string{"0.0.0.0/0"}}, false, true, "error: allowOut[0]"},
+		{"bad allow rule", none, &no, &networkConfig{AllowOut: []string{"*.co.uk"}}, false, true, "error: allowOut[0]"},
+		{"name in denyOut", none, &no, &networkConfig{DenyOut: []string{"evil.example"}}, false, true, "error: denyOut[0]"},
+		{"egress proxy", none, &no, &networkConfig{EgressProxy: map[string]any{"address": "p:1080"}}, false, true, "error: egressProxy"},
+		{"inbound-only settings are accepted", none, &no, &networkConfig{AllowPublicTraffic: &no, HTTPSPorts: []int{443}}, false, true, "limited []"},
+	} {
+		p, err := networkPolicy(c.base, c.allow, c.nc, c.update, c.limitedOK)
+		got := fmt.Sprintf("%s %v", p.Mode.Normalize(), p.AllowedHosts)
+		if len(p.AllowedHosts) == 0 {
+			got = string(p.Mode.Normalize()) + " []"
+		}
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		if want, ok := strings.CutPrefix(c.want, "error: "); ok {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: got %q, want an error with %q", c.name, got, want)
+			} else if st := statusOf(err); st != http.StatusBadRequest && st != http.StatusNotImplemented {
+				t.Errorf("%s: status %d", c.name, st)
+			}
+			continue
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+		if err == nil && len(p.DeniedHosts) != 0 {
+			t.Errorf("%s: denied hosts %v: E2B's allowOut wins over denyOut, so none may be set", c.name, p.DeniedHosts)
+		}
+		if err == nil {
+			if verr := p.Validate(); verr != nil {
+				t.Errorf("%s: the policy is invalid: %v", c.name, verr)
+			}
+		}
+	}
+}

@@ -1,0 +1,635 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+const testKey = "e2b_test_key"
+
+// harness is a server over a fake backend, behind httptest.
+type harness struct {
+	t   *testing.T
+	f   *fakeBackend
+	api *fakeAPI
+	s   *Server
+	url string
+}
+
+func newHarness(t *testing.T, opts Options) *harness {
+	t.Helper()
+	h := &harness{t: t, f: newFake(), api: &fakeAPI{release: make(chan struct{}), entered: make(chan struct{}, 16)}}
+	opts.APIKey = testKey
+	if opts.SandboxAPI == nil {
+		opts.SandboxAPI = h.api
+	}
+	s, err := New(h.f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s = s
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ts.Close()
+		_ = s.Close(context.Background(), false)
+	})
+	h.url = ts.URL
+	return h
+}
+
+// response is a decoded answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// errBody decodes E2B's error body, failing when it is not one.
+func (r response) errBody(t *testing.T) apiError {
+	t.Helper()
+	var e apiError
+	if err := json.Unmarshal(r.body, &e); err != nil || e.Code != r.status || e.Message == "" {
+		t.Fatalf("status %d: body %q is not E2B's error JSON with that code", r.status, r.body)
+	}
+	return e
+}
+
+// do sends a request; hdr holds header names and values in pairs. With
+// no X-API-Key among them, the right key is sent for control-plane paths.
+func (h *harness) do(method, path, body string, hdr ...string) response {
+	h.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, h.url+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	keySet := false
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+		if strings.EqualFold(hdr[i], "X-API-Key") || strings.EqualFold(hdr[i], headerSandboxID) {
+			keySet = true
+		}
+	}
+	if !keySet {
+		req.Header.Set("X-API-Key", testKey)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// create creates a sandbox and returns the response.
+func (h *harness) create(body string) sandboxResponse {
+	h.t.Helper()
+	r := h.do("POST", "/v2/sandboxes", body)
+	if r.status != http.StatusCreated {
+		h.t.Fatalf("create %s: status %d: %s", body, r.status, r.body)
+	}
+	var sr sandboxResponse
+	if err := json.Unmarshal(r.body, &sr); err != nil {
+		h.t.Fatal(err)
+	}
+	return sr
+}
+
+func decode[T any](t *testing.T, r response) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decoding %q: %v", r.body, err)
+	}
+	return v
+}
+
+func readAllBody(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
+
+func TestControlPlaneNeedsTheAPIKey(t *testing.T) {
+	h := newHarness(t, Options{})
+	r := h.do("GET", "/v2/sandboxes", "", "X-API-Key", "")
+	if r.status != http.StatusUnauthorized || !strings.Contains(r.errBody(t).Message, "missing API key") {
+		t.Fatalf("no key: %d %s", r.status, r.body)
+	}
+	for _, key := range []string{"wrong", testKey + "x", strings.ToUpper(testKey)} {
+		r = h.do("POST", "/v2/sandboxes", `{"templateID":"base"}`, "X-API-Key", key)
+		if r.status != http.StatusUnauthorized || r.errBody(t).Message != "invalid API key" {
+			t.Fatalf("key %q: %d %s", key, r.status, r.body)
+		}
+	}
+	if n := len(h.f.calls); n != 0 {
+		t.Fatalf("the backend was called %d times without a valid key: %v", n, h.f.calls)
+	}
+	if r = h.do("GET", "/v2/sandboxes", ""); r.status != http.StatusOK {
+		t.Fatalf("valid key: %d %s", r.status, r.body)
+	}
+}
+
+func TestCreateGetListKill(t *testing.T) {
+	h := newHarness(t, Options{})
+	sr := h.create(`{"templateID":"base","timeout":60,"metadata":{"user":"ann","app":"x y"},"envVars":{"B":"2","A":"1"}}`)
+	if sr.SandboxID == "" || sr.EnvdAccessToken == "" || sr.TemplateID != "base" || sr.EnvdVersion != defaultEnvdVersion {
+		t.Fatalf("create answered %+v", sr)
+	}
+	info, err := h.f.Get(context.Background(), sr.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(info.Spec.Env, ","); got != "A=1,B=2" {
+		t.Errorf("spec env %q, want A=1,B=2", got)
+	}
+	if info.Spec.Labels["user"] != "ann" || info.Spec.Labels[labelTemplate] != "base" {
+		t.Errorf("spec labels %v", info.Spec.Labels)
+	}
+
+	r := h.do("GET", "/sandboxes/"+sr.SandboxID, "")
+	d := decode[sandboxDetail](t, r)
+	if r.status != http.StatusOK || d.SandboxID != sr.SandboxID || d.State != "running" || d.Metadata["app"] != "x y" ||
+		len(d.Metadata) != 2 || d.EnvdAccessToken != sr.EnvdAccessToken || d.Lifecycle.OnTimeout != "kill" {
+		t.Fatalf("get: %d %s", r.status, r.body)
+	}
+	end, _ := time.Parse(time.RFC3339Nano, d.EndAt)
+	if left := time.Until(end); left < 55*time.Second || left > 61*time.Second {
+		t.Errorf("endAt %s is %s away, want about 60s", d.EndAt, left)
+	}
+
+	r = h.do("GET", "/v2/sandboxes", "")
+	if l := decode[[]listedSandbox](t, r); r.status != http.StatusOK || len(l) != 1 || l[0].SandboxID != sr.SandboxID || r.header.Get("X-Total-Running") != "1" {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+
+	if r = h.do("DELETE", "/sandboxes/"+sr.SandboxID, ""); r.status != http.StatusNoContent {
+		t.Fatalf("kill: %d %s", r.status, r.body)
+	}
+	if h.f.has(sr.SandboxID) {
+		t.Fatal("kill left the sandbox in the backend")
+	}
+	if got := strings.Join(h.api.forgot, ","); got != sr.SandboxID {
+		t.Errorf("the in-sandbox API was told to forget %q, want %q", got, sr.SandboxID)
+	}
+	for _, m := range []string{"GET", "DELETE"} {
+		if r = h.do(m, "/sandboxes/"+sr.SandboxID, ""); r.status != http.StatusNotFound {
+			t.Fatalf("%s after kill: %d %s", m, r.status, r.body)
+		}
+		r.errBody(t)
+	}
+}
+
+func TestInSandboxRouting(t *testing.T) {
+	h := newHarness(t, Options{})
+	a, b := h.create(`{}`), h.create(`{}`)
+	type tc struct {
+		name, path, id, token string
+		hdr                   []string
+		status                int
+	}
+	for _, c := range []tc{
+		{"own token", "/health", a.SandboxID, a.EnvdAccessToken, nil, http.StatusOK},
+		{"other's own token", "/process.Process/Start", b.SandboxID, b.EnvdAccessToken, nil, http.StatusOK},
+		{"no token", "/health", a.SandboxID, "", nil, http.StatusUnauthorized},
+		{"wrong token", "/health", a.SandboxID, "x" + a.EnvdAccessToken, nil, http.StatusUnauthorized},
+		{"A's token for B", "/files", b.SandboxID, a.EnvdAccessToken, nil, http.StatusUnauthorized},
+		{"the API key as token", "/files", a.SandboxID, testKey, nil, http.StatusUnauthorized},
+		{"a prefix of the id", "/health", a.SandboxID[:8], h.s.accessToken(a.SandboxID[:8]), nil, http.StatusBadGateway},
+		{"no such sandbox", "/health", "0123456789abcdef", h.s.accessToken("0123456789abcdef"), nil, http.StatusBadGateway},
+		{"another port", "/", a.SandboxID, a.EnvdAccessToken, []string{headerSandboxPort, "8080"}, http.StatusNotImplemented},
+		{"no id header", "/files", "", "", nil, http.StatusBadRequest},
+	} {
+		hdr := append([]string{"X-API-Key", ""}, c.hdr...)
+		if c.id != "" {
+			hdr = append(hdr, headerSandboxID, c.id)
+		}
+		if c.token != "" {
+			hdr = append(hdr, headerAccessToken, c.token)
+		}
+		r := h.do("GET", c.path, "", hdr...)
+		if r.status != c.status {
+			t.Errorf("%s: status %d, want %d: %s", c.name, r.status, c.status, r.body)
+			continue
+		}
+		if c.status == http.StatusOK {
+			if got := r.header.Get("X-Sandbox"); got != c.id {
+				t.Errorf("%s: served for sandbox %q, want %q", c.name, got, c.id)
+			}
+		} else {
+			r.errBody(t)
+		}
+	}
+	h.api.mu.Lock()
+	served := strings.Join(h.api.served, ";")
+	h.api.mu.Unlock()
+	if want := a.SandboxID + " /health;" + b.SandboxID + " /process.Process/Start"; served != want {
+		t.Errorf("the in-sandbox API served %q, want only %q", served, want)
+	}
+	// A paused sandbox is not served (its processes are frozen).
+	if r := h.do("POST", "/sandboxes/"+a.SandboxID+"/pause", ""); r.status != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	r := h.do("GET", "/health", "", "X-API-Key", "", headerSandboxID, a.SandboxID, headerAccessToken, a.EnvdAccessToken)
+	if r.status != http.StatusBadGateway || !strings.Contains(r.errBody(t).Message, "paused") {
+		t.Fatalf("paused sandbox: %d %s", r.status, r.body)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	h := newHarness(t, Options{MaxBodyBytes: 1024, MaxSandboxBodyBytes: 100, MaxStreamsPerSandbox: 1})
+	big := `{"templateID":"base","metadata":{"k":"` + strings.Repeat("x", 2000) + `"}}`
+	r := h.do("POST", "/v2/sandboxes", big)
+	if r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized body: %d %s", r.status, r.body)
+	}
+	r.errBody(t)
+	if len(h.f.calls) != 0 {
+		t.Fatalf("an oversized create reached the backend: %v", h.f.calls)
+	}
+
+	sb := h.create(`{}`)
+	auth := []string{"X-API-Key", "", headerSandboxID, sb.SandboxID, headerAccessToken, sb.EnvdAccessToken}
+	if r = h.do("POST", "/body", strings.Repeat("x", 101), auth...); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized in-sandbox body: %d", r.status)
+	}
+	if r = h.do("POST", "/body", strings.Repeat("x", 100), auth...); r.status != http.StatusOK {
+		t.Fatalf("in-sandbox body at the limit: %d", r.status)
+	}
+
+	// One request in flight is the sandbox's limit: a second is refused
+	// until the first ends.
+	done := make(chan response)
+	go func() { done <- h.do("GET", "/block", "", auth...) }()
+	<-h.api.entered
+	if r = h.do("GET", "/health", "", auth...); r.status != http.StatusTooManyRequests {
+		t.Fatalf("second request in flight: %d %s", r.status, r.body)
+	}
+	r.errBody(t)
+	close(h.api.release)
+	if r = <-done; r.status != http.StatusOK {
+		t.Fatalf("blocked request: %d", r.status)
+	}
+	if r = h.do("GET", "/health", "", auth...); r.status != http.StatusOK {
+		t.Fatalf("request after the first ended: %d %s", r.status, r.body)
+	}
+}
+
+func TestMaxSandboxes(t *testing.T) {
+	h := newHarness(t, Options{MaxSandboxes: 2})
+	h.create(`{}`)
+	sb := h.create(`{}`)
+	r := h.do("POST", "/v2/sandboxes", `{}`)
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("third sandbox: %d %s", r.status, r.body)
+	}
+	h.do("DELETE", "/sandboxes/"+sb.SandboxID, "")
+	h.create(`{}`)
+}
+
+func TestErrorMapping(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("x: %w", sandbox.ErrNotFound), 404},
+		{fmt.Errorf("x: %w", sandbox.ErrInvalidSpec), 400},
+		{&sandbox.UnsupportedError{Missing: []sandbox.Missing{{Protection: "landlock", Reason: "no"}}}, 400},
+		{fmt.Errorf("x: %w", sandbox.ErrUnsupported), 400},
+		{sandbox.ErrAmbiguous, 400},
+		{sandbox.ErrTerminated, 409},
+		{sandbox.ErrStopped, 409},
+		{sandbox.ErrClosed, 503},
+		{context.DeadlineExceeded, 504},
+		{&http.MaxBytesError{Limit: 1}, 413},
+		{notImplemented("x"), 501},
+		{errors.New("boom"), 500},
+	} {
+		if got := statusOf(c.err); got != c.want {
+			t.Errorf("statusOf(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+
+	h := newHarness(t, Options{})
+	for _, c := range []struct {
+		err    error
+		status int
+		msg    string
+	}{
+		{fmt.Errorf("%w: workdir: not absolute", sandbox.ErrInvalidSpec), 400, "workdir: not absolute"},
+		{&sandbox.UnsupportedError{Missing: []sandbox.Missing{{Protection: "cgroup limits", Reason: "no delegation"}}}, 400, "add best_effort: true to the template"},
+		{errors.New("disk on fire"), 500, "disk on fire"},
+	} {
+		h.f.fail("Provision", c.err)
+		r := h.do("POST", "/v2/sandboxes", `{}`)
+		if r.status != c.status || !strings.Contains(r.errBody(t).Message, c.msg) {
+			t.Errorf("Provision failing with %v: %d %s, want %d with %q", c.err, r.status, r.body, c.status, c.msg)
+		}
+	}
+}
+
+func TestNotImplemented(t *testing.T) {
+	h := newHarness(t, Options{})
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		msg                string
+	}{
+		{"GET", "/templates", "", 501, "not implemented by tent serve: GET /templates"},
+		{"DELETE", "/templates/snap1", "", 501, "not implemented"},
+		{"GET", "/v2/sandboxes/x/logs", "", 501, "not implemented"},
+		{"POST", "/volumes", "{}", 501, "not implemented"},
+		{"POST", "/v2/sandboxes", `{"mcp":{"x":{}}}`, 501, "mcp"},
+		{"POST", "/v2/sandboxes", `{"volumeMounts":[{"name":"v","path":"/v"}]}`, 501, "volumeMounts"},
+		{"POST", "/v2/sandboxes", `{"network":{"denyOut":["0.0.0.0/0"],"rules":{"a.com":[{}]}}}`, 501, "network.rules"},
+		{"GET", "/nonsense", "", 404, "no such endpoint"},
+	} {
+		r := h.do(c.method, c.path, c.body)
+		if r.status != c.status || !strings.Contains(r.errBody(t).Message, c.msg) {
+			t.Errorf("%s %s: %d %s, want %d with %q", c.method, c.path, r.status, r.body, c.status, c.msg)
+		}
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	h := newHarness(t, Options{})
+	for _, c := range []struct{ body, msg string }{
+		{`{"templateID":"../etc"}`, "templateID"},
+		{`{"timeout":0}`, "timeout: 0 seconds"},
+		{`{"timeout":90000}`, "timeout: 90000 seconds"},
+		{`{"timeout":"5"}`, "timeout"},
+		{`{"envVars":{"1A":"x"}}`, "not a valid variable name"},
+		{`{"metadata":{"tent.template":"x"}}`, "reserved"},
+		{`{"metadata":{"k":"a\u001b[2J"}}`, "control characters"},
+		{`{"autoPauseMemory":false,"autoPause":true}`, "filesystem-only"},
+		{`{"autoResume":{"enabled":true}}`, "autoResume needs autoPause"},
+		{`{"allow_internet_access":true}`, "open internet"},
+		{`{"network":{"allowOut":["example.com"]}}`, "denyOut 0.0.0.0/0"},
+		{`{"network":{"denyOut":["0.0.0.0/0"],"allowOut":["*.com"]}}`, "allowOut[0]"},
+		{`{"network":{"denyOut":["0.0.0.0/0","evil.com"]}}`, "denyOut[1]"},
+		{`{} {}`, "unexpected data"},
+		{`[`, "invalid request body"},
+		{`{"templateID":"nosuch"}`, "not found"},
+	} {
+		r := h.do("POST", "/v2/sandboxes", c.body)
+		want := http.StatusBadRequest
+		if c.msg == "not found" {
+			want = http.StatusNotFound
+		}
+		if r.status != want || !strings.Contains(r.errBody(t).Message, c.msg) {
+			t.Errorf("create %s: %d %s, want %d with %q", c.body, r.status, r.body, want, c.msg)
+		}
+	}
+	if n := len(h.f.boxes); n != 0 {
+		t.Fatalf("bad requests provisioned %d sandboxes", n)
+	}
+}
+
+func TestTimeoutKillsAndMoves(t *testing.T) {
+	h := newHarness(t, Options{})
+	short := h.create(`{"timeout":1}`)
+	moved := h.create(`{"timeout":1}`)
+	if r := h.do("POST", "/sandboxes/"+moved.SandboxID+"/timeout", `{"timeout":30}`); r.status != http.StatusNoContent {
+		t.Fatalf("setTimeout: %d %s", r.status, r.body)
+	}
+	waitFor(t, 5*time.Second, func() bool { return !h.f.has(short.SandboxID) })
+	if !h.f.has(moved.SandboxID) {
+		t.Fatal("setTimeout(30s) did not move the 1 s timeout")
+	}
+	if r := h.do("POST", "/sandboxes/"+moved.SandboxID+"/timeout", `{"timeout":1}`); r.status != http.StatusNoContent {
+		t.Fatalf("setTimeout: %d %s", r.status, r.body)
+	}
+	waitFor(t, 5*time.Second, func() bool { return !h.f.has(moved.SandboxID) })
+	if r := h.do("POST", "/sandboxes/"+moved.SandboxID+"/timeout", `{"timeout":1}`); r.status != http.StatusNotFound {
+		t.Fatalf("setTimeout of a killed sandbox: %d %s", r.status, r.body)
+	}
+}
+
+func TestPauseConnectAndAutoPause(t *testing.T) {
+	h := newHarness(t, Options{})
+	sb := h.create(`{"timeout":60}`)
+	path := "/sandboxes/" + sb.SandboxID
+	if r := h.do("POST", path+"/pause", `{}`); r.status != http.StatusNoContent || h.f.state(sb.SandboxID) != sandbox.StateSuspended {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", path+"/pause", ``); r.status != http.StatusConflict {
+		t.Fatalf("second pause: %d %s", r.status, r.body)
+	}
+	if d := decode[sandboxDetail](t, h.do("GET", path, "")); d.State != "paused" {
+		t.Fatalf("state %q after pause", d.State)
+	}
+	if r := h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":60,"memory":false}`); r.status != http.StatusBadRequest {
+		t.Fatalf("connect memory:false: %d %s", r.status, r.body)
+	}
+	r := h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":60}`)
+	if c := decode[sandboxResponse](t, r); r.status != http.StatusCreated || c.EnvdAccessToken != sb.EnvdAccessToken || c.TemplateID != "base" {
+		t.Fatalf("connect to paused: %d %s", r.status, r.body)
+	}
+	if h.f.state(sb.SandboxID) != sandbox.StateRunning {
+		t.Fatal("connect did not resume")
+	}
+	if r = h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", ``); r.status != http.StatusOK {
+		t.Fatalf("connect to running: %d %s", r.status, r.body)
+	}
+	if r = h.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", `{}`); r.status != http.StatusConflict {
+		t.Fatalf("resume of running: %d %s", r.status, r.body)
+	}
+	if r = h.do("POST", "/v2/sandboxes/0123456789abcdef/connect", `{}`); r.status != http.StatusNotFound {
+		t.Fatalf("connect to unknown: %d %s", r.status, r.body)
+	}
+
+	auto := h.create(`{"timeout":1,"autoPause":true,"autoResume":{"enabled":true}}`)
+	waitFor(t, 5*time.Second, func() bool { return h.f.state(auto.SandboxID) == sandbox.StateSuspended })
+	// The first in-sandbox request resumes it.
+	r = h.do("GET", "/health", "", "X-API-Key", "", headerSandboxID, auto.SandboxID, headerAccessToken, auto.EnvdAccessToken)
+	if r.status != http.StatusOK || h.f.state(auto.SandboxID) != sandbox.StateRunning {
+		t.Fatalf("auto-resume: %d %s, state %s", r.status, r.body, h.f.state(auto.SandboxID))
+	}
+
+	h.f.caps.Suspend = false
+	if r = h.do("POST", "/v2/sandboxes", `{"autoPause":true}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "freezer") {
+		t.Fatalf("autoPause without a freezer: %d %s", r.status, r.body)
+	}
+	if r = h.do("POST", path+"/pause", ``); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "freezer") {
+		t.Fatalf("pause without a freezer: %d %s", r.status, r.body)
+	}
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	h := newHarness(t, Options{})
+	var ids []string
+	for i := range 5 {
+		app := "a"
+		if i%2 == 1 {
+			app = "b&c=d"
+		}
+		ids = append(ids, h.create(fmt.Sprintf(`{"metadata":{"app":%q,"n":"%d"}}`, app, i)).SandboxID)
+		time.Sleep(2 * time.Millisecond) // distinct start times
+	}
+	h.do("POST", "/sandboxes/"+ids[0]+"/pause", "")
+	list := func(q string) ([]string, response) {
+		r := h.do("GET", "/v2/sandboxes?"+q, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("list ?%s: %d %s", q, r.status, r.body)
+		}
+		var got []string
+		for _, l := range decode[[]listedSandbox](t, r) {
+			got = append(got, l.SandboxID)
+		}
+		return got, r
+	}
+	// The SDK encodes each key and value, then the pairs as a query, then
+	// the whole as the parameter's value.
+	md := "metadata=" + url.QueryEscape("app="+url.QueryEscape(url.QueryEscape("b&c=d")))
+	if got, _ := list(md); fmt.Sprint(got) != fmt.Sprint([]string{ids[3], ids[1]}) {
+		t.Errorf("metadata filter: %v", got)
+	}
+	if got, _ := list("state=paused"); fmt.Sprint(got) != fmt.Sprint([]string{ids[0]}) {
+		t.Errorf("state=paused: %v", got)
+	}
+	if got, r := list("state=running,paused&order=asc&limit=2"); fmt.Sprint(got) != fmt.Sprint(ids[:2]) || r.header.Get("X-Next-Token") == "" || r.header.Get("X-Total-Running") != "4" {
+		t.Errorf("first page: %v, headers %v", got, r.header)
+	} else {
+		got2, r2 := list("order=asc&limit=2&nextToken=" + r.header.Get("X-Next-Token"))
+		got3, r3 := list("order=asc&limit=2&nextToken=" + r2.header.Get("X-Next-Token"))
+		if fmt.Sprint(got2) != fmt.Sprint(ids[2:4]) || fmt.Sprint(got3) != fmt.Sprint(ids[4:]) || r3.header.Get("X-Next-Token") != "" {
+			t.Errorf("pages 2 and 3: %v %v (next %q)", got2, got3, r3.header.Get("X-Next-Token"))
+		}
+	}
+	for _, q := range []string{"state=gone", "limit=0", "limit=101", "order=up", "nextToken=abc", "startedAfter=yesterday"} {
+		if r := h.do("GET", "/v2/sandboxes?"+q, ""); r.status != http.StatusBadRequest {
+			t.Errorf("list ?%s: %d, want 400", q, r.status)
+		}
+	}
+	r := h.do("GET", "/sandboxes", "")
+	if l := decode[[]listedSandbox](t, r); len(l) != 4 {
+		t.Errorf("v1 list (running only): %d sandboxes", len(l))
+	}
+}
+
+func TestSnapshotsAndForks(t *testing.T) {
+	h := newHarness(t, Options{})
+	src := h.create(`{"metadata":{"who":"src"}}`)
+	r := h.do("POST", "/sandboxes/"+src.SandboxID+"/snapshots", `{"name":"my-snap"}`)
+	snap := decode[snapshotInfo](t, r)
+	if r.status != http.StatusCreated || snap.SnapshotID == "" || fmt.Sprint(snap.Names) != "[my-snap]" {
+		t.Fatalf("snapshot: %d %s", r.status, r.body)
+	}
+	for _, tmpl := range []string{"my-snap", snap.SnapshotID} {
+		sb := h.create(`{"templateID":"` + tmpl + `","metadata":{"who":"copy"}}`)
+		d := decode[sandboxDetail](t, h.do("GET", "/sandboxes/"+sb.SandboxID, ""))
+		if d.TemplateID != tmpl || d.Metadata["who"] != "copy" {
+			t.Errorf("sandbox from %s: template %q metadata %v", tmpl, d.TemplateID, d.Metadata)
+		}
+	}
+	r = h.do("GET", "/snapshots?sandboxID="+src.SandboxID, "")
+	if l := decode[[]snapshotInfo](t, r); len(l) != 1 || l[0].SnapshotID != snap.SnapshotID {
+		t.Errorf("list snapshots: %s", r.body)
+	}
+	r = h.do("POST", "/sandboxes/"+src.SandboxID+"/fork", `{"count":2,"timeout":30}`)
+	forks := decode[[]forkResult](t, r)
+	if r.status != http.StatusCreated || len(forks) != 2 || forks[0].Sandbox == nil || forks[1].Sandbox == nil || forks[0].Sandbox.SandboxID == forks[1].Sandbox.SandboxID {
+		t.Fatalf("fork: %d %s", r.status, r.body)
+	}
+	d := decode[sandboxDetail](t, h.do("GET", "/sandboxes/"+forks[0].Sandbox.SandboxID, ""))
+	if d.Metadata["who"] != "src" || d.TemplateID != "base" {
+		t.Errorf("fork: %+v", d)
+	}
+	if r = h.do("POST", "/sandboxes/"+src.SandboxID+"/fork", `{"count":17}`); r.status != http.StatusBadRequest {
+		t.Errorf("17 forks: %d", r.status)
+	}
+	h.f.fail("Fork", errors.New("no room"))
+	r = h.do("POST", "/sandboxes/"+src.SandboxID+"/fork", ``)
+	if forks = decode[[]forkResult](t, r); r.status != http.StatusCreated || len(forks) != 1 || forks[0].Error == nil || forks[0].Error.Code != 500 {
+		t.Errorf("failing fork: %d %s", r.status, r.body)
+	}
+}
+
+func TestNetworkUpdate(t *testing.T) {
+	h := newHarness(t, Options{})
+	limited := h.create(`{"network":{"allowOut":["example.com"],"denyOut":["0.0.0.0/0"]}}`)
+	info, _ := h.f.Get(context.Background(), limited.SandboxID)
+	if info.Spec.Network.Mode != "limited" || fmt.Sprint(info.Spec.Network.AllowedHosts) != "[example.com]" {
+		t.Fatalf("create with rules: network %+v", info.Spec.Network)
+	}
+	path := "/sandboxes/" + limited.SandboxID + "/network"
+	if r := h.do("PUT", path, `{"allowOut":["127.0.0.1","api.example.org:443"],"denyOut":["0.0.0.0/0"]}`); r.status != http.StatusNoContent {
+		t.Fatalf("update: %d %s", r.status, r.body)
+	}
+	info, _ = h.f.Get(context.Background(), limited.SandboxID)
+	if fmt.Sprint(info.Spec.Network.AllowedHosts) != "[127.0.0.1 api.example.org:443]" {
+		t.Fatalf("after update: %+v", info.Spec.Network)
+	}
+	d := decode[sandboxDetail](t, h.do("GET", "/sandboxes/"+limited.SandboxID, ""))
+	if d.Network == nil || fmt.Sprint(d.Network.AllowOut) != "[127.0.0.1 api.example.org:443]" {
+		t.Errorf("getInfo network: %+v", d.Network)
+	}
+	if r := h.do("PUT", path, `{}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "open internet") {
+		t.Fatalf("update to the open internet: %d %s", r.status, r.body)
+	}
+	none := h.create(`{}`)
+	path = "/sandboxes/" + none.SandboxID + "/network"
+	if r := h.do("PUT", path, `{"allow_internet_access":false}`); r.status != http.StatusNoContent {
+		t.Fatalf("deny all on a sandbox without network: %d %s", r.status, r.body)
+	}
+	if r := h.do("PUT", path, `{"allowOut":["1.1.1.1"],"denyOut":["0.0.0.0/0"]}`); r.status != http.StatusConflict || !strings.Contains(r.errBody(t).Message, "created without network rules") {
+		t.Fatalf("allow on a sandbox without network: %d %s", r.status, r.body)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	h := newHarness(t, Options{})
+	sb := h.create(`{}`)
+	r := h.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics", "")
+	m := decode[[]sandboxMetric](t, r)
+	if r.status != http.StatusOK || len(m) != 1 || m[0].MemUsed != 3<<20 || m[0].MemTotal != 256<<20 || m[0].CPUCount < 1 {
+		t.Fatalf("metrics: %d %s", r.status, r.body)
+	}
+	if r = h.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics?end=1", ""); string(bytes.TrimSpace(r.body)) != "[]" {
+		t.Errorf("metrics ending in 1970: %s", r.body)
+	}
+	h.f.fail("Usage", fmt.Errorf("no cgroup: %w", sandbox.ErrUnsupported))
+	if r = h.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics", ""); r.status != http.StatusOK || string(bytes.TrimSpace(r.body)) != "[]" {
+		t.Errorf("metrics without a cgroup: %d %s", r.status, r.body)
+	}
+}
+
+func TestCloseKillsOnlyItsOwn(t *testing.T) {
+	h := newHarness(t, Options{})
+	own := h.create(`{}`)
+	other, _ := h.f.Provision(context.Background(), sandbox.Spec{}) // as tent create would
+	if err := h.s.Close(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if h.f.has(own.SandboxID) || !h.f.has(other.ID) {
+		t.Fatalf("after Close: own sandbox kept %v, other sandbox kept %v", h.f.has(own.SandboxID), h.f.has(other.ID))
+	}
+
+	h = newHarness(t, Options{})
+	own = h.create(`{}`)
+	if err := h.s.Close(context.Background(), true); err != nil || !h.f.has(own.SandboxID) {
+		t.Fatalf("Close keeping sandboxes: %v, kept %v", err, h.f.has(own.SandboxID))
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("condition not met within %s", d)
+}
