@@ -270,7 +270,7 @@ func (c *Cmd) Wait() error {
 	case <-r.ctxKilled:
 		// The context ended the sandbox, as os/exec's Cmd reports it.
 		if waitErr != nil || (status.Signaled() && status.Signal() == syscall.SIGKILL) {
-			rep.Signal, rep.SignalNum = "killed", int(syscall.SIGKILL)
+			rep.Signal, rep.ExitCode = "killed", 128+int(syscall.SIGKILL)
 			if teardownErr != nil {
 				return teardownErr
 			}
@@ -280,9 +280,10 @@ func (c *Cmd) Wait() error {
 	}
 	switch {
 	case rep.TimedOut:
+		rep.ExitCode = 124
 	case waitErr != nil && stats.OOMKills > 0:
 		// The init died with the command: the OOM killer took them both.
-		rep.OOMKilled, rep.Signal, rep.SignalNum = true, "killed", int(syscall.SIGKILL)
+		rep.OOMKilled, rep.Signal, rep.ExitCode = true, "killed", 128+int(syscall.SIGKILL)
 		return c.settle(nil, 0, teardownErr)
 	case waitErr != nil:
 		return errors.Join(fmt.Errorf("sandbox: %w", waitErr), teardownErr)
@@ -314,11 +315,10 @@ func (r *running) endReport() Report {
 func (c *Cmd) settle(status *syscall.WaitStatus, oomKills int64, teardownErr error) error {
 	rep := c.Report
 	switch {
-	case status == nil || rep.TimedOut:
-	case status.Signaled():
-		rep.Signal, rep.SignalNum = status.Signal().String(), int(status.Signal())
-	default:
-		rep.ExitStatus = status.ExitStatus()
+	case rep.TimedOut:
+		rep.ExitCode = 124
+	case status != nil:
+		rep.setStatus(*status)
 	}
 	if oomKills > 0 {
 		rep.OOMKilled = true
@@ -326,7 +326,7 @@ func (c *Cmd) settle(status *syscall.WaitStatus, oomKills int64, teardownErr err
 	if teardownErr != nil {
 		return teardownErr
 	}
-	if rep.ExitCode() != 0 {
+	if rep.ExitCode != 0 {
 		return &ExitError{Report: c.Report}
 	}
 	return nil

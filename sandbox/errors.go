@@ -117,12 +117,12 @@ func (e *ExitError) Error() string {
 		return "sandbox killed: " + e.ctxErr.Error()
 	case r.TimedOut:
 		return fmt.Sprintf("timed out after %s: process tree killed", r.Timeout)
-	case r.OOMKilled && r.SignalNum == int(syscall.SIGKILL):
+	case r.OOMKilled && r.Signal == syscall.SIGKILL.String():
 		return fmt.Sprintf("killed by the OOM killer: memory limit %s exceeded", cgroups.FormatSize(r.MemoryLimit))
 	case r.Signal != "":
 		return "killed by signal " + r.Signal + oom
 	}
-	return fmt.Sprintf("exit status %d", r.ExitStatus) + oom
+	return fmt.Sprintf("exit status %d", r.ExitCode) + oom
 }
 
 // Unwrap returns the context's error when the Cmd's context ended the
@@ -131,7 +131,7 @@ func (e *ExitError) Unwrap() error { return e.ctxErr }
 
 // ExitCode is the conventional exit code: the command's status, 128+N for
 // death by signal N, 124 for a timeout.
-func (e *ExitError) ExitCode() int { return e.Report.ExitCode() }
+func (e *ExitError) ExitCode() int { return e.Report.ExitCode }
 
 // exitCodeForStart maps a failure to start the command to the CLI's
 // conventions: 127 not found, 126 not executable, else 125.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"syscall"
 	"time"
 
 	"github.com/tent-sandbox/tent/netpolicy"
@@ -28,15 +29,41 @@ type Protection struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// Exit is how a command ended. A run's [Report] and an exec's
+// [ExecResult] share it.
+type Exit struct {
+	// ExitCode follows the shell's conventions: the command's exit
+	// status, 128+N for death by signal N, 124 for a timeout.
+	ExitCode int `json:"exit_code"`
+	// Signal names the signal that killed the command ("killed",
+	// "terminated"); "" when it exited.
+	Signal string `json:"signal,omitempty"`
+	// TimedOut is set when the command's timeout killed it.
+	TimedOut bool `json:"timed_out"`
+	// OOMKilled is set when the OOM killer killed a process of the
+	// command's tree (the sandbox's cgroup counted a kill while it ran);
+	// Signal says whether the command itself died. Without a cgroup
+	// memory controller it is always false.
+	OOMKilled bool `json:"oom_killed"`
+}
+
+// setStatus fills e from a wait status; a timeout, already set, wins.
+func (e *Exit) setStatus(status syscall.WaitStatus) {
+	switch {
+	case e.TimedOut:
+		e.ExitCode = 124
+	case status.Signaled():
+		e.Signal, e.ExitCode = status.Signal().String(), 128+int(status.Signal())
+	default:
+		e.ExitCode = status.ExitStatus()
+	}
+}
+
 // Report describes one run: how it ended and which protections held.
 type Report struct {
-	ExitStatus int    `json:"exit_status"`
-	Signal     string `json:"signal,omitempty"`
-	SignalNum  int    `json:"signal_number,omitempty"`
-	TimedOut   bool   `json:"timed_out"`
+	Exit
 	// Tier is the tier that ran: TierFull or TierReduced.
-	Tier      Tier `json:"tier"`
-	OOMKilled bool `json:"oom_killed"`
+	Tier Tier `json:"tier"`
 	// WallTime runs from Start to the command's exit.
 	WallTime time.Duration `json:"-"`
 	// PeakMemory is the cgroup's peak memory use in bytes (0 when no
@@ -54,25 +81,13 @@ type Report struct {
 	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
 }
 
-// ExitCode is the conventional exit code of the run (see [ExitError]).
-func (r *Report) ExitCode() int {
-	switch {
-	case r.TimedOut:
-		return 124
-	case r.SignalNum > 0:
-		return 128 + r.SignalNum
-	}
-	return r.ExitStatus
-}
-
 // MarshalJSON adds wall time in seconds.
 func (r *Report) MarshalJSON() ([]byte, error) {
 	type plain Report
 	return json.Marshal(struct {
 		*plain
-		ExitCode    int     `json:"exit_code"`
 		WallSeconds float64 `json:"wall_time_seconds"`
-	}{(*plain)(r), r.ExitCode(), r.WallTime.Seconds()})
+	}{(*plain)(r), r.WallTime.Seconds()})
 }
 
 func (r *Report) add(name string, s Status, detail string) {

@@ -191,19 +191,15 @@ type ExecRequest struct {
 	MaxOutput int64
 }
 
-// ExecResult is how a command ended.
+// ExecResult is how a command ended, and its captured output.
 type ExecResult struct {
-	ExitCode int    `json:"exit_code"` // the shell convention: 128+N for signal N, 124 for a timeout
-	Signal   string `json:"signal,omitempty"`
-	TimedOut bool   `json:"timed_out"`
-	// OOMKilled is set when the count of OOM kills in the sandbox's
-	// cgroup rose while the command ran (and it was not killed for ctx):
-	// the memory limit killed the command or one of its descendants —
-	// give or take a concurrent exec's process killed at the same
-	// moment. Signal says whether the command itself died (killed).
-	// Without a cgroup memory controller it is always false.
-	OOMKilled bool          `json:"oom_killed"`
-	Duration  time.Duration `json:"duration_ns"`
+	// Exit is how it ended. OOMKilled is set when the count of OOM kills
+	// in the sandbox's cgroup rose while the command ran (and it was not
+	// killed for ctx): the memory limit killed the command or one of its
+	// descendants — give or take a concurrent exec's process killed at
+	// the same moment.
+	Exit
+	Duration time.Duration `json:"duration_ns"`
 	// Stdout and Stderr are the captured output when the request's
 	// Stdout or Stderr was nil (at most MaxOutput bytes each); nil when
 	// it was streamed to a writer or file. Encoded in base64 in JSON.
@@ -352,15 +348,7 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 		return nil, fmt.Errorf("%w: %w", ErrTerminated, ex.Err)
 	}
 	sio.fill(res)
-	switch {
-	case res.TimedOut:
-		res.ExitCode = 124
-	case ex.Status.Signaled():
-		res.Signal = ex.Status.Signal().String()
-		res.ExitCode = 128 + int(ex.Status.Signal())
-	default:
-		res.ExitCode = ex.Status.ExitStatus()
-	}
+	res.setStatus(ex.Status)
 	// A kill for ctx is ours, not the OOM killer's.
 	res.OOMKilled = ctx.Err() == nil && !res.TimedOut && s.run.oomKills() > oomBefore
 	if err := ctx.Err(); err != nil && !res.TimedOut {

@@ -23,7 +23,7 @@ func readReport(t *testing.T, path string) map[string]any {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, data)
 	}
-	for _, key := range []string{"exit_status", "timed_out", "oom_killed", "wall_time_seconds", "landlock_abi", "cgroup_version", "protections", "peak_memory_bytes"} {
+	for _, key := range []string{"exit_code", "timed_out", "oom_killed", "wall_time_seconds", "landlock_abi", "cgroup_version", "protections", "peak_memory_bytes"} {
 		if _, ok := rep[key]; !ok {
 			t.Errorf("report has no %q: %s", key, data)
 		}
@@ -38,7 +38,7 @@ func TestReport(t *testing.T) {
 	r := tent(t, "run", "--report", path, "--", "sh", "-c", "exit 3")
 	r.expect(t, 3)
 	rep := readReport(t, path)
-	if rep["exit_status"] != 3.0 || rep["timed_out"] != false || rep["oom_killed"] != false {
+	if rep["exit_code"] != 3.0 || rep["timed_out"] != false || rep["oom_killed"] != false {
 		t.Errorf("report: %v", rep)
 	}
 	if w, _ := rep["wall_time_seconds"].(float64); w <= 0 || w > 30 {

@@ -256,7 +256,7 @@ func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 		case r.TimedOut:
 			return &exitError{code: ee.ExitCode(), msg: ee.Error()}
 		case r.OOMKilled:
-			return &exitError{code: ee.ExitCode(), msg: oomNote(r.SignalNum == int(syscall.SIGKILL), r.MemoryLimit)}
+			return &exitError{code: ee.ExitCode(), msg: oomNote(r.Signal == syscall.SIGKILL.String(), r.MemoryLimit)}
 		}
 		// The command's own exit or signal: nothing to add.
 		return &exitError{code: ee.ExitCode()}
