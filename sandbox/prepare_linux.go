@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -233,6 +234,9 @@ func (p *plan) resolveSeccomp(s *Spec) error {
 		return nil
 	case s.Seccomp.Profile != nil:
 		prog, err := seccomp.Compile(s.Seccomp.Profile)
+		if errors.Is(err, errors.ErrUnsupported) { // built without cgo
+			return fmt.Errorf("%w: seccomp profile: %w", ErrUnsupported, err)
+		}
 		if err != nil {
 			return invalid(fmt.Errorf("seccomp profile: %w", err))
 		}

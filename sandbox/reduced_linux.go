@@ -233,12 +233,13 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 
 var guardPrograms sync.Map // seccomp.Guard → seccomp.Program
 
-// guardProgram compiles (once per variant) the guard profile.
+// guardProgram returns (once per variant) the guard profile's program,
+// precompiled on x86-64.
 func guardProgram(g seccomp.Guard) (seccomp.Program, error) {
 	if p, ok := guardPrograms.Load(g); ok {
 		return p.(seccomp.Program), nil
 	}
-	p, err := seccomp.Compile(seccomp.GuardProfile(g))
+	p, err := seccomp.GuardProgram(g)
 	if err != nil {
 		return nil, fmt.Errorf("compiling the reduced tier's seccomp guard: %w", err)
 	}
