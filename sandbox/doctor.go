@@ -9,7 +9,9 @@ import (
 	"github.com/tent-sandbox/tent/internal/hostcheck"
 )
 
-// Check is one line of the doctor's report.
+// Check is one line of the doctor's report. The checks, in report order,
+// are named "user namespaces", "landlock", "seccomp", "cgroups",
+// "overlayfs in userns", "idmapped mounts" and "kernel".
 type Check struct {
 	Name   string `json:"name"`
 	Status string `json:"status"` // "available", "degraded", "missing" (or "unknown" when a probe could not run)
@@ -25,14 +27,20 @@ type DoctorReport struct {
 
 // Names of the doctor's checks, in report order.
 const (
-	CheckUserNS   = "user namespaces"
-	CheckLandlock = "landlock"
-	CheckSeccomp  = "seccomp"
-	CheckCgroups  = "cgroups"
-	CheckOverlay  = "overlayfs in userns"
-	CheckIDMap    = "idmapped mounts"
-	CheckKernel   = "kernel"
+	checkUserNS   = "user namespaces"
+	checkLandlock = "landlock"
+	checkSeccomp  = "seccomp"
+	checkCgroups  = "cgroups"
+	checkOverlay  = "overlayfs in userns"
+	checkIDMap    = "idmapped mounts"
+	checkKernel   = "kernel"
 )
+
+// AppArmorProfile returns an AppArmor profile that lets binary (the
+// absolute path of a program that starts sandboxes) create user
+// namespaces where AppArmor restricts them (Ubuntu 23.10 and later), for
+// /etc/apparmor.d.
+func AppArmorProfile(binary string) string { return hostcheck.AppArmorProfile(binary) }
 
 // Doctor checks this host for every protection tent uses: user namespaces,
 // Landlock, seccomp, cgroups, overlayfs in a user namespace, idmapped mounts
@@ -47,13 +55,13 @@ func Doctor(ctx context.Context) *DoctorReport {
 	add := func(name string, res hostcheck.Result) {
 		r.Checks = append(r.Checks, Check{Name: name, Status: string(res.Status), Detail: res.Detail, Fix: res.Fix})
 	}
-	add(CheckUserNS, hostcheck.ProbeUserNS(ctx, procRoot))
-	add(CheckLandlock, hostcheck.ProbeLandlock(sysRoot))
-	add(CheckSeccomp, hostcheck.ProbeSeccomp(procRoot))
-	add(CheckCgroups, hostcheck.ProbeCgroups(procRoot, canCreateSandboxCgroup))
-	add(CheckOverlay, hostcheck.ProbeOverlay(ctx))
-	add(CheckIDMap, hostcheck.ProbeIDMap(ctx))
-	add(CheckKernel, hostcheck.ProbeKernel())
+	add(checkUserNS, hostcheck.ProbeUserNS(ctx, procRoot))
+	add(checkLandlock, hostcheck.ProbeLandlock(sysRoot))
+	add(checkSeccomp, hostcheck.ProbeSeccomp(procRoot))
+	add(checkCgroups, hostcheck.ProbeCgroups(procRoot, canCreateSandboxCgroup))
+	add(checkOverlay, hostcheck.ProbeOverlay(ctx))
+	add(checkIDMap, hostcheck.ProbeIDMap(ctx))
+	add(checkKernel, hostcheck.ProbeKernel())
 	return r
 }
 

@@ -17,8 +17,8 @@ import (
 )
 
 var doctorChecks = []string{
-	sandbox.CheckUserNS, sandbox.CheckLandlock, sandbox.CheckSeccomp, sandbox.CheckCgroups,
-	sandbox.CheckOverlay, sandbox.CheckIDMap, sandbox.CheckKernel,
+	"user namespaces", "landlock", "seccomp", "cgroups",
+	"overlayfs in userns", "idmapped mounts", "kernel",
 }
 
 // children lists the pids of this process's children.
@@ -83,22 +83,22 @@ func TestDoctorThisHost(t *testing.T) {
 		}
 	}
 	if abi, err := fs.LandlockABI(); err == nil && abi >= 6 {
-		want(sandbox.CheckLandlock, "available", fmt.Sprintf("ABI %d", abi))
+		want("landlock", "available", fmt.Sprintf("ABI %d", abi))
 	} else if err == nil {
-		want(sandbox.CheckLandlock, "degraded", fmt.Sprintf("ABI %d", abi))
+		want("landlock", "degraded", fmt.Sprintf("ABI %d", abi))
 	}
-	want(sandbox.CheckSeccomp, "available", "kill_process")
-	want(sandbox.CheckUserNS, "available", "probe ok")
-	want(sandbox.CheckKernel, "available", "Linux 6.")
+	want("seccomp", "available", "kill_process")
+	want("user namespaces", "available", "probe ok")
+	want("kernel", "available", "Linux 6.")
 	host, err := cgroups.Detect("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := byName[sandbox.CheckCgroups]; !strings.HasPrefix(c.Detail, host.Mode.String()) {
+	if c := byName["cgroups"]; !strings.HasPrefix(c.Detail, host.Mode.String()) {
 		t.Errorf("cgroups = %+v, want this host's mode %s", c, host.Mode)
 	}
 	if os.Geteuid() == 0 && host.Mode == cgroups.Hybrid {
-		want(sandbox.CheckCgroups, "available", "v1 sandbox cgroups")
+		want("cgroups", "available", "v1 sandbox cgroups")
 	}
 	for _, c := range r.Checks {
 		if c.Status != "available" && c.Fix == "" && c.Status != "unknown" {

@@ -81,6 +81,10 @@ type Report struct {
 	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
 }
 
+// NetworkSummary summarises the connections the network policy refused
+// ("" for none), one line per destination.
+func (r *Report) NetworkSummary() string { return netpolicy.Summary(r.NetworkDenied) }
+
 // MarshalJSON adds wall time in seconds.
 func (r *Report) MarshalJSON() ([]byte, error) {
 	type plain Report

@@ -215,6 +215,10 @@ type ExecResult struct {
 	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
 }
 
+// NetworkSummary summarises the connections the network policy refused
+// while the command ran ("" for none), one line per destination.
+func (r *ExecResult) NetworkSummary() string { return netpolicy.Summary(r.NetworkDenied) }
+
 // Exec runs one command and waits for it. Cancelling ctx kills it. A
 // command that cannot start returns an error (ErrCommandNotFound,
 // ErrNotExecutable, ...); a command that ran returns its result, whatever

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tent-sandbox/tent/internal/hostcheck"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -51,7 +50,7 @@ the check itself failed.`,
 				if err != nil {
 					return &exitError{code: exitRefused, msg: "finding the tent binary: " + err.Error()}
 				}
-				_, err = io.WriteString(c.OutOrStdout(), hostcheck.AppArmorProfile(exe))
+				_, err = io.WriteString(c.OutOrStdout(), sandbox.AppArmorProfile(exe))
 				if err != nil {
 					return &exitError{code: exitRefused, msg: err.Error()}
 				}

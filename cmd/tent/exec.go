@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -137,7 +136,7 @@ stays). The command ends when tent exec is killed.`,
 				printError(os.Stderr, oomNote(res.Signal == "killed", rec.Spec.Limits.Memory))
 			}
 			if res != nil && len(res.NetworkDenied) > 0 {
-				printError(os.Stderr, netpolicy.Summary(res.NetworkDenied))
+				printError(os.Stderr, res.NetworkSummary())
 			}
 			for _, tr := range []struct {
 				name string

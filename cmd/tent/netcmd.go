@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -45,7 +44,7 @@ sandbox created with --net host keeps the host's network.`,
 				p := rec.Spec.Network
 				v := netView{ID: rec.ID, Mode: string(p.Mode), AllowedHosts: p.AllowedHosts, DeniedHosts: p.DeniedHosts}
 				if v.Mode == "" {
-					v.Mode = string(netpolicy.None)
+					v.Mode = "none"
 				}
 				if v.AllowedHosts == nil {
 					v.AllowedHosts = []string{}
@@ -59,7 +58,7 @@ sandbox created with --net host keeps the host's network.`,
 			if out.output != "" || out.format != "" {
 				return &exitError{code: exitRefused, msg: "-o and --format print the policy: give them without rule flags"}
 			}
-			p := sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: allow, DeniedHosts: deny}
+			p := sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: allow, DeniedHosts: deny}
 			if f.Changed("net") {
 				if p.Mode, err = policy.ParseNet(mode); err != nil {
 					return &exitError{code: exitRefused, msg: fmt.Sprintf("--net: %v", err)}

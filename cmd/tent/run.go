@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -228,7 +227,7 @@ func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 	rep := cmd.Report
 	if rep != nil {
 		// An agent reading stderr learns why its request failed.
-		if s := netpolicy.Summary(rep.NetworkDenied); s != "" {
+		if s := rep.NetworkSummary(); s != "" {
 			printError(os.Stderr, s)
 		}
 	}
@@ -297,7 +296,7 @@ func workdirMessage(dir string, err error) string {
 func userChoice(spec *sandbox.Spec, p sandbox.Protection) bool {
 	switch p.Name {
 	case "network namespace":
-		return spec.Network.Mode == netpolicy.Host
+		return spec.Network.Mode == "host"
 	case "seccomp":
 		return spec.Seccomp.Unconfined
 	}

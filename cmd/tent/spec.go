@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -106,8 +105,8 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 		}
 	}
 	if len(o.allowHosts)+len(o.denyHosts) > 0 {
-		if !f.Changed("net") && spec.Network.Mode != netpolicy.Host {
-			spec.Network.Mode = netpolicy.Limited // host rules imply limited
+		if !f.Changed("net") && spec.Network.Mode != "host" {
+			spec.Network.Mode = "limited" // host rules imply limited
 		}
 		spec.Network.AllowedHosts = append(spec.Network.AllowedHosts, o.allowHosts...)
 		spec.Network.DeniedHosts = append(spec.Network.DeniedHosts, o.denyHosts...)
