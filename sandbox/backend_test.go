@@ -79,7 +79,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestLocalBackendCapabilities(t *testing.T) {
 	l := newLocal(t, sandbox.LocalOptions{})
 	c := l.Capabilities()
-	if l.Name() != sandbox.LocalName || !c.Snapshot || !c.Resume || !c.NetworkPolicy {
+	if l.Name() != "local" || !c.Snapshot || !c.Resume || !c.NetworkPolicy {
 		t.Errorf("%s: %+v", l.Name(), c)
 	}
 	switch c.CgroupVersion {

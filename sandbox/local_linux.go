@@ -19,8 +19,8 @@ import (
 	"github.com/tent-sandbox/tent/namespaces"
 )
 
-// LocalName is the [Backend.Name] of [Local].
-const LocalName = "local"
+// localName is the [Backend.Name] of [Local].
+const localName = "local"
 
 // LocalOptions configure a [Local] backend.
 type LocalOptions struct {
@@ -102,8 +102,8 @@ func probeCapabilities() Capabilities {
 	return c
 }
 
-// Name returns [LocalName].
-func (l *Local) Name() string { return LocalName }
+// Name returns "local".
+func (l *Local) Name() string { return localName }
 
 // Capabilities reports what was probed when l was created.
 func (l *Local) Capabilities() Capabilities { return l.caps }
@@ -158,7 +158,7 @@ func (b *localBox) info() Info {
 	case sb.Suspended():
 		st = StateSuspended
 	}
-	return Info{ID: b.id, Backend: LocalName, State: st, Created: b.created, Spec: sb.Spec(),
+	return Info{ID: b.id, Backend: localName, State: st, Created: b.created, Spec: sb.Spec(),
 		InitPID: sb.InitPID(), CgroupPaths: sb.CgroupPaths(), Protections: sb.Protections(), Layers: sb.CowLayers()}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // layer picks the cow mount a diff or export is about.
@@ -77,7 +78,7 @@ prints them as JSON strings.`,
 					// Names are the sandbox's: quoted where they hold
 					// control bytes (a newline would forge a line, an
 					// escape sequence reach the terminal).
-					if _, err := fmt.Fprintf(w, "%c %s\n", strings.ToUpper(v.Kind)[0], sandbox.QuotePath(v.Path)); err != nil {
+					if _, err := fmt.Fprintf(w, "%c %s\n", strings.ToUpper(v.Kind)[0], policy.QuotePath(v.Path)); err != nil {
 						return err
 					}
 				}
