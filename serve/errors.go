@@ -67,7 +67,8 @@ func statusOf(err error) int {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
 	msg := strings.ReplaceAll(err.Error(), sandbox.BestEffortHint, "add best_effort: true to the template to accept the degradation")
-	if status >= 500 && status != http.StatusNotImplemented {
+	var he *httpError
+	if status >= 500 && !errors.As(err, &he) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	} else {
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)

@@ -1,0 +1,199 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// sdkVersion is the E2B JavaScript SDK the integration test runs.
+const sdkVersion = "2.51.0"
+
+// TestE2BSDK runs testdata/sdk/sdk_test.mjs, which drives the official
+// E2B SDK (installed from npm, cached under the user's cache directory)
+// against a server on a random loopback port, over a Local backend.
+// TENT_SDK_ONLY, a regexp, runs only the script's steps it matches.
+func TestE2BSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the SDK test installs an npm package and starts many sandboxes")
+	}
+	node, nerr := exec.LookPath("node")
+	npm, perr := exec.LookPath("npm")
+	if nerr != nil || perr != nil {
+		t.Skipf("node and npm are needed to run the E2B SDK (node: %v, npm: %v)", nerr, perr)
+	}
+	modules := installSDK(t, npm)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(context.Background())
+	caps := local.Capabilities()
+
+	templates := t.TempDir()
+	writeFile(t, filepath.Join(templates, "tenttest.yaml"), "hostname: tenttest\nenv: {FROM_TEMPLATE: \"yes\"}\n")
+	key := "e2b_" + randomHex(20)
+	var logs syncBuffer
+	srv, err := New(local, Options{APIKey: key, TemplatesDir: templates,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, l) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if err := srv.Close(context.Background(), false); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	}()
+
+	// A server on the host's loopback, for the network rules.
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "from the host") }))
+	defer host.Close()
+
+	work := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("testdata", "sdk", "sdk_test.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(work, "sdk_test.mjs"), string(script))
+	if err := os.Symlink(modules, filepath.Join(work, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	cmd := exec.CommandContext(ctx, node, "sdk_test.mjs")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(),
+		"E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_DEBUG=", "E2B_DOMAIN=",
+		"HOST_URL="+host.URL, "RUN="+randomHex(4), "ONLY="+os.Getenv("TENT_SDK_ONLY"),
+		"CAN_SUSPEND="+flag(caps.Suspend), "CAN_LIMIT="+flag(caps.NetworkPolicy),
+		"HAS_CGROUP="+flag(caps.CgroupVersion != "" && caps.CgroupVersion != "none"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("the SDK script (cgroup %s, suspend %v, limited network %v):\n%s", caps.CgroupVersion, caps.Suspend, caps.NetworkPolicy, out)
+	if err != nil {
+		t.Fatalf("the SDK script failed: %v", err)
+	}
+	if !strings.Contains(string(out), " 0 failed") {
+		t.Fatal("the SDK script did not report its steps")
+	}
+}
+
+// installSDK returns a node_modules directory holding e2b@sdkVersion:
+// the one cached under the user's cache directory, else a fresh npm
+// install, then cached there (an unwritable cache just means no cache).
+func installSDK(t *testing.T, npm string) string {
+	t.Helper()
+	cacheRoot, err := os.UserCacheDir()
+	if err != nil {
+		cacheRoot = t.TempDir()
+	}
+	parent := filepath.Join(cacheRoot, "tent-test")
+	dir := filepath.Join(parent, "e2b-"+sdkVersion)
+	modules := filepath.Join(dir, "node_modules")
+	if installed(modules) {
+		return modules
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		parent = t.TempDir()
+	}
+	tmp, err := os.MkdirTemp(parent, "install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	writeFile(t, filepath.Join(tmp, "package.json"), `{"private": true}`)
+	cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--no-package-lock", "--loglevel=error", "e2b@"+sdkVersion)
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(parent, "npm-cache"), "npm_config_update_notifier=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install e2b@%s: %v\n%s", sdkVersion, err, out)
+	}
+	if !installed(filepath.Join(tmp, "node_modules")) {
+		t.Fatalf("npm install e2b@%s left no node_modules/e2b of that version", sdkVersion)
+	}
+	if err := os.Rename(tmp, dir); err == nil {
+		return modules
+	} else if installed(modules) { // another run won the race
+		return modules
+	}
+	keep := t.TempDir()
+	if err := os.Rename(tmp, filepath.Join(keep, "sdk")); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(keep, "sdk", "node_modules")
+}
+
+// installed reports whether modules holds e2b at sdkVersion.
+func installed(modules string) bool {
+	b, err := os.ReadFile(filepath.Join(modules, "e2b", "package.json"))
+	var pkg struct{ Version string }
+	return err == nil && json.Unmarshal(b, &pkg) == nil && pkg.Version == sdkVersion
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// syncBuffer is a strings.Builder for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
