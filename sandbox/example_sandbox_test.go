@@ -1,0 +1,151 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// A long-lived sandbox keeps its state across commands; a non-zero exit
+// is a result, not an error.
+func ExampleProvision() {
+	ctx := context.Background()
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{Env: []string{"GREETING=hi"}}, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err) // nothing to terminate: no sandbox was made
+		return
+	}
+	defer sb.Terminate(ctx)
+	for _, call := range []string{"echo $GREETING > /tmp/f", "cat /tmp/f", "exit 3"} {
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", call}})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("exit %d: %q\n", res.ExitCode, res.Stdout)
+	}
+	// Output:
+	// exit 0: ""
+	// exit 0: "hi\n"
+	// exit 3: ""
+}
+
+// Files go in and out through tent's file helper, which runs inside the
+// sandbox with its restrictions: a path it cannot reach fails with the
+// errno it would get inside.
+func ExampleSandbox_File() {
+	ctx := context.Background()
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Terminate(ctx)
+	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/notes", Args: []string{"644"}, In: strings.NewReader("draft")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var out bytes.Buffer
+	if err := sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/notes", Out: &out}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out.String())
+	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/usr/bin/evil", Args: []string{"755"}, In: strings.NewReader("")})
+	fmt.Println(errors.Is(err, syscall.EROFS)) // the system directories are read-only
+	// Output:
+	// draft
+	// true
+}
+
+// A snapshot captures a sandbox's writable layers; forks start from it,
+// independent of the original and of each other.
+func ExampleFork() {
+	ctx := context.Background()
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Terminate(ctx)
+	if _, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo v1 > /tmp/state"}}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	dir, _ := os.MkdirTemp("", "tent-snapshots-")
+	defer os.RemoveAll(dir)
+	snap, err := sb.Snapshot(ctx, dir, sandbox.SnapshotOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fork, err := sandbox.Fork(ctx, snap, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer fork.Terminate(ctx)
+	res, err := fork.Exec(ctx, sandbox.ExecRequest{Args: []string{"cat", "/tmp/state"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(string(res.Stdout))
+	// Output: v1
+}
+
+// A limited sandbox reaches the allowed hosts through tent's proxy, and
+// its rules can be replaced while it runs; the mode is chosen at
+// provision time.
+func ExampleSandbox_SetNetworkPolicy() {
+	ctx := context.Background()
+	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}}
+	sb, err := sandbox.Provision(ctx, spec, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Terminate(ctx)
+	err = sb.SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"proxy.golang.org"}})
+	fmt.Println(err, sb.Spec().Network.AllowedHosts)
+	err = sb.SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "host"})
+	fmt.Println(errors.Is(err, sandbox.ErrUnsupported))
+	// Output:
+	// <nil> [proxy.golang.org]
+	// true
+}
+
+// A mount added to a running sandbox is validated as provisioning
+// validates mounts and seen by the next command.
+func ExampleSandbox_Mount() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "tent-data-")
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	os.WriteFile(dir+"/input", []byte("42\n"), 0o644)
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Terminate(ctx)
+	if err := sb.Mount(ctx, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, _ := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /data/input; echo x 2>/dev/null > /data/out || echo read-only"}})
+	fmt.Printf("%s", res.Stdout)
+	err = sb.Mount(ctx, sandbox.Mount{Source: "relative/path", Target: "/x"})
+	fmt.Println(errors.Is(err, sandbox.ErrInvalidSpec))
+	// Output:
+	// 42
+	// read-only
+	// true
+}
