@@ -10,23 +10,6 @@ import (
 	"github.com/tent-sandbox/tent/fs"
 )
 
-// CowLayer is the host side of a cow mount: the directory it overlays and
-// the upper layer that holds the sandbox's changes.
-type CowLayer struct {
-	Source string `json:"source"`
-	Target string `json:"target"`
-	Upper  string `json:"upper"`
-}
-
-// MountChanges are the changes of one cow mount.
-type MountChanges struct {
-	CowLayer
-	Changes []fs.Change `json:"changes"`
-}
-
-// Change is one changed path of a cow mount (see fs.Diff).
-type Change = fs.Change
-
 // DiffLayers lists what the sandbox changed in each cow mount, reading
 // the host side only (the sandbox may be running).
 func DiffLayers(layers []CowLayer) ([]MountChanges, error) {

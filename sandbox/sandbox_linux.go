@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -16,43 +14,6 @@ import (
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
-
-var (
-	// ErrTerminated is returned by the methods of a terminated [Sandbox].
-	ErrTerminated = errors.New("sandbox terminated")
-	// ErrSuspended is returned by Exec on a suspended [Sandbox].
-	ErrSuspended = errors.New("sandbox suspended")
-)
-
-// ProvisionOptions are the host-side settings of a long-lived sandbox.
-type ProvisionOptions struct {
-	// Logger receives debug logs; nil discards them.
-	Logger *slog.Logger
-	// NetLog receives the network audit log in limited mode.
-	NetLog io.Writer
-	// ID names the sandbox in the network audit log's records (their
-	// "sandbox" field); "" means a random one. tent create uses the
-	// sandbox's id.
-	ID string
-	// ProxyLimits bound what the sandbox can make its network proxy
-	// spend in limited mode; the zero value is the defaults.
-	ProxyLimits ProxyLimits
-	// Resolver resolves the names the network policy allows; nil means
-	// the host's resolver.
-	Resolver netpolicy.Resolver
-	// IdleAfter is how long the sandbox may sit with no request and no
-	// command running before its init, a Go process of several MiB, gives
-	// way to a small idle holder (under 1 MiB resident) that brings the
-	// init back at the next request: that request then pays the Go
-	// runtime's start-up, about 10 ms on a 2-vCPU VM. 0 means
-	// [DefaultIdleAfter]; a negative value keeps the init for good (it
-	// still trims its memory after a few idle seconds). Binaries built
-	// without cgo have no holder.
-	IdleAfter time.Duration
-}
-
-// DefaultIdleAfter is the default [ProvisionOptions.IdleAfter].
-const DefaultIdleAfter = namespaces.DefaultIdleAfter
 
 // Sandbox is a long-lived sandbox: provisioned once, it runs any number
 // of commands, concurrently, until Terminate. Its methods are safe for
@@ -134,90 +95,6 @@ func (s *Sandbox) Spec() Spec { return s.spec }
 func (s *Sandbox) Protections() []Protection {
 	return append([]Protection(nil), s.run.plan.report.Protections...)
 }
-
-// ExecRequest is one command to run in a [Sandbox].
-type ExecRequest struct {
-	// Args is the command and its arguments; Args[0] is looked up in PATH
-	// inside the sandbox unless it contains a slash.
-	Args []string
-	// Dir is the working directory inside; "" means the sandbox's.
-	Dir string
-	// Env is layered over the sandbox's environment, later wins.
-	Env []string
-	// Stdin is the command's fd 0: an *os.File is passed as is, another
-	// reader is copied through a pipe; nil means /dev/null.
-	Stdin io.Reader
-	// Stdout and Stderr are the command's fds 1 and 2, streamed as the
-	// command writes (never buffered until it exits):
-	//
-	//   - nil: captured into ExecResult.Stdout or ExecResult.Stderr, up
-	//     to MaxOutput bytes (DefaultMaxOutput when MaxOutput is 0);
-	//   - [io.Discard]: /dev/null, nothing is copied;
-	//   - an *os.File: passed as is, with no copy, unless MaxOutput is
-	//     positive (the output is then counted through a pipe, so the
-	//     command no longer sees a terminal);
-	//   - another writer: copied through a pipe as the command writes.
-	//
-	// When Stdout and Stderr are the same writer, fds 1 and 2 share one
-	// pipe, as with os/exec: the order of the command's writes is kept,
-	// the writer is never called concurrently, MaxOutput caps the
-	// combined stream and both truncation flags report it. A writer that
-	// fails is dropped and the rest of its output discarded. Output that
-	// a background process writes after the command exited is cut off
-	// after a short grace.
-	//
-	// A file the sandbox's user could not reopen by path (/dev/stdout,
-	// /proc/self/fd/N), such as a root caller's pipe or a socket, is
-	// relayed through a pipe that user owns (see "How the command's
-	// stdio can be reopened" in the package doc).
-	Stdout, Stderr io.Writer
-	// TTY, when set, runs the command on a new terminal inside the
-	// sandbox (see [Terminal]): Stdin is copied into it, its output goes
-	// to Stdout under the rules above (nil: captured), Stderr is unused.
-	TTY *Terminal
-	// Signals, when not nil, is read while the command runs: each
-	// syscall.Signal received is delivered to the command's foreground
-	// process group, as [Cmd.Signal] does.
-	Signals <-chan os.Signal
-	// Timeout, when positive, kills the command (and its process group)
-	// after that long; the result says TimedOut.
-	Timeout time.Duration
-	// MaxOutput caps each of stdout and stderr, in bytes. Past the cap
-	// the rest is read and dropped — the command never blocks on a full
-	// pipe and keeps running — and ExecResult.StdoutTruncated or
-	// StderrTruncated is set. 0 means DefaultMaxOutput for captured
-	// output (a nil Stdout or Stderr) and no cap for the caller's own
-	// writers and files; a negative value is refused (ErrInvalidSpec).
-	MaxOutput int64
-}
-
-// ExecResult is how a command ended, and its captured output.
-type ExecResult struct {
-	// Exit is how it ended. OOMKilled is set when the count of OOM kills
-	// in the sandbox's cgroup rose while the command ran (and it was not
-	// killed for ctx): the memory limit killed the command or one of its
-	// descendants — give or take a concurrent exec's process killed at
-	// the same moment.
-	Exit
-	Duration time.Duration `json:"duration_ns"`
-	// Stdout and Stderr are the captured output when the request's
-	// Stdout or Stderr was nil (at most MaxOutput bytes each); nil when
-	// it was streamed to a writer or file. Encoded in base64 in JSON.
-	Stdout []byte `json:"stdout,omitempty"`
-	Stderr []byte `json:"stderr,omitempty"`
-	// StdoutTruncated and StderrTruncated report that the command wrote
-	// more than MaxOutput bytes to that stream and the rest was dropped.
-	StdoutTruncated bool `json:"stdout_truncated"`
-	StderrTruncated bool `json:"stderr_truncated"`
-	// NetworkDenied lists the connections the network policy refused
-	// while the command ran (limited mode; give or take a concurrent
-	// command's), for a summary such as netpolicy.Summary.
-	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
-}
-
-// NetworkSummary summarises the connections the network policy refused
-// while the command ran ("" for none), one line per destination.
-func (r *ExecResult) NetworkSummary() string { return netpolicy.Summary(r.NetworkDenied) }
 
 // Exec runs one command and waits for it. Cancelling ctx kills it. A
 // command that cannot start returns an error (ErrCommandNotFound,

@@ -10,12 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultMaxOutput is the cap, in bytes, on each captured output stream
-// of an exec (ExecRequest.Stdout or Stderr nil) when
-// ExecRequest.MaxOutput is 0: 1 MiB, more than an agent's context takes
-// in and little enough for many concurrent execs.
-const DefaultMaxOutput = 1 << 20
-
 // How the command's stdio can be reopened
 //
 // A command reopens its stdio by path — /dev/stdout, /dev/fd/1,
