@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -342,62 +340,6 @@ func (r *running) oomKills() int64 {
 	return stats.OOMKills
 }
 
-// SetNetworkPolicy replaces the network rules of a running limited
-// sandbox; new connections follow them at once, open ones are kept.
-// Switching to mode none denies every new connection. Switching to or
-// from host, or to limited for a sandbox started without it, fails with
-// ErrUnsupported: those are chosen when the sandbox is created.
-func (c *Cmd) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	r := c.run
-	c.mu.Unlock()
-	if r == nil {
-		return errors.New("sandbox: not started")
-	}
-	return r.setNetworkPolicy(p)
-}
-
-func (r *running) setNetworkPolicy(p NetworkPolicy) error {
-	if r.proxy == nil || p.Mode == netpolicy.Host {
-		return fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
-	}
-	if p.Mode == netpolicy.None || p.Mode == "" {
-		p = NetworkPolicy{Mode: netpolicy.Limited} // no allowed host: everything denied
-	}
-	compiled, err := netpolicy.Compile(p)
-	if err != nil {
-		return invalid(fmt.Errorf("network: %w", err))
-	}
-	r.proxy.SetPolicy(compiled)
-	return nil
-}
-
-// startProxy serves the sandbox's proxy listeners (HTTP, SOCKS5) with a
-// host-side proxy.
-func startProxy(cfg netpolicy.ProxyConfig, policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver netpolicy.Resolver, log *slog.Logger) (*netpolicy.Proxy, error) {
-	var ls []net.Listener
-	for _, fd := range fds {
-		f := os.NewFile(uintptr(fd), "tent-proxy-listener")
-		l, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			for _, l := range ls {
-				l.Close()
-			}
-			return nil, fmt.Errorf("proxy listener: %w", err)
-		}
-		ls = append(ls, l)
-	}
-	cfg.Policy, cfg.Resolver, cfg.Audit, cfg.Logger = policy, resolver, audit, log
-	proxy := netpolicy.NewProxy(cfg)
-	go func() { _ = proxy.ServeHTTP(ls[0]) }()
-	go func() { _ = proxy.ServeSOCKS5(ls[1]) }()
-	return proxy, nil
-}
-
 // teardown kills and reaps the init and removes the cgroup.
 func (r *running) teardown(ctx context.Context) error {
 	var errs []error
@@ -418,90 +360,6 @@ func (r *running) teardown(ctx context.Context) error {
 		errs = append(errs, r.cg.Destroy(ctx))
 	}
 	return errors.Join(errs...)
-}
-
-// canCreateSandboxCgroup reports whether this process can create sandbox
-// cgroups on host, as createCgroup would: below its own cgroup, or, for
-// root whose own cgroup holds other processes, at the hierarchy's root.
-func canCreateSandboxCgroup(host *cgroups.Host) (cgroups.Version, error) {
-	v, err := cgroups.CanCreate(host)
-	if err != nil && os.Geteuid() == 0 {
-		if top, terr := host.AtRoot(); terr == nil {
-			if tv, terr := cgroups.CanCreate(top); terr == nil {
-				return tv, nil
-			}
-		}
-	}
-	return v, err
-}
-
-// createCgroup makes the sandbox's cgroup. Root always gets one (kill and
-// statistics); others get one when the host delegates, and need one when
-// they ask for limits.
-func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) error {
-	p := r.plan
-	host, err := cgroupHost()
-	if err == nil {
-		r.cg, err = cgroups.Create(host, "tent-"+randomID(), p.limits)
-	}
-	if err != nil && p.privileged && host != nil && r.cg == nil {
-		// Root whose own cgroup holds other processes (a shell, a CI step
-		// on a systemd host): create the sandbox's cgroup at the top.
-		if top, terr := host.AtRoot(); terr == nil {
-			if cg, cerr := cgroups.Create(top, "tent-"+randomID(), p.limits); cerr == nil {
-				r.cg, err = cg, nil
-			}
-		}
-	}
-	if err == nil {
-		reapStaleCgroups(r.cg)
-		p.report.CgroupVersion = r.cg.Version().String()
-		p.report.CgroupPaths = r.cg.Paths()
-		p.reportCgroupLimits(r.cg.Version())
-		return nil
-	}
-	log.Debug("no cgroup", "err", err)
-	p.report.CgroupVersion = "none"
-	if !p.wantsCgroupLimits() {
-		if p.privileged {
-			return fmt.Errorf("creating the sandbox cgroup: %w", err)
-		}
-		return nil
-	}
-	if !errors.Is(err, cgroups.ErrNotDelegated) {
-		return invalid(fmt.Errorf("limits: %w", err))
-	}
-	p.degradeToRlimits(err)
-	if host != nil {
-		fixForHost(p.missing, host.Mode)
-	}
-	if !s.BestEffort {
-		return &UnsupportedError{Missing: p.missing}
-	}
-	return nil
-}
-
-// fixForHost rewrites the fix of missing cgroup limits for the cgroup
-// layout this host actually has: cgroup v1 controllers (a hybrid or
-// legacy hierarchy) cannot be delegated to an unprivileged user the way
-// a cgroup v2 subtree can.
-func fixForHost(missing []Missing, mode cgroups.Mode) {
-	var fix string
-	switch mode {
-	case cgroups.Hybrid, cgroups.Legacy:
-		fix = "this host's cgroup controllers are cgroup v1 (" + map[cgroups.Mode]string{cgroups.Hybrid: "hybrid", cgroups.Legacy: "legacy"}[mode] +
-			" hierarchy), which an unprivileged user cannot be given: run as root, or boot with systemd.unified_cgroup_hierarchy=1 and run under a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes ...)"
-	case cgroups.Unified:
-		fix = "run as root, or under a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes ...)"
-	default:
-		fix = "mount cgroup2 (/sys/fs/cgroup) and run as root or under a delegated subtree"
-	}
-	for i, m := range missing {
-		switch m.Protection {
-		case "memory", "pids", "cpus":
-			missing[i].Fix = fix
-		}
-	}
 }
 
 // startError classifies an init's refusal to start the command.
@@ -544,31 +402,6 @@ func closeFDs(fds []int) {
 	for _, fd := range fds {
 		if fd >= 0 {
 			syscall.Close(fd)
-		}
-	}
-}
-
-// staleAfter is how old an empty tent-* cgroup must be before another
-// run removes it: the owner was killed (SIGKILL leaves no time to clean
-// up) and its processes died with the init.
-const staleAfter = 30 * time.Second
-
-// reapStaleCgroups removes empty sibling tent-* cgroups left by killed
-// owners. rmdir fails on a cgroup that still has processes or children,
-// so a live sandbox is never touched; errors are ignored.
-func reapStaleCgroups(cg *cgroups.Cgroup) {
-	mine := map[string]bool{}
-	for _, p := range cg.Paths() {
-		mine[p] = true
-	}
-	for p := range mine {
-		siblings, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "tent-*"))
-		for _, s := range siblings {
-			fi, err := os.Stat(s)
-			if mine[s] || err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < staleAfter || s == filepath.Join(filepath.Dir(p), "tent-supervisor") {
-				continue
-			}
-			_ = os.Remove(s)
 		}
 	}
 }
