@@ -1,3 +1,5 @@
+//go:build linux
+
 package fs
 
 import (
@@ -11,23 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ChangeKind says how a path of a cow mount changed.
-type ChangeKind string
-
-// Kinds of change.
-const (
-	Added    ChangeKind = "added"
-	Modified ChangeKind = "modified"
-	Deleted  ChangeKind = "deleted"
-)
-
-// Change is one changed path of a cow mount, relative to its root.
-type Change struct {
-	Path string     `json:"path"`
-	Kind ChangeKind `json:"kind"`
-	Dir  bool       `json:"dir,omitempty"`
-}
 
 // opaqueXattr marks an overlay directory that hides its lower
 // counterpart (user.* in a user namespace: the userxattr option).

@@ -1,3 +1,5 @@
+//go:build linux
+
 package fs
 
 import "golang.org/x/sys/unix"
@@ -23,13 +25,6 @@ const (
 // ABI 2 adds refer, 3 truncate, 4 TCP rules, 5 ioctl on devices, 6
 // scoping of abstract unix sockets and signals, 7 audit-log flags.
 const MaxLandlockABI = 7
-
-// LandlockRule grants Access (kernel LANDLOCK_ACCESS_FS_* bits) beneath
-// Path, a path inside the sandbox.
-type LandlockRule struct {
-	Path   string `json:"path"`
-	Access uint64 `json:"access"`
-}
 
 // HandledAccess returns the filesystem rights Landlock ABI abi can
 // restrict; everything in it is denied unless a rule grants it.

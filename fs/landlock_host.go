@@ -1,3 +1,5 @@
+//go:build linux
+
 package fs
 
 // llRead is read access to files and directories, without execute.

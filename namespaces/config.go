@@ -1,6 +1,7 @@
 package namespaces
 
 import (
+	"errors"
 	"time"
 
 	"github.com/tent-sandbox/tent/fs"
@@ -27,6 +28,18 @@ const ExecArg0 = "tent-exec"
 // rlimitsEnv carries the trampoline's limits; it is removed from the
 // environment before the command runs.
 const rlimitsEnv = "TENT_RLIMITS"
+
+// ErrInitMissing means the re-executed binary did not act as an init: the
+// program did not call sandbox.Init (or namespaces.MaybeRunInit) first.
+var ErrInitMissing = errors.New("the re-executed program did not start a sandbox init: call sandbox.Init() at the top of main")
+
+// DefaultIdleAfter is the default of [Config.IdleAfter]: how long a
+// long-lived sandbox's init waits without a request, and with no command
+// running, before it execs the idle holder (see handOff), a C loop that
+// holds the sandbox in under 1 MiB and execs the init again at the next
+// request. That request then pays the Go runtime's start-up (about 10 ms
+// on a 2-vCPU VM). Builds without cgo have no holder and only trim.
+const DefaultIdleAfter = 10 * time.Second
 
 // Ports of the proxy listeners inside the sandbox (its own network
 // namespace, so they collide with nothing on the host).

@@ -51,10 +51,6 @@ type Init struct {
 	deadErr error // set when the control socket failed
 }
 
-// ErrInitMissing means the re-executed binary did not act as an init: the
-// program did not call sandbox.Init (or namespaces.MaybeRunInit) first.
-var ErrInitMissing = errors.New("the re-executed program did not start a sandbox init: call sandbox.Init() at the top of main")
-
 // Start clones the init into new namespaces. It does not wait for it to
 // set anything up; send a Config with [Init.Run].
 func Start(ctx context.Context, o Options) (*Init, error) {

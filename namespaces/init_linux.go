@@ -21,14 +21,6 @@ import (
 // pages, and its next exec faults back the few hundred pages it needs.
 const IdleTrimAfter = 3 * time.Second
 
-// DefaultIdleAfter is the default of [Config.IdleAfter]: how long a
-// long-lived sandbox's init waits without a request, and with no command
-// running, before it execs the idle holder (see handOff), a C loop that
-// holds the sandbox in under 1 MiB and execs the init again at the next
-// request. That request then pays the Go runtime's start-up (about 10 ms
-// on a 2-vCPU VM). Builds without cgo have no holder and only trim.
-const DefaultIdleAfter = 10 * time.Second
-
 // IsInit reports whether this process was started as a sandbox init.
 func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == InitArg0 }
 
