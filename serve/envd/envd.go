@@ -141,10 +141,22 @@ func New(b sandbox.Backend, opts Options) *Handler {
 	opts = opts.withDefaults()
 	h := &Handler{b: b, opts: opts, log: opts.Logger, boxes: map[string]*box{}, mux: http.NewServeMux()}
 	copts := []connect.HandlerOption{connect.WithReadMaxBytes(opts.MaxMessageBytes)}
-	path, ph := processpbconnect.NewProcessHandler(&processService{h: h}, copts...)
-	h.mux.Handle(path, ph)
-	path, fh := filesystempbconnect.NewFilesystemHandler(&filesystemService{h: h}, copts...)
-	h.mux.Handle(path, fh)
+	// Each procedure by its path, so that any other falls to notServed.
+	_, ph := processpbconnect.NewProcessHandler(&processService{h: h}, copts...)
+	for _, p := range []string{processpbconnect.ProcessStartProcedure, processpbconnect.ProcessConnectProcedure,
+		processpbconnect.ProcessListProcedure, processpbconnect.ProcessSendInputProcedure,
+		processpbconnect.ProcessStreamInputProcedure, processpbconnect.ProcessSendSignalProcedure,
+		processpbconnect.ProcessCloseStdinProcedure, processpbconnect.ProcessUpdateProcedure} {
+		h.mux.Handle(p, ph)
+	}
+	_, fh := filesystempbconnect.NewFilesystemHandler(&filesystemService{h: h}, copts...)
+	for _, p := range []string{filesystempbconnect.FilesystemStatProcedure, filesystempbconnect.FilesystemListDirProcedure,
+		filesystempbconnect.FilesystemMakeDirProcedure, filesystempbconnect.FilesystemMoveProcedure,
+		filesystempbconnect.FilesystemRemoveProcedure, filesystempbconnect.FilesystemWatchDirProcedure,
+		filesystempbconnect.FilesystemCreateWatcherProcedure, filesystempbconnect.FilesystemGetWatcherEventsProcedure,
+		filesystempbconnect.FilesystemRemoveWatcherProcedure} {
+		h.mux.Handle(p, fh)
+	}
 	h.mux.HandleFunc("GET /files", h.download)
 	h.mux.HandleFunc("POST /files", h.upload)
 	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })

@@ -131,8 +131,8 @@ func (d *downloadWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// uploadAborted ends an upload's copy when the helper stopped reading.
-var uploadAborted = errors.New("the upload was abandoned")
+// errUploadAborted ends an upload's copy when the helper stopped reading.
+var errUploadAborted = errors.New("the upload was abandoned")
 
 // limitReader fails past max bytes (a gzip body's decoded size).
 type limitReader struct {
@@ -289,7 +289,7 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader) (f
 	}()
 	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
 	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, In: pr, Out: out})
-	pr.CloseWithError(uploadAborted)
+	pr.CloseWithError(errUploadAborted)
 	if err != nil {
 		return fileEntry{}, rpcError(err)
 	}
