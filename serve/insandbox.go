@@ -2,9 +2,14 @@ package serve
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -40,12 +45,21 @@ func isSandboxPath(p string) bool {
 // (resuming it when it auto-resumes), bounds the sandbox's concurrent
 // requests and the body, and hands it to the SandboxAPI.
 func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string) {
+	signed := false
+	if id == "" && r.URL.Path == "/files" && r.URL.Query().Has("signature") {
+		var err error
+		if id, err = s.signedSandbox(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		signed = true
+	}
 	if id == "" {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "in-sandbox request without an %s header: point E2B_SANDBOX_URL at this server and use an E2B SDK, or send the header", headerSandboxID))
 		return
 	}
 	token := r.Header.Get(headerAccessToken)
-	if token == "" || !s.validToken(id, token) {
+	if !signed && (token == "" || !s.validToken(id, token)) {
 		// One answer for a missing token, a wrong one and another
 		// sandbox's: nothing tells a caller which sandboxes exist.
 		s.writeError(w, r, errorf(http.StatusUnauthorized, "invalid or missing %s for sandbox %q", headerAccessToken, id))
@@ -108,6 +122,49 @@ func (s *Server) ensureRunning(ctx context.Context, id string) error {
 		why = ": " + info.Reason
 	}
 	return errorf(http.StatusBadGateway, "sandbox %s is not running: it has ended%s", id, why)
+}
+
+// signedSandbox finds the sandbox a signed /files URL (the SDKs'
+// uploadUrl and downloadUrl) is for: the one whose access token signs
+// the request's path, operation (GET reads, POST writes) and user, as
+// "v1_" and the unpadded base64 of SHA-256("PATH:OP:USER:TOKEN[:EXP]").
+// Such a URL names no sandbox, so every sandbox's signature is computed
+// (constant-time compared); an expired signature is refused.
+func (s *Server) signedSandbox(r *http.Request) (string, error) {
+	q := r.URL.Query()
+	op := "read"
+	if r.Method == http.MethodPost {
+		op = "write"
+	}
+	raw := q.Get("path") + ":" + op + ":" + q.Get("username") + ":"
+	exp := q.Get("signature_expiration")
+	if exp != "" {
+		t, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil || time.Now().Unix() > t {
+			return "", errorf(http.StatusUnauthorized, "the signed URL has expired")
+		}
+	}
+	sig := q.Get("signature")
+	infos, err := s.b.List(r.Context())
+	if err != nil {
+		return "", err
+	}
+	found := ""
+	for _, info := range infos {
+		msg := raw + s.accessToken(info.ID)
+		if exp != "" {
+			msg += ":" + exp
+		}
+		sum := sha256.Sum256([]byte(msg))
+		want := "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+		if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) == 1 {
+			found = info.ID
+		}
+	}
+	if found == "" {
+		return "", errorf(http.StatusUnauthorized, "invalid signature for this path, operation and user")
+	}
+	return found, nil
 }
 
 // acquireStream takes one of sandbox id's request slots.

@@ -3,6 +3,8 @@ package serve
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -632,4 +634,43 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 		}
 	}
 	t.Fatalf("condition not met within %s", d)
+}
+
+func TestSignedURLs(t *testing.T) {
+	h := newHarness(t, Options{})
+	a, b := h.create(`{}`), h.create(`{}`)
+	sign := func(token, path, op, user, exp string) string {
+		msg := path + ":" + op + ":" + user + ":" + token
+		if exp != "" {
+			msg += ":" + exp
+		}
+		sum := sha256.Sum256([]byte(msg))
+		q := url.Values{"path": {path}, "signature": {"v1_" + base64.RawStdEncoding.EncodeToString(sum[:])}}
+		if user != "" {
+			q.Set("username", user)
+		}
+		if exp != "" {
+			q.Set("signature_expiration", exp)
+		}
+		return "/files?" + q.Encode()
+	}
+	future := fmt.Sprint(time.Now().Add(time.Minute).Unix())
+	past := fmt.Sprint(time.Now().Add(-time.Second).Unix())
+	for _, c := range []struct {
+		name, method, url string
+		status            int
+		id                string
+	}{
+		{"A's read", "GET", sign(b.EnvdAccessToken, "/tmp/x", "read", "", ""), 200, b.SandboxID},
+		{"B's write with a user and expiry", "POST", sign(a.EnvdAccessToken, "/tmp/x", "write", "root", future), 200, a.SandboxID},
+		{"expired", "GET", sign(a.EnvdAccessToken, "/tmp/x", "read", "", past), 401, ""},
+		{"a read signature to write", "POST", sign(a.EnvdAccessToken, "/tmp/x", "read", "", ""), 401, ""},
+		{"signed with the API key", "GET", sign(testKey, "/tmp/x", "read", "", ""), 401, ""},
+		{"tampered path", "GET", strings.Replace(sign(a.EnvdAccessToken, "/tmp/x", "read", "", ""), "x", "y", 1), 401, ""},
+	} {
+		r := h.do(c.method, c.url, "", "X-API-Key", "")
+		if r.status != c.status || r.header.Get("X-Sandbox") != c.id {
+			t.Errorf("%s: status %d for sandbox %q, want %d for %q: %s", c.name, r.status, r.header.Get("X-Sandbox"), c.status, c.id, r.body)
+		}
+	}
 }

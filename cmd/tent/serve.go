@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,9 @@ type serveOptions struct {
 	tlsKey    string
 	insecure  bool
 }
+
+// pythonKey is the form of API key E2B's Python SDK accepts.
+var pythonKey = regexp.MustCompile(`^e2b_[0-9a-fA-F]+$`)
 
 // defaultListen is tent serve's address: loopback only.
 const defaultListen = "127.0.0.1:49982"
@@ -123,6 +127,9 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 		if created {
 			log.Info("generated an API key", "file", path)
 		}
+	}
+	if !pythonKey.MatchString(key) {
+		log.Warn("the API key is not e2b_ followed by hex digits: E2B's Python SDK refuses such keys")
 	}
 	var tlsConf *tls.Config
 	if useTLS {

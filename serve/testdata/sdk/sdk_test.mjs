@@ -190,6 +190,21 @@ await step('files: write, read, exists, getInfo, list, makeDir, rename, remove',
   eq(r.stdout.trim().split(/\s+/), ['0', '1', '2', '255'], 'the file as a command sees it')
 })
 
+await step('uploadUrl and downloadUrl (signed URLs)', async () => {
+  const path = `/tmp/signed-${RUN}.txt`
+  const form = new FormData()
+  form.append('file', new Blob(['signed upload']), 'signed.txt')
+  let res = await fetch(await sbx.uploadUrl(path, { useSignatureExpiration: 60 }), { method: 'POST', body: form })
+  eq(res.status, 200, `upload: ${await res.clone().text()}`)
+  const down = await sbx.downloadUrl(path)
+  res = await fetch(down)
+  eq([res.status, await res.text()], [200, 'signed upload'], 'download')
+  res = await fetch(down.replace('signed-', 'other-'))
+  eq(res.status, 401, 'a signature for another path')
+  res = await fetch(down, { method: 'POST', body: form })
+  eq(res.status, 401, 'a read signature used to write')
+})
+
 await step('files.watchDir', async () => {
   const dir = `/tmp/watch-${RUN}`
   await sbx.files.makeDir(dir)
