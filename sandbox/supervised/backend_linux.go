@@ -20,25 +20,6 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// Name is the [Backend]'s [sandbox.Backend.Name].
-const Name = "supervised"
-
-// Options configure a [Backend].
-type Options struct {
-	// Logger receives the backend's debug logs; when it logs at debug
-	// level, supervisors log at debug level to their sandbox's log file
-	// too. Nil discards them.
-	Logger *slog.Logger
-	// IdleAfter is how long a supervisor waits with no request, no
-	// command running and no proxied connection open before it and the
-	// sandbox's init give way to small idle holders: 0 means
-	// sandbox.DefaultIdleAfter, a negative value never.
-	IdleAfter time.Duration
-	// NetLog, when not "", is a file every sandbox's network decisions
-	// are appended to (limited mode), as JSON lines.
-	NetLog string
-}
-
 // Backend is the [sandbox.Backend] of durable, daemonless sandboxes: each
 // runs under a supervisor process of its own (this program, re-executed
 // from /proc/self/exe: the program must call sandbox.Init first), which

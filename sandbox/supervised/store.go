@@ -1,3 +1,5 @@
+//go:build linux
+
 package supervised
 
 import (
@@ -54,22 +56,6 @@ type record struct {
 
 // stateDir is a state directory.
 type stateDir struct{ Dir string }
-
-// DefaultStateDir is $TENT_STATE_DIR, else /var/lib/tent for root, else
-// $XDG_STATE_HOME/tent, else ~/.local/state/tent.
-func DefaultStateDir() string {
-	if d := os.Getenv("TENT_STATE_DIR"); d != "" {
-		return d
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/tent"
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "tent")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local", "state", "tent")
-}
 
 // ensure creates the state directory (0700) if needed and checks that
 // it can be trusted (see checkDir).

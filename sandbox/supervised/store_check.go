@@ -1,3 +1,5 @@
+//go:build linux
+
 package supervised
 
 import (
@@ -27,10 +29,6 @@ import (
 // directory of the caller's or, for root, of the sandbox's host id), and
 // cgroups only beneath /sys/fs/cgroup, named tent-*, on a cgroup
 // filesystem.
-
-// ErrUnsafeStateDir is returned for a state directory that someone other
-// than the caller owns or may write.
-var ErrUnsafeStateDir = errors.New("unsafe state directory")
 
 // checkDir refuses a state directory that is a symlink, not a directory,
 // not the caller's, or writable by group or others. A missing directory

@@ -1,0 +1,220 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/netpolicy"
+)
+
+// Outside Linux the package builds, so that programs importing it compile
+// on any system, but no sandbox can start: every call that would start,
+// reach or inspect one fails with errNotLinux, which wraps
+// [ErrUnsupported]. No [Sandbox] or [Local] value can be obtained, so
+// their methods that return no error only return zero values.
+
+// errNotLinux is every stub's error.
+var errNotLinux = fmt.Errorf("%w: sandboxes need Linux", ErrUnsupported)
+
+// running is a started command's state; outside Linux none starts.
+type running struct{}
+
+// canCreateSandboxCgroup fails: outside Linux there are no cgroups.
+func canCreateSandboxCgroup(*cgroups.Host) (cgroups.Version, error) {
+	return cgroups.None, errNotLinux
+}
+
+// Start fails with an error wrapping [ErrUnsupported]: sandboxes need Linux.
+func (c *Cmd) Start() error { return errNotLinux }
+
+// Wait fails with an error wrapping [ErrUnsupported]: sandboxes need Linux.
+func (c *Cmd) Wait() error { return errNotLinux }
+
+// Signal fails with an error wrapping [ErrUnsupported]: sandboxes need
+// Linux.
+func (c *Cmd) Signal(syscall.Signal) error { return errNotLinux }
+
+// SetNetworkPolicy fails with an error wrapping [ErrUnsupported]:
+// sandboxes need Linux.
+func (c *Cmd) SetNetworkPolicy(context.Context, NetworkPolicy) error { return errNotLinux }
+
+// Sandbox is a long-lived sandbox; outside Linux none can be provisioned.
+type Sandbox struct{}
+
+// Provision fails with an error wrapping [ErrUnsupported]: sandboxes need
+// Linux.
+func Provision(context.Context, Spec, ProvisionOptions) (*Sandbox, error) { return nil, errNotLinux }
+
+// Fork fails with an error wrapping [ErrUnsupported]: sandboxes need Linux.
+func Fork(context.Context, *Snapshot, ProvisionOptions) (*Sandbox, error) { return nil, errNotLinux }
+
+// LoadSnapshot fails with an error wrapping [ErrUnsupported]: snapshots
+// need Linux.
+func LoadSnapshot(string) (*Snapshot, error) { return nil, errNotLinux }
+
+// ListSnapshots fails with an error wrapping [ErrUnsupported]: snapshots
+// need Linux.
+func ListSnapshots(string) ([]*Snapshot, error) { return nil, errNotLinux }
+
+// FindSnapshot fails with an error wrapping [ErrUnsupported]: snapshots
+// need Linux.
+func FindSnapshot(string, string) (*Snapshot, error) { return nil, errNotLinux }
+
+// DiffLayers fails with an error wrapping [ErrUnsupported]: cow mounts
+// need Linux.
+func DiffLayers([]CowLayer) ([]MountChanges, error) { return nil, errNotLinux }
+
+// WritePatch fails with an error wrapping [ErrUnsupported]: cow mounts
+// need Linux.
+func WritePatch(io.Writer, CowLayer) error { return errNotLinux }
+
+// ExportTo fails with an error wrapping [ErrUnsupported]: cow mounts need
+// Linux.
+func ExportTo(string, CowLayer) error { return errNotLinux }
+
+// ID returns "".
+func (s *Sandbox) ID() string { return "" }
+
+// Spec returns the zero Spec.
+func (s *Sandbox) Spec() Spec { return Spec{} }
+
+// InitPID returns 0.
+func (s *Sandbox) InitPID() int { return 0 }
+
+// CgroupPaths returns nil.
+func (s *Sandbox) CgroupPaths() []string { return nil }
+
+// Protections returns nil.
+func (s *Sandbox) Protections() []Protection { return nil }
+
+// CowLayers returns nil.
+func (s *Sandbox) CowLayers() []CowLayer { return nil }
+
+// NetworkDenied returns nil.
+func (s *Sandbox) NetworkDenied() []netpolicy.Denial { return nil }
+
+// Suspended returns false.
+func (s *Sandbox) Suspended() bool { return false }
+
+// Done returns nil.
+func (s *Sandbox) Done() <-chan struct{} { return nil }
+
+// Usage fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Usage() (Usage, error) { return Usage{}, errNotLinux }
+
+// Exec fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Exec(context.Context, ExecRequest) (*ExecResult, error) { return nil, errNotLinux }
+
+// File fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) File(context.Context, FileRequest) error { return errNotLinux }
+
+// ReadFile fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) ReadFile(context.Context, string, io.Writer) error { return errNotLinux }
+
+// WriteFile fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) WriteFile(context.Context, string, io.Reader, os.FileMode) error {
+	return errNotLinux
+}
+
+// ListDir fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) ListDir(context.Context, string) ([]FileInfo, error) { return nil, errNotLinux }
+
+// Stat fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Stat(context.Context, string) (FileInfo, error) { return FileInfo{}, errNotLinux }
+
+// Remove fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Remove(context.Context, string, bool) error { return errNotLinux }
+
+// Mount fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Mount(context.Context, Mount) error { return errNotLinux }
+
+// SetNetworkPolicy fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) SetNetworkPolicy(context.Context, NetworkPolicy) error { return errNotLinux }
+
+// Snapshot fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Snapshot(context.Context, string, SnapshotOptions) (*Snapshot, error) {
+	return nil, errNotLinux
+}
+
+// Suspend fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Suspend(context.Context) error { return errNotLinux }
+
+// Resume fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Resume(context.Context) error { return errNotLinux }
+
+// Terminate fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Terminate(context.Context) error { return errNotLinux }
+
+// Local is the [Backend] that runs sandboxes in this process; outside
+// Linux none can be created.
+type Local struct{}
+
+var _ Backend = (*Local)(nil)
+
+// NewLocal fails with an error wrapping [ErrUnsupported]: sandboxes need
+// Linux.
+func NewLocal(LocalOptions) (*Local, error) { return nil, errNotLinux }
+
+// Name returns "local".
+func (l *Local) Name() string { return localName }
+
+// Capabilities returns the zero Capabilities: nothing works.
+func (l *Local) Capabilities() Capabilities { return Capabilities{} }
+
+// Sandbox fails with an error wrapping [ErrUnsupported].
+func (l *Local) Sandbox(string) (*Sandbox, error) { return nil, errNotLinux }
+
+// Provision fails with an error wrapping [ErrUnsupported].
+func (l *Local) Provision(context.Context, Spec) (Info, error) { return Info{}, errNotLinux }
+
+// Get fails with an error wrapping [ErrUnsupported].
+func (l *Local) Get(context.Context, string) (Info, error) { return Info{}, errNotLinux }
+
+// List fails with an error wrapping [ErrUnsupported].
+func (l *Local) List(context.Context) ([]Info, error) { return nil, errNotLinux }
+
+// Exec fails with an error wrapping [ErrUnsupported].
+func (l *Local) Exec(context.Context, string, ExecRequest) (*ExecResult, error) {
+	return nil, errNotLinux
+}
+
+// Mount fails with an error wrapping [ErrUnsupported].
+func (l *Local) Mount(context.Context, string, Mount) error { return errNotLinux }
+
+// SetNetworkPolicy fails with an error wrapping [ErrUnsupported].
+func (l *Local) SetNetworkPolicy(context.Context, string, NetworkPolicy) error { return errNotLinux }
+
+// File fails with an error wrapping [ErrUnsupported].
+func (l *Local) File(context.Context, string, FileRequest) error { return errNotLinux }
+
+// Usage fails with an error wrapping [ErrUnsupported].
+func (l *Local) Usage(context.Context, string) (Usage, error) { return Usage{}, errNotLinux }
+
+// Suspend fails with an error wrapping [ErrUnsupported].
+func (l *Local) Suspend(context.Context, string) error { return errNotLinux }
+
+// Snapshot fails with an error wrapping [ErrUnsupported].
+func (l *Local) Snapshot(context.Context, string) (*Snapshot, error) { return nil, errNotLinux }
+
+// Resume fails with an error wrapping [ErrUnsupported].
+func (l *Local) Resume(context.Context, string) (Info, error) { return Info{}, errNotLinux }
+
+// Fork fails with an error wrapping [ErrUnsupported].
+func (l *Local) Fork(context.Context, string, ForkOverrides) (Info, error) {
+	return Info{}, errNotLinux
+}
+
+// Terminate fails with an error wrapping [ErrUnsupported].
+func (l *Local) Terminate(context.Context, string) error { return errNotLinux }
+
+// Health fails with an error wrapping [ErrUnsupported].
+func (l *Local) Health(context.Context) error { return errNotLinux }
+
+// Close returns nil: there is nothing to release.
+func (l *Local) Close(context.Context) error { return nil }
