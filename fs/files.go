@@ -1,0 +1,23 @@
+package fs
+
+// WatchEvent is one JSON line of the file helper's "watch" op. The op
+// watches the directory at its path (symlinks followed) with inotify
+// and writes {"ready":true} once the watch is in place, then one line
+// per change until its stdin reaches EOF (or it is killed): Op is
+// create (also a file moved in), write, remove, rename (also a file
+// moved out) or chmod, and Name the changed path relative to the
+// watched directory. Its arguments are flags: "recursive" watches the
+// subdirectories too, those there at the start and those created later
+// (at most [MaxWatchDirs] directories, ENOSPC beyond); "entries" adds
+// the FileInfo of the changed path where it still exists. When the
+// watched directory itself is removed or moved away, the op ends.
+type WatchEvent struct {
+	Ready bool      `json:"ready,omitempty"`
+	Op    string    `json:"op,omitempty"`
+	Name  string    `json:"name,omitempty"`
+	Info  *FileInfo `json:"info,omitempty"`
+}
+
+// MaxWatchDirs bounds the directories one recursive watch holds (inotify
+// watches count against the sandbox owner's per-user limit).
+const MaxWatchDirs = 4096
