@@ -20,6 +20,10 @@
 // the Basic user of E2B's requests are ignored: a tent sandbox has one
 // user, and every command and file operation runs as it.
 //
+// A download sends Content-Length; should the file change while it is
+// read, the response is cut with http.ErrAbortHandler (a middleware
+// that recovers panics must let it through) rather than look complete.
+//
 // Paths are the sandbox's; a relative path, or one starting with "~",
 // is taken from the sandbox user's $HOME, as envd does.
 //
@@ -31,7 +35,9 @@
 // Options.OutputBufferBytes (the oldest dropped beyond), for the next
 // Connect. A connected client that does not read holds the process's
 // output back once that much is waiting (a pipe's backpressure), never
-// the server's memory. A process ended while nobody was connected is
+// the server's memory (a command's last output, once it has exited, is
+// cut off if such a client leaves it unread for a quarter second, as
+// Backend.Exec cuts a writer off). A process ended while nobody was connected is
 // kept for Options.ExitedRetention so a Connect still gets its output
 // and exit. A command's lifetime is the Start request's deadline
 // (Connect-Timeout-Ms, the SDK's timeoutMs), as in envd; the client

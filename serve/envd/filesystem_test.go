@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -263,5 +264,26 @@ func TestPolledWatcher(t *testing.T) {
 	}
 	if _, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystempb.GetWatcherEventsRequest{WatcherId: id})); code(err) != connect.CodeNotFound {
 		t.Errorf("events of a removed watcher: %v, want not_found", err)
+	}
+}
+
+// Files larger than any pipe stream both ways, byte for byte.
+func TestFilesLarge(t *testing.T) {
+	e := newEnv(t, envd.Options{}, nil)
+	data := make([]byte, 3<<20+17)
+	for i := range data {
+		data[i] = byte(i*7 + i/4096)
+	}
+	if status, body := e.post("path=/tmp/large.bin", "application/octet-stream", bytes.NewReader(data), nil); status != http.StatusOK {
+		t.Fatalf("upload: %d %s", status, body)
+	}
+	status, content, length := e.get("/tmp/large.bin")
+	if status != http.StatusOK || length != strconv.Itoa(len(data)) || content != string(data) {
+		t.Errorf("download: %d, length %s, %d bytes (equal: %v)", status, length, len(content), content == string(data))
+	}
+	// A procfs file reports size 0: it is read whole, with its length.
+	status, content, length = e.get("/proc/self/status")
+	if status != http.StatusOK || length != strconv.Itoa(len(content)) || !strings.Contains(content, "Name:") {
+		t.Errorf("download of a procfs file: %d, length %s, %q", status, length, content)
 	}
 }
