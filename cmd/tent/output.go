@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 // outputFlags are the read verbs' output flags, as docker has them:
@@ -129,7 +129,7 @@ func humanAge(t, now time.Time) string {
 // when the returned stop is called. Elsewhere (a pipe, a file, CI logs)
 // it prints nothing.
 func progress(what string) (stop func()) {
-	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err != nil {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		return func() {}
 	}
 	t := time.NewTicker(time.Second)

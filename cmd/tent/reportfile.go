@@ -45,7 +45,7 @@ func openReport(path string) (*reportDest, error) {
 		}
 		return &reportDest{file: f}, nil
 	}
-	dir, err := os.OpenFile(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dir, err := os.OpenFile(filepath.Dir(path), oPath|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

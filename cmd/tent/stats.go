@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -62,8 +62,7 @@ not delegate one) has no usage to show: its line says so.`,
 			stream := !noStream && out.output == "" && out.format == ""
 			tty := false
 			if f, ok := w.(*os.File); ok {
-				_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-				tty = err == nil
+				tty = term.IsTerminal(int(f.Fd()))
 			}
 			prev := sampleUsage(g.backend(), recs)
 			for {
