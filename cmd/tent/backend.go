@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
@@ -44,8 +43,6 @@ type sandboxView struct {
 	Supervisor  int                  `json:"supervisor_pid,omitempty"`
 	Ended       *time.Time           `json:"ended,omitempty"`
 	Reason      string               `json:"reason,omitempty"`
-
-	b *supervised.Backend // where it was found
 }
 
 func viewOf(i sandbox.Info) *sandboxView {
@@ -61,9 +58,7 @@ func (g *globalOptions) lookup(ref string) (*sandboxView, error) {
 	if err != nil {
 		return nil, &exitError{code: exitRefused, msg: err.Error()}
 	}
-	v := viewOf(i)
-	v.b = g.backend()
-	return v, nil
+	return viewOf(i), nil
 }
 
 // list returns every sandbox of the state directory, oldest first.
@@ -77,11 +72,6 @@ func (g *globalOptions) list() ([]*sandboxView, error) {
 		out[i] = viewOf(info)
 	}
 	return out, nil
-}
-
-// file runs one file operation inside the sandbox v names.
-func (v *sandboxView) file(op sandbox.FileOp, p string, args []string, in io.Reader, out io.Writer) error {
-	return v.b.File(context.Background(), v.ID, sandbox.FileRequest{Op: op, Path: p, Args: args, In: in, Out: out})
 }
 
 // refused turns a backend's error into tent's exit code for it.

@@ -2,9 +2,10 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 
@@ -55,8 +56,9 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			makeMountpoint(rec, m)
-			if err := g.backend().Mount(c.Context(), rec.ID, m); err != nil {
+			b := g.backend()
+			makeMountpoint(c.Context(), b, rec.ID, m)
+			if err := b.Mount(c.Context(), rec.ID, m); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return nil
@@ -78,21 +80,25 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 // file for a file source); where it cannot, the attach says why. The
 // attach then opens the mount point without following symlinks, so one
 // that the sandbox swaps for a symlink meanwhile is refused.
-func makeMountpoint(rec *sandboxView, m sandbox.Mount) {
-	if _, err := remoteStat(rec, m.Target); !errors.Is(err, os.ErrNotExist) {
+func makeMountpoint(ctx context.Context, b sandbox.Backend, id string, m sandbox.Mount) {
+	if err := b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileStat, Path: m.Target}); !errors.Is(err, os.ErrNotExist) {
 		return
 	}
 	dir, entry := m.Target, ""
 	if fi, err := os.Stat(m.Source); err == nil && !fi.IsDir() {
 		dir, entry = path.Dir(m.Target), path.Base(m.Target)
 	}
-	_ = remoteUntar(rec, dir, func(w io.Writer) error {
-		tw := tar.NewWriter(w)
-		if entry != "" {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: entry, Mode: 0o644}); err != nil {
-				return err
-			}
+	// The helper's untar creates dir (and its parents) and extracts into
+	// it an empty archive, or one empty file.
+	var archive bytes.Buffer
+	tw := tar.NewWriter(&archive)
+	if entry != "" {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: entry, Mode: 0o644}); err != nil {
+			return
 		}
-		return tw.Close()
-	})
+	}
+	if err := tw.Close(); err != nil {
+		return
+	}
+	_ = b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileUntar, Path: dir, In: &archive})
 }

@@ -1,0 +1,218 @@
+package transfer
+
+import (
+	"archive/tar"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/fs"
+)
+
+// The host's side of a copy out: what the sandbox sends is hostile input.
+
+// sparseSizeKey is the PAX record in which fs.WriteTarFrom gives a sparse
+// file's real size (fs.ExtractTar restores the holes).
+const sparseSizeKey = "TENT.sparse.realsize"
+
+// sanitizeTar copies the archive a sandbox sent for its directory src
+// (hostile input) from r to w keeping only what is copied: directories,
+// regular files and symlinks, with their permission bits (no set-id bits,
+// no owner, no extended attributes; only the PAX record of a sparse
+// file's size). It fails once the files' data pass limit bytes
+// (ErrTooLarge) or the entries MaxEntries.
+func sanitizeTar(r io.Reader, w io.Writer, src string, limit int64) error {
+	tr, tw := tar.NewReader(r), tar.NewWriter(w)
+	var total int64
+	for n := 0; ; n++ {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return tw.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("reading the sandbox's archive of %s: %w", src, err)
+		}
+		if n >= MaxEntries {
+			return fmt.Errorf("%s has more than %d entries: copy a smaller directory", src, MaxEntries)
+		}
+		out := &tar.Header{Typeflag: hdr.Typeflag, Name: hdr.Name, Mode: hdr.Mode & 0o777, ModTime: hdr.ModTime, Format: tar.FormatPAX}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+		case tar.TypeSymlink:
+			out.Linkname = hdr.Linkname
+		case tar.TypeReg:
+			out.Size = hdr.Size
+			if v, ok := hdr.PAXRecords[sparseSizeKey]; ok {
+				out.PAXRecords = map[string]string{sparseSizeKey: v}
+			}
+			if total += hdr.Size; total > limit {
+				return &tooLargeError{fmt.Sprintf("%s: the copy is larger than %d bytes", hdr.Name, limit)}
+			}
+		default:
+			continue
+		}
+		if err := tw.WriteHeader(out); err != nil {
+			return fmt.Errorf("%q: %w", hdr.Name, err)
+		}
+		if out.Size > 0 {
+			if _, err := io.Copy(tw, tr); err != nil {
+				return fmt.Errorf("%q: %w", hdr.Name, err)
+			}
+		}
+	}
+}
+
+// hostTarget is where a copy out lands: name in the directory d, which
+// is held open; it is written under a temporary name and renamed into
+// place.
+type hostTarget struct {
+	d     *os.File
+	name  string // final name in d
+	shown string // for messages
+}
+
+// openHostTarget settles where a copy out writes: into dst when it is an
+// existing directory (as dst/base), else dst itself (its directory must
+// exist).
+func openHostTarget(dst, base string, srcIsDir bool) (*hostTarget, error) {
+	if base == "/" || base == "." || base == ".." {
+		base = ""
+	}
+	parent, name := filepath.Dir(filepath.Clean(dst)), filepath.Base(filepath.Clean(dst))
+	fi, err := os.Stat(dst)
+	switch {
+	case err == nil && fi.IsDir():
+		if base == "" {
+			return nil, fmt.Errorf("%s is a directory: name the destination itself, such as %s", dst, filepath.Join(dst, "copy"))
+		}
+		parent, name = dst, base
+	case err == nil && srcIsDir:
+		return nil, fmt.Errorf("cannot copy a directory over %s, which is not a directory", dst)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	case err != nil && strings.HasSuffix(dst, "/"):
+		return nil, fmt.Errorf("the destination directory %s does not exist", dst)
+	}
+	d, err := os.OpenFile(parent, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	t := &hostTarget{d: d, name: name, shown: filepath.Join(parent, name)}
+	if srcIsDir {
+		var st unix.Stat_t
+		if err := unix.Fstatat(t.fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+			d.Close()
+			return nil, &ExistsError{Path: t.shown}
+		}
+	}
+	return t, nil
+}
+
+func (t *hostTarget) fd() int { return int(t.d.Fd()) }
+
+func (t *hostTarget) close() { t.d.Close() }
+
+// tempName is a fresh name beside the target.
+func (t *hostTarget) tempName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return ".tent-cp-" + hex.EncodeToString(b[:]) + ".tmp"
+}
+
+// file writes a regular file: created O_EXCL|O_NOFOLLOW under a temporary
+// name, filled by fill, synced, given perm and renamed over the target
+// (a symlink there is replaced, never followed).
+func (t *hostTarget) file(perm os.FileMode, fill func(io.Writer) error) error {
+	tmp := t.tempName()
+	fd, err := unix.Openat(t.fd(), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "create", Path: filepath.Join(t.d.Name(), tmp), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	err = fill(f)
+	if err == nil {
+		err = f.Chmod(perm & 0o777)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = t.rename(tmp, 0)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(t.fd(), tmp, 0)
+	}
+	return err
+}
+
+// symlink creates a symlink to target (a link, never followed).
+func (t *hostTarget) symlink(target string) error {
+	tmp := t.tempName()
+	if err := unix.Symlinkat(target, t.fd(), tmp); err != nil {
+		return &os.PathError{Op: "symlink", Path: t.shown, Err: err}
+	}
+	if err := t.rename(tmp, 0); err != nil {
+		_ = unix.Unlinkat(t.fd(), tmp, 0)
+		return err
+	}
+	return nil
+}
+
+// dir extracts the archive that fill writes into a temporary directory
+// (fs.ExtractTar: every entry created beneath it, no symlink followed)
+// and renames it to the target, which must not exist meanwhile.
+func (t *hostTarget) dir(perm os.FileMode, fill func(io.Writer) error) error {
+	tmp := t.tempName()
+	if err := unix.Mkdirat(t.fd(), tmp, 0o700); err != nil {
+		return &os.PathError{Op: "mkdir", Path: filepath.Join(t.d.Name(), tmp), Err: err}
+	}
+	// The directory fd held open, by its /proc name.
+	tmpPath := fmt.Sprintf("/proc/self/fd/%d/%s", t.fd(), tmp)
+	pr, pw := io.Pipe()
+	extracted := make(chan error, 1)
+	go func() {
+		err := fs.ExtractTar(pr, tmpPath)
+		if err == nil {
+			_, err = io.Copy(io.Discard, pr)
+		}
+		pr.CloseWithError(err)
+		extracted <- err
+	}()
+	err := fill(pw)
+	pw.CloseWithError(err)
+	if xerr := <-extracted; err == nil || errors.Is(err, io.ErrClosedPipe) {
+		if xerr != nil {
+			err = xerr
+		}
+	}
+	if err == nil {
+		err = os.NewSyscallError("fchmodat", unix.Fchmodat(t.fd(), tmp, uint32(perm&0o777), 0))
+	}
+	if err == nil {
+		err = t.rename(tmp, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		_ = os.RemoveAll(tmpPath)
+	}
+	return err
+}
+
+func (t *hostTarget) rename(tmp string, flags uint) error {
+	if err := unix.Renameat2(t.fd(), tmp, t.fd(), t.name, flags); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return &ExistsError{Path: t.shown, Meanwhile: true}
+		}
+		return &os.PathError{Op: "rename", Path: t.shown, Err: err}
+	}
+	return nil
+}
