@@ -32,73 +32,14 @@ func TestE2BSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the SDK test installs an npm package and starts many sandboxes")
 	}
-	node, nerr := exec.LookPath("node")
-	npm, perr := exec.LookPath("npm")
-	if nerr != nil || perr != nil {
-		t.Skipf("node and npm are needed to run the E2B SDK (node: %v, npm: %v)", nerr, perr)
-	}
-	modules := installSDK(t, npm)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close(context.Background())
-	caps := local.Capabilities()
-
-	templates := t.TempDir()
-	writeFile(t, filepath.Join(templates, "tenttest.yaml"), "hostname: tenttest\nenv: {FROM_TEMPLATE: \"yes\"}\n")
-	key := "e2b_" + randomHex(20)
-	var logs syncBuffer
-	srv, err := New(local, Options{APIKey: key, TemplatesDir: templates,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, l) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		if err := srv.Close(context.Background(), false); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	}()
-
-	// A server on the host's loopback, for the network rules.
+	e := startSDKServer(t)
 	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "from the host") }))
 	defer host.Close()
-
-	work := t.TempDir()
-	script, err := os.ReadFile(filepath.Join("testdata", "sdk", "sdk_test.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(work, "sdk_test.mjs"), string(script))
-	if err := os.Symlink(modules, filepath.Join(work, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	cmd := exec.CommandContext(ctx, node, "sdk_test.mjs")
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(),
-		"E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_DEBUG=", "E2B_DOMAIN=",
+	caps := e.local.Capabilities()
+	out, err := e.node(t, "sdk_test.mjs",
 		"HOST_URL="+host.URL, "RUN="+randomHex(4), "ONLY="+os.Getenv("TENT_SDK_ONLY"),
 		"CAN_SUSPEND="+flag(caps.Suspend), "CAN_LIMIT="+flag(caps.NetworkPolicy),
 		"HAS_CGROUP="+flag(caps.CgroupVersion != "" && caps.CgroupVersion != "none"))
-	out, err := cmd.CombinedOutput()
 	t.Logf("the SDK script (cgroup %s, suspend %v, limited network %v):\n%s", caps.CgroupVersion, caps.Suspend, caps.NetworkPolicy, out)
 	if err != nil {
 		t.Fatalf("the SDK script failed: %v", err)
@@ -108,10 +49,93 @@ func TestE2BSDK(t *testing.T) {
 	}
 }
 
+// sdkEnv is a server on a loopback port over a Local backend, and the
+// SDK to drive it.
+type sdkEnv struct {
+	local   *sandbox.Local
+	srv     *Server
+	url     string
+	key     string
+	nodeBin string
+	modules string
+	logs    *syncBuffer
+}
+
+// startSDKServer starts the server for tb, with a template "tenttest";
+// it skips without node and npm. The server and its sandboxes end with
+// tb.
+func startSDKServer(tb testing.TB) *sdkEnv {
+	tb.Helper()
+	node, nerr := exec.LookPath("node")
+	npm, perr := exec.LookPath("npm")
+	if nerr != nil || perr != nil {
+		tb.Skipf("node and npm are needed to run the E2B SDK (node: %v, npm: %v)", nerr, perr)
+	}
+	e := &sdkEnv{nodeBin: node, modules: installSDK(tb, npm), key: "e2b_" + randomHex(20), logs: &syncBuffer{}}
+	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.local = local
+	templates := tb.TempDir()
+	writeFile(tb, filepath.Join(templates, "tenttest.yaml"), "hostname: tenttest\nenv: {FROM_TEMPLATE: \"yes\"}\n")
+	e.srv, err = New(local, Options{APIKey: e.key, TemplatesDir: templates,
+		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.url = "http://" + l.Addr().String()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.srv.Serve(ctx, l) }()
+	tb.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+		if err := e.srv.Close(context.Background(), false); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+		if err := local.Close(context.Background()); err != nil {
+			tb.Errorf("closing the backend: %v", err)
+		}
+		if tb.Failed() {
+			tb.Logf("server log:\n%s", e.logs.String())
+		}
+	})
+	return e
+}
+
+// node runs testdata/sdk/SCRIPT with the SDK pointed at the server and
+// env added, and returns its output.
+func (e *sdkEnv) node(tb testing.TB, script string, env ...string) ([]byte, error) {
+	tb.Helper()
+	work := tb.TempDir()
+	b, err := os.ReadFile(filepath.Join("testdata", "sdk", script))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	writeFile(tb, filepath.Join(work, script), string(b))
+	if err := os.Symlink(e.modules, filepath.Join(work, "node_modules")); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.nodeBin, script)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+e.url, "E2B_SANDBOX_URL="+e.url, "E2B_API_KEY="+e.key, "E2B_DEBUG=", "E2B_DOMAIN=")
+	cmd.Env = append(cmd.Env, env...)
+	return cmd.CombinedOutput()
+}
+
 // installSDK returns a node_modules directory holding e2b@sdkVersion:
 // the one cached under the user's cache directory, else a fresh npm
 // install, then cached there (an unwritable cache just means no cache).
-func installSDK(t *testing.T, npm string) string {
+func installSDK(t testing.TB, npm string) string {
 	t.Helper()
 	cacheRoot, err := os.UserCacheDir()
 	if err != nil {
@@ -160,7 +184,7 @@ func installed(modules string) bool {
 	return err == nil && json.Unmarshal(b, &pkg) == nil && pkg.Version == sdkVersion
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
