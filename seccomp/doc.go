@@ -128,7 +128,10 @@
 //   - A program holds at most 4096 instructions (MaxInstructions).
 //   - Compile needs cgo and libseccomp 2.3.1 or newer (Debian 12 ships
 //     2.5.4). From 2.5 on, syscalls are laid out as a binary tree; before
-//     2.6, the program is exported through a memfd.
+//     2.6, the program is exported through a memfd. Built without cgo,
+//     Compile only validates and fails with an error wrapping
+//     errors.ErrUnsupported; DefaultProgram and GuardProgram need no
+//     compiler on x86-64, where they are precompiled (go generate).
 //     Program, Compile and Install exist only on Linux; profiles parse
 //     anywhere.
 package seccomp

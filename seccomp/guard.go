@@ -39,9 +39,10 @@ var sysvIPC = []string{
 }
 
 // GuardProfile returns the profile for g: default action ALLOW, with an
-// ERRNO(EPERM) rule for each restriction g selects. Compile it with
-// [Compile] and install it with the command's own filter. With nothing
-// selected the profile allows everything (and need not be installed).
+// ERRNO(EPERM) rule for each restriction g selects. [GuardProgram]
+// returns it compiled; install it with the command's own filter. With
+// nothing selected the profile allows everything (and need not be
+// installed).
 func GuardProfile(g Guard) *Profile {
 	p := &Profile{DefaultAction: ActAllow}
 	eperm := func(names []string, args ...Arg) Syscall {
