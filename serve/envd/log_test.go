@@ -42,7 +42,7 @@ func TestLogKeepsNewestWhileUnwatched(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- p.follow(ctx, func(ev *processpb.ProcessEvent) error { got <- ev; return nil }, 0)
+		done <- p.follow(ctx, p.subscribe(), func(ev *processpb.ProcessEvent) error { got <- ev; return nil }, 0)
 	}()
 	if ev := <-got; stdoutOf([]*processpb.ProcessEvent{ev}) != "ccccdddd" {
 		t.Errorf("first client got %v, want the kept ccccdddd merged", ev)
@@ -80,7 +80,7 @@ func TestLogBackpressure(t *testing.T) {
 	sent := make(chan string, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go p.follow(ctx, func(ev *processpb.ProcessEvent) error {
+	go p.follow(ctx, p.subscribe(), func(ev *processpb.ProcessEvent) error {
 		sent <- string(ev.GetData().GetStdout())
 		<-release
 		return nil
@@ -129,7 +129,7 @@ func TestLogKillReleasesWriter(t *testing.T) {
 	sent := make(chan struct{}, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go p.follow(ctx, func(*processpb.ProcessEvent) error { sent <- struct{}{}; <-ctx.Done(); return ctx.Err() }, 0)
+	go p.follow(ctx, p.subscribe(), func(*processpb.ProcessEvent) error { sent <- struct{}{}; <-ctx.Done(); return ctx.Err() }, 0)
 	for {
 		p.mu.Lock()
 		n := len(p.subs)

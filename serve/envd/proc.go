@@ -151,28 +151,36 @@ func (p *proc) trim() {
 	}
 }
 
-// follow sends the process's output, then its end, through send, as a
-// client connected to it: the first client connected gets what was
-// kept while nobody was, later ones what is written from now on. It
-// returns when the end was sent, when send fails or when ctx ends;
-// with keepalive > 0 it sends a keepalive event after that long without
-// another.
-func (p *proc) follow(ctx context.Context, send func(*processpb.ProcessEvent) error, keepalive time.Duration) error {
+// subscribe connects a client: the first one connected gets what was
+// kept while nobody was, later ones what is written from now on. The
+// client must then follow.
+func (p *proc) subscribe() *sub {
 	s := &sub{}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	s.next = p.first
 	if len(p.subs) > 0 {
 		s.next = p.first + uint64(len(p.chunks))
 	}
 	p.subs[s] = struct{}{}
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.subs, s)
-		p.trim()
-		p.notify()
-		p.mu.Unlock()
-	}()
+	return s
+}
+
+// unsubscribe disconnects client s.
+func (p *proc) unsubscribe(s *sub) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.subs, s)
+	p.trim()
+	p.notify()
+}
+
+// follow sends the output owed to client s, then the process's end,
+// through send, and disconnects s. It returns when the end was sent,
+// when send fails or when ctx ends; with keepalive > 0 it sends a
+// keepalive event after that long without another.
+func (p *proc) follow(ctx context.Context, s *sub, send func(*processpb.ProcessEvent) error, keepalive time.Duration) error {
+	defer p.unsubscribe(s)
 	ka := newKeepalive(keepalive)
 	defer ka.stop()
 	for {
@@ -196,14 +204,17 @@ func (p *proc) follow(ctx context.Context, send func(*processpb.ProcessEvent) er
 			continue
 		}
 		if end != nil {
-			if err := send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_End{End: end}}); err != nil {
-				return err
+			if err := ctx.Err(); err != nil {
+				return err // the client is gone: the end stays for another
 			}
+			// Forgotten before the end goes out, so that a client that
+			// got it finds the process gone (the SDK's kill() after
+			// wait() says false), as in envd.
 			p.mu.Lock()
 			p.collected = true
 			p.mu.Unlock()
 			p.bx.removeProc(p)
-			return nil
+			return send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_End{End: end}})
 		}
 		select {
 		case <-changed:

@@ -206,13 +206,15 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 		xreq.Stdout, xreq.Stderr = &outWriter{p, kindStdout}, &outWriter{p, kindStderr}
 	}
 	xreq.Signals = p.signals
+	sub := p.subscribe()
 	go p.run(pctx, xreq, inR)
 	s.h.log.Debug("process started", "sandbox", bx.id, "pid", p.pid, "cmd", cfg.GetCmd(), "pty", pty)
 	send := func(ev *processpb.ProcessEvent) error { return stream.Send(&processpb.StartResponse{Event: ev}) }
 	if err := send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_Start{Start: &processpb.ProcessEvent_StartEvent{Pid: p.pid}}}); err != nil {
+		p.unsubscribe(sub)
 		return err
 	}
-	return p.follow(ctx, send, keepaliveInterval(req.Header()))
+	return p.follow(ctx, sub, send, keepaliveInterval(req.Header()))
 }
 
 // clampSize keeps a terminal dimension within what the kernel takes (0:
@@ -234,11 +236,13 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[proce
 		return err
 	}
 	defer bx.releaseStream()
+	sub := p.subscribe()
 	send := func(ev *processpb.ProcessEvent) error { return stream.Send(&processpb.ConnectResponse{Event: ev}) }
 	if err := send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_Start{Start: &processpb.ProcessEvent_StartEvent{Pid: p.pid}}}); err != nil {
+		p.unsubscribe(sub)
 		return err
 	}
-	return p.follow(ctx, send, keepaliveInterval(req.Header()))
+	return p.follow(ctx, sub, send, keepaliveInterval(req.Header()))
 }
 
 func (s *processService) List(ctx context.Context, _ *connect.Request[processpb.ListRequest]) (*connect.Response[processpb.ListResponse], error) {
