@@ -59,6 +59,7 @@ func (s *Server) boxLocked(id string) *box {
 // armLocked sets b's timeout to d from now and (re)starts its timer; d
 // <= 0 stops it. The caller holds s.mu.
 func (s *Server) armLocked(b *box, d time.Duration) {
+	defer s.markDirtyLocked()
 	b.gen++
 	if b.timer != nil {
 		b.timer.Stop()
@@ -74,6 +75,7 @@ func (s *Server) armLocked(b *box, d time.Duration) {
 
 // stopLocked stops b's timer, keeping endAt. The caller holds s.mu.
 func (s *Server) stopLocked(b *box) {
+	defer s.markDirtyLocked()
 	b.gen++
 	if b.timer != nil {
 		b.timer.Stop()
@@ -172,7 +174,9 @@ func (s *Server) view(id string) boxView {
 
 // Close stops every timeout and, unless keep is true, terminates the
 // sandboxes this server created, in parallel. Sandboxes it did not
-// create are left alone either way. Requests still in flight fail.
+// create are left alone either way. Requests still in flight fail. The
+// state file, if any, is written a last time: a server started later
+// over the same backend and file takes up the sandboxes kept.
 func (s *Server) Close(ctx context.Context, keep bool) error {
 	s.mu.Lock()
 	s.closed = true
@@ -187,6 +191,7 @@ func (s *Server) Close(ctx context.Context, keep bool) error {
 	if c, ok := s.api.(interface{ Close() }); ok {
 		defer c.Close()
 	}
+	defer s.stopSaving()
 	if keep {
 		return nil
 	}
@@ -201,4 +206,13 @@ func (s *Server) Close(ctx context.Context, keep bool) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// stopSaving writes the state file a last time and stops its writer.
+func (s *Server) stopSaving() {
+	if s.saveStop != nil {
+		close(s.saveStop)
+		<-s.saveDone
+		s.saveStop = nil
+	}
 }

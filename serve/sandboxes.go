@@ -396,6 +396,7 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	b := s.boxLocked(info.ID)
 	b.allowInternet, b.network = req.AllowInternetAccess, &req
+	s.markDirtyLocked()
 	s.mu.Unlock()
 	s.log.Info("sandbox network rules replaced", "id", info.ID, "allowed", p.AllowedHosts)
 	w.WriteHeader(http.StatusNoContent)

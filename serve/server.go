@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -82,6 +83,13 @@ type Options struct {
 	// RequestTimeout bounds reading a control-plane request's body and
 	// the provisioning it asks for (default 2 min).
 	RequestTimeout time.Duration
+	// StateFile, when not "", is where the server keeps the settings of
+	// its sandboxes that the backend does not (timeouts, lifecycle,
+	// network settings as given, template), written at each change with
+	// mode 0600; New takes them up again for the sandboxes the backend
+	// still has, so that a server restarted over a durable backend keeps
+	// their timeouts. "" keeps them in memory only.
+	StateFile string
 }
 
 // Defaults of [Options].
@@ -150,6 +158,10 @@ type Server struct {
 	requests  chan struct{} // control-plane requests being served
 	provision chan struct{} // provisions running
 
+	dirty    chan struct{} // the state file needs writing; nil without one
+	saveStop chan struct{}
+	saveDone chan struct{}
+
 	mu        sync.Mutex
 	closed    bool
 	pending   int             // creates and forks in flight
@@ -157,7 +169,8 @@ type Server struct {
 	snapshots []*snapRecord   // taken through the server, oldest first
 }
 
-// New returns a server over b. It fails when opts.APIKey is empty.
+// New returns a server over b. It fails when opts.APIKey is empty, or
+// when opts.StateFile cannot be read or taken up.
 func New(b sandbox.Backend, opts Options) (*Server, error) {
 	if opts.APIKey == "" {
 		return nil, errors.New("serve: an API key is required")
@@ -187,6 +200,20 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 		s.api = newSandboxAPI(b, opts, log)
 	}
 	s.mux = s.routes()
+	if opts.StateFile != "" {
+		saved, err := loadState(opts.StateFile)
+		if err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		s.dirty, s.saveStop, s.saveDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		ctx, cancel := context.WithTimeout(context.Background(), opts.RequestTimeout)
+		err = s.restore(ctx, saved)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("serve: taking up %s: %w", opts.StateFile, err)
+		}
+		go s.saveLoop(s.saveStop, s.saveDone)
+	}
 	return s, nil
 }
 

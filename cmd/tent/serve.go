@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -59,7 +60,8 @@ is a sandbox with no network and no mounts unless a base file replaces it.
 
 tent serve runs in the foreground and logs to stderr. On SIGINT or SIGTERM
 it stops accepting requests and kills the sandboxes it created, unless
---keep-sandboxes is given.`,
+--keep-sandboxes is given: then their timeouts and settings stay in the
+state directory (serve-state.json) for the next tent serve to take up.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runServe(c.Context(), g, o)
@@ -76,19 +78,20 @@ it stops accepting requests and kills the sandboxes it created, unless
 	return c
 }
 
-// serveBackend builds the backend tent serve runs sandboxes on, and
-// what closes it: a Local one (the sandboxes live in the serve process
-// and end with it), its snapshots in the state directory's, where tent
-// snapshot ls and tent fork see them.
-func serveBackend(g *globalOptions, log *slog.Logger) (sandbox.Backend, func(context.Context) error, error) {
+// serveBackend builds the backend tent serve runs sandboxes on, what
+// closes it, and whether its sandboxes outlive the server (durable): a
+// Local one (the sandboxes live in the serve process and end with it),
+// its snapshots in the state directory's, where tent snapshot ls and
+// tent fork see them.
+func serveBackend(g *globalOptions, log *slog.Logger) (b sandbox.Backend, close func(context.Context) error, durable bool, err error) {
 	l, err := sandbox.NewLocal(sandbox.LocalOptions{
 		Provision:   sandbox.ProvisionOptions{Logger: g.logger()},
 		SnapshotDir: g.backend().SnapshotsDir(),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return l, l.Close, nil
+	return l, l.Close, false, nil
 }
 
 func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
@@ -113,6 +116,9 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 	stateDir := g.stateDir
 	if stateDir == "" {
 		stateDir = supervised.DefaultStateDir()
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return refuse("creating the state directory: %v", err)
 	}
 	key, keyHint := o.apiKey, "(the key given)"
 	if key == "" {
@@ -140,11 +146,15 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 
-	b, closeBackend, err := serveBackend(g, log)
+	b, closeBackend, durable, err := serveBackend(g, log)
 	if err != nil {
 		return refuse("%v", err)
 	}
-	srv, err := serve.New(b, serve.Options{APIKey: key, TemplatesDir: o.templates, Logger: log})
+	if o.keep && !durable {
+		log.Warn("--keep-sandboxes: this backend's sandboxes live in the server's process and end with it anyway", "backend", b.Name())
+	}
+	srv, err := serve.New(b, serve.Options{APIKey: key, TemplatesDir: o.templates, Logger: log,
+		StateFile: filepath.Join(stateDir, "serve-state.json")})
 	if err != nil {
 		_ = closeBackend(context.Background())
 		return refuse("%v", err)
@@ -182,7 +192,7 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = errors.Join(serveErr, srv.Close(cctx, o.keep))
-	if !o.keep {
+	if !o.keep || !durable {
 		err = errors.Join(err, closeBackend(cctx))
 	}
 	if err != nil {
