@@ -1,5 +1,30 @@
 package fs
 
+import (
+	"os"
+	"time"
+)
+
+// FileInfo describes one file as the helper reports it.
+type FileInfo struct {
+	Name    string      `json:"name"`
+	Size    int64       `json:"size"`
+	Mode    os.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+	IsDir   bool        `json:"is_dir"`
+	// Link is a symlink's target.
+	Link string `json:"link,omitempty"`
+	// Path is the file's absolute path (relative paths are taken from
+	// the helper's working directory, the sandbox's workdir).
+	Path string `json:"path,omitempty"`
+	// UID and GID own the file; Owner and Group are their names in the
+	// sandbox's /etc/passwd and /etc/group, "" where it has none.
+	UID   int    `json:"uid"`
+	GID   int    `json:"gid"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
+}
+
 // WatchEvent is one JSON line of the file helper's "watch" op. The op
 // watches the directory at its path (symlinks followed) with inotify
 // and writes {"ready":true} once the watch is in place, then one line

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,26 +23,6 @@ import (
 // path for an agent's file tools. Whatever the sandbox could not do, the
 // helper cannot either.
 const FileHelperArg0 = "tent-fs"
-
-// FileInfo describes one file as the helper reports it.
-type FileInfo struct {
-	Name    string      `json:"name"`
-	Size    int64       `json:"size"`
-	Mode    os.FileMode `json:"mode"`
-	ModTime time.Time   `json:"mod_time"`
-	IsDir   bool        `json:"is_dir"`
-	// Link is a symlink's target.
-	Link string `json:"link,omitempty"`
-	// Path is the file's absolute path (relative paths are taken from
-	// the helper's working directory, the sandbox's workdir).
-	Path string `json:"path,omitempty"`
-	// UID and GID own the file; Owner and Group are their names in the
-	// sandbox's /etc/passwd and /etc/group, "" where it has none.
-	UID   int    `json:"uid"`
-	GID   int    `json:"gid"`
-	Owner string `json:"owner,omitempty"`
-	Group string `json:"group,omitempty"`
-}
 
 // Exit codes of the helper: 0 success, helperErrno+errno-name on stderr
 // for a failed system call, 2 for bad usage.
