@@ -145,6 +145,14 @@ func (s *Server) signedSandbox(r *http.Request) (string, error) {
 		}
 	}
 	sig := q.Get("signature")
+	// The lookup is done before any authentication: it takes a slot of
+	// the control plane's, so that it cannot be used to load the server.
+	select {
+	case s.requests <- struct{}{}:
+		defer func() { <-s.requests }()
+	default:
+		return "", errorf(http.StatusTooManyRequests, "too many requests at once (at most %d)", s.opts.MaxRequests)
+	}
 	infos, err := s.b.List(r.Context())
 	if err != nil {
 		return "", err
