@@ -201,7 +201,9 @@ func (s *Server) Close(ctx context.Context, keep bool) error {
 		wg.Go(func() {
 			if err := s.kill(ctx, id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				errs[i] = err
+				return
 			}
+			s.log.Info("sandbox killed: the server is stopping", "id", id)
 		})
 	}
 	wg.Wait()

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestServeRefusals(t *testing.T) {
+	state := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"serve", "--listen", "0.0.0.0:0"}, "needs TLS"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"serve", "--listen", "nonsense"}, "want HOST:PORT"},
+	} {
+		cmd := exec.Command(tentBin, append([]string{"--state-dir", state}, c.args...)...)
+		cmd.Dir = state
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitRefused || !strings.Contains(string(out), c.msg) {
+			t.Errorf("tent %s: %v\n%s\nwant exit %d with %q", strings.Join(c.args, " "), err, out, exitRefused, c.msg)
+		}
+	}
+}
+
+func TestServeStartsServesAndStops(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := exec.Command(tentBin, "--state-dir", state, "serve", "--listen", "127.0.0.1:0")
+	cmd.Dir = t.TempDir()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	// The server says where it listens: one line to paste into a shell.
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	url := ""
+	for url == "" && sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if rest, ok := strings.CutPrefix(sc.Text(), "export E2B_API_URL="); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if url == "" {
+		t.Fatalf("tent serve printed no export line:\n%s", log.String())
+	}
+	rest := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(stderr)
+		rest <- string(b)
+	}()
+
+	keyFile := filepath.Join(state, "serve-api-key")
+	fi, err := os.Stat(keyFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the generated key file: %v (mode %v)", err, fi.Mode().Perm())
+	}
+	key, _ := os.ReadFile(keyFile)
+	do := func(method, path, body string) (int, []byte) {
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.Header.Set("X-API-Key", strings.TrimSpace(string(key)))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, b
+	}
+	code, body := do("POST", "/v2/sandboxes", `{"timeout":60,"metadata":{"from":"cli-test"}}`)
+	var created struct{ SandboxID, EnvdAccessToken string }
+	if code != http.StatusCreated || json.Unmarshal(body, &created) != nil || created.SandboxID == "" || created.EnvdAccessToken == "" {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if code, body = do("GET", "/sandboxes/"+created.SandboxID, ""); code != http.StatusOK || !strings.Contains(string(body), `"from":"cli-test"`) {
+		t.Fatalf("get: %d %s", code, body)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("tent serve after SIGTERM: %v\n%s%s", err, log.String(), <-rest)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("tent serve did not stop within 20 s of SIGTERM")
+	}
+	tail := <-rest
+	if !strings.Contains(tail, "sandbox killed") || !strings.Contains(tail, "tent serve: stopping") {
+		t.Errorf("the shutdown log does not say the sandbox was killed:\n%s", tail)
+	}
+	b, err := os.ReadFile(filepath.Join(state, "serve-state.json"))
+	if err != nil || strings.Contains(string(b), created.SandboxID) {
+		t.Errorf("serve-state.json after a shutdown that killed everything: %v\n%s", err, b)
+	}
+}
