@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 // BenchmarkE2BSDK measures tent serve through the official E2B SDK
@@ -29,7 +30,7 @@ import (
 // memory once idle again. The work is done once: run it with
 // -benchtime=1x.
 func BenchmarkE2BSDK(b *testing.B) {
-	e := startSDKServer(b)
+	e := startSDKServer(b, supervised.Name)
 	ctx := context.Background()
 
 	// The baseline: the same work on the backend, in process.

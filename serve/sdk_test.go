@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 // sdkVersion is the E2B JavaScript SDK the integration test runs.
@@ -26,13 +27,21 @@ const sdkVersion = "2.51.0"
 
 // TestE2BSDK runs testdata/sdk/sdk_test.mjs, which drives the official
 // E2B SDK (installed from npm, cached under the user's cache directory)
-// against a server on a random loopback port, over a Local backend.
-// TENT_SDK_ONLY, a regexp, runs only the script's steps it matches.
+// against a server on a random loopback port, over the backend tent
+// serve uses (supervised: each sandbox under its own supervisor process)
+// and over a Local one. TENT_SDK_ONLY, a regexp, runs only the script's
+// steps it matches.
 func TestE2BSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the SDK test installs an npm package and starts many sandboxes")
 	}
-	e := startSDKServer(t)
+	for _, kind := range []string{supervised.Name, "local"} {
+		t.Run(kind, func(t *testing.T) { testE2BSDK(t, kind) })
+	}
+}
+
+func testE2BSDK(t *testing.T, kind string) {
+	e := startSDKServer(t, kind)
 	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "from the host") }))
 	defer host.Close()
 	caps := e.local.Capabilities()
@@ -49,8 +58,8 @@ func TestE2BSDK(t *testing.T) {
 	}
 }
 
-// sdkEnv is a server on a loopback port over a Local backend, and the
-// SDK to drive it.
+// sdkEnv is a server on a loopback port over a backend, and the SDK to
+// drive it; local is a Local backend for in-process baselines.
 type sdkEnv struct {
 	local   *sandbox.Local
 	srv     *Server
@@ -64,7 +73,7 @@ type sdkEnv struct {
 // startSDKServer starts the server for tb, with a template "tenttest";
 // it skips without node and npm. The server and its sandboxes end with
 // tb.
-func startSDKServer(tb testing.TB) *sdkEnv {
+func startSDKServer(tb testing.TB, kind string) *sdkEnv {
 	tb.Helper()
 	node, nerr := exec.LookPath("node")
 	npm, perr := exec.LookPath("npm")
@@ -77,9 +86,23 @@ func startSDKServer(tb testing.TB) *sdkEnv {
 		tb.Fatal(err)
 	}
 	e.local = local
+	var backend sandbox.Backend = local
+	if kind == supervised.Name {
+		sb, err := supervised.Open(tb.TempDir(), supervised.Options{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		backend = sb
+		tb.Cleanup(func() {
+			// The server terminated what it made: nothing is left.
+			if left, err := sb.List(context.Background()); err != nil || len(left) != 0 {
+				tb.Errorf("sandboxes left after Close: %v, %v", left, err)
+			}
+		})
+	}
 	templates := tb.TempDir()
 	writeFile(tb, filepath.Join(templates, "tenttest.yaml"), "hostname: tenttest\nenv: {FROM_TEMPLATE: \"yes\"}\n")
-	e.srv, err = New(local, Options{APIKey: e.key, TemplatesDir: templates,
+	e.srv, err = New(backend, Options{APIKey: e.key, TemplatesDir: templates,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		tb.Fatal(err)

@@ -79,19 +79,13 @@ state directory (serve-state.json) for the next tent serve to take up.`,
 }
 
 // serveBackend builds the backend tent serve runs sandboxes on, what
-// closes it, and whether its sandboxes outlive the server (durable): a
-// Local one (the sandboxes live in the serve process and end with it),
-// its snapshots in the state directory's, where tent snapshot ls and
-// tent fork see them.
+// closes it, and whether its sandboxes outlive the server (durable): the
+// supervised backend of the state directory, as every other verb's, so
+// that tent ls, exec and rm see the sandboxes tent serve made and the
+// other way round.
 func serveBackend(g *globalOptions, log *slog.Logger) (b sandbox.Backend, close func(context.Context) error, durable bool, err error) {
-	l, err := sandbox.NewLocal(sandbox.LocalOptions{
-		Provision:   sandbox.ProvisionOptions{Logger: g.logger()},
-		SnapshotDir: g.backend().SnapshotsDir(),
-	})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	return l, l.Close, false, nil
+	sb := g.backendWith(supervised.Options{Logger: log})
+	return sb, func(context.Context) error { return nil }, true, nil
 }
 
 func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
