@@ -56,6 +56,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'Connect' -benchtime 20x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'ProxySlowHeadersMemory|DenialsMemory' -benchtime 1x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./cmd/tent/
+	$(GO) test -run '^$$' -bench 'E2BSDK' -benchtime 1x ./serve/
 
 clean:
 	rm -rf bin

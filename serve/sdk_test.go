@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -18,15 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/e2bsdk"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
-// sdkVersion is the E2B JavaScript SDK the integration test runs.
-const sdkVersion = "2.51.0"
-
 // TestE2BSDK runs testdata/sdk/sdk_test.mjs, which drives the official
-// E2B SDK (installed from npm, cached under the user's cache directory)
+// E2B SDK (e2bsdk.Version, installed from npm, cached under the user's
+// cache directory)
 // against a server on a random loopback port, over the backend tent
 // serve uses (supervised: each sandbox under its own supervisor process)
 // and over a Local one. TENT_SDK_ONLY, a regexp, runs only the script's
@@ -75,12 +74,14 @@ type sdkEnv struct {
 // tb.
 func startSDKServer(tb testing.TB, kind string) *sdkEnv {
 	tb.Helper()
-	node, nerr := exec.LookPath("node")
-	npm, perr := exec.LookPath("npm")
-	if nerr != nil || perr != nil {
-		tb.Skipf("node and npm are needed to run the E2B SDK (node: %v, npm: %v)", nerr, perr)
+	node, modules, err := e2bsdk.Install(tb.TempDir())
+	if errors.Is(err, e2bsdk.ErrNoNode) {
+		tb.Skip(err)
 	}
-	e := &sdkEnv{nodeBin: node, modules: installSDK(tb, npm), key: "e2b_" + randomHex(20), logs: &syncBuffer{}}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &sdkEnv{nodeBin: node, modules: modules, key: "e2b_" + randomHex(20), logs: &syncBuffer{}}
 	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
 	if err != nil {
 		tb.Fatal(err)
@@ -153,58 +154,6 @@ func (e *sdkEnv) node(tb testing.TB, script string, env ...string) ([]byte, erro
 	cmd.Env = append(os.Environ(), "E2B_API_URL="+e.url, "E2B_SANDBOX_URL="+e.url, "E2B_API_KEY="+e.key, "E2B_DEBUG=", "E2B_DOMAIN=")
 	cmd.Env = append(cmd.Env, env...)
 	return cmd.CombinedOutput()
-}
-
-// installSDK returns a node_modules directory holding e2b@sdkVersion:
-// the one cached under the user's cache directory, else a fresh npm
-// install, then cached there (an unwritable cache just means no cache).
-func installSDK(t testing.TB, npm string) string {
-	t.Helper()
-	cacheRoot, err := os.UserCacheDir()
-	if err != nil {
-		cacheRoot = t.TempDir()
-	}
-	parent := filepath.Join(cacheRoot, "tent-test")
-	dir := filepath.Join(parent, "e2b-"+sdkVersion)
-	modules := filepath.Join(dir, "node_modules")
-	if installed(modules) {
-		return modules
-	}
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		parent = t.TempDir()
-	}
-	tmp, err := os.MkdirTemp(parent, "install-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	writeFile(t, filepath.Join(tmp, "package.json"), `{"private": true}`)
-	cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--no-package-lock", "--loglevel=error", "e2b@"+sdkVersion)
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(parent, "npm-cache"), "npm_config_update_notifier=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install e2b@%s: %v\n%s", sdkVersion, err, out)
-	}
-	if !installed(filepath.Join(tmp, "node_modules")) {
-		t.Fatalf("npm install e2b@%s left no node_modules/e2b of that version", sdkVersion)
-	}
-	if err := os.Rename(tmp, dir); err == nil {
-		return modules
-	} else if installed(modules) { // another run won the race
-		return modules
-	}
-	keep := t.TempDir()
-	if err := os.Rename(tmp, filepath.Join(keep, "sdk")); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(keep, "sdk", "node_modules")
-}
-
-// installed reports whether modules holds e2b at sdkVersion.
-func installed(modules string) bool {
-	b, err := os.ReadFile(filepath.Join(modules, "e2b", "package.json"))
-	var pkg struct{ Version string }
-	return err == nil && json.Unmarshal(b, &pkg) == nil && pkg.Version == sdkVersion
 }
 
 func writeFile(t testing.TB, path, content string) {

@@ -73,7 +73,9 @@ func repoRoot() string {
 //   - ```yaml blocks are parsed; one marked "file NAME" is written there
 //     first (the policy example, which a later block runs);
 //   - "tent-binary: ..." runs the block's ./bin/tent command with this
-//     build; "skip: REASON" is not run, and must say why.
+//     build; "e2b: ..." runs a ```js block with node and the official
+//     E2B SDK against a `tent serve` of this build (see runReadmeSDK);
+//     "skip: REASON" is not run, and must say why.
 func TestReadmeExamples(t *testing.T) {
 	readme := filepath.Join(repoRoot(), "README.md")
 	if _, err := os.Stat(readme); err != nil && os.Getenv("TENT_TESTDATA") != "" {
@@ -103,6 +105,9 @@ func TestReadmeExamples(t *testing.T) {
 				t.Errorf("%s: %v", where, err)
 			}
 			counts["file"]++
+		case kind == "e2b:":
+			runReadmeSDK(t, where, state, b.text)
+			counts["js"]++
 		case kind == "tent-binary:":
 			_, cmd, ok := strings.Cut(b.text, "./bin/tent ")
 			if !ok {
@@ -127,7 +132,7 @@ func TestReadmeExamples(t *testing.T) {
 		}
 	}
 	// The README's examples, by kind: a parse that misses blocks fails.
-	if counts["go"] != 2 || counts["sh"] != 4 || counts["file"] != 1 || counts["yaml"] != 1 || counts["skipped"] != 2 {
+	if counts["go"] != 2 || counts["sh"] != 4 || counts["file"] != 1 || counts["yaml"] != 1 || counts["skipped"] != 3 || counts["js"] != 1 {
 		t.Errorf("README blocks run: %v", counts)
 	}
 }
