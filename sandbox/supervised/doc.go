@@ -1,0 +1,43 @@
+// Package supervised runs durable, daemonless sandboxes behind the
+// [sandbox.Backend] contract: each sandbox is owned by a supervisor
+// process of its own, so it outlives the program that made it, and every
+// process that opens the same state directory — the tent CLI, `tent
+// serve`, an embedding program — sees and drives the same sandboxes.
+//
+// # The state directory
+//
+// One directory (0700, the caller's own: [ErrUnsafeStateDir] otherwise)
+// holds, per sandbox, its record ID.json (written atomically: a crash
+// leaves the old or the new one), the supervisor's control socket ID.sock
+// and its log ID.log, and the snapshots/ directory. Names ([sandbox.Spec]
+// Name) are unique per directory, checked under a lock. Records are data:
+// before acting on one (a cow layer to remove, a cgroup to reclaim) the
+// backend checks it has the shape tent gives it.
+//
+// # Supervisors
+//
+// [Backend.Provision] re-executes the calling program (/proc/self/exe) in
+// the tent-supervisor mode (see the re-exec contract in package sandbox:
+// the program must call sandbox.Init first), in a session of its own. The
+// spec travels on a pipe, never on the command line (environment values
+// are secrets); the supervisor provisions the sandbox, saves its record
+// and reports ready or the refusal (its sentinel error and exit code), so
+// that nothing is left behind a refusal. A supervisor serves one
+// SOCK_SEQPACKET request per connection, only to its owner (or root) from
+// outside every sandbox (SO_PEERCRED, the pid namespace, SO_PEERPIDFD).
+// Errors cross the socket as the sentinel they were made from, so
+// errors.Is(err, sandbox.ErrNotFound) holds on both sides. An exec is a
+// session: the caller's descriptors are passed as they are (a terminal
+// stays a terminal), resizes and signals follow, and closing the
+// connection kills the command.
+//
+// # Idle and crashed supervisors
+//
+// An idle supervisor (no request, no command, no proxied connection for
+// [Options].IdleAfter) gives way to a small idle holder, a C loop of a few
+// hundred KiB, which execs the supervisor again when a request comes. A
+// supervisor that dies (killed, a host restart) takes its sandbox's
+// processes with it; its record then reads stopped, [Backend.Terminate]
+// reclaims what is left (cow layers, cgroups) and [Backend.Resume]
+// provisions the sandbox again from its latest snapshot.
+package supervised
