@@ -228,3 +228,13 @@ func TestBackendLifecycleAndErrors(t *testing.T) {
 		t.Fatalf("after Terminate: %v", err)
 	}
 }
+
+// An error made of several sentinels keeps them all across the socket.
+func TestErrorKindsCrossTogether(t *testing.T) {
+	b := open(t)
+	info := provision(t, b, sandbox.Spec{})
+	_, err := b.Exec(context.Background(), info.ID, sandbox.ExecRequest{Args: []string{"true"}, Dir: "/nonexistent"})
+	if !errors.Is(err, sandbox.ErrInvalidSpec) || !errors.Is(err, sandbox.ErrWorkDir) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("exec in a missing directory: %v, want ErrInvalidSpec, ErrWorkDir and ENOENT", err)
+	}
+}

@@ -2,6 +2,8 @@ package supervised
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,7 +46,8 @@ type request struct {
 }
 
 // reply is a supervisor's answer. A failure has Error, its Kind (the
-// sentinel error it matched, see kinds) and Code, tent's exit code for it.
+// sentinel errors it matched, see kinds, comma-separated) and Code,
+// tent's exit code for it.
 type reply struct {
 	Error string `json:"error,omitempty"`
 	Kind  string `json:"kind,omitempty"`
@@ -72,16 +75,23 @@ var kinds = []struct {
 	{"not-executable", sandbox.ErrNotExecutable},
 	{"snapshot-corrupt", sandbox.ErrSnapshotCorrupt},
 	{"init-missing", sandbox.ErrInitMissing},
+	{"workdir", sandbox.ErrWorkDir},
+	{"suspended", sandbox.ErrSuspended},
 }
 
-// kindOf names the sentinel err matches ("other" for none).
+// kindOf names the sentinels err matches, comma-separated ("other" for
+// none).
 func kindOf(err error) string {
+	var names []string
 	for _, k := range kinds {
 		if errors.Is(err, k.err) {
-			return k.name
+			names = append(names, k.name)
 		}
 	}
-	return "other"
+	if len(names) == 0 {
+		return "other"
+	}
+	return strings.Join(names, ",")
 }
 
 // failure is the reply for err.
@@ -101,13 +111,13 @@ type Error struct {
 	Code int
 	// Errno is the errno the refusal carried (0: none).
 	Errno syscall.Errno
-	kind  error
+	kinds []error
 }
 
 func (e *Error) Error() string { return e.Msg }
 
 // Is reports whether the refusal was made from target.
-func (e *Error) Is(target error) bool { return e.kind != nil && target == e.kind }
+func (e *Error) Is(target error) bool { return slices.Contains(e.kinds, target) }
 
 // Unwrap returns the errno, if any (errors.Is(err, fs.ErrNotExist) works).
 func (e *Error) Unwrap() error {
@@ -123,9 +133,11 @@ func (e *Error) ExitCode() int { return e.Code }
 // remoteError is the error a failed reply stands for.
 func remoteError(r reply) error {
 	e := &Error{Msg: r.Error, Code: r.Code, Errno: syscall.Errno(r.Errno)}
-	for _, k := range kinds {
-		if k.name == r.Kind {
-			e.kind = k.err
+	for _, name := range strings.Split(r.Kind, ",") {
+		for _, k := range kinds {
+			if k.name == name {
+				e.kinds = append(e.kinds, k.err)
+			}
 		}
 	}
 	if e.Code == 0 {
