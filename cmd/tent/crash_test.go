@@ -369,7 +369,7 @@ func TestCrashCreate(t *testing.T) {
 	// The supervisor provisions the sandbox, finds nobody to tell its id
 	// to, and ends it.
 	if !poll(20*time.Second, func() bool { return !alive(sup) }) {
-		t.Fatalf("the supervisor of a killed tent create still runs")
+		t.Fatalf("the supervisor of a killed tent create still runs:\n%s", processReport(sup, l.dir))
 	}
 	if len(cgroups) == 0 {
 		t.Log("no cgroups for this user's sandbox: none to check")
@@ -422,4 +422,26 @@ func sandboxCgroupName(name string) bool {
 	}
 	_, err := strconv.ParseUint(hex, 16, 64)
 	return err == nil
+}
+
+// processReport describes pid for a failure: its state and each thread's
+// wait channel, its children, and the logs of the state directory dir.
+func processReport(pid int, dir string) string {
+	var b strings.Builder
+	st, ppid, _ := procStat(pid)
+	fmt.Fprintf(&b, "pid %d state %s ppid %d\n", pid, st, ppid)
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		wchan, _ := os.ReadFile(task + "/wchan")
+		syscallLine, _ := os.ReadFile(task + "/syscall")
+		fmt.Fprintf(&b, "  task %s: wchan %s syscall %s", filepath.Base(task), wchan, syscallLine)
+	}
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	fmt.Fprintf(&b, "children: %s\n", children)
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, p := range logs {
+		data, _ := os.ReadFile(p)
+		fmt.Fprintf(&b, "%s:\n%s\n", p, data)
+	}
+	return b.String()
 }
