@@ -96,6 +96,18 @@ func TestServeStartsServesAndStops(t *testing.T) {
 	if code, body = do("GET", "/sandboxes/"+created.SandboxID, ""); code != http.StatusOK || !strings.Contains(string(body), `"from":"cli-test"`) {
 		t.Fatalf("get: %d %s", code, body)
 	}
+	// Its sandboxes are the state directory's: tent ls and exec see the
+	// server's, and the server sees tent create's.
+	if r := tent(t, "--state-dir", state, "ls", "-q"); !strings.Contains(r.stdout, created.SandboxID) {
+		t.Errorf("tent ls does not list the server's sandbox %s: %+v", created.SandboxID, r)
+	}
+	if r := tent(t, "--state-dir", state, "exec", created.SandboxID, "--", "echo", "ok"); r.code != 0 || r.stdout != "ok\n" {
+		t.Errorf("tent exec in the server's sandbox: %+v", r)
+	}
+	other := strings.TrimSpace(tent(t, "--state-dir", state, "create").stdout)
+	if code, body = do("GET", "/sandboxes/"+other, ""); code != http.StatusOK {
+		t.Errorf("the server does not see tent create's sandbox %s: %d %s", other, code, body)
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -114,6 +126,11 @@ func TestServeStartsServesAndStops(t *testing.T) {
 	if !strings.Contains(tail, "sandbox killed") || !strings.Contains(tail, "tent serve: stopping") {
 		t.Errorf("the shutdown log does not say the sandbox was killed:\n%s", tail)
 	}
+	// The shutdown killed what the server made, not tent create's.
+	if r := tent(t, "--state-dir", state, "ls", "-q"); strings.Contains(r.stdout, created.SandboxID) || !strings.Contains(r.stdout, other) {
+		t.Errorf("tent ls after the server's shutdown: %q, want %s only", r.stdout, other)
+	}
+	tent(t, "--state-dir", state, "rm", other)
 	b, err := os.ReadFile(filepath.Join(state, "serve-state.json"))
 	if err != nil || strings.Contains(string(b), created.SandboxID) {
 		t.Errorf("serve-state.json after a shutdown that killed everything: %v\n%s", err, b)
