@@ -208,6 +208,20 @@ func (s stateDir) Get(ref string) (*record, error) {
 	if ref == "" {
 		return nil, fmt.Errorf("%w: empty id", sandbox.ErrNotFound)
 	}
+	if validID(ref) {
+		// An exact id wins, and names never have an id's shape: read that
+		// one record rather than every one.
+		r, err := s.load(ref)
+		if err == nil {
+			if r.live() && !supervisorAlive(r) {
+				r.State = sandbox.StateStopped
+			}
+			return r, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
 	all, err := s.List()
 	if err != nil {
 		return nil, err
