@@ -73,12 +73,12 @@
 //
 // The idle holders run from a cgo constructor, before the Go runtime
 // exists. tent-init, tent-exec and tent-fs also start while package
-// namespaces is initialised, before the packages that do not depend on it
-// (a CLI framework, YAML, the embedding program's own): importing
-// sandbox therefore exits those processes before main, by contract. It
-// saves their start-up the initialisation of everything else (see
-// docs/benchmarks.md), and it makes a program that forgets Init still
-// work for Command and Provision. In every other process nothing exits:
+// namespaces is initialised, before the packages Go initialises after it
+// (every package that imports it, such as the embedding program's own,
+// and those its order puts later): importing sandbox therefore exits
+// those processes before main, by contract. It saves their start-up
+// those initialisers (see docs/benchmarks.md), and it makes a program
+// that forgets Init still work for Command and Provision. In every other process nothing exits:
 // the supervisor's modes are only registered (package internal/reexec)
 // and run from Init. A copy that somehow reaches the program's own main
 // refuses to start sandboxes ([ErrInitMissing]).
