@@ -280,10 +280,16 @@ func (b *Backend) Resume(ctx context.Context, ref string) (sandbox.Info, error) 
 		return sandbox.Info{}, err
 	}
 	if rec.live() {
-		if _, err := call(rec, request{Op: opResume}, nil); err != nil {
+		_, err := call(rec, request{Op: opResume}, nil)
+		if err == nil {
+			return b.Get(ctx, rec.ID)
+		}
+		// A supervisor that was just killed closes its socket before it
+		// is gone: once it is, the sandbox is a stopped one.
+		if !errors.Is(err, sandbox.ErrStopped) || !waitGone(rec) {
 			return sandbox.Info{}, err
 		}
-		return b.Get(ctx, rec.ID)
+		rec.State = sandbox.StateStopped
 	}
 	snaps, err := b.Snapshots(ctx)
 	if err != nil {
@@ -317,10 +323,7 @@ func (b *Backend) Terminate(ctx context.Context, ref string) error {
 		if _, err := call(rec, request{Op: opRemove}, nil); err != nil && !errors.Is(err, sandbox.ErrStopped) {
 			return err
 		}
-		// The supervisor exits once its teardown is done.
-		for i := 0; i < 500 && supervisorAlive(rec); i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitGone(rec) // the supervisor exits once its teardown is done
 	}
 	b.st.Reclaim(rec)
 	return b.st.removeFiles(rec.ID)
@@ -350,3 +353,12 @@ var _ sandbox.Backend = (*Backend)(nil)
 
 // SnapshotsDir is the directory of the state directory's snapshots.
 func (b *Backend) SnapshotsDir() string { return b.st.SnapshotsDir() }
+
+// waitGone waits, five seconds at most, for rec's supervisor to exit, and
+// reports whether it did.
+func waitGone(rec *record) bool {
+	for i := 0; i < 500 && supervisorAlive(rec); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return !supervisorAlive(rec)
+}
