@@ -7,24 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
-
-func newLocal(t testing.TB, opts sandbox.LocalOptions) *sandbox.Local {
-	t.Helper()
-	l, err := sandbox.NewLocal(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close(context.Background()) })
-	return l
-}
 
 // backendOut runs argv in sandbox id of b and returns trimmed stdout.
 func backendOut(t *testing.T, b sandbox.Backend, id string, argv ...string) string {
@@ -37,44 +27,13 @@ func backendOut(t *testing.T, b sandbox.Backend, id string, argv ...string) stri
 	return strings.TrimSpace(out.String())
 }
 
-// assertGone checks that a sandbox's init and cgroups no longer exist.
-func assertGone(t *testing.T, s sandbox.Info) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for pidAlive(s.InitPID) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if pidAlive(s.InitPID) {
-		t.Errorf("init %d of %s outlived it", s.InitPID, s.ID)
-	}
-	for _, c := range s.CgroupPaths {
-		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("cgroup %s of %s left behind (%v)", c, s.ID, err)
-		}
-	}
-}
-
-// pidAlive reports whether pid exists and is not a zombie.
-func pidAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, after, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(after, "Z")
-}
-
-// eventually polls cond every 5 ms for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// The helpers the manager and supervised tests share.
+var (
+	newLocal   = sandboxtest.NewLocal
+	assertGone = sandboxtest.AssertGone
+	pidAlive   = sandboxtest.PIDAlive
+	eventually = sandboxtest.Eventually
+)
 
 func TestLocalBackendCapabilities(t *testing.T) {
 	l := newLocal(t, sandbox.LocalOptions{})

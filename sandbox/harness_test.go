@@ -5,49 +5,18 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
 // probeTarget is where the test probe is mounted inside sandboxes.
-const probeTarget = "/opt/probe"
+const probeTarget = sandboxtest.ProbeTarget
 
-// probeDir returns a world-readable directory holding the static
-// testprobe binary: $TENT_PROBE when set (the Makefile builds it once for
-// the unprivileged run), else a fresh build.
-var probeDir = sync.OnceValues(func() (string, error) {
-	if p := os.Getenv("TENT_PROBE"); p != "" {
-		return filepath.Dir(p), nil
-	}
-	dir, err := os.MkdirTemp("", "tent-probe-")
-	if err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", err
-	}
-	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "testprobe"), "./internal/testprobe")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &buildError{out: out, err: err}
-	}
-	return dir, nil
-})
-
-type buildError struct {
-	out []byte
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + string(e.out) }
+// probeDir holds the static testprobe binary (see sandboxtest.ProbeDir).
+var probeDir = sandboxtest.ProbeDir
 
 // withProbe returns spec with the probe mounted.
 func withProbe(t *testing.T, spec sandbox.Spec) sandbox.Spec {

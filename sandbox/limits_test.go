@@ -1,16 +1,15 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -116,30 +115,4 @@ func TestCommandNotFoundAndNotExecutable(t *testing.T) {
 	}
 }
 
-// assertNoProcess fails if a host process runs argv (for up to a second,
-// to let the kernel finish killing a pid namespace).
-func assertNoProcess(t *testing.T, argv ...string) {
-	t.Helper()
-	want := []byte(strings.Join(argv, "\x00") + "\x00")
-	deadline := time.Now().Add(time.Second)
-	for {
-		found := ""
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			if _, err := strconv.Atoi(e.Name()); err != nil {
-				continue
-			}
-			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if bytes.Equal(b, want) {
-				found = e.Name()
-			}
-		}
-		if found == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %s (%v) outlived its sandbox", found, argv)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var assertNoProcess = sandboxtest.AssertNoProcess

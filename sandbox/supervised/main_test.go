@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -21,30 +18,10 @@ func TestMain(m *testing.M) {
 }
 
 // probeTarget is where the test probe is mounted inside sandboxes.
-const probeTarget = "/opt/probe"
+const probeTarget = sandboxtest.ProbeTarget
 
-// probeDir holds the static testprobe binary: $TENT_PROBE's directory
-// when set (the unprivileged run builds it once), else a fresh build.
-var probeDir = sync.OnceValues(func() (string, error) {
-	if p := os.Getenv("TENT_PROBE"); p != "" {
-		return filepath.Dir(p), nil
-	}
-	dir, err := os.MkdirTemp("", "tent-probe-")
-	if err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", err
-	}
-	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "testprobe"), "./internal/testprobe")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &os.PathError{Op: "go build", Path: string(out), Err: err}
-	}
-	return dir, nil
-})
+// probeDir holds the static testprobe binary (see sandboxtest.ProbeDir).
+var probeDir = sandboxtest.ProbeDir
 
 // open returns a backend on a fresh state directory whose sandboxes are
 // terminated when the test ends.

@@ -1,0 +1,134 @@
+// Package sandboxtest holds the helpers that the tests of several
+// packages (sandbox, sandbox/manager, sandbox/supervised) share: a Local
+// backend closed with the test, waiting and leak checks, and the test
+// probe, a static program mounted into sandboxes to act from inside.
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// NewLocal returns a Local backend closed when the test ends.
+func NewLocal(t testing.TB, opts sandbox.LocalOptions) *sandbox.Local {
+	t.Helper()
+	l, err := sandbox.NewLocal(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	return l
+}
+
+// Eventually polls cond every 5 ms for up to 10 s.
+func Eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// AssertGone checks that a sandbox's init and cgroups no longer exist.
+func AssertGone(t *testing.T, s sandbox.Info) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for PIDAlive(s.InitPID) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if PIDAlive(s.InitPID) {
+		t.Errorf("init %d of %s outlived it", s.InitPID, s.ID)
+	}
+	for _, c := range s.CgroupPaths {
+		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s of %s left behind (%v)", c, s.ID, err)
+		}
+	}
+}
+
+// PIDAlive reports whether pid exists and is not a zombie.
+func PIDAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z")
+}
+
+// AssertNoProcess fails when a process with exactly argv as its command
+// line still runs a second from now.
+func AssertNoProcess(t *testing.T, argv ...string) {
+	t.Helper()
+	want := []byte(strings.Join(argv, "\x00") + "\x00")
+	deadline := time.Now().Add(time.Second)
+	for {
+		found := ""
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err != nil {
+				continue
+			}
+			b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if bytes.Equal(b, want) {
+				found = e.Name()
+			}
+		}
+		if found == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %s (%v) outlived its sandbox", found, argv)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ProbeTarget is where the test probe is mounted inside sandboxes.
+const ProbeTarget = "/opt/probe"
+
+// ProbeDir returns a world-readable directory holding the static
+// testprobe binary: $TENT_PROBE's directory when set (the unprivileged
+// and VM runs build it once), else a fresh build.
+var ProbeDir = sync.OnceValues(func() (string, error) {
+	if p := os.Getenv("TENT_PROBE"); p != "" {
+		return filepath.Dir(p), nil
+	}
+	dir, err := os.MkdirTemp("", "tent-probe-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "testprobe"), "./internal/testprobe")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", &buildError{out: out, err: err}
+	}
+	return dir, nil
+})
+
+type buildError struct {
+	out []byte
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + string(e.out) }
