@@ -4,57 +4,17 @@ import (
 	"archive/tar"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 )
 
-// hostTree describes every entry beneath root: "d 0755", "f 0644 data",
-// "l target".
-func hostTree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			out[rel] = "l " + l
-		case fi.IsDir():
-			out[rel] = "d " + fi.Mode().Perm().String()
-		default:
-			b, _ := os.ReadFile(p)
-			out[rel] = "f " + fi.Mode().Perm().String() + " " + string(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func sameTree(t *testing.T, what string, got, want map[string]string) {
-	t.Helper()
-	var keys []string
-	for k := range got {
-		keys = append(keys, k)
-	}
-	for k := range want {
-		if _, ok := got[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if got[k] != want[k] {
-			t.Errorf("%s: %s is %q, want %q", what, k, got[k], want[k])
-		}
-	}
-}
+// The tree helpers the transfer and CLI tests share.
+var (
+	hostTree = sandboxtest.HostTree
+	sameTree = sandboxtest.SameTree
+)
 
 // A copy out that fails leaves the destination as it was, byte for byte,
 // and no temporary file beside it; it exits 125 (it truncated the file

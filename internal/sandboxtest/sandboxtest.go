@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,3 +133,53 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return e.err.Error() + ": " + string(e.out) }
+
+// HostTree describes every entry beneath root: "d -rwxr-xr-x",
+// "f -rw-r--r-- data", "l target".
+func HostTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			out[rel] = "l " + l
+		case fi.IsDir():
+			out[rel] = "d " + fi.Mode().Perm().String()
+		case !fi.Mode().IsRegular():
+			out[rel] = "? " + fi.Mode().String()
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = "f " + fi.Mode().Perm().String() + " " + string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// SameTree fails the test for each entry where got and want differ.
+func SameTree(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	var keys []string
+	for k := range got {
+		keys = append(keys, k)
+	}
+	for k := range want {
+		if _, ok := got[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got[k] != want[k] {
+			t.Errorf("%s: %s is %q, want %q", what, k, got[k], want[k])
+		}
+	}
+}
