@@ -27,8 +27,7 @@ type box struct {
 	streams chan struct{} // in-sandbox requests in flight
 
 	// Guarded by Server.mu.
-	created       bool // provisioned by this server
-	template      string
+	created       bool      // provisioned by this server
 	endAt         time.Time // zero: no timeout
 	timer         *time.Timer
 	gen           uint64 // bumped whenever timer changes
@@ -151,7 +150,6 @@ func (s *Server) autoResumes(id string) bool {
 // boxView is a copy of a box's settings, read under the lock.
 type boxView struct {
 	created       bool
-	template      string
 	endAt         time.Time
 	onTimeout     string
 	autoResume    bool
@@ -168,7 +166,7 @@ func (s *Server) view(id string) boxView {
 	if b == nil {
 		return boxView{onTimeout: onTimeoutKill}
 	}
-	return boxView{created: b.created, template: b.template, endAt: b.endAt, onTimeout: b.onTimeout,
+	return boxView{created: b.created, endAt: b.endAt, onTimeout: b.onTimeout,
 		autoResume: b.autoResume, allowInternet: b.allowInternet, network: b.network}
 }
 

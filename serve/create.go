@@ -217,4 +217,4 @@ func metadataOf(labels map[string]string) map[string]string {
 
 // templateOf is the template a sandbox was created from, as its label
 // keeps it ("" for a sandbox the server did not create).
-func templateOf(labels map[string]string) string { return labels[labelTemplate] }
+func templateOf(info sandbox.Info) string { return info.Spec.Labels[labelTemplate] }

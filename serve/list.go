@@ -36,10 +36,7 @@ func stateOf(s sandbox.State) string {
 
 // listed is E2B's ListedSandbox for info.
 func (s *Server) listed(info sandbox.Info, v boxView) listedSandbox {
-	tmpl := v.template
-	if tmpl == "" {
-		tmpl = templateOf(info.Spec.Labels)
-	}
+	tmpl := templateOf(info)
 	end := v.endAt
 	if end.IsZero() {
 		end = noEnd

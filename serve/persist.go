@@ -18,7 +18,6 @@ import (
 // settings a restarted server cannot read back from the backend.
 type savedBox struct {
 	Created       bool           `json:"created,omitempty"`
-	Template      string         `json:"template,omitempty"`
 	EndAt         time.Time      `json:"end_at,omitzero"`
 	OnTimeout     string         `json:"on_timeout,omitempty"`
 	AutoResume    bool           `json:"auto_resume,omitempty"`
@@ -72,7 +71,7 @@ func (s *Server) save() {
 		if !b.created && b.endAt.IsZero() && b.network == nil {
 			continue
 		}
-		st.Sandboxes[id] = &savedBox{Created: b.created, Template: b.template, EndAt: b.endAt, OnTimeout: b.onTimeout,
+		st.Sandboxes[id] = &savedBox{Created: b.created, EndAt: b.endAt, OnTimeout: b.onTimeout,
 			AutoResume: b.autoResume, AllowInternet: b.allowInternet, Network: b.network}
 	}
 	s.mu.Unlock()
@@ -161,7 +160,7 @@ func (s *Server) restore(ctx context.Context, saved *savedState) error {
 			continue
 		}
 		b := s.boxLocked(info.ID)
-		b.created, b.template, b.endAt = sv.Created, sv.Template, sv.EndAt
+		b.created, b.endAt = sv.Created, sv.EndAt
 		b.autoResume, b.allowInternet, b.network = sv.AutoResume, sv.AllowInternet, sv.Network
 		if sv.OnTimeout == onTimeoutPause {
 			b.onTimeout = onTimeoutPause

@@ -40,7 +40,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout)
-	s.adopt(info.ID, plan.template, plan.timeout, func(b *box) {
+	s.adopt(info.ID, plan.timeout, func(b *box) {
 		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
 		b.allowInternet, b.network = plan.allowInternet, plan.network
 	})
@@ -108,13 +108,13 @@ func (s *Server) unreserve() {
 }
 
 // adopt records a sandbox the server created (or resumed, or forked)
-// with its template and arms its timeout; set, when not nil, sets more
+// and arms its timeout; set, when not nil, sets more
 // of its settings under the lock.
-func (s *Server) adopt(id, template string, timeout time.Duration, set func(*box)) {
+func (s *Server) adopt(id string, timeout time.Duration, set func(*box)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.boxLocked(id)
-	b.created, b.template = true, template
+	b.created = true
 	if set != nil {
 		set(b)
 	}
@@ -304,10 +304,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, runningOK bool)
 		s.writeError(w, r, err)
 		return
 	}
-	tmpl := s.view(info.ID).template
-	if tmpl == "" {
-		tmpl = templateOf(info.Spec.Labels)
-	}
+	tmpl := templateOf(info)
 	if info.State == sandbox.StateRunning {
 		if !runningOK {
 			s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s is already running", info.ID))

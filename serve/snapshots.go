@@ -160,10 +160,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	src := s.view(info.ID)
-	tmpl := src.template
-	if tmpl == "" {
-		tmpl = templateOf(info.Spec.Labels)
-	}
+	tmpl := templateOf(info)
 	results := make([]forkResult, count)
 	for i := range results {
 		results[i] = s.forkOne(ctx, snap.ID, tmpl, d, src)
@@ -191,7 +188,7 @@ func (s *Server) forkOne(ctx context.Context, snapID, tmpl string, d time.Durati
 	if err != nil {
 		return fail(err)
 	}
-	s.adopt(info.ID, tmpl, d, func(b *box) {
+	s.adopt(info.ID, d, func(b *box) {
 		b.onTimeout, b.autoResume = src.onTimeout, src.autoResume
 		b.allowInternet, b.network = src.allowInternet, src.network
 	})
