@@ -9,6 +9,7 @@ import (
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/sandbox/internal/ref"
 )
 
 var (
@@ -30,10 +31,10 @@ var (
 	ErrWorkDir = errors.New("unusable working directory")
 	// ErrNotFound is returned for a reference (an id, a prefix, a name)
 	// that names no sandbox or snapshot.
-	ErrNotFound = errors.New("no such sandbox")
+	ErrNotFound = ref.ErrNotFound
 	// ErrAmbiguous is returned for a reference that matches several
 	// sandboxes or snapshots.
-	ErrAmbiguous = errors.New("ambiguous sandbox reference")
+	ErrAmbiguous = ref.ErrAmbiguous
 	// ErrStopped is returned for a sandbox that has ended (its
 	// Limits.Timeout, its init or its supervisor died) but not yet been
 	// terminated: Resume or Terminate it.

@@ -17,6 +17,7 @@ import (
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/sandbox/internal/ref"
 )
 
 // Local is the [Backend] that runs sandboxes on this host, in this
@@ -155,18 +156,18 @@ func (l *Local) checkOpen() error {
 }
 
 // lookup resolves ref (an id or a unique prefix); l.mu is held.
-func (l *Local) lookup(ref string) (*localBox, error) {
+func (l *Local) lookup(boxRef string) (*localBox, error) {
 	if l.closed {
 		return nil, ErrClosed
 	}
-	if b, ok := l.boxes[ref]; ok {
+	if b, ok := l.boxes[boxRef]; ok {
 		return b, nil
 	}
 	ids := make([]string, 0, len(l.boxes))
 	for id := range l.boxes {
 		ids = append(ids, id)
 	}
-	id, err := resolveRef(ref, ids, "sandbox")
+	id, err := ref.Resolve(boxRef, ids, "sandbox")
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/tent-sandbox/tent/sandbox/internal/ref"
 )
 
 // snapshotDir returns the snapshot directory, creating the temporary
@@ -137,7 +139,7 @@ func (l *Local) Fork(ctx context.Context, snapshotID string, overrides ForkOverr
 		return Info{}, err
 	}
 	if !ok {
-		return Info{}, &refError{msg: fmt.Sprintf("no snapshot %q (none taken yet)", snapshotID), kind: ErrNotFound}
+		return Info{}, ref.NotFound(fmt.Sprintf("no snapshot %q (none taken yet)", snapshotID))
 	}
 	snap, err := FindSnapshot(dir, snapshotID)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tent-sandbox/tent/sandbox/internal/ref"
 )
 
 // LoadSnapshot reads the snapshot in dir and verifies every part against
@@ -83,7 +85,7 @@ func ListSnapshots(dir string) ([]*Snapshot, error) {
 
 // FindSnapshot finds the snapshot in dir whose id is ref or starts with
 // it (ErrNotFound, ErrAmbiguous) and verifies it (see [LoadSnapshot]).
-func FindSnapshot(dir, ref string) (*Snapshot, error) {
+func FindSnapshot(dir, snapRef string) (*Snapshot, error) {
 	all, err := ListSnapshots(dir)
 	if err != nil {
 		return nil, err
@@ -92,9 +94,9 @@ func FindSnapshot(dir, ref string) (*Snapshot, error) {
 	for i, snap := range all {
 		ids[i] = snap.ID
 	}
-	id, err := resolveRef(ref, ids, "snapshot")
+	id, err := ref.Resolve(snapRef, ids, "snapshot")
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: no snapshot %q (see tent snapshot ls)", ErrNotFound, ref)
+		return nil, fmt.Errorf("%w: no snapshot %q (see tent snapshot ls)", ErrNotFound, snapRef)
 	}
 	if err != nil {
 		return nil, err

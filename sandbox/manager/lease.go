@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/internal/ref"
 )
 
 // LeaseState is where a client's lease is.
@@ -148,14 +149,14 @@ func (m *Manager) view(l *lease) Lease {
 }
 
 // findLease resolves a lease id (or unique prefix); m.mu is held.
-func (m *Manager) findLease(ref string) (*lease, error) {
+func (m *Manager) findLease(leaseRef string) (*lease, error) {
 	if m.closed {
 		return nil, sandbox.ErrClosed
 	}
-	if l, ok := m.leases[ref]; ok {
+	if l, ok := m.leases[leaseRef]; ok {
 		return l, nil
 	}
-	id, err := resolveRef(ref, slices.Collect(maps.Keys(m.leases)), "lease")
+	id, err := ref.Resolve(leaseRef, slices.Collect(maps.Keys(m.leases)), "lease")
 	if err != nil {
 		return nil, err
 	}

@@ -9,23 +9,24 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/internal/ref"
 )
 
 // box resolves a sandbox id (or unique prefix, or "" for the default);
 // m.mu is held.
-func (m *Manager) box(ref string) (*managedBox, error) {
+func (m *Manager) box(sbRef string) (*managedBox, error) {
 	if m.closed {
 		return nil, sandbox.ErrClosed
 	}
-	if ref == "" {
+	if sbRef == "" {
 		if m.def == "" {
-			return nil, &refError{msg: "no default sandbox (see Manager.SetDefault)", kind: sandbox.ErrNotFound}
+			return nil, ref.NotFound("no default sandbox (see Manager.SetDefault)")
 		}
-		ref = m.def
+		sbRef = m.def
 	}
-	box, ok := m.boxes[ref]
+	box, ok := m.boxes[sbRef]
 	if !ok {
-		id, err := resolveRef(ref, slices.Collect(maps.Keys(m.boxes)), "sandbox")
+		id, err := ref.Resolve(sbRef, slices.Collect(maps.Keys(m.boxes)), "sandbox")
 		if err != nil {
 			return nil, err
 		}
