@@ -135,7 +135,7 @@ func AttachStep(hostView int, s Step, pre []int) error {
 	target, err := unix.Openat2(root, strings.TrimPrefix(s.Target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("%w: mount point %s does not exist in the sandbox (it lies beneath another mount, where tent creates nothing)", ErrInvalidMount, s.Target)
+			return fmt.Errorf("%w: mount point %s does not exist in the sandbox (it lies beneath another mount, where the sandbox itself could not create it)", ErrInvalidMount, s.Target)
 		}
 		return fmt.Errorf("opening the mount point %s: %w", s.Target, os.NewSyscallError("openat2", err))
 	}

@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,10 +30,12 @@ import (
 // The mount is visible to every command started after Attach returns.
 // Commands already running see a new read-only mount too, but keep the
 // Landlock domain they started with, so they cannot write to a new
-// writable one. A missing mount point is created on the sandbox's root
-// (a read-only tmpfs that only tent writes to); beneath another mount,
-// the mount point must already exist. The spec returned by [Sandbox.Spec]
-// and recorded by snapshots includes the mount from then on.
+// writable one. A missing mount point is created: on the sandbox's root
+// (a read-only tmpfs that only tent writes to) by tent; beneath another
+// mount (/tmp, $HOME, a writable mount) by the file helper, with the
+// sandbox's own rights, so that only where the sandbox could create it.
+// The spec returned by [Sandbox.Spec] and recorded by snapshots includes
+// the mount from then on.
 func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 	if m.Access == "" {
 		m.Access = fs.ReadOnly
@@ -38,6 +43,10 @@ func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := fs.Validate([]fs.Mount{m}, fs.StatSource); err != nil {
+		return invalid(err)
+	}
+	s.makeMountpoint(ctx, m)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkRunning("attaching mounts"); err != nil {
@@ -152,4 +161,32 @@ func (p *plan) addLayerDir(m Mount, i int) (*CowLayer, string, error) {
 // removeLayerDir removes a cow layer directory that no overlay uses.
 func removeLayerDir(dir string) {
 	_ = removeLayers(dir)
+}
+
+// makeMountpoint creates m's missing mount point where the sandbox itself
+// may, through the file helper (a directory, or an empty file for a file
+// source); where it cannot, the mount that follows says why. The mount
+// then opens the mount point without following symlinks, so one that the
+// sandbox swaps for a symlink meanwhile is refused.
+func (s *Sandbox) makeMountpoint(ctx context.Context, m Mount) {
+	if err := s.File(ctx, FileRequest{Op: FileStat, Path: m.Target}); !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	dir, entry := m.Target, ""
+	if fi, err := os.Stat(m.Source); err == nil && !fi.IsDir() {
+		dir, entry = path.Dir(m.Target), path.Base(m.Target)
+	}
+	// The helper's untar creates dir (and its parents) and extracts into
+	// it an empty archive, or one empty file.
+	var archive bytes.Buffer
+	tw := tar.NewWriter(&archive)
+	if entry != "" {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: entry, Mode: 0o644}); err != nil {
+			return
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return
+	}
+	_ = s.File(ctx, FileRequest{Op: FileUntar, Path: dir, In: &archive})
 }

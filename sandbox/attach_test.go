@@ -168,3 +168,24 @@ func TestAttachIsInSnapshots(t *testing.T) {
 		t.Fatalf("ReadFile through the attached mount: %q, %v", out.String(), err)
 	}
 }
+
+// A mount point missing beneath another mount (here the sandbox's /tmp)
+// is created with the sandbox's own rights, a file for a file source.
+func TestAttachCreatesMountPointBeneathAMount(t *testing.T) {
+	sb := provision(t, sandbox.Spec{})
+	src := t.TempDir()
+	os.Chmod(src, 0o755)
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("one file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := sb.Mount(ctx, sandbox.Mount{Source: src, Target: "/tmp/deep/dir"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Mount(ctx, sandbox.Mount{Source: filepath.Join(src, "f"), Target: "/tmp/other/f"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/deep/dir/f /tmp/other/f"}}); out != "one file\none file" {
+		t.Fatalf("the mounts read %q", out)
+	}
+}

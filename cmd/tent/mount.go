@@ -1,13 +1,8 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +12,7 @@ import (
 
 // newMountCmd is `tent mount ID --ro|--rw|--cow SRC[:DST]`: a mount added
 // to a running sandbox, validated as at create and visible to the next
-// exec (see sandbox.Sandbox.Attach).
+// exec (see sandbox.Sandbox.Mount).
 func newMountCmd(g *globalOptions) *cobra.Command {
 	var ro, rw, cow string
 	c := &cobra.Command{
@@ -25,7 +20,8 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 		Short: "Add a mount to a running sandbox",
 		Long: "Add a mount to a running sandbox. SRC is a host path (relative to the current directory);\n" +
 			"DST, the path inside, defaults to SRC. The mount is checked as at create and is visible to\n" +
-			"the commands started afterwards; a missing mount point is created on the sandbox's root.",
+			"the commands started afterwards; a missing mount point is created (beneath another mount,\n" +
+			"only where the sandbox itself could create it).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var set []string
@@ -56,9 +52,7 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b := g.backend()
-			makeMountpoint(c.Context(), b, rec.ID, m)
-			if err := b.Mount(c.Context(), rec.ID, m); err != nil {
+			if err := g.backend().Mount(c.Context(), rec.ID, m); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return nil
@@ -68,37 +62,4 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 	c.Flags().StringVar(&rw, "rw", "", "bind `SRC[:DST]` read-write")
 	c.Flags().StringVar(&cow, "cow", "", "overlay `SRC[:DST]` copy-on-write")
 	return c
-}
-
-// makeMountpoint creates a missing mount point for m where the sandbox
-// itself may create it: tent create makes the mount points of its mounts
-// wherever they are, but an attach creates them only on the sandbox's
-// root, so a default target beneath /tmp, $HOME or another writable
-// mount (tent mount ID --ro ./data, run from a directory under /tmp) was
-// refused though tent create --ro ./data took it. The file helper
-// creates it with the sandbox's own rights (a directory, or an empty
-// file for a file source); where it cannot, the attach says why. The
-// attach then opens the mount point without following symlinks, so one
-// that the sandbox swaps for a symlink meanwhile is refused.
-func makeMountpoint(ctx context.Context, b sandbox.Backend, id string, m sandbox.Mount) {
-	if err := b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileStat, Path: m.Target}); !errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	dir, entry := m.Target, ""
-	if fi, err := os.Stat(m.Source); err == nil && !fi.IsDir() {
-		dir, entry = path.Dir(m.Target), path.Base(m.Target)
-	}
-	// The helper's untar creates dir (and its parents) and extracts into
-	// it an empty archive, or one empty file.
-	var archive bytes.Buffer
-	tw := tar.NewWriter(&archive)
-	if entry != "" {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: entry, Mode: 0o644}); err != nil {
-			return
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return
-	}
-	_ = b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileUntar, Path: dir, In: &archive})
 }
