@@ -16,7 +16,9 @@ import (
 // Version is the e2b npm package the tests use.
 const Version = "2.51.0"
 
-// ErrNoNode is returned by Install when node or npm is missing.
+// ErrNoNode is returned by Install when node or npm is missing, unless
+// $TENT_REQUIRE_SDK is set (CI sets it): then the missing tool is an
+// error like any other, so that the SDK tests cannot skip there.
 var ErrNoNode = errors.New("node and npm are needed to run the E2B SDK")
 
 // Install returns node's path and a node_modules directory holding e2b at
@@ -27,6 +29,9 @@ func Install(scratch string) (node, modules string, err error) {
 	node, nerr := exec.LookPath("node")
 	npm, perr := exec.LookPath("npm")
 	if nerr != nil || perr != nil {
+		if os.Getenv("TENT_REQUIRE_SDK") != "" {
+			return "", "", fmt.Errorf("$TENT_REQUIRE_SDK is set and node or npm is missing (node: %v, npm: %v)", nerr, perr)
+		}
 		return "", "", fmt.Errorf("%w (node: %v, npm: %v)", ErrNoNode, nerr, perr)
 	}
 	parent := filepath.Join(scratch, "cache")
