@@ -171,14 +171,17 @@ type watcher struct {
 	ended   bool
 }
 
-// collect queues the watch's events, at most w.max (the oldest dropped
-// beyond), until it ends.
+// collect queues the watch's events, at most w.max (beyond, the older
+// half is dropped and counted), until it ends.
 func (w *watcher) collect() {
 	for ev := range w.run.events {
 		w.mu.Lock()
 		if len(w.events) >= w.max {
-			w.events = append(w.events[:0], w.events[1:]...)
-			w.dropped++
+			// Drop the older half at once: a flood of events costs one
+			// copy per max/2 events, not one per event.
+			n := len(w.events) / 2
+			w.events = append(w.events[:0], w.events[n:]...)
+			w.dropped += n
 		}
 		w.events = append(w.events, ev)
 		w.mu.Unlock()
