@@ -201,6 +201,7 @@ func (b *Backend) File(ctx context.Context, ref string, req sandbox.FileRequest)
 // are, pipes (copied by goroutines) for other readers and writers.
 type stdio struct {
 	mine   []*os.File // ours to close once sent
+	feeds  []*os.File // the write ends of input pipes, closed at the end
 	copies sync.WaitGroup
 	after  []func()
 }
@@ -224,8 +225,12 @@ func (s *stdio) in(r io.Reader) (*os.File, error) {
 		return nil, err
 	}
 	s.mine = append(s.mine, pr)
+	s.feeds = append(s.feeds, pw)
 	s.after = append(s.after, func() {
-		go func() { // not waited for: the command may never read it all
+		// Not waited for: the command may never read it all. At r's end
+		// the command sees its stdin's; if the request ends first, close
+		// releases the pipe and the copy ends at its next write.
+		go func() {
 			_, _ = io.Copy(pw, r)
 			pw.Close()
 		}()
@@ -280,9 +285,9 @@ func (s *stdio) sent() {
 // pipes' write ends is closed: the command's and its descendants').
 func (s *stdio) wait() { s.copies.Wait() }
 
-// close releases what was not sent.
+// close releases what was not sent and the input pipes.
 func (s *stdio) close() {
-	for _, f := range s.mine {
+	for _, f := range append(s.mine, s.feeds...) {
 		f.Close()
 	}
 }
