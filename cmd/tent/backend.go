@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
@@ -12,16 +13,16 @@ import (
 // the supervised backend of the state directory: each sandbox has a
 // supervisor process of its own, which outlives tent's invocations.
 
-// backend returns the supervised backend of the state directory; the
-// supervisors it starts get these options (idle hand-off, network log).
+// backendWith returns the supervised backend of the state directory
+// (made absolute by the root command); the supervisors it starts get
+// opts (idle hand-off, network log).
 func (g *globalOptions) backendWith(opts supervised.Options) *supervised.Backend {
 	if opts.Logger == nil {
 		opts.Logger = g.logger()
 	}
 	b, err := supervised.Open(g.stateDir, opts)
-	if err != nil {
-		// Open fails only for a relative directory it cannot resolve.
-		b, _ = supervised.Open(supervised.DefaultStateDir(), opts)
+	if err != nil { // an absolute directory always opens
+		panic(fmt.Sprintf("opening the state directory %q: %v", g.stateDir, err))
 	}
 	return b
 }

@@ -16,12 +16,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 // exitRefused is tent's own failure or refusal.
@@ -118,6 +120,20 @@ seccomp and cgroups: no daemon, no image, no root required.`,
 	root.SetVersionTemplate("tent {{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "debug log on stderr")
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state `DIR` of long-lived sandboxes (default $TENT_STATE_DIR, /var/lib/tent for root, else $XDG_STATE_HOME/tent)")
+	// The state directory is made absolute once, before any verb uses it:
+	// every supervisor and record names it, whatever its caller's cwd.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		dir := g.stateDir
+		if dir == "" {
+			dir = supervised.DefaultStateDir()
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf("--state-dir %q: %v", dir, err)}
+		}
+		g.stateDir = abs
+		return nil
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{cmd: c.CommandPath(), err: err}
 	})

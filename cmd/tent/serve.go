@@ -108,9 +108,6 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 		}
 	}
 	stateDir := g.stateDir
-	if stateDir == "" {
-		stateDir = supervised.DefaultStateDir()
-	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return refuse("creating the state directory: %v", err)
 	}
