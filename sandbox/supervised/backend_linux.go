@@ -183,8 +183,16 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 		lw.Close()
 	}()
 	b.log.Debug("supervisor started", "id", o.ID, "pid", cmd.Process.Pid)
+	// Cancelling ctx while the sandbox is provisioned ends the supervisor
+	// as SIGTERM does: it tears down what it made and removes its record.
+	cancelled := context.AfterFunc(ctx, func() { _ = cmd.Process.Signal(syscall.SIGTERM) })
 	br := bufio.NewReader(r)
 	line, _ := br.ReadString('\n')
+	if !cancelled() && ctx.Err() != nil { // the signal was sent
+		_ = cmd.Wait()
+		_ = b.st.removeFiles(o.ID)
+		return ctx.Err()
+	}
 	if strings.TrimSpace(line) == "ok" {
 		_ = cmd.Process.Release()
 		return nil

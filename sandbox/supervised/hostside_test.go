@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -236,5 +237,41 @@ func TestErrorKindsCrossTogether(t *testing.T) {
 	_, err := b.Exec(context.Background(), info.ID, sandbox.ExecRequest{Args: []string{"true"}, Dir: "/nonexistent"})
 	if !errors.Is(err, sandbox.ErrInvalidSpec) || !errors.Is(err, sandbox.ErrWorkDir) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("exec in a missing directory: %v, want ErrInvalidSpec, ErrWorkDir and ENOENT", err)
+	}
+}
+
+// A Provision whose context ends while the supervisor provisions leaves
+// nothing: no record, no supervisor, no log.
+func TestProvisionCancelledLeavesNothing(t *testing.T) {
+	b := open(t)
+	cancelled := 0
+	for _, after := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond} {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(after); cancel() }()
+		info, err := b.Provision(ctx, sandbox.Spec{})
+		cancel()
+		if err == nil {
+			// Ready before the cancellation: an ordinary sandbox.
+			if err := b.Terminate(context.Background(), info.ID); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled after %v: %v, want context.Canceled", after, err)
+		}
+		cancelled++
+	}
+	if cancelled == 0 {
+		t.Fatal("every provision was ready before its cancellation: nothing was tested")
+	}
+	if all, err := b.List(context.Background()); err != nil || len(all) != 0 {
+		t.Fatalf("after cancelled provisions: %v, %v", all, err)
+	}
+	ents, _ := os.ReadDir(b.Dir())
+	for _, e := range ents {
+		if e.Name() != "snapshots" {
+			t.Errorf("left in the state directory: %s", e.Name())
+		}
 	}
 }
