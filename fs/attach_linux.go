@@ -74,15 +74,51 @@ func onDisposableThread(f func() (int, error)) (int, error) {
 // the hostView namespace. The mount point must not already be a mount of
 // the plan (the caller checks).
 func AttachStep(hostView int, s Step, pre []int) error {
+	fd, err := attachStep(hostView, s, pre)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// AttachSteps attaches steps in order, each as [AttachStep] does (a
+// mount, then the guards beneath it): if one fails, those already
+// attached are detached again, so that a mount is never left in the
+// sandbox without its guards.
+func AttachSteps(hostView int, steps []Step, pre []int) error {
+	var mounted []int
+	defer func() {
+		for _, fd := range mounted {
+			unix.Close(fd)
+		}
+	}()
+	for _, s := range steps {
+		fd, err := attachStep(hostView, s, pre)
+		if err != nil {
+			// Detached through the descriptor of each mount's root, not
+			// its path, which the sandbox may have changed meanwhile.
+			for i := len(mounted) - 1; i >= 0; i-- {
+				_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(mounted[i]), unix.MNT_DETACH)
+			}
+			return err
+		}
+		mounted = append(mounted, fd)
+	}
+	return nil
+}
+
+// attachStep is AttachStep, returning an O_PATH descriptor of the
+// attached mount's root.
+func attachStep(hostView int, s Step, pre []int) (int, error) {
 	if err := ValidateTarget(s.Target); err != nil {
-		return err
+		return -1, err
 	}
 	if s.Kind != KindBind && s.Kind != KindOverlay {
-		return fmt.Errorf("%w: cannot attach a %s", ErrInvalidMount, s.Kind)
+		return -1, fmt.Errorf("%w: cannot attach a %s", ErrInvalidMount, s.Kind)
 	}
 	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return os.NewSyscallError("open /", err)
+		return -1, os.NewSyscallError("open /", err)
 	}
 	defer unix.Close(root)
 
@@ -90,7 +126,7 @@ func AttachStep(hostView int, s Step, pre []int) error {
 	switch {
 	case s.FD >= 0:
 		if src, err = openSource(s, pre); err != nil {
-			return err
+			return -1, err
 		}
 		if s.Kind == KindOverlay {
 			// pre holds the (idmapped) lower layer, then a detached
@@ -99,7 +135,7 @@ func AttachStep(hostView int, s Step, pre []int) error {
 			// mount namespace.
 			if s.FD+1 >= len(pre) {
 				unix.Close(src)
-				return fmt.Errorf("cow %s: the layer directory was not passed", s.Target)
+				return -1, fmt.Errorf("cow %s: the layer directory was not passed", s.Target)
 			}
 			layers := pre[s.FD+1]
 			pre[s.FD+1] = -1
@@ -108,11 +144,11 @@ func AttachStep(hostView int, s Step, pre []int) error {
 			unix.Close(lower)
 			unix.Close(layers)
 			if err != nil {
-				return err
+				return -1, err
 			}
 		}
 	case hostView < 0:
-		return errors.New("this sandbox kept no host view: its mounts come from the host as descriptors")
+		return -1, errors.New("this sandbox kept no host view: its mounts come from the host as descriptors")
 	default:
 		if src, err = inHostView(hostView, func() (int, error) {
 			if s.Kind == KindOverlay {
@@ -120,37 +156,42 @@ func AttachStep(hostView int, s Step, pre []int) error {
 			}
 			return openSource(s, nil)
 		}); err != nil {
-			return err
+			return -1, err
 		}
 	}
 	defer unix.Close(src)
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
-		return os.NewSyscallError("fstat", err)
+		return -1, os.NewSyscallError("fstat", err)
 	}
 	isFile := st.Mode&unix.S_IFMT != unix.S_IFDIR
 	if err := makeMountpoint(root, s.Target, isFile); err != nil {
-		return err
+		return -1, err
 	}
 	target, err := unix.Openat2(root, strings.TrimPrefix(s.Target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("%w: mount point %s does not exist in the sandbox (it lies beneath another mount, where the sandbox itself could not create it)", ErrInvalidMount, s.Target)
+			return -1, fmt.Errorf("%w: mount point %s does not exist in the sandbox (it lies beneath another mount, where the sandbox itself could not create it)", ErrInvalidMount, s.Target)
 		}
-		return fmt.Errorf("opening the mount point %s: %w", s.Target, os.NewSyscallError("openat2", err))
+		return -1, fmt.Errorf("opening the mount point %s: %w", s.Target, os.NewSyscallError("openat2", err))
 	}
 	defer unix.Close(target)
 	var tst unix.Stat_t
 	if err := unix.Fstat(target, &tst); err != nil {
-		return os.NewSyscallError("fstat", err)
+		return -1, os.NewSyscallError("fstat", err)
 	}
 	if (tst.Mode&unix.S_IFMT != unix.S_IFDIR) != isFile {
-		return fmt.Errorf("%w: %s: cannot mount a %s over a %s", ErrInvalidMount, s.Target, kindName(isFile), kindName(!isFile))
+		return -1, fmt.Errorf("%w: %s: cannot mount a %s over a %s", ErrInvalidMount, s.Target, kindName(isFile), kindName(!isFile))
 	}
 	if err := unix.MoveMount(src, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attaching %s: %w", s.Target, os.NewSyscallError("move_mount", err))
+		return -1, fmt.Errorf("attaching %s: %w", s.Target, os.NewSyscallError("move_mount", err))
 	}
-	return nil
+	fd, err := unix.FcntlInt(uintptr(src), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(src), unix.MNT_DETACH)
+		return -1, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+	}
+	return fd, nil
 }
 
 func kindName(file bool) string {

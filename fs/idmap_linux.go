@@ -61,15 +61,23 @@ const nogroup = 65534
 // on-disk owner onto the sandbox's host identity, which the sandbox's own
 // namespace maps to its user (id.UID, id.GID):
 //
-//   - rw: the directory's owner U (never root: a rw mount of a
-//     root-owned directory is refused, its owner would be host root) and
-//     its group G (or nogroup, 65534, when G is 0) map onto the sandbox's
-//     host identity, on-disk group root onto a gid the sandbox is not in
-//     (rootGroupStandIn), and nothing else. Inside, the directory and U's
-//     files are the sandbox user's; what the sandbox creates is U:G on
-//     disk; files of other owners are unmapped (nobody), so the sandbox
-//     can neither write them, nor create files as, nor chown to any other
-//     id.
+//   - rw: the directory's owner U and its group G map onto the sandbox's
+//     host identity, and nothing else but, when U is not root and G is,
+//     on-disk group root onto a gid the sandbox is not in
+//     (rootGroupStandIn; such a directory's writes get group nogroup,
+//     65534, rather than root). Inside, the directory and U's files are
+//     the sandbox user's; what the sandbox creates is U:G on disk; files
+//     of other owners are unmapped (nobody), so the sandbox can neither
+//     write them, nor create files as, nor chown to any other id. A
+//     root-owned directory is written as root, as docker and bwrap do
+//     (the caller, root, chose to hand it over): what the sandbox creates
+//     there is root:root on the host. That is safe to allow because what
+//     would make a root-owned file dangerous cannot be made from inside:
+//     set-id modes are denied by the default seccomp profile (and a write
+//     clears them, the command lacking CAP_FSETID), file capabilities
+//     need CAP_SETFCAP, which no command holds, and device nodes need
+//     CAP_MKNOD in the host's user namespace (the mount is nodev inside
+//     besides).
 //   - ro, and a cow mount's lower layer: read-only, so nothing is ever
 //     written through the mapping (a cow mount's changes go to the
 //     overlay's upper layer, owned by the sandbox's host identity). The
@@ -96,9 +104,8 @@ const nogroup = 65534
 // rather than a new one.
 //
 // Errors: a source that cannot be opened (a symlink in its path, see
-// [OpenSource]) wraps [ErrInvalidMount]; a rw mount of a root-owned
-// directory, or one the kernel or filesystem cannot idmap, is an
-// [*UnsupportedMountError]. On error no descriptor is left open.
+// [OpenSource]) wraps [ErrInvalidMount]; a rw mount the kernel or
+// filesystem cannot idmap is an [*UnsupportedMountError]. On error no descriptor is left open.
 func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 	defer func() {
 		if err != nil {
@@ -133,12 +140,9 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 		if err := unix.Fstat(fd, &st); err != nil {
 			return fds, os.NewSyscallError("fstat", err)
 		}
-		uid, gid, err := idmapOwner(m, st.Uid, st.Gid)
-		if err != nil {
-			return fds, err
-		}
+		uid, gid, rootGroup := idmapOwner(m, st.Uid, st.Gid)
 		idmapped := attr
-		nsfd, err := userns.get(uid, gid, m.Access == ReadWrite)
+		nsfd, err := userns.get(uid, gid, rootGroup)
 		if err == nil {
 			idmapped.Attr_set |= unix.MOUNT_ATTR_IDMAP
 			idmapped.Userns_fd = uint64(nsfd)
@@ -161,10 +165,14 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 			continue
 		}
 		if idmapped.Attr_set&unix.MOUNT_ATTR_IDMAP != 0 && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EPERM)) {
+			fix := "run tent as the (non-root) user who owns the directory, mount it --cow and export the changes, or mount it --ro"
+			if st.Uid == 0 {
+				fix = "mount it --cow and export the changes, mount it --ro, or move it to a filesystem that can be idmapped (ext4, xfs, btrfs; tmpfs from Linux 6.3)"
+			}
 			return fds, &UnsupportedMountError{
 				Mount:  m,
 				Reason: "the kernel or filesystem cannot idmap this mount: " + err.Error(),
-				Fix:    "run tent as the (non-root) user who owns the directory, or mount it --ro",
+				Fix:    fix,
 			}
 		}
 		return fds, fmt.Errorf("mount %s: %w", m.Source, err)
@@ -173,26 +181,20 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 }
 
 // idmapOwner returns the on-disk uid and gid that m's idmapping maps
-// onto the sandbox's host identity, for a directory owned by uid:gid. A
-// rw mount of a root-owned directory is refused, and its group root
-// becomes nogroup: what the sandbox writes through a rw mount lands on
-// the host as these ids. A ro mount and a cow mount's lower layer are
-// read-only, so they map their owner whatever it is.
-func idmapOwner(m Mount, uid, gid uint32) (uint32, uint32, error) {
+// onto the sandbox's host identity, for a directory owned by uid:gid, and
+// whether on-disk group root maps to rootGroupStandIn: what the sandbox
+// writes through a rw mount lands on the host as these ids. A non-root
+// owner's group root becomes nogroup (a user's directory left in group
+// root by `chown alice dir` does not make the sandbox's files root's
+// group); a root-owned directory stays root's. A ro mount and a cow
+// mount's lower layer are read-only, so they map their owner whatever it
+// is.
+func idmapOwner(m Mount, uid, gid uint32) (mapUID, mapGID uint32, rootGroup bool) {
 	if m.Access != ReadWrite {
-		return uid, gid, nil
+		return uid, gid, false
 	}
-	if uid == 0 {
-		return 0, 0, &UnsupportedMountError{
-			Mount: m,
-			Reason: "it is owned by root: as root, tent maps a rw mount's owner onto the sandbox's user, " +
-				"and a sandbox never writes files as host root",
-			Fix: fmt.Sprintf("chown the directory to the non-root user who should own what the sandbox writes (chown -R USER %s), "+
-				"mount it --cow and export the changes, or run tent as that user", m.Source),
-		}
-	}
-	if gid == 0 {
+	if uid != 0 && gid == 0 {
 		gid = nogroup
 	}
-	return uid, gid, nil
+	return uid, gid, gid != 0
 }

@@ -35,37 +35,21 @@ func TestIdmapOwner(t *testing.T) {
 		access           Access
 		uid, gid         uint32
 		wantUID, wantGID uint32
-		refused          bool
+		rootGroup        bool
 	}{
 		{ReadOnly, 0, 0, 0, 0, false},
 		{CopyOnWrite, 0, 0, 0, 0, false},
 		{ReadOnly, 1000, 0, 1000, 0, false},
 		{ReadOnly, 1000, 1000, 1000, 1000, false},
-		{ReadWrite, 1000, 1000, 1000, 1000, false},
-		{ReadWrite, 1000, 0, 1000, 65534, false}, // group root: nogroup
-		{ReadWrite, 0, 1000, 0, 0, true},
-		{ReadWrite, 0, 0, 0, 0, true},
+		{ReadWrite, 1000, 1000, 1000, 1000, true},
+		{ReadWrite, 1000, 0, 1000, 65534, true}, // a user's dir in group root: nogroup
+		{ReadWrite, 0, 0, 0, 0, false},          // root's: written as root, as docker and bwrap do
+		{ReadWrite, 0, 1000, 0, 1000, true},
 	} {
 		m := Mount{Source: src, Target: "/data", Access: c.access}
-		uid, gid, err := idmapOwner(m, c.uid, c.gid)
-		name := fmt.Sprintf("%s of %d:%d", c.access, c.uid, c.gid)
-		if !c.refused {
-			if err != nil || uid != c.wantUID || gid != c.wantGID {
-				t.Errorf("%s: %d:%d, %v; want %d:%d", name, uid, gid, err, c.wantUID, c.wantGID)
-			}
-			continue
-		}
-		var ue *UnsupportedMountError
-		if !errors.As(err, &ue) || ue.Mount != m {
-			t.Fatalf("%s: %v, want an *UnsupportedMountError for the mount", name, err)
-		}
-		wantReason := "it is owned by root: as root, tent maps a rw mount's owner onto the sandbox's user, and a sandbox never writes files as host root"
-		wantFix := "chown the directory to the non-root user who should own what the sandbox writes (chown -R USER /srv/data), mount it --cow and export the changes, or run tent as that user"
-		if ue.Reason != wantReason || ue.Fix != wantFix {
-			t.Errorf("%s: reason %q, fix %q", name, ue.Reason, ue.Fix)
-		}
-		if got := err.Error(); got != "rw mount /srv/data: "+wantReason+" (fix: "+wantFix+")" {
-			t.Errorf("%s: message %q", name, got)
+		uid, gid, rootGroup := idmapOwner(m, c.uid, c.gid)
+		if uid != c.wantUID || gid != c.wantGID || rootGroup != c.rootGroup {
+			t.Errorf("%s of %d:%d: %d:%d (root group mapped %v); want %d:%d (%v)", c.access, c.uid, c.gid, uid, gid, rootGroup, c.wantUID, c.wantGID, c.rootGroup)
 		}
 	}
 }
@@ -248,17 +232,33 @@ func TestOpenMountsReadOnly(t *testing.T) {
 	}
 }
 
+// A root-owned directory's rw mount maps root onto the sandbox's host
+// identity: root's files are the sandbox's, what it creates is root's on
+// disk, other owners stay unmapped.
+func TestOpenMountsReadWriteRootOwned(t *testing.T) {
+	requireRoot(t)
+	dir := ownedTree(t, 0, 0, map[string][2]int{"root": {0, 0}, "other": {7, 7}})
+	fd := openOne(t, Mount{Source: dir, Target: "/data", Access: ReadWrite}, IDMap{HostID: testHostID})
+	for name, want := range map[string]string{".": "4242:4242", "root": "4242:4242", "other": "65534:65534"} {
+		if got := ownerIn(t, fd, name); got != want {
+			t.Errorf("%s shows as %s, want %s", name, got, want)
+		}
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if flags := st.Flags & (unix.ST_NOSUID | unix.ST_NODEV | unix.ST_RDONLY); flags != unix.ST_NOSUID|unix.ST_NODEV {
+		t.Errorf("mount flags %#x, want nosuid|nodev, not read-only", flags)
+	}
+}
+
 // What OpenMounts refuses, it refuses whole: no descriptor is returned.
 func TestOpenMountsRefusals(t *testing.T) {
 	requireRoot(t)
 	ok := ownedTree(t, 1000, 1000, nil)
-	rootOwned := ownedTree(t, 0, 0, nil)
-	fds, err := OpenMounts([]Mount{{Source: ok, Target: "/a", Access: ReadOnly}, {Source: rootOwned, Target: "/b", Access: ReadWrite}}, IDMap{HostID: testHostID})
-	var ue *UnsupportedMountError
-	if !errors.As(err, &ue) || ue.Mount.Source != rootOwned || fds != nil {
-		t.Errorf("rw of a root-owned directory: %v, %v; want an *UnsupportedMountError for it and no fds", fds, err)
-	}
-
+	var fds []int
+	var err error
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(ok, link); err != nil {
 		t.Fatal(err)

@@ -174,6 +174,10 @@ const (
 // Attach is a mount to add to a running sandbox: the plan step, and the
 // Landlock rules that the next execs need for it (a writable mount).
 type Attach struct {
-	Step  fs.Step           `json:"step"`
-	Rules []fs.LandlockRule `json:"rules,omitempty"`
+	Step fs.Step `json:"step"`
+	// Guards are mounts beneath Step, made right after it (the git
+	// guards of a rw mount): the init attaches Step and every guard, or
+	// none of them.
+	Guards []fs.Step          `json:"guards,omitempty"`
+	Rules  []fs.LandlockRule `json:"rules,omitempty"`
 }

@@ -359,7 +359,7 @@ func (in *initLoop) handle(c control) (code int, done bool) {
 		if m.Attach == nil || m.ID == "" {
 			err = errors.New("an attach needs an id and a step")
 		} else {
-			err = fs.AttachStep(in.hostView, m.Attach.Step, c.fds)
+			err = fs.AttachSteps(in.hostView, append([]fs.Step{m.Attach.Step}, m.Attach.Guards...), c.fds)
 		}
 		closeAll(c.fds)
 		if err != nil {

@@ -79,12 +79,26 @@ func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 		return err
 	}
 
+	// A rw mount's git guards are attached with it, or it is not attached.
+	withGuards, _, _, err := withGitGuards([]fs.Mount{m}, s.spec.GitWritable, all)
+	if err != nil {
+		return fail(invalid(err))
+	}
+	var guards []fs.Step
+	for i, g := range withGuards[1:] {
+		gs := fs.Step{Kind: fs.KindBind, Target: g.Target, Source: g.Source, ReadOnly: !g.Writable(), Writable: g.Writable(), User: true, FD: -1}
+		if p.privileged {
+			gs.FD = 1 + i // after the mount's own descriptor
+		}
+		guards = append(guards, gs)
+	}
+
 	var fds []int
 	if p.privileged {
 		// Root's sources are opened (and rw ones idmapped) on the host;
 		// a cow mount's upper and work directories follow its lower layer.
 		var err error
-		if fds, err = openUserMounts([]fs.Mount{m}, s.run.init.Pid(), p.uid, p.gid); err != nil {
+		if fds, err = openUserMounts(withGuards, s.run.init.Pid(), p.uid, p.gid); err != nil {
 			return fail(err)
 		}
 		defer closeFDs(fds)
@@ -99,11 +113,11 @@ func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 	}
 	var rules []fs.LandlockRule
 	if m.Writable() {
-		rules = fs.LandlockRules(&fs.Plan{Steps: []fs.Step{step}})[1:] // without the "/" rule
+		rules = fs.LandlockRules(&fs.Plan{Steps: append([]fs.Step{step}, guards...)})[1:] // without the "/" rule
 	}
 	s.nextExec++
 	id := "attach-" + strconv.Itoa(s.nextExec)
-	if err := s.run.init.Attach(id, namespaces.Attach{Step: step, Rules: rules}, fds); err != nil {
+	if err := s.run.init.Attach(id, namespaces.Attach{Step: step, Guards: guards, Rules: rules}, fds); err != nil {
 		var se *namespaces.StartError
 		if errors.As(err, &se) && strings.Contains(se.Msg, fs.ErrInvalidMount.Error()) {
 			return fail(invalid(fmt.Errorf("attaching %s: %s", m.Target, se.Msg)))
@@ -118,7 +132,10 @@ func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 		step.Upper, step.Work = layer.Upper, filepath.Join(layerDir, "work")
 		p.layers = append(p.layers, *layer)
 	}
-	p.cfg.Plan.Steps = append(p.cfg.Plan.Steps, step)
+	for i := range guards {
+		guards[i].FD = -1
+	}
+	p.cfg.Plan.Steps = append(append(p.cfg.Plan.Steps, step), guards...)
 	p.cfg.LandlockRules = append(p.cfg.LandlockRules, rules...)
 	p.userMounts = all
 	s.spec.Mounts = all

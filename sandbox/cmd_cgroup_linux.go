@@ -66,7 +66,7 @@ func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) 
 		fixForHost(p.missing, host.Mode)
 	}
 	if !s.BestEffort {
-		return &UnsupportedError{Missing: p.missing}
+		return &UnsupportedError{Missing: p.missing, Degradable: true}
 	}
 	return nil
 }

@@ -72,6 +72,13 @@ type Missing struct {
 // matches [ErrUnsupported] with errors.Is.
 type UnsupportedError struct {
 	Missing []Missing
+	// Degradable is true when Spec.BestEffort would let the sandbox go
+	// on without them (each then reported as degraded or absent); only
+	// then does the message end with [BestEffortHint]. A refusal that
+	// best effort cannot lift (a mount the host cannot idmap, a missing
+	// user namespace where no reduced tier can stand in) gives the fixes
+	// alone.
+	Degradable bool
 }
 
 func (e *UnsupportedError) Error() string {
@@ -83,11 +90,13 @@ func (e *UnsupportedError) Error() string {
 			fmt.Fprintf(&b, " (fix: %s)", m.Fix)
 		}
 	}
-	b.WriteString("\n" + BestEffortHint)
+	if e.Degradable {
+		b.WriteString("\n" + BestEffortHint)
+	}
 	return b.String()
 }
 
-// BestEffortHint ends an [UnsupportedError]'s message; a frontend may
+// BestEffortHint ends a degradable [UnsupportedError]'s message; a frontend may
 // replace it with its own spelling of Spec.BestEffort (the CLI's
 // --best-effort).
 const BestEffortHint = "set Spec.BestEffort to accept the degradation"

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/tent-sandbox/tent/fs"
 )
@@ -27,4 +29,47 @@ func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32) ([]int, err
 		return nil, invalid(err)
 	}
 	return nil, err
+}
+
+// withGitGuards returns mounts followed by the mounts that keep the git
+// control files of the repositories in its rw mounts read-only (see
+// [Spec.GitWritable] and fs.FindGitDirs), unless writable; how many git
+// directories they guard; and the targets of the rw mounts whose search
+// stopped at its bound. existing are every mount of the sandbox (mounts
+// among them): a repository beneath another mount's target is that
+// mount's, not guarded through this one.
+func withGitGuards(mounts []fs.Mount, writable bool, existing []fs.Mount) (all []fs.Mount, guarded int, partial []string, err error) {
+	all = mounts
+	if writable {
+		return all, 0, nil, nil
+	}
+	for _, m := range mounts {
+		if m.Access != fs.ReadWrite {
+			continue
+		}
+		var skip []string
+		for _, o := range existing {
+			if o.Target != m.Target && strings.HasPrefix(o.Target, strings.TrimSuffix(m.Target, "/")+"/") {
+				skip = append(skip, o.Target)
+			}
+		}
+		guards, complete := fs.FindGitDirs(m, skip)
+		if !complete {
+			partial = append(partial, m.Target)
+		}
+		extra, err := fs.GitGuardMounts(guards)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		// A caller's own mount at a guard's target (--ro X:/w/.git/hooks)
+		// is the caller's choice, and stays.
+		extra = slices.DeleteFunc(extra, func(g fs.Mount) bool {
+			return slices.ContainsFunc(existing, func(o fs.Mount) bool { return o.Target == g.Target })
+		})
+		if len(extra) > 0 && len(all) == len(mounts) {
+			all = slices.Clone(mounts)
+		}
+		all, guarded = append(all, extra...), guarded+len(guards)
+	}
+	return all, guarded, partial, nil
 }

@@ -141,7 +141,11 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		home = "/home/" + user
 	}
 
-	planInput := fs.PlanInput{Mounts: s.Mounts, System: probeSystem(), Home: home, PreOpened: p.privileged}
+	all, guarded, partial, err := withGitGuards(s.Mounts, s.GitWritable, s.Mounts)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	planInput := fs.PlanInput{Mounts: all, System: probeSystem(), Home: home, PreOpened: p.privileged}
 	for i, m := range s.Mounts {
 		if m.Access != fs.CopyOnWrite {
 			continue
@@ -158,7 +162,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	if err != nil {
 		return nil, invalid(err)
 	}
-	p.userMounts = s.Mounts
+	p.userMounts = all
 
 	workdir := s.Workdir
 	if workdir == "" {
@@ -214,6 +218,12 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	r.add("root filesystem", Enforced, "tmpfs root, system directories read-only")
 	r.add("no_new_privs", Enforced, "")
 	r.add("capabilities", Enforced, "all sets empty")
+	switch {
+	case len(partial) > 0:
+		r.add("git control files", Degraded, fmt.Sprintf("read-only in %d git directories; the search of %s stopped at its bound (4096 entries, 128 git directories): repositories beyond it are writable", guarded, strings.Join(partial, ", ")))
+	case guarded > 0:
+		r.add("git control files", Enforced, fmt.Sprintf("read-only in %d git directories of the rw mounts (hooks, config)", guarded))
+	}
 
 	if err := p.resolveSeccomp(s); err != nil {
 		return nil, err
@@ -221,7 +231,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	p.resolveLandlock()
 	p.resolveLimits(s.Limits)
 	if len(p.missing) > 0 && !s.BestEffort {
-		return nil, &UnsupportedError{Missing: p.missing}
+		return nil, &UnsupportedError{Missing: p.missing, Degradable: true}
 	}
 	return p, nil
 }

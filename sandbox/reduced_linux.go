@@ -138,6 +138,12 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 		}
 		reachable = append(reachable, m)
 		r.add("mount "+target, Enforced, fmt.Sprintf("%s, Landlock rule on the host path", m.Access))
+		if guards, _ := fs.FindGitDirs(m, nil); len(guards) > 0 && !s.GitWritable && m.Access == fs.ReadWrite {
+			miss("git control files in "+target,
+				"the reduced tier cannot keep .git/hooks and .git/config read-only inside a writable mount (Landlock only adds access, and there is no mount namespace)",
+				"let the sandbox write them (--rw-git, Spec.GitWritable), mount the repository --ro, or "+fixUserNS,
+				Degraded, fmt.Sprintf("%d git directories writable", len(guards)))
+		}
 	}
 	rp.direct.LandlockRules = fs.HostLandlockRules(reachable)
 
@@ -226,7 +232,7 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 		return nil, nil, invalid(fmt.Errorf("workdir: in the reduced tier it is a host path: %w", err))
 	}
 	if len(p.missing) > 0 && !s.BestEffort {
-		return nil, nil, &UnsupportedError{Missing: p.missing}
+		return nil, nil, &UnsupportedError{Missing: p.missing, Degradable: true}
 	}
 	return p, rp, nil
 }

@@ -45,6 +45,14 @@ type Spec struct {
 	Limits Limits `json:"limits"`
 	// Seccomp selects the syscall filter.
 	Seccomp Seccomp `json:"seccomp"`
+	// GitWritable lets the sandbox write the control files of the git
+	// repositories in its rw mounts. By default each repository's
+	// .git/hooks and .git/config (and its submodules') are read-only
+	// inside, and .git itself cannot be renamed or replaced, so that
+	// nothing the sandbox writes there runs when the host user next runs
+	// git; commits, branches, fetches and stashes still work. See
+	// docs/security.md for what this covers and what it does not.
+	GitWritable bool `json:"git_writable,omitempty"`
 	// Tier forces the full or the reduced tier; the zero value picks the
 	// full tier when user namespaces are available (see [Tier]).
 	Tier Tier `json:"tier,omitempty"`

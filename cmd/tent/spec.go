@@ -36,6 +36,7 @@ type runOptions struct {
 	seccomp    string
 	policy     string
 	bestEffort bool
+	rwGit      bool
 	report     string
 	reportTo   *reportDest // --report, opened before the run
 	tier       string
@@ -46,6 +47,7 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.ro, "ro", nil, "bind host path `SRC[:DST]` read-only (repeatable; DST defaults to SRC's absolute path)")
 	f.StringArrayVar(&o.rw, "rw", nil, "bind host path `SRC[:DST]` read-write: writes reach the host (repeatable)")
 	f.StringArrayVar(&o.cow, "cow", nil, "mount host path `SRC[:DST]` copy-on-write: the sandbox writes freely, the host directory never changes (repeatable; see tent diff and tent export)")
+	f.BoolVar(&o.rwGit, "rw-git", false, "let the sandbox write the hooks and config of git repositories in --rw mounts (read-only by default: the host's next git command would run what it wrote there)")
 	f.StringVar(&o.workdir, "workdir", "", "working `DIR` inside (default: the current directory when it lies in a mount target, else /)")
 	f.StringVar(&o.net, "net", "none", "network: `none` (loopback only), limited (allowed hosts through tent's proxy) or host")
 	f.StringArrayVar(&o.allowHosts, "allow-host", nil, "allow `PATTERN`: host, *.example.com, IP or CIDR, optional :PORT (repeatable; implies --net limited)")
@@ -129,6 +131,9 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 	}
 	if f.Changed("best-effort") {
 		spec.BestEffort = o.bestEffort
+	}
+	if f.Changed("rw-git") {
+		spec.GitWritable = o.rwGit
 	}
 	if f.Changed("tier") {
 		if spec.Tier, err = policy.ParseTier(o.tier); err != nil {

@@ -32,6 +32,7 @@ import (
 //	    access: rw           # ro | rw
 //	ro: ["/data:/data"]      # SRC[:DST], as --ro
 //	rw: ["./out:/out"]       # SRC[:DST], as --rw
+//	rw_git: false            # as --rw-git: git hooks and config of rw mounts writable
 //	workdir: /work           # as --workdir
 //	net: none                # none | host
 //	memory: 256M             # as --memory; a number is bytes
@@ -56,6 +57,7 @@ type Policy struct {
 	Mounts     []Mount  `json:"mounts,omitempty" yaml:"mounts,omitempty"`
 	RO         []string `json:"ro,omitempty" yaml:"ro,omitempty"`
 	RW         []string `json:"rw,omitempty" yaml:"rw,omitempty"`
+	RWGit      bool     `json:"rw_git,omitempty" yaml:"rw_git,omitempty"`
 	Workdir    string   `json:"workdir,omitempty" yaml:"workdir,omitempty"`
 	Net        string   `json:"net,omitempty" yaml:"net,omitempty"`
 	AllowHosts []string `json:"allowed_hosts,omitempty" yaml:"allowed_hosts,omitempty"`
@@ -217,7 +219,7 @@ func yamlUnknownKey(msg string) (line, key string, ok bool) {
 	return line, key, ok
 }
 
-const knownKeys = "known keys: mounts (source, target, access), ro, rw, workdir, net, memory, pids, cpus, timeout, nofile, env_file, env_pass, env, env_inherit, user, hostname, seccomp, best_effort"
+const knownKeys = "known keys: mounts (source, target, access), ro, rw, rw_git, workdir, net, memory, pids, cpus, timeout, nofile, env_file, env_pass, env, env_inherit, user, hostname, seccomp, best_effort"
 
 // path resolves a host path of the policy against p.Dir.
 func (p *Policy) path(name string) (string, error) {
@@ -325,6 +327,9 @@ func (p *Policy) Apply(spec *sandbox.Spec, getenv func(string) (string, bool)) e
 			return policyErr("seccomp", "", err)
 		}
 		spec.Seccomp = sc
+	}
+	if p.RWGit {
+		spec.GitWritable = true
 	}
 	if p.BestEffort {
 		spec.BestEffort = true

@@ -1,0 +1,200 @@
+package fs
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Git repositories in a read-write mount are the one place where a
+// sandbox's writes become code the host user runs without asking: git
+// runs .git/hooks/* on commit, checkout or merge, and .git/config names
+// programs (core.fsmonitor, core.sshCommand, core.pager, diff and merge
+// drivers, credential helpers, aliases) that the host's next `git
+// status` or `git log` runs. [GitGuards] plans the mounts that keep
+// those read-only inside while the rest of the repository stays
+// writable, so commits, branches, fetches and stashes still work.
+
+const (
+	// gitSearchDepth is how deep below a rw mount's root FindGitDirs
+	// looks for repositories: the root itself and two levels of
+	// directories (a workspace of projects, a project's vendored
+	// checkouts).
+	gitSearchDepth = 2
+	// gitSearchEntries bounds the directory entries FindGitDirs reads
+	// per mount, so a huge tree costs a bounded part of a start.
+	gitSearchEntries = 4096
+	// gitDirsMax bounds the git directories guarded per mount (three
+	// mounts each), submodules included.
+	gitDirsMax = 128
+)
+
+// GitGuard is one git directory that [GitGuardMounts] protects.
+type GitGuard struct {
+	// Dir is the git directory's host path (a repository's .git, a
+	// submodule's .git/modules/NAME, or a bare repository).
+	Dir string
+	// Target is where Dir lies inside the sandbox.
+	Target string
+	// Pin is true when Dir is a repository's .git directory, which is
+	// bound onto itself (read-write) so that it cannot be renamed or
+	// replaced by one the sandbox wrote (a mount point is EBUSY).
+	Pin bool
+}
+
+// FindGitDirs lists the git directories of a rw mount: a .git directory
+// (holding HEAD) at its root or up to two directory levels below, the
+// root itself when it is a bare repository, and the submodule git
+// directories beneath each .git/modules. It never follows a symlink, and
+// skips what lies beneath skip (the targets of other mounts that shadow
+// parts of this one). It reads at most 4096 directory entries and
+// returns at most 128 git directories; complete is false when it stopped
+// at either bound (what it had not reached is not guarded).
+func FindGitDirs(m Mount, skip []string) (guards []GitGuard, complete bool) {
+	if m.Access != ReadWrite {
+		return nil, true
+	}
+	f := gitFinder{skip: skip, budget: gitSearchEntries, complete: true}
+	if isBareRepo(m.Source) {
+		f.add(m.Source, m.Target, false)
+	} else {
+		f.search(m.Source, m.Target, 0)
+	}
+	return f.guards, f.complete
+}
+
+// gitFinder is one FindGitDirs search.
+type gitFinder struct {
+	skip     []string
+	budget   int
+	guards   []GitGuard
+	complete bool
+}
+
+func (f *gitFinder) shadowed(target string) bool {
+	for _, s := range f.skip {
+		if target == s || strings.HasPrefix(target, strings.TrimSuffix(s, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// add records a git directory and its submodules' (.git/modules/NAME,
+// nested).
+func (f *gitFinder) add(dir, target string, pin bool) {
+	if f.shadowed(target) {
+		return
+	}
+	if len(f.guards) == gitDirsMax {
+		f.complete = false
+		return
+	}
+	f.guards = append(f.guards, GitGuard{Dir: dir, Target: target, Pin: pin})
+	for _, n := range f.readDirNames(filepath.Join(dir, "modules")) {
+		if d := filepath.Join(dir, "modules", n); isGitDir(d) {
+			f.add(d, path.Join(target, "modules", n), false)
+		}
+	}
+}
+
+// search looks for dir/.git, then in dir's subdirectories.
+func (f *gitFinder) search(dir, target string, depth int) {
+	if git := filepath.Join(dir, ".git"); isGitDir(git) {
+		f.add(git, path.Join(target, ".git"), true)
+	}
+	if depth == gitSearchDepth {
+		return
+	}
+	for _, n := range f.readDirNames(dir) {
+		if d := filepath.Join(dir, n); n != ".git" && isDir(d) {
+			f.search(d, path.Join(target, n), depth+1)
+		}
+	}
+}
+
+// readDirNames returns dir's entry names, sorted, taking them from the
+// budget; past it, it returns what the budget allowed and marks the
+// search incomplete.
+func (f *gitFinder) readDirNames(dir string) []string {
+	if !isDir(dir) {
+		return nil
+	}
+	if f.budget <= 0 {
+		f.complete = false
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(f.budget)
+	f.budget -= len(names)
+	if err == nil && f.budget == 0 {
+		// There may be more than the budget allowed.
+		if more, _ := d.Readdirnames(1); len(more) > 0 {
+			f.complete = false
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// GitControl reports whether rel, a slash-separated path, is a file git
+// reads for what to run or where its repository lies: anything under a
+// .git directory's hooks, its config, config.worktree and commondir, and
+// the same of the submodule and worktree git directories beneath it. A
+// sandbox's change to one of them in a cow layer runs on the host once
+// exported; tent diff and export flag them.
+func GitControl(rel string) bool {
+	elems := strings.Split(strings.Trim(rel, "/"), "/")
+	for i, e := range elems {
+		if e != ".git" {
+			continue
+		}
+		rest := elems[i+1:]
+		// .git/modules/A/modules/B/... and .git/worktrees/W/...
+		for len(rest) >= 2 && (rest[0] == "modules" || rest[0] == "worktrees") {
+			rest = rest[2:]
+		}
+		if len(rest) == 0 {
+			continue
+		}
+		switch rest[0] {
+		case "hooks":
+			return true
+		case "config", "config.worktree", "commondir":
+			return len(rest) == 1
+		}
+	}
+	return false
+}
+
+// isGitDir reports whether dir is a directory (not a symlink) holding a
+// HEAD.
+func isGitDir(dir string) bool {
+	if !isDir(dir) {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(dir, "HEAD"))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// isBareRepo reports whether dir is a bare repository: HEAD, config,
+// objects and refs at its root.
+func isBareRepo(dir string) bool {
+	if !isGitDir(dir) || !isDir(filepath.Join(dir, "objects")) || !isDir(filepath.Join(dir, "refs")) {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(dir, "config"))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// isDir reports whether p is a directory, without following a symlink.
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
