@@ -178,6 +178,6 @@ type Attach struct {
 	// Guards are mounts beneath Step, made right after it (the git
 	// guards of a rw mount): the init attaches Step and every guard, or
 	// none of them.
-	Guards []fs.Step          `json:"guards,omitempty"`
+	Guards []fs.Step         `json:"guards,omitempty"`
 	Rules  []fs.LandlockRule `json:"rules,omitempty"`
 }
