@@ -15,4 +15,7 @@ type Change struct {
 	Path string     `json:"path"`
 	Kind ChangeKind `json:"kind"`
 	Dir  bool       `json:"dir,omitempty"`
+	// GitControl marks a git hook, config or commondir ([GitControl]):
+	// exported, it is what git on the host runs or reads next.
+	GitControl bool `json:"git_control,omitempty"`
 }

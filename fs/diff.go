@@ -56,7 +56,7 @@ type differ struct {
 }
 
 func (d *differ) add(rel string, kind ChangeKind, dir bool) {
-	d.out = append(d.out, Change{Path: rel, Kind: kind, Dir: dir})
+	d.out = append(d.out, Change{Path: rel, Kind: kind, Dir: dir, GitControl: GitControl(rel)})
 }
 
 // dir compares the upper directory ufd (at rel) with the lower one lfd

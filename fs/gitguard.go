@@ -152,7 +152,7 @@ func (f *gitFinder) readDirNames(dir string) []string {
 func GitControl(rel string) bool {
 	elems := strings.Split(strings.Trim(rel, "/"), "/")
 	for i, e := range elems {
-		if e != ".git" {
+		if !strings.EqualFold(e, ".git") { // .GIT is .git where names fold
 			continue
 		}
 		rest := elems[i+1:]

@@ -17,6 +17,11 @@ type IDMap struct {
 	// UID and GID are the sandbox user's ids inside the sandbox: its own
 	// user namespace maps them (and nothing else) onto HostID.
 	UID, GID uint32
+	// SetIDRefused is true when the sandbox's commands cannot give a file
+	// a set-id mode (tent's default seccomp profile refuses them). A rw
+	// mount of a root-owned directory needs it: there the sandbox writes
+	// as root, and a set-uid file it left would be host root's.
+	SetIDRefused bool
 	// InitPID, when positive, is the sandbox's init: a child of this
 	// process, not yet reaped (so its pid is its own). A ro or cow mount
 	// whose directory's owner is exactly UID:GID is idmapped with the
@@ -105,7 +110,8 @@ const nogroup = 65534
 //
 // Errors: a source that cannot be opened (a symlink in its path, see
 // [OpenSource]) wraps [ErrInvalidMount]; a rw mount the kernel or
-// filesystem cannot idmap is an [*UnsupportedMountError]. On error no descriptor is left open.
+// filesystem cannot idmap, or a root-owned one without
+// id.SetIDRefused, is an [*UnsupportedMountError]. On error no descriptor is left open.
 func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 	defer func() {
 		if err != nil {
@@ -140,6 +146,14 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 		if err := unix.Fstat(fd, &st); err != nil {
 			return fds, os.NewSyscallError("fstat", err)
 		}
+		if m.Access == ReadWrite && st.Uid == 0 && !id.SetIDRefused {
+			return fds, &UnsupportedMountError{
+				Mount: m,
+				Reason: "it is owned by root, where the sandbox writes as root, and its seccomp profile (custom or unconfined) " +
+					"does not refuse set-id modes: a set-uid file left there would run as host root",
+				Fix: "use the default seccomp profile, mount it --cow and export the changes, or chown it to the user who should own what the sandbox writes",
+			}
+		}
 		uid, gid, rootGroup := idmapOwner(m, st.Uid, st.Gid)
 		idmapped := attr
 		nsfd, err := userns.get(uid, gid, rootGroup)
@@ -165,9 +179,10 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 			continue
 		}
 		if idmapped.Attr_set&unix.MOUNT_ATTR_IDMAP != 0 && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EPERM)) {
-			fix := "run tent as the (non-root) user who owns the directory, mount it --cow and export the changes, or mount it --ro"
-			if st.Uid == 0 {
-				fix = "mount it --cow and export the changes, mount it --ro, or move it to a filesystem that can be idmapped (ext4, xfs, btrfs; tmpfs from Linux 6.3)"
+			// Not --cow: its lower layer needs the same idmapping.
+			fix := "mount it --ro, or move it to a filesystem that can be idmapped (ext4, xfs, btrfs; tmpfs from Linux 6.3)"
+			if st.Uid != 0 {
+				fix = "run tent as the (non-root) user who owns the directory, " + fix
 			}
 			return fds, &UnsupportedMountError{
 				Mount:  m,

@@ -98,7 +98,7 @@ func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 		// Root's sources are opened (and rw ones idmapped) on the host;
 		// a cow mount's upper and work directories follow its lower layer.
 		var err error
-		if fds, err = openUserMounts(withGuards, s.run.init.Pid(), p.uid, p.gid); err != nil {
+		if fds, err = openUserMounts(withGuards, s.run.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
 			return fail(err)
 		}
 		defer closeFDs(fds)

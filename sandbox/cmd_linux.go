@@ -171,7 +171,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
 	var fds []int
 	if p.privileged && len(p.userMounts) > 0 {
-		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid); err != nil {
+		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
 			return nil, err
 		}
 		defer closeFDs(fds)

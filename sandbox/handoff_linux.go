@@ -204,7 +204,8 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 	}
 	r := &running{
 		plan: &plan{cfg: st.Config, privileged: st.Privileged, uid: st.UID, gid: st.GID,
-			cowRoot: st.CowRoot, layers: st.Layers, report: st.Report},
+			cowRoot: st.CowRoot, layers: st.Layers, report: st.Report,
+			defaultSeccomp: !st.Spec.Seccomp.Unconfined && st.Spec.Seccomp.Profile == nil},
 		start: st.Start, timedOut: make(chan struct{}),
 	}
 	// The sandbox's host identity: whose tent's stdio pipes must be (see

@@ -73,6 +73,8 @@ var setIDAttempts = []struct{ name, want string }{
 	{"openat-tmpfile-04755", "EPERM"},
 	{"mknodat-reg-04755", "EPERM"},
 	{"mknod-fifo-02644", "EPERM"},
+	{"mknod-chr-1-3", "EPERM"},
+	{"mknodat-blk-8-0", "EPERM"},
 	{"openat2-creat-04755", "ENOSYS"},
 	{"mkdir-02755", "ok"},
 	{"setxattr-security.capability", "EPERM"},
@@ -163,6 +165,10 @@ func hostsideHelper(op string, args []string) int {
 			case "mknod-fifo-02644":
 				_, _, e := unix.Syscall(unix.SYS_MKNOD, ptr(p("m2")), unix.S_IFIFO|0o2644, 0)
 				err = errno(e)
+			case "mknod-chr-1-3": // /dev/null's numbers
+				err = unix.Mknod(filepath.Join(dir, "m3"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3)))
+			case "mknodat-blk-8-0": // /dev/sda's
+				err = unix.Mknodat(unix.AT_FDCWD, filepath.Join(dir, "m4"), unix.S_IFBLK|0o600, int(unix.Mkdev(8, 0)))
 			case "openat2-creat-04755":
 				how := unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC, Mode: 0o4755}
 				r, _, e := unix.Syscall6(unix.SYS_OPENAT2, atFDCWD, ptr(p("o4")), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,24 +20,41 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// hostsideOwner returns a directory for a writable mount and the ids
-// files the sandbox creates in it must have on the host. A root caller's
-// directory belongs to uid:gid 4321:4321, a made-up non-root owner that
-// tent maps onto the sandbox's user; an unprivileged caller's is its own.
-func hostsideOwner(t *testing.T) (dir string, uid, gid uint32) {
-	t.Helper()
-	dir = t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+// owner is who owns a directory a writable mount binds.
+type owner struct {
+	name     string
+	uid, gid uint32
+}
+
+// hostsideOwners are the owners of the directories the attacks below go
+// through: an unprivileged caller's own; for a root caller, a made-up
+// non-root owner (4321:4321, which tent maps onto the sandbox's user) and
+// root itself (a root-owned directory is written as root).
+func hostsideOwners() []owner {
 	if !privileged() {
-		return dir, uint32(os.Getuid()), uint32(os.Getgid())
+		return []owner{{"own", uint32(os.Getuid()), uint32(os.Getgid())}}
 	}
-	if err := os.Chown(dir, 4321, 4321); err != nil {
-		t.Fatal(err)
+	return []owner{{"user-owned", 4321, 4321}, {"root-owned", 0, 0}}
+}
+
+// forEachOwner runs f in a subtest per hostsideOwners entry, with a
+// fresh directory of that owner for a writable mount.
+func forEachOwner(t *testing.T, f func(t *testing.T, dir string, uid, gid uint32)) {
+	for _, o := range hostsideOwners() {
+		dir := t.TempDir() // the parent's: a sandbox may keep every subtest's mount
+		t.Run(o.name, func(t *testing.T) {
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if privileged() {
+				if err := os.Chown(dir, int(o.uid), int(o.gid)); err != nil {
+					t.Fatal(err)
+				}
+				skipWithoutIdmap(t, dir, sandbox.ReadWrite)
+			}
+			f(t, dir, o.uid, o.gid)
+		})
 	}
-	skipWithoutIdmap(t, dir, sandbox.ReadWrite)
-	return dir, 4321, 4321
 }
 
 // checkHostFiles asserts that every entry under dir is owned by uid:gid
@@ -92,35 +110,36 @@ var setIDFiles = []string{"ctl", "victim", "dir", "viaroot"}
 // ENOSYS), nothing is left behind, and on the host every file has no
 // set-id bit and the owner the sandbox was given (never root).
 func TestSetIDFromInsideIsDenied(t *testing.T) {
-	dir, uid, gid := hostsideOwner(t)
-	spec, helper := withHostsideHelper(t, sandbox.Spec{
-		Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
-		Env:    []string{hostsideEnv + "=setid"},
-	})
-	checkSetIDAttempts(t, mustRun(t, spec, helper, "/work"))
+	forEachOwner(t, func(t *testing.T, dir string, uid, gid uint32) {
+		spec, helper := withHostsideHelper(t, sandbox.Spec{
+			Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
+			Env:    []string{hostsideEnv + "=setid"},
+		})
+		checkSetIDAttempts(t, mustRun(t, spec, helper, "/work"))
 
-	// The same with the tools a script would use.
-	spec.Env = nil
-	script := `cd /work && cp /bin/true sh-t && chmod 755 sh-t && echo control $? &&
+		// The same with the tools a script would use.
+		spec.Env = nil
+		script := `cd /work && cp /bin/true sh-t && chmod 755 sh-t && echo control $? &&
 		chmod 6755 sh-t; echo 6755 $?; chmod u+s sh-t; echo u+s $?; chmod g+s dir; echo dir-g+s $?`
-	want, eperms, files := "control 0\n6755 1\nu+s 1\ndir-g+s 1", 3, append(slices.Clone(setIDFiles), "sh-t")
-	// install(1) where the host has it (the sandbox sees the host's
-	// /usr): Debian does, the VM's busybox does not.
-	if _, err := exec.LookPath("install"); err == nil {
-		script += "\ninstall -m 4755 /bin/true sh-i; echo install $?"
-		want, eperms, files = want+"\ninstall 1", eperms+1, append(files, "sh-i")
-	}
-	out, stderr, err := runStderr(t, spec, "sh", "-c", script)
-	if err != nil {
-		t.Fatalf("sh: %v (stdout %q)", err, out)
-	}
-	if out != want {
-		t.Errorf("shell attempts printed %q, want %q", out, want)
-	}
-	if n := strings.Count(stderr, "Operation not permitted"); n != eperms {
-		t.Errorf("stderr has %d EPERMs, want %d: %q", n, eperms, stderr)
-	}
-	checkHostFiles(t, dir, uid, gid, files...)
+		want, eperms, files := "control 0\n6755 1\nu+s 1\ndir-g+s 1", 3, append(slices.Clone(setIDFiles), "sh-t")
+		// install(1) where the host has it (the sandbox sees the host's
+		// /usr): Debian does, the VM's busybox does not.
+		if _, err := exec.LookPath("install"); err == nil {
+			script += "\ninstall -m 4755 /bin/true sh-i; echo install $?"
+			want, eperms, files = want+"\ninstall 1", eperms+1, append(files, "sh-i")
+		}
+		out, stderr, err := runStderr(t, spec, "sh", "-c", script)
+		if err != nil {
+			t.Fatalf("sh: %v (stdout %q)", err, out)
+		}
+		if out != want {
+			t.Errorf("shell attempts printed %q, want %q", out, want)
+		}
+		if n := strings.Count(stderr, "Operation not permitted"); n != eperms {
+			t.Errorf("stderr has %d EPERMs, want %d: %q", n, eperms, stderr)
+		}
+		checkHostFiles(t, dir, uid, gid, files...)
+	})
 }
 
 // runStderr runs argv in a sandbox and returns its trimmed stdout and
@@ -135,71 +154,51 @@ func runStderr(t *testing.T, spec sandbox.Spec, argv ...string) (string, string,
 }
 
 // TestAttachedMountDeniesSetID makes the same attempts through a mount
-// attached at runtime (what `tent mount` does); as root, attaching a
-// root-owned directory rw is refused like a start-time mount.
+// attached at runtime (what `tent mount` does).
 func TestAttachedMountDeniesSetID(t *testing.T) {
 	spec, helper := withHostsideHelper(t, sandbox.Spec{})
 	sb := provision(t, spec)
-	if privileged() {
-		root := t.TempDir()
-		err := sb.Mount(context.Background(), sandbox.Mount{Source: root, Target: "/rootowned", Access: sandbox.ReadWrite})
-		checkRootOwnedRefusal(t, err, root)
-	}
-	dir, uid, gid := hostsideOwner(t)
-	if err := sb.Mount(context.Background(), sandbox.Mount{Source: dir, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
-		t.Fatal(err)
-	}
-	out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{helper, "/work"}, Env: []string{hostsideEnv + "=setid"}})
-	if res.ExitCode != 0 {
-		t.Fatalf("helper exited %d: %q", res.ExitCode, out)
-	}
-	checkSetIDAttempts(t, out)
-	checkHostFiles(t, dir, uid, gid, setIDFiles...)
+	forEachOwner(t, func(t *testing.T, dir string, uid, gid uint32) {
+		target := "/work-" + strconv.Itoa(int(uid))
+		if err := sb.Mount(context.Background(), sandbox.Mount{Source: dir, Target: target, Access: sandbox.ReadWrite}); err != nil {
+			t.Fatal(err)
+		}
+		out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{helper, target}, Env: []string{hostsideEnv + "=setid"}})
+		if res.ExitCode != 0 {
+			t.Fatalf("helper exited %d: %q", res.ExitCode, out)
+		}
+		checkSetIDAttempts(t, out)
+		checkHostFiles(t, dir, uid, gid, setIDFiles...)
+	})
 }
 
-// checkRootOwnedRefusal asserts the refusal of a root caller's rw mount
-// of the root-owned directory dir.
-func checkRootOwnedRefusal(t *testing.T, err error, dir string) {
-	t.Helper()
-	var ue *sandbox.UnsupportedError
-	if !errors.As(err, &ue) || len(ue.Missing) != 1 {
-		t.Fatalf("rw mount of root-owned %s: got %v, want an UnsupportedError", dir, err)
-	}
-	m := ue.Missing[0]
-	if m.Protection != "rw mount "+dir || !containsAll(m.Reason, "owned by root") || !containsAll(m.Fix, "chown", "--cow", "run tent as that user") {
-		t.Errorf("refusal %+v: want the protection, the reason (owned by root) and the fixes (chown, --cow, run as the user)", m)
-	}
-	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
-		t.Errorf("root-owned %s after the refusal: %v %v", dir, ents, err)
-	}
-}
-
-// TestRootReadWriteMountMapsOwner checks a root caller's rw mount of a
-// directory owned by someone else: what the sandbox creates is that
-// owner's on the host, inside it is the sandbox user's whatever
-// Spec.User says, group root becomes nogroup, other ids cannot be
-// chowned to, and a root-owned directory is refused.
+// TestRootReadWriteMountMapsOwner checks a root caller's rw mounts: in a
+// directory owned by someone else, what the sandbox creates is that
+// owner's on the host, and group root becomes nogroup; in a root-owned
+// one it is root's, as docker and bwrap write it. Inside, it is the
+// sandbox user's whatever Spec.User says, and other ids cannot be chowned
+// to.
 func TestRootReadWriteMountMapsOwner(t *testing.T) {
 	if !privileged() {
 		t.Skip("a root caller's identity model: an unprivileged caller's sandbox writes as the caller, which TestSetIDFromInsideIsDenied checks")
 	}
-	root := t.TempDir()
-	_, _, err := run(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: root, Target: "/out", Access: sandbox.ReadWrite}}}, "true")
-	checkRootOwnedRefusal(t, err, root)
-
 	for _, tc := range []struct {
 		name             string
 		user             *sandbox.User
-		dirGID, fileGID  uint32
+		dirUID, dirGID   uint32
+		fileUID, fileGID uint32
 		insideU, insideG string
+		dirGroupUnmapped bool
 	}{
-		{"default user", nil, 4321, 4321, "0", "0"},
-		{"--user 1234:5678", &sandbox.User{UID: 1234, GID: 5678}, 4321, 4321, "1234", "5678"},
-		{"group root", nil, 0, 65534, "0", "0"},
+		{"default user", nil, 4321, 4321, 4321, 4321, "0", "0", false},
+		{"--user 1234:5678", &sandbox.User{UID: 1234, GID: 5678}, 4321, 4321, 4321, 4321, "1234", "5678", false},
+		{"group root", nil, 4321, 0, 4321, 65534, "0", "0", true},
+		{"root-owned", nil, 0, 0, 0, 0, "0", "0", false},
+		{"root-owned --user 1234:5678", &sandbox.User{UID: 1234, GID: 5678}, 0, 0, 0, 0, "1234", "5678", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.Chown(dir, 4321, int(tc.dirGID)); err != nil {
+			if err := os.Chown(dir, int(tc.dirUID), int(tc.dirGID)); err != nil {
 				t.Fatal(err)
 			}
 			os.Chmod(dir, 0o755)
@@ -214,7 +213,7 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 			} else {
 				chownRoot = "1" // 0 is not mapped in the sandbox
 			}
-			if tc.dirGID == 0 {
+			if tc.dirGroupUnmapped {
 				// The directory's group (on-disk 0) is unmapped inside.
 				want = tc.insideU + ":65534\n" + tc.insideU + ":" + tc.insideG
 			} else {
@@ -223,8 +222,17 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 			if exp := want + "\nchown-4321 1\nchown-0 " + chownRoot; out != exp {
 				t.Errorf("inside: %q, want %q", out, exp)
 			}
-			checkHostFiles(t, dir, 4321, tc.fileGID, "f", "d", "l")
+			checkHostFiles(t, dir, tc.fileUID, tc.fileGID, "f", "d", "l")
 		})
+	}
+	// Written as root needs the default profile's set-id refusal: with
+	// seccomp unconfined, a set-uid file left there would be host root's.
+	root := t.TempDir()
+	_, _, err := run(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}, Mounts: []sandbox.Mount{{Source: root, Target: "/out", Access: sandbox.ReadWrite}}}, "true")
+	var ue *sandbox.UnsupportedError
+	if !errors.As(err, &ue) || ue.Degradable || len(ue.Missing) != 1 || !strings.Contains(ue.Missing[0].Reason, "does not refuse set-id modes") ||
+		!strings.Contains(ue.Missing[0].Fix, "default seccomp profile") || strings.Contains(err.Error(), sandbox.BestEffortHint) {
+		t.Errorf("rw of a root-owned directory with seccomp unconfined: %v; want a refusal that best effort cannot lift", err)
 	}
 	// The children that made the idmappings' user namespaces are gone:
 	// none is left, stopped or a zombie, under this process.
@@ -245,49 +253,56 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 // fails as its maps cannot be written (Landlock denies writes to /proc:
 // EACCES). Nothing reaches the host.
 //
-// As root it then shows why such a capability would be inert anyway
-// once the sandbox's root never maps to host uid 0: the kernel would
+// In a non-root owner's directory, as root, it then shows why such a
+// capability would be inert there anyway: the kernel would
 // store it as a v3 capability whose rootid is the sandbox's root as seen
 // through the mount, the directory's owner; a v3 capability counts only
 // in a user namespace whose root is its rootid, so cat gains nothing on
-// the host. With rootid 0, what the earlier idmapping (on-disk 0 ↔ the
-// sandbox's root) would have stored, it does gain them.
+// the host. With rootid 0, what a root-owned directory's mapping (on-disk
+// 0 ↔ the sandbox's root) would store, it does gain them: there the
+// refusals to write one are all that holds, and they are checked for a
+// root-owned directory too.
 func TestFileCapabilityFromInside(t *testing.T) {
-	dir, uid, gid := hostsideOwner(t)
-	spec, helper := withHostsideHelper(t, sandbox.Spec{
-		Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
+	forEachOwner(t, func(t *testing.T, dir string, uid, gid uint32) {
+		spec, helper := withHostsideHelper(t, sandbox.Spec{
+			Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
+		})
+		mustRun(t, spec, "cp", "/bin/cat", "/work/capcat")
+		spec.Env = []string{hostsideEnv + "=setcap-inner"}
+		expect(t, "setxattr security.capability under the default profile", mustRun(t, spec, helper, "/work/capcat"), "setxattr-security.capability EPERM")
+		spec.Seccomp.Unconfined = true
+		expect(t, "setxattr security.capability without seccomp", mustRun(t, spec, helper, "/work/capcat"), "setxattr-security.capability EPERM")
+		spec.Env = []string{hostsideEnv + "=setcap"}
+		expect(t, "setxattr security.capability from a nested user namespace", mustRun(t, spec, helper, "/work/capcat"), "userns EACCES")
+		capcat := filepath.Join(dir, "capcat")
+		if _, err := unix.Getxattr(capcat, "security.capability", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+			t.Errorf("security.capability of the sandbox's file on the host: %v, want ENODATA", err)
+		}
+		checkHostFiles(t, dir, uid, gid, "capcat")
+		if got := hostCaps(t, capcat); got != "0000000000000000" {
+			t.Errorf("the sandbox's cat runs on the host with CapPrm %s, want none", got)
+		}
+		if !privileged() || uid == 0 {
+			// Writing security.capability on the host needs root; in a
+			// root-owned directory the sandbox's root is on-disk root,
+			// so a capability it could write would count on the host:
+			// the refusals above are what holds there.
+			return
+		}
+		for _, tc := range []struct {
+			rootid uint32
+			want   string
+		}{{uid, "0000000000000000"}, {0, "00000000000000c0"}} {
+			v3 := binary.LittleEndian.AppendUint32(slices.Clone(capSetIDv2), tc.rootid)
+			binary.LittleEndian.PutUint32(v3, vfsCapRevision3|vfsCapFlagsEffective)
+			if err := unix.Setxattr(capcat, "security.capability", v3, 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := hostCaps(t, capcat); got != tc.want {
+				t.Errorf("a v3 capability with rootid %d: cat runs on the host with CapPrm %s, want %s", tc.rootid, got, tc.want)
+			}
+		}
 	})
-	mustRun(t, spec, "cp", "/bin/cat", "/work/capcat")
-	spec.Env = []string{hostsideEnv + "=setcap-inner"}
-	expect(t, "setxattr security.capability under the default profile", mustRun(t, spec, helper, "/work/capcat"), "setxattr-security.capability EPERM")
-	spec.Seccomp.Unconfined = true
-	expect(t, "setxattr security.capability without seccomp", mustRun(t, spec, helper, "/work/capcat"), "setxattr-security.capability EPERM")
-	spec.Env = []string{hostsideEnv + "=setcap"}
-	expect(t, "setxattr security.capability from a nested user namespace", mustRun(t, spec, helper, "/work/capcat"), "userns EACCES")
-	capcat := filepath.Join(dir, "capcat")
-	if _, err := unix.Getxattr(capcat, "security.capability", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
-		t.Errorf("security.capability of the sandbox's file on the host: %v, want ENODATA", err)
-	}
-	checkHostFiles(t, dir, uid, gid, "capcat")
-	if got := hostCaps(t, capcat); got != "0000000000000000" {
-		t.Errorf("the sandbox's cat runs on the host with CapPrm %s, want none", got)
-	}
-	if !privileged() {
-		return // writing security.capability on the host needs root
-	}
-	for _, tc := range []struct {
-		rootid uint32
-		want   string
-	}{{uid, "0000000000000000"}, {0, "00000000000000c0"}} {
-		v3 := binary.LittleEndian.AppendUint32(slices.Clone(capSetIDv2), tc.rootid)
-		binary.LittleEndian.PutUint32(v3, vfsCapRevision3|vfsCapFlagsEffective)
-		if err := unix.Setxattr(capcat, "security.capability", v3, 0); err != nil {
-			t.Fatal(err)
-		}
-		if got := hostCaps(t, capcat); got != tc.want {
-			t.Errorf("a v3 capability with rootid %d: cat runs on the host with CapPrm %s, want %s", tc.rootid, got, tc.want)
-		}
-	}
 }
 
 // hostCaps runs the cat at path on the host, as uid and gid 65534 when

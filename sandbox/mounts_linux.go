@@ -11,10 +11,11 @@ import (
 // openUserMounts opens the caller's mounts on the host, idmapped, for a
 // root caller whose sandbox (unprivilegedHostID) could not reach them:
 // see [fs.OpenMounts]. initPID is the sandbox's init and uid, gid its
-// ids inside. A source that cannot be opened is an [ErrInvalidSpec]; a
+// ids inside; setIDRefused says the sandbox runs tent's default seccomp
+// profile. A source that cannot be opened is an [ErrInvalidSpec]; a
 // mount the host cannot idmap as asked, an [UnsupportedError].
-func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32) ([]int, error) {
-	fds, err := fs.OpenMounts(mounts, fs.IDMap{HostID: unprivilegedHostID, UID: uid, GID: gid, InitPID: initPID})
+func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32, setIDRefused bool) ([]int, error) {
+	fds, err := fs.OpenMounts(mounts, fs.IDMap{HostID: unprivilegedHostID, UID: uid, GID: gid, InitPID: initPID, SetIDRefused: setIDRefused})
 	var ue *fs.UnsupportedMountError
 	switch {
 	case err == nil:

@@ -33,6 +33,9 @@ type plan struct {
 	privileged bool
 	uid, gid   uint32
 	userMounts []fs.Mount
+	// defaultSeccomp is true when commands run tent's default seccomp
+	// profile, which refuses set-id modes.
+	defaultSeccomp bool
 	limits     cgroups.Limits
 	network    *netpolicy.Compiled // limited mode only
 	cowRoot    string              // host directory of the cow layers ("" without cow mounts)
@@ -260,6 +263,7 @@ func (p *plan) resolveSeccomp(s *Spec) error {
 	}
 	p.cfg.Seccomp = prog
 	p.cfg.ReuseThread = true
+	p.defaultSeccomp = true
 	p.report.add("seccomp", Enforced, "default profile")
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -37,6 +38,38 @@ type changeView struct {
 	Dir  bool   `json:"dir,omitempty"`
 	// Mount is the target of the cow mount it belongs to.
 	Mount string `json:"mount"`
+	// GitControl marks a git hook, config or commondir (see
+	// sandbox.Change): once exported, git on the host runs what it says.
+	GitControl bool `json:"git_control,omitempty"`
+}
+
+// warnGitControl writes a warning to w naming each change to a git
+// control file, which git on the host would run once exported.
+func warnGitControl(w io.Writer, views []changeView) {
+	var flagged []string
+	for _, v := range views {
+		if v.GitControl {
+			flagged = append(flagged, fmt.Sprintf("%c %s", strings.ToUpper(v.Kind)[0], policy.QuotePath(v.Path)))
+		}
+	}
+	if len(flagged) > 0 {
+		fmt.Fprintf(w, "tent: warning: the sandbox changed git hooks or config; git on the host runs them once exported, so review them first:\n  %s\n", strings.Join(flagged, "\n  "))
+	}
+}
+
+// changeViews lists the changes of layers as tent diff shows them.
+func changeViews(layers []sandbox.CowLayer) ([]changeView, error) {
+	all, err := sandbox.DiffLayers(layers)
+	if err != nil {
+		return nil, err
+	}
+	views := []changeView{}
+	for _, mc := range all {
+		for _, ch := range mc.Changes {
+			views = append(views, changeView{Kind: string(ch.Kind), Path: path.Join(mc.Target, ch.Path), Dir: ch.Dir, Mount: mc.Target, GitControl: ch.GitControl})
+		}
+	}
+	return views, nil
 }
 
 func newDiffCmd(g *globalOptions) *cobra.Command {
@@ -48,7 +81,9 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 		Long: `List the files a sandbox added (A), modified (M) and deleted (D) in its cow
 mounts, one per line. Names are the sandbox's: in the table, a name
 holding control or non-ASCII bytes is quoted as git quotes it; -o json
-prints them as JSON strings.`,
+prints them as JSON strings. Changes to git hooks, config or commondir
+(which git on the host runs once exported) are also named in a warning
+on stderr, and marked "git_control" in -o json.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
@@ -62,16 +97,11 @@ prints them as JSON strings.`,
 			if err != nil {
 				return err
 			}
-			all, err := sandbox.DiffLayers(layers)
+			views, err := changeViews(layers)
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			views := []changeView{}
-			for _, mc := range all {
-				for _, ch := range mc.Changes {
-					views = append(views, changeView{Kind: string(ch.Kind), Path: path.Join(mc.Target, ch.Path), Dir: ch.Dir, Mount: mc.Target})
-				}
-			}
+			warnGitControl(c.ErrOrStderr(), views)
 			w := c.OutOrStdout()
 			return emit(&out, w, views, views, func() error {
 				for _, v := range views {
@@ -116,6 +146,14 @@ func newExportCmd(g *globalOptions) *cobra.Command {
 					targets = append(targets, l.Target)
 				}
 				return &exitError{code: exitRefused, msg: "several cow mounts: choose one with --mount (" + strings.Join(targets, ", ") + ")"}
+			}
+			if !patch {
+				// A patch leaves .git out (and says so); --to copies it.
+				views, err := changeViews(layers)
+				if err != nil {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
+				warnGitControl(c.ErrOrStderr(), views)
 			}
 			stop := progress("exporting " + rec.ID)
 			if patch {

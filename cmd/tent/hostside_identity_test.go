@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,7 +19,7 @@ import (
 // stops at the ownership it cannot keep, busybox has no --preserve=mode
 // and its plain cp already fails creating the file with the set-uid
 // mode), which all fail with EPERM; and install -m where the host has install (Debian
-// does; the VM's busybox does not).
+// does; the VM's busybox does not), GNU cp -p and tar -p.
 func setIDScript() (script, out string, eperms int, files []string) {
 	script = `cd /work && cp /bin/true t && chmod 755 t && echo control $?
 chmod 6755 t; echo chmod-6755 $?
@@ -31,9 +32,29 @@ cat /src/suid > p && perl -e 'chmod((stat shift)[2] & 07777, shift) or die "perl
 	if _, err := exec.LookPath("install"); err == nil {
 		script += "\ninstall -m 4755 /bin/true i; echo install-4755 $?"
 		out += "install-4755 1\n"
-		eperms, files = eperms+1, []string{"d", "i", "p", "t"}
+		eperms, files = eperms+1, append(files, "i")
 	}
+	// GNU cp -p and tar -p (busybox's differ) copy the file, then fail
+	// to give it its set-uid mode.
+	if gnu("cp") {
+		script += "\ncp -p /src/suid cp-p; echo cp-p $?"
+		out += "cp-p 1\n"
+		eperms, files = eperms+1, append(files, "cp-p")
+	}
+	if gnu("tar") {
+		script += "\ntar -C /src -cf /tmp/s.tar suid && tar -C /work -xpf /tmp/s.tar; echo tar-p $?"
+		out += "tar-p 2\n"
+		eperms, files = eperms+1, append(files, "suid")
+	}
+	slices.Sort(files)
 	return script, out, eperms, files
+}
+
+// gnu reports whether the host's tool (which the sandbox sees in /usr)
+// is GNU's.
+func gnu(tool string) bool {
+	out, err := exec.Command(tool, "--version").Output()
+	return err == nil && strings.Contains(string(out), "GNU")
 }
 
 // setUIDSource returns a read-only mount flag of a directory holding a
@@ -55,6 +76,31 @@ func setUIDSource(t *testing.T) string {
 		t.Fatalf("staging the set-uid source: %v %v", fi, err)
 	}
 	return dir + ":/src"
+}
+
+// cliOwners returns the directories the CLI's attacks go through, each
+// with the owner its files must have on the host: an unprivileged
+// caller's own; for root, a made-up non-root owner's (4321:4321, mapped
+// onto the sandbox's user) and root's own (written as root).
+func cliOwners(t *testing.T) map[string][3]uint32 {
+	t.Helper()
+	mk := func(uid, gid uint32) string {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Chown(dir, int(uid), int(gid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	if os.Geteuid() != 0 {
+		uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+		return map[string][3]uint32{mk(uid, gid): {uid, gid}}
+	}
+	return map[string][3]uint32{mk(4321, 4321): {4321, 4321}, mk(0, 0): {0, 0}}
 }
 
 func cliOwnedDir(t *testing.T) (string, uint32, uint32) {
@@ -113,19 +159,14 @@ func checkSetIDScript(t *testing.T, r result) {
 
 // TestCLIReadWriteMountDeniesSetID plants set-id files through
 // `tent run --rw`: every attempt fails with EPERM and the host files have
-// no set-id bit and the owner the sandbox was given (never root). As
-// root, a root-owned directory is refused before anything runs.
+// no set-id bit and the owner the sandbox was given (root's, for root's
+// own directory).
 func TestCLIReadWriteMountDeniesSetID(t *testing.T) {
 	t.Parallel()
 	script, _, _, files := setIDScript()
-	dir, uid, gid := cliOwnedDir(t)
-	checkSetIDScript(t, tent(t, "run", "--ro", setUIDSource(t), "--rw", dir+":/work", "--", "sh", "-c", script))
-	checkCLIHostFiles(t, dir, uid, gid, files)
-
-	if os.Geteuid() == 0 {
-		root := t.TempDir()
-		tent(t, "run", "--rw", root+":/work", "--", "touch", "/work/f").expect(t, 125, "rw mount "+root, "owned by root", "chown", "--cow")
-		checkCLIHostFiles(t, root, 0, 0, nil)
+	for dir, o := range cliOwners(t) {
+		checkSetIDScript(t, tent(t, "run", "--ro", setUIDSource(t), "--rw", dir+":/work", "--", "sh", "-c", script))
+		checkCLIHostFiles(t, dir, o[0], o[1], files)
 	}
 }
 
@@ -136,14 +177,14 @@ func TestCLIMountDeniesSetID(t *testing.T) {
 	script, _, _, files := setIDScript()
 	l := newLife(t)
 	id := l.create(t, "--ro", setUIDSource(t))
-	if os.Geteuid() == 0 {
-		root := t.TempDir()
-		l.tent(t, "mount", id, "--rw", root+":/rootowned").expect(t, 125, "rw mount "+root, "owned by root", "chown", "--cow")
+	n := 0
+	for dir, o := range cliOwners(t) {
+		n++
+		work := "/work" + strconv.Itoa(n)
+		l.tent(t, "mount", id, "--rw", dir+":"+work).expect(t, 0)
+		checkSetIDScript(t, l.tent(t, "exec", id, "--", "sh", "-c", strings.ReplaceAll(script, "/work", work)))
+		checkCLIHostFiles(t, dir, o[0], o[1], files)
 	}
-	dir, uid, gid := cliOwnedDir(t)
-	l.tent(t, "mount", id, "--rw", dir+":/work").expect(t, 0)
-	checkSetIDScript(t, l.tent(t, "exec", id, "--", "sh", "-c", script))
-	checkCLIHostFiles(t, dir, uid, gid, files)
 }
 
 // TestCLIRootReadWriteMountOfUsersDirectory is `sudo tent run --rw
