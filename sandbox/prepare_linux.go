@@ -36,12 +36,12 @@ type plan struct {
 	// defaultSeccomp is true when commands run tent's default seccomp
 	// profile, which refuses set-id modes.
 	defaultSeccomp bool
-	limits     cgroups.Limits
-	network    *netpolicy.Compiled // limited mode only
-	cowRoot    string              // host directory of the cow layers ("" without cow mounts)
-	layers     []CowLayer
-	report     Report
-	missing    []Missing
+	limits         cgroups.Limits
+	network        *netpolicy.Compiled // limited mode only
+	cowRoot        string              // host directory of the cow layers ("" without cow mounts)
+	layers         []CowLayer
+	report         Report
+	missing        []Missing
 }
 
 // validName accepts host and user names: a letter or digit, then up to 62
