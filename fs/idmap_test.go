@@ -234,11 +234,18 @@ func TestOpenMountsReadOnly(t *testing.T) {
 
 // A root-owned directory's rw mount maps root onto the sandbox's host
 // identity: root's files are the sandbox's, what it creates is root's on
-// disk, other owners stay unmapped.
+// disk, other owners stay unmapped. It needs SetIDRefused.
 func TestOpenMountsReadWriteRootOwned(t *testing.T) {
 	requireRoot(t)
 	dir := ownedTree(t, 0, 0, map[string][2]int{"root": {0, 0}, "other": {7, 7}})
-	fd := openOne(t, Mount{Source: dir, Target: "/data", Access: ReadWrite}, IDMap{HostID: testHostID})
+	m := Mount{Source: dir, Target: "/data", Access: ReadWrite}
+	// Only where the sandbox cannot make set-id files.
+	fds, err := OpenMounts([]Mount{m}, IDMap{HostID: testHostID})
+	var ue *UnsupportedMountError
+	if !errors.As(err, &ue) || fds != nil || !strings.Contains(ue.Reason, "does not refuse set-id modes") {
+		t.Fatalf("without SetIDRefused: %v, %v; want an *UnsupportedMountError and no fds", fds, err)
+	}
+	fd := openOne(t, m, IDMap{HostID: testHostID, SetIDRefused: true})
 	for name, want := range map[string]string{".": "4242:4242", "root": "4242:4242", "other": "65534:65534"} {
 		if got := ownerIn(t, fd, name); got != want {
 			t.Errorf("%s shows as %s, want %s", name, got, want)

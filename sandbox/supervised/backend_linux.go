@@ -166,6 +166,7 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 		return err
 	}
 	defer lr.Close()
+	defer lw.Close()
 	// The state directory and the id are on the command line (they are
 	// no secret) so that ps tells supervisors apart.
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{modeSupervise, b.st.Dir, o.ID}}
@@ -178,9 +179,12 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 	}
 	w.Close()
 	lr.Close()
+	// The launch pipe stays open after the launch: the acknowledgement
+	// of "ok" goes back on it (see acknowledge).
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
 		_ = json.NewEncoder(lw).Encode(o)
-		lw.Close()
 	}()
 	b.log.Debug("supervisor started", "id", o.ID, "pid", cmd.Process.Pid)
 	// Cancelling ctx while the sandbox is provisioned ends the supervisor
@@ -194,6 +198,11 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 		return ctx.Err()
 	}
 	if strings.TrimSpace(line) == "ok" {
+		<-sent // the supervisor has read the launch: the encoder is done
+		if err := acknowledge(lw); err != nil {
+			_ = cmd.Wait()
+			return fmt.Errorf("the sandbox's supervisor ended as it was ready: %w (see %s)", err, logFile.Name())
+		}
 		_ = cmd.Process.Release()
 		return nil
 	}
@@ -210,6 +219,20 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 	_ = os.Remove(logFile.Name()) // a refusal leaves nothing behind
 	code, _ := strconv.Atoi(f[1])
 	return remoteError(reply{Code: code, Kind: f[2], Error: strings.TrimSpace(f[3] + "\n" + string(rest))})
+}
+
+// acknowledge tells the supervisor that its "ok" was read, on the launch
+// pipe w, and closes it. A supervisor whose creator ends without
+// acknowledging (killed before or while reading "ok") ends its sandbox,
+// which nobody else knows the id of: "ok" written into a pipe whose
+// reader is dying is not "ok" read. A variable so that tests can be the
+// creator that dies just after reading it.
+var acknowledge = func(w *os.File) error {
+	_, err := w.Write([]byte(ackLine))
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // info describes rec.

@@ -275,3 +275,34 @@ func TestProvisionCancelledLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A creator that dies once "ok" is written but before it acknowledged
+// it (killed while the supervisor wrote, or just after it read) leaves a
+// sandbox nobody knows the id of: its supervisor ends it and removes its
+// record, whenever the creator's death lands. (Before the
+// acknowledgement, "ok" written into the pipe of a creator that was
+// being killed was taken as read, and the sandbox lived on.)
+func TestCreatorGoneBeforeAckEndsTheSandbox(t *testing.T) {
+	b := open(t)
+	ack := acknowledge
+	acknowledge = func(w *os.File) error { // read "ok", then died
+		w.Close()
+		return errors.New("the creator died")
+	}
+	t.Cleanup(func() { acknowledge = ack })
+	_, err := b.Provision(context.Background(), sandbox.Spec{})
+	if err == nil || !strings.Contains(err.Error(), "ended as it was ready") {
+		t.Fatalf("Provision: %v, want the supervisor's end reported", err)
+	}
+	all, err := b.List(context.Background())
+	if err != nil || len(all) != 0 {
+		t.Errorf("records after the creator's death: %v, %v; want none", all, err)
+	}
+	if ents, _ := os.ReadDir(b.st.Dir); len(ents) > 1 { // the names lock may stay
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("state directory holds %v", names)
+	}
+}

@@ -3,6 +3,7 @@ package supervised
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,7 +30,9 @@ import (
 //     fd 3 is the ready pipe: it writes "ok", or "error CODE KIND
 //     MESSAGE", once the sandbox is served or refused. fd 4 carries the
 //     launch (JSON, never argv: --env values are secrets and argv is
-//     public). It exits when the sandbox is removed, on SIGTERM, SIGINT or
+//     public), then, after "ok", the creator's "ack": a creator that ends
+//     without it (killed before it read the id) leaves no one who knows
+//     the sandbox, which the supervisor then ends. It exits when the sandbox is removed, on SIGTERM, SIGINT or
 //     SIGHUP, or when the sandbox ends; status 0, or 1 after a failure
 //     that has been reported on fd 3.
 //   - modeResume: exec'd by the supervisor's idle holder; argv[1] is the
@@ -149,8 +152,9 @@ func superviseMain() int {
 	defer ready.Close()
 	var o launch
 	in := os.NewFile(4, "launch")
-	err := json.NewDecoder(io.LimitReader(in, 16<<20)).Decode(&o)
-	in.Close()
+	defer in.Close()
+	dec := json.NewDecoder(io.LimitReader(in, 16<<20))
+	err := dec.Decode(&o)
 	if err == nil && !validID(o.ID) {
 		err = fmt.Errorf("%q is not a sandbox id", o.ID)
 	}
@@ -192,16 +196,49 @@ func superviseMain() int {
 	st := stateDir{Dir: o.Store}
 	rec := &record{ID: o.ID, Name: sb.Spec().Name, Labels: sb.Spec().Labels, Created: time.Now().UTC()}
 	err = superviseNew(ctx, st, rec, sb, o, func() {
-		if _, err := fmt.Fprintln(ready, "ok"); err != nil {
+		_, err := fmt.Fprintln(ready, "ok")
+		if err == nil {
+			err = awaitAck(ctx, io.MultiReader(dec.Buffered(), in))
+		}
+		if err != nil {
 			popts.Logger.Debug("the creator is gone: ending the sandbox nobody knows of", "err", err)
 			creatorGone()
 		}
 		ready.Close()
+		in.Close()
 	})
 	if err != nil {
 		return fail(err)
 	}
 	return 0
+}
+
+// ackLine is what the creator writes back on the launch pipe once it has
+// read "ok" (see acknowledge).
+const ackLine = "ack\n"
+
+// awaitAck waits for the creator's acknowledgement of "ok" on the launch
+// pipe: its end closing first means it died before it read the id, or
+// while it did. ctx ending (a signal) gives up.
+func awaitAck(ctx context.Context, r io.Reader) error {
+	got := make(chan error, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(r, 64))
+		switch {
+		case strings.Contains(string(b), ackLine):
+			got <- nil
+		case err != nil:
+			got <- err
+		default:
+			got <- errors.New("the launch pipe closed without an acknowledgement")
+		}
+	}()
+	select {
+	case err := <-got:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func resumeMain() int {
