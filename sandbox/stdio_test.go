@@ -257,8 +257,13 @@ func TestOOMKillOfADescendantIsReported(t *testing.T) {
 
 func TestLibraryErrorsNameGoFields(t *testing.T) {
 	// The library speaks Go: Spec.BestEffort, not the CLI's flag.
-	err := &sandbox.UnsupportedError{Missing: []sandbox.Missing{{Protection: "memory", Reason: "no cgroup", Fix: "x"}}}
+	err := &sandbox.UnsupportedError{Missing: []sandbox.Missing{{Protection: "memory", Reason: "no cgroup", Fix: "x"}}, Degradable: true}
 	if msg := err.Error(); !strings.Contains(msg, "Spec.BestEffort") || strings.Contains(msg, "--") {
 		t.Errorf("UnsupportedError says %q", msg)
+	}
+	// Best effort is offered only where it would go on.
+	err.Degradable = false
+	if msg := err.Error(); strings.Contains(msg, "BestEffort") {
+		t.Errorf("a refusal best effort cannot lift says %q", msg)
 	}
 }
