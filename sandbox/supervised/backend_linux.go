@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -269,18 +271,18 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 // Mount adds m to the running sandbox (see sandbox.Sandbox.Mount); its
 // record keeps the new spec.
 func (b *Backend) Mount(ctx context.Context, ref string, m sandbox.Mount) error {
-	return b.simple(ref, request{Op: opMount, Mount: &m})
+	return b.simple(ctx, ref, request{Op: opMount, Mount: &m})
 }
 
 // SetNetworkPolicy replaces a limited sandbox's rules; its record keeps
 // them.
 func (b *Backend) SetNetworkPolicy(ctx context.Context, ref string, p sandbox.NetworkPolicy) error {
-	return b.simple(ref, request{Op: opNet, Network: &p})
+	return b.simple(ctx, ref, request{Op: opNet, Network: &p})
 }
 
 // Suspend freezes the sandbox.
 func (b *Backend) Suspend(ctx context.Context, ref string) error {
-	return b.simple(ref, request{Op: opSuspend})
+	return b.simple(ctx, ref, request{Op: opSuspend})
 }
 
 // Snapshot snapshots the sandbox into the state directory's snapshots.
@@ -295,7 +297,7 @@ func (b *Backend) SnapshotWith(ctx context.Context, ref string, opts sandbox.Sna
 	if err != nil {
 		return nil, err
 	}
-	rep, err := call(rec, request{Op: opSnapshot, IncludeReadWrite: opts.IncludeReadWrite}, nil)
+	rep, err := call(ctx, rec, request{Op: opSnapshot, IncludeReadWrite: opts.IncludeReadWrite}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +313,7 @@ func (b *Backend) Resume(ctx context.Context, ref string) (sandbox.Info, error) 
 		return sandbox.Info{}, err
 	}
 	if rec.live() {
-		_, err := call(rec, request{Op: opResume}, nil)
+		_, err := call(ctx, rec, request{Op: opResume}, nil)
 		if err == nil {
 			return b.Get(ctx, rec.ID)
 		}
@@ -351,13 +353,47 @@ func (b *Backend) Terminate(ctx context.Context, ref string) error {
 		return err
 	}
 	if rec.live() {
-		if _, err := call(rec, request{Op: opRemove}, nil); err != nil && !errors.Is(err, sandbox.ErrStopped) {
+		// The supervisor answers a removal at once, then tears down.
+		rctx, cancel := context.WithTimeout(ctx, removeAnswerTimeout)
+		_, err := call(rctx, rec, request{Op: opRemove}, nil)
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, sandbox.ErrStopped):
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			// A supervisor that does not answer (stopped, stuck) is
+			// killed: its sandbox's processes die with its init, and
+			// what is left is reclaimed below, as after a crash.
+			b.log.Warn("the supervisor did not answer the removal: killing it", "id", rec.ID, "pid", rec.Supervisor)
+			killSupervisor(rec)
+		default:
 			return err
 		}
 		waitGone(rec) // the supervisor exits once its teardown is done
 	}
 	b.st.Reclaim(rec)
 	return b.st.removeFiles(rec.ID)
+}
+
+// removeAnswerTimeout bounds the wait for a supervisor's answer to a
+// removal, which it gives before its teardown: one that has not answered
+// by then is stopped or stuck.
+var removeAnswerTimeout = 10 * time.Second
+
+// killSupervisor sends SIGKILL to rec's supervisor (stopped or not),
+// through a pidfd taken before checking that the pid is still that
+// process (its start time), so a recycled pid is never signalled.
+func killSupervisor(rec *record) {
+	if rec.Supervisor <= 0 {
+		return
+	}
+	fd, err := unix.PidfdOpen(rec.Supervisor, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if supervisorAlive(rec) {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
 }
 
 // Usage reads what the sandbox uses now from its cgroups, without waking
@@ -371,12 +407,12 @@ func (b *Backend) Usage(ctx context.Context, ref string) (sandbox.Usage, error) 
 }
 
 // simple sends a request without descriptors to ref's supervisor.
-func (b *Backend) simple(ref string, req request) error {
+func (b *Backend) simple(ctx context.Context, ref string, req request) error {
 	rec, err := b.st.Get(ref)
 	if err != nil {
 		return err
 	}
-	_, err = call(rec, req, nil)
+	_, err = call(ctx, rec, req, nil)
 	return err
 }
 

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -305,4 +307,51 @@ func TestCreatorGoneBeforeAckEndsTheSandbox(t *testing.T) {
 		}
 		t.Errorf("state directory holds %v", names)
 	}
+}
+
+// A call with a deadline against a supervisor that does not answer
+// (SIGSTOPped) returns context.DeadlineExceeded once the deadline passes,
+// a cancelled one context.Canceled; Terminate then kills the stopped
+// supervisor rather than hang, and leaves nothing.
+func TestCallsHonourContextAgainstAStoppedSupervisor(t *testing.T) {
+	b := open(t)
+	info := provision(t, b, sandbox.Spec{})
+	sup := info.SupervisorPID
+	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(sup, syscall.SIGCONT) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := b.Suspend(ctx, info.ID)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Suspend against a stopped supervisor: %v, want context.DeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Errorf("Suspend returned after %v: not at its deadline", waited)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, ccancel)
+	if err := b.Mount(cctx, info.ID, sandbox.Mount{Source: t.TempDir(), Target: "/m"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Mount cancelled: %v, want context.Canceled", err)
+	}
+
+	old := removeAnswerTimeout
+	removeAnswerTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { removeAnswerTimeout = old })
+	if err := b.Terminate(context.Background(), info.ID); err != nil {
+		t.Fatalf("Terminate of a stopped supervisor: %v", err)
+	}
+	if all, _ := b.List(context.Background()); len(all) != 0 {
+		t.Errorf("records after Terminate: %v", all)
+	}
+	// The supervisor is this process's child here (tent create's, which
+	// has exited, in the CLI): reap it.
+	sandboxtest.Eventually(t, "the stopped supervisor to be killed", func() bool {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(sup, &ws, syscall.WNOHANG, nil)
+		return (pid == sup && ws.Signaled() && ws.Signal() == syscall.SIGKILL) || errors.Is(err, syscall.ECHILD)
+	})
 }
