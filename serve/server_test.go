@@ -333,7 +333,7 @@ func TestErrorMapping(t *testing.T) {
 		msg    string
 	}{
 		{fmt.Errorf("%w: workdir: not absolute", sandbox.ErrInvalidSpec), 400, "workdir: not absolute"},
-		{&sandbox.UnsupportedError{Missing: []sandbox.Missing{{Protection: "cgroup limits", Reason: "no delegation"}}}, 400, "add best_effort: true to the template"},
+		{&sandbox.UnsupportedError{Missing: []sandbox.Missing{{Protection: "cgroup limits", Reason: "no delegation"}}, Degradable: true}, 400, "add best_effort: true to the template"},
 		{errors.New("disk on fire"), 500, "disk on fire"},
 	} {
 		h.f.fail("Provision", c.err)
