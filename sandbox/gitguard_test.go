@@ -39,14 +39,14 @@ func gitRepo(t *testing.T, dir string) string {
 const plantAttempts = `cd /w && echo x > f && git add f && git -c user.email=s@s -c user.name=s commit -qm two; echo commit $?
 git branch b1; echo branch $?
 echo y >> f && git -c user.email=s@s -c user.name=s stash -q; echo stash $?
-echo 'touch "$MARKER"' > .git/hooks/pre-commit; echo hook $?
+echo 'touch "$MARKER"' > .git/hooks/pre-commit && echo hook 0 || echo hook failed
 git config core.fsmonitor 'touch "$MARKER"'; echo fsmonitor $?
 git config core.hooksPath /tmp/x; echo hookspath $?
-echo '[core] fsmonitor = x' >> .git/config; echo append $?
+echo '[core] fsmonitor = x' >> .git/config && echo append 0 || echo append failed
 mv .git .git-old; echo rename $?
 rm -rf .git/hooks; echo rm-hooks $?`
 
-const plantWant = "commit 0\nbranch 0\nstash 0\nhook 2\nfsmonitor 4\nhookspath 4\nappend 2\nrename 1\nrm-hooks 1"
+const plantWant = "commit 0\nbranch 0\nstash 0\nhook failed\nfsmonitor 4\nhookspath 4\nappend failed\nrename 1\nrm-hooks 1"
 
 // checkPlantErrors asserts the exact failures: writes into hooks and
 // config are EROFS; git's lock-and-rename of config, renaming .git and
