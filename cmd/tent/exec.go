@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 
@@ -70,9 +69,8 @@ stays). The command ends when tent exec is killed.`,
 			// Signals go to the command's foreground process group, through
 			// the supervisor; the command ends if tent exec is killed (the
 			// supervisor kills it when this connection closes).
-			sigs := make(chan os.Signal, 16)
-			signal.Notify(sigs, forwarded...)
-			defer signal.Stop(sigs)
+			sigs := notifySignals()
+			defer sigs.stop()
 			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
 			var ct *callerTerm
 			if tf.tty {
@@ -99,31 +97,14 @@ stays). The command ends when tent exec is killed.`,
 				resize = make(chan sandbox.WindowSize, 4)
 				req.TTY.Resize = resize
 			}
-			done := make(chan struct{})
-			go func() {
-				for {
-					select {
-					case s := <-sigs:
-						if s == syscall.SIGWINCH {
-							if ct != nil {
-								select {
-								case resize <- ct.size():
-								default:
-								}
-							}
-							continue
-						}
-						select {
-						case fwd <- s:
-						default:
-						}
-					case <-done:
-						return
-					}
+			sigs.start(ct, resize, func(s os.Signal) {
+				select {
+				case fwd <- s:
+				default:
 				}
-			}()
+			})
 			res, err := g.backend().Exec(context.Background(), rec.ID, req)
-			close(done)
+			sigs.stop()
 			ct.restore()
 			if err != nil {
 				msg := err.Error()

@@ -25,6 +25,56 @@ var forwarded = []os.Signal{
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 }
 
+// signalForwarder passes the signals tent receives on to a command: each
+// of forwarded but SIGWINCH to deliver, SIGWINCH as a new size of ct's
+// terminal to resize (when both are set; otherwise it is dropped).
+// Signals that arrive before start wait in the channel (16 deep) and go
+// once forwarding starts.
+type signalForwarder struct {
+	sigs chan os.Signal
+	done chan struct{}
+}
+
+// notifySignals starts catching the forwarded signals.
+func notifySignals() *signalForwarder {
+	f := &signalForwarder{sigs: make(chan os.Signal, 16), done: make(chan struct{})}
+	signal.Notify(f.sigs, forwarded...)
+	return f
+}
+
+// start forwards until stop.
+func (f *signalForwarder) start(ct *callerTerm, resize chan<- sandbox.WindowSize, deliver func(os.Signal)) {
+	go func() {
+		for {
+			select {
+			case s := <-f.sigs:
+				if s == syscall.SIGWINCH {
+					if ct != nil && resize != nil {
+						select {
+						case resize <- ct.size():
+						default:
+						}
+					}
+					continue
+				}
+				deliver(s)
+			case <-f.done:
+				return
+			}
+		}
+	}()
+}
+
+// stop ends forwarding and catching; it may be called more than once.
+func (f *signalForwarder) stop() {
+	signal.Stop(f.sigs)
+	select {
+	case <-f.done:
+	default:
+		close(f.done)
+	}
+}
+
 // termFlags are -t and -i, as docker and podman spell them.
 type termFlags struct {
 	tty, interactive bool
@@ -185,38 +235,22 @@ func (o *runOptions) run(c *cobra.Command, log *slog.Logger, tf termFlags, args 
 
 	// Signals that arrive while the sandbox starts wait in the channel and
 	// are forwarded once the command runs.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
+	sigs := notifySignals()
+	defer sigs.stop()
 	if err := cmd.Start(); err != nil {
 		return o.finish(&spec, cmd, err)
 	}
 	if log != nil {
 		log.Info("sandbox started", "tier", cmd.Report.Tier)
 	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				if s == syscall.SIGWINCH && resize != nil {
-					select {
-					case resize <- ct.size():
-					default:
-					}
-					continue
-				}
-				err := cmd.Signal(s.(syscall.Signal))
-				if log != nil {
-					log.Debug("forwarded signal", "signal", s, "err", err)
-				}
-			case <-done:
-				return
-			}
+	sigs.start(ct, resize, func(s os.Signal) {
+		err := cmd.Signal(s.(syscall.Signal))
+		if log != nil {
+			log.Debug("forwarded signal", "signal", s, "err", err)
 		}
-	}()
+	})
 	err = cmd.Wait()
-	close(done)
+	sigs.stop()
 	ct.restore() // before tent's own messages
 	return o.finish(&spec, cmd, err)
 }
