@@ -74,129 +74,29 @@ func TestLocalBackendCapabilities(t *testing.T) {
 	}
 }
 
+// What the conformance suite (TestLocalBackendConformance) cannot see:
+// Local's ids, its init a child of this process, and nothing of it left
+// after Terminate.
 func TestLocalBackendLifecycle(t *testing.T) {
-	ctx := context.Background()
-	l := newLocal(t, sandbox.LocalOptions{})
-	s, err := l.Provision(ctx, sandbox.Spec{Hostname: "box", Env: []string{"GREETING=hi"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.State != sandbox.StateRunning || len(s.ID) != 16 || s.Backend != "local" || !pidAlive(s.InitPID) {
-		t.Fatalf("provisioned %+v", s)
-	}
-	if out := backendOut(t, l, s.ID[:5], "sh", "-c", "echo $GREETING $(hostname)"); out != "hi box" {
-		t.Errorf("exec by prefix: %q", out)
-	}
-	if got, err := l.Get(ctx, s.ID[:3]); err != nil || got.ID != s.ID || got.InitPID != s.InitPID {
-		t.Errorf("get by prefix: %+v, %v", got, err)
-	}
-	for _, ref := range []string{"", "zz", s.ID + "0"} {
-		if _, err := l.Get(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
-			t.Errorf("get %q: %v, want ErrNotFound", ref, err)
-		}
-	}
-	if list, err := l.List(ctx); err != nil || len(list) != 1 || list[0].ID != s.ID {
-		t.Errorf("list: %+v, %v", list, err)
-	}
-
-	// Mode none: the rules of a limited sandbox only can change.
-	err = l.SetNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}})
-	if !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Errorf("network policy on a mode-none sandbox: %v", err)
-	}
-
-	// Mounts are validated as at provision time; a valid one is attached
-	// and the next exec sees it.
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		m    sandbox.Mount
-		want string
-	}{
-		{sandbox.Mount{Source: dir, Target: "/proc/x"}, "reserved"},
-		{sandbox.Mount{Source: dir, Target: "relative"}, "not absolute"},
-		{sandbox.Mount{Source: dir, Target: "/a/../b"}, `".."`},
-		{sandbox.Mount{Source: "/nonexistent-tent", Target: "/x"}, "/nonexistent-tent"},
-		{sandbox.Mount{Source: dir, Target: "/x", Access: "rwx"}, `unknown access "rwx"`},
-	} {
-		err := l.Mount(ctx, s.ID, tc.m)
-		if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("attach %+v: %v, want ErrInvalidSpec naming %s", tc.m, err, tc.want)
-		}
-	}
-	os.Chmod(dir, 0o755)
-	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("attached"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Mount(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
-		t.Fatalf("attach a valid mount: %v", err)
-	}
-	if res, err := l.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"cat", "/data/f"}}); err != nil || string(res.Stdout) != "attached" {
-		t.Errorf("reading the attached mount: %v %v", res, err)
-	}
-
-	if err := l.Terminate(ctx, s.ID[:6]); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, s)
-	for name, err := range map[string]error{
-		"Get":       func() error { _, err := l.Get(ctx, s.ID); return err }(),
-		"Exec":      func() error { _, err := l.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); return err }(),
-		"Terminate": l.Terminate(ctx, s.ID),
-	} {
-		if !errors.Is(err, sandbox.ErrNotFound) {
-			t.Errorf("%s after Terminate: %v, want ErrNotFound", name, err)
-		}
-	}
-}
-
-func TestLocalBackendLimitedNetworkPolicy(t *testing.T) {
-	ctx := context.Background()
-	l := newLocal(t, sandbox.LocalOptions{})
-	s, err := l.Provision(ctx, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.org"}, DeniedHosts: []string{"bad.example.org"}}
-	if err := l.SetNetworkPolicy(ctx, s.ID, p); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := l.Get(ctx, s.ID); got.Spec.Network.AllowedHosts[0] != "example.org" || got.Spec.Network.DeniedHosts[0] != "bad.example.org" {
-		t.Errorf("spec after the policy change: %+v", got.Spec.Network)
-	}
-	if err := l.SetNetworkPolicy(ctx, s.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"bad pattern!"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
-		t.Errorf("bad rule: %v", err)
-	}
-}
-
-func TestLocalBackendSuspendResume(t *testing.T) {
 	ctx := context.Background()
 	l := newLocal(t, sandbox.LocalOptions{})
 	s, err := l.Provision(ctx, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.Capabilities().Suspend {
-		if err := l.Suspend(ctx, s.ID); !errors.Is(err, sandbox.ErrUnsupported) {
-			t.Errorf("suspend without a freezer: %v, want ErrUnsupported", err)
-		}
-		t.Skip("no cgroup freezer here: suspend is reported unsupported")
+	if s.State != sandbox.StateRunning || len(s.ID) != 16 || s.Backend != "local" || !pidAlive(s.InitPID) {
+		t.Fatalf("provisioned %+v", s)
 	}
-	if err := l.Suspend(ctx, s.ID); err != nil {
+	if got, err := l.Get(ctx, s.ID[:3]); err != nil || got.ID != s.ID || got.InitPID != s.InitPID {
+		t.Errorf("get by prefix: %+v, %v", got, err)
+	}
+	if _, err := l.Get(ctx, ""); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("get \"\": %v, want ErrNotFound", err)
+	}
+	if err := l.Terminate(ctx, s.ID[:6]); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := l.Get(ctx, s.ID); got.State != sandbox.StateSuspended {
-		t.Errorf("state %s, want suspended", got.State)
-	}
-	if _, err := l.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrSuspended) {
-		t.Errorf("exec while suspended: %v", err)
-	}
-	got, err := l.Resume(ctx, s.ID)
-	if err != nil || got.State != sandbox.StateRunning || got.InitPID != s.InitPID {
-		t.Fatalf("resume: %+v, %v (want the same init, running)", got, err)
-	}
-	if out := backendOut(t, l, s.ID, "echo", "thawed"); out != "thawed" {
-		t.Errorf("after resume: %q", out)
-	}
+	assertGone(t, s)
 }
 
 // TestLocalBackendSnapshotForkResume: a snapshot feeds Fork (with

@@ -1,0 +1,340 @@
+// Package backendtest is the conformance suite of [sandbox.Backend]: one
+// table of tests that every backend must pass, so that a frontend written
+// against the interface behaves the same over each. Package sandbox runs
+// it against [sandbox.Local], package supervised against its Backend; a
+// new backend calls [Run] from its own tests.
+//
+// The tests start real sandboxes (the calling test binary must call
+// sandbox.Init first, as any program that embeds tent does) and check
+// what the interface documents: references and their sentinel errors, an
+// exec's status, output and refusals, attached mounts, the files API,
+// network rules, snapshots and forks, suspend where the backend can, and
+// that Terminate forgets the sandbox. Each leaves nothing behind: Run's
+// caller gets a fresh backend per test and closes it.
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// Run runs the suite. open returns a fresh backend for one test; it
+// terminates (or lets the test's cleanup terminate) whatever that backend
+// still holds when the test ends.
+func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
+	for _, c := range []struct {
+		name string
+		f    func(t *testing.T, b sandbox.Backend)
+	}{
+		{"References", references},
+		{"Exec", execs},
+		{"InvalidSpec", invalidSpec},
+		{"Mount", mounts},
+		{"Files", files},
+		{"NetworkPolicy", network},
+		{"SnapshotFork", snapshotFork},
+		{"SuspendResume", suspendResume},
+		{"Terminate", terminate},
+		{"CancelledContext", cancelled},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
+	}
+}
+
+// provision provisions spec on b, failing the test on error.
+func provision(t *testing.T, b sandbox.Backend, spec sandbox.Spec) sandbox.Info {
+	t.Helper()
+	info, err := b.Provision(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	return info
+}
+
+// out runs argv in sandbox id and returns its trimmed stdout, failing the
+// test unless it exits 0.
+func out(t *testing.T, b sandbox.Backend, id string, argv ...string) string {
+	t.Helper()
+	var stdout bytes.Buffer
+	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: argv, Stdout: &stdout})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%q: %+v, %v", argv, res, err)
+	}
+	return strings.TrimSpace(stdout.String())
+}
+
+// A sandbox is found by its id and by a unique prefix of it, is listed,
+// and is reported running; an unknown reference is ErrNotFound.
+func references(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{Hostname: "box", Env: []string{"GREETING=hi"}})
+	if s.State != sandbox.StateRunning || s.ID == "" || s.Backend != b.Name() {
+		t.Fatalf("provisioned %+v", s)
+	}
+	if got := out(t, b, s.ID[:6], "sh", "-c", "echo $GREETING $(hostname)"); got != "hi box" {
+		t.Errorf("exec by prefix: %q, want the spec's env and hostname", got)
+	}
+	if got, err := b.Get(ctx, s.ID[:6]); err != nil || got.ID != s.ID || got.Spec.Hostname != "box" {
+		t.Errorf("Get by prefix: %+v, %v", got, err)
+	}
+	for _, ref := range []string{"zz", s.ID + "0"} {
+		if _, err := b.Get(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("Get(%q): %v, want ErrNotFound", ref, err)
+		}
+		if _, err := b.Exec(ctx, ref, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("Exec in %q: %v, want ErrNotFound", ref, err)
+		}
+	}
+	list, err := b.List(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != s.ID {
+		t.Errorf("List: %+v, %v; want the one sandbox", list, err)
+	}
+}
+
+// An exec's status is its result, not an error; what keeps it from
+// starting is an error with the matching sentinel; its stdio is
+// streamed, captured and capped as ExecRequest says.
+func execs(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{})
+	res, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
+	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
+		t.Errorf("exit 3: %+v, %v; want status 3 and the captured output", res, err)
+	}
+	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"cat"}, Stdin: strings.NewReader("piped")})
+	if err != nil || string(res.Stdout) != "piped" {
+		t.Errorf("stdin: %+v, %v", res, err)
+	}
+	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "pwd; echo $A"}, Dir: "/tmp", Env: []string{"A=b"}})
+	if err != nil || string(res.Stdout) != "/tmp\nb\n" {
+		t.Errorf("dir and env: %+v, %v", res, err)
+	}
+	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 100 /dev/zero"}, MaxOutput: 10})
+	if err != nil || len(res.Stdout) != 10 || !res.StdoutTruncated {
+		t.Errorf("MaxOutput 10: %d bytes, truncated %v, %v", len(res.Stdout), res.StdoutTruncated, err)
+	}
+	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sleep", "10"}, Timeout: 100 * time.Millisecond})
+	if err != nil || !res.TimedOut || res.ExitCode != 124 {
+		t.Errorf("timeout: %+v, %v; want TimedOut and 124", res, err)
+	}
+	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"/nonexistent"}}); !errors.Is(err, sandbox.ErrCommandNotFound) {
+		t.Errorf("missing command: %v, want ErrCommandNotFound", err)
+	}
+	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}, Dir: "/nonexistent"}); !errors.Is(err, sandbox.ErrWorkDir) || !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("missing workdir: %v, want ErrWorkDir and ErrInvalidSpec", err)
+	}
+	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("no args: %v, want ErrInvalidSpec", err)
+	}
+}
+
+// A malformed spec is ErrInvalidSpec and leaves no sandbox.
+func invalidSpec(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	for _, spec := range []sandbox.Spec{
+		{Workdir: "relative"},
+		{Mounts: []sandbox.Mount{{Source: "/nonexistent-tent-source", Target: "/x"}}},
+		{Mounts: []sandbox.Mount{{Source: t.TempDir(), Target: "/proc/x"}}},
+		{Limits: sandbox.Limits{Pids: -1}},
+	} {
+		if _, err := b.Provision(ctx, spec); !errors.Is(err, sandbox.ErrInvalidSpec) {
+			t.Errorf("Provision(%+v): %v, want ErrInvalidSpec", spec, err)
+		}
+	}
+	if list, err := b.List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("List after refusals: %+v, %v; want none", list, err)
+	}
+}
+
+// A mount added to a running sandbox is validated as at provision time
+// and seen by the next exec.
+func mounts(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{})
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("attached"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []sandbox.Mount{
+		{Source: dir, Target: "/proc/x"},
+		{Source: dir, Target: "relative"},
+		{Source: "/nonexistent-tent-source", Target: "/x"},
+		{Source: dir, Target: "/x", Access: "rwx"},
+	} {
+		if err := b.Mount(ctx, s.ID, m); !errors.Is(err, sandbox.ErrInvalidSpec) {
+			t.Errorf("Mount(%+v): %v, want ErrInvalidSpec", m, err)
+		}
+	}
+	if err := b.Mount(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
+		t.Fatalf("Mount of a valid ro mount: %v", err)
+	}
+	if got := out(t, b, s.ID, "cat", "/data/f"); got != "attached" {
+		t.Errorf("reading the attached mount: %q", got)
+	}
+	if err := b.Mount(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data"}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("a second mount at /data: %v, want ErrInvalidSpec", err)
+	}
+	res, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo x > /data/g"}})
+	if err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Read-only file system") {
+		t.Errorf("writing the ro mount: %+v, %v; want EROFS", res, err)
+	}
+}
+
+// The files API writes, reads, stats and removes inside the sandbox; a
+// missing path is an *os.PathError matching fs.ErrNotExist.
+func files(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{})
+	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"640"}, In: strings.NewReader("content")}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if got := out(t, b, s.ID, "sh", "-c", "cat /tmp/f; stat -c ' %a' /tmp/f"); got != "content 640" {
+		t.Errorf("the command sees %q", got)
+	}
+	var read bytes.Buffer
+	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &read}); err != nil || read.String() != "content" {
+		t.Errorf("read: %q, %v", read.String(), err)
+	}
+	var missing *os.PathError
+	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/missing", Out: &read}); !errors.As(err, &missing) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("read of a missing file: %v, want a *PathError matching ErrNotExist", err)
+	}
+	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileRemove, Path: "/tmp/f"}); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+	if got := out(t, b, s.ID, "sh", "-c", "test -e /tmp/f && echo there || echo gone"); got != "gone" {
+		t.Errorf("after remove: %q", got)
+	}
+}
+
+// Mode none's policy cannot change; a limited sandbox's rules can, and
+// Get reports them; a bad rule is ErrInvalidSpec.
+func network(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	none := provision(t, b, sandbox.Spec{})
+	if err := b.SetNetworkPolicy(ctx, none.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("rules for a mode-none sandbox: %v, want ErrUnsupported", err)
+	}
+	lim := provision(t, b, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}})
+	p := sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.org"}, DeniedHosts: []string{"bad.example.org"}}
+	if err := b.SetNetworkPolicy(ctx, lim.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, lim.ID); err != nil || len(got.Spec.Network.AllowedHosts) != 1 || got.Spec.Network.AllowedHosts[0] != "example.org" || got.Spec.Network.DeniedHosts[0] != "bad.example.org" {
+		t.Errorf("Get after the change: %+v, %v", got.Spec.Network, err)
+	}
+	if err := b.SetNetworkPolicy(ctx, lim.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"*"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("an allowlist of *: %v, want ErrInvalidSpec", err)
+	}
+}
+
+// A snapshot carries /tmp into a fork, with the fork's overrides; the
+// fork is independent of its origin.
+func snapshotFork(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{Hostname: "origin"})
+	if _, err := b.Fork(ctx, "ffffffffffff", sandbox.ForkOverrides{}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("fork of an unknown snapshot: %v, want ErrNotFound", err)
+	}
+	out(t, b, s.ID, "sh", "-c", "echo saved > /tmp/state")
+	snap, err := b.Snapshot(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.SandboxID != s.ID {
+		t.Errorf("snapshot of %s says %s", s.ID, snap.SandboxID)
+	}
+	out(t, b, s.ID, "sh", "-c", "echo later > /tmp/state")
+	fork, err := b.Fork(ctx, snap.ID, sandbox.ForkOverrides{Hostname: "forked", Env: []string{"FORKED=yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.ID == s.ID || fork.Spec.Hostname != "forked" {
+		t.Errorf("fork %+v", fork)
+	}
+	if got := out(t, b, fork.ID, "sh", "-c", "cat /tmp/state; hostname; echo $FORKED"); got != "saved\nforked\nyes" {
+		t.Errorf("the fork sees %q", got)
+	}
+	out(t, b, fork.ID, "sh", "-c", "echo fork > /tmp/state")
+	if got := out(t, b, s.ID, "cat", "/tmp/state"); got != "later" {
+		t.Errorf("the origin sees %q after the fork wrote", got)
+	}
+}
+
+// Suspend freezes and Resume thaws, where the backend can; elsewhere
+// Suspend is ErrUnsupported.
+func suspendResume(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{})
+	if !b.Capabilities().Suspend {
+		if err := b.Suspend(ctx, s.ID); !errors.Is(err, sandbox.ErrUnsupported) {
+			t.Errorf("suspend without a freezer: %v, want ErrUnsupported", err)
+		}
+		return
+	}
+	if err := b.Suspend(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, s.ID); err != nil || got.State != sandbox.StateSuspended {
+		t.Errorf("state %s, %v; want suspended", got.State, err)
+	}
+	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrSuspended) {
+		t.Errorf("exec while suspended: %v, want ErrSuspended", err)
+	}
+	if got, err := b.Resume(ctx, s.ID); err != nil || got.State != sandbox.StateRunning {
+		t.Fatalf("Resume: %+v, %v", got, err)
+	}
+	if got := out(t, b, s.ID, "echo", "thawed"); got != "thawed" {
+		t.Errorf("after Resume: %q", got)
+	}
+}
+
+// Terminate ends the sandbox; the backend forgets it.
+func terminate(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{})
+	keep := provision(t, b, sandbox.Spec{})
+	if err := b.Terminate(ctx, s.ID[:8]); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"Get":       func() error { _, err := b.Get(ctx, s.ID); return err }(),
+		"Exec":      func() error { _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); return err }(),
+		"Terminate": b.Terminate(ctx, s.ID),
+	} {
+		if !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("%s after Terminate: %v, want ErrNotFound", name, err)
+		}
+	}
+	if list, err := b.List(ctx); err != nil || len(list) != 1 || list[0].ID != keep.ID {
+		t.Errorf("List after Terminate: %+v, %v; want only the other sandbox", list, err)
+	}
+}
+
+// A call whose context has already ended returns its error and changes
+// nothing.
+func cancelled(t *testing.T, b sandbox.Backend) {
+	s := provision(t, b, sandbox.Spec{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.Provision(ctx, sandbox.Spec{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Provision: %v, want context.Canceled", err)
+	}
+	if err := b.Mount(ctx, s.ID, sandbox.Mount{Source: t.TempDir(), Target: "/m"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Mount: %v, want context.Canceled", err)
+	}
+	if list, err := b.List(context.Background()); err != nil || len(list) != 1 {
+		t.Errorf("List: %+v, %v; want the one sandbox", list, err)
+	}
+}
