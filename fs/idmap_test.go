@@ -193,24 +193,13 @@ func TestOpenMountsReadWrite(t *testing.T) {
 		"other":    {7, 7},
 	})
 	fd := openOne(t, Mount{Source: dir, Target: "/data", Access: ReadWrite}, IDMap{HostID: testHostID})
-	for name, want := range map[string]string{
+	checkMount(t, fd, false, map[string]string{
 		".":        "4242:65533",
 		"own":      "4242:4242",
 		"owngroup": "4242:65534",
 		"root":     "65534:65533",
 		"other":    "65534:65534",
-	} {
-		if got := ownerIn(t, fd, name); got != want {
-			t.Errorf("%s shows as %s, want %s", name, got, want)
-		}
-	}
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(fd, &st); err != nil {
-		t.Fatal(err)
-	}
-	if flags := st.Flags & (unix.ST_NOSUID | unix.ST_NODEV | unix.ST_RDONLY); flags != unix.ST_NOSUID|unix.ST_NODEV {
-		t.Errorf("mount flags %#x, want nosuid|nodev, not read-only", flags)
-	}
+	})
 }
 
 // A ro mount maps its directory's owner, root included, read-only.
@@ -218,18 +207,7 @@ func TestOpenMountsReadOnly(t *testing.T) {
 	requireRoot(t)
 	dir := ownedTree(t, 0, 0, map[string][2]int{"root": {0, 0}, "other": {7, 7}})
 	fd := openOne(t, Mount{Source: dir, Target: "/data", Access: ReadOnly}, IDMap{HostID: testHostID})
-	for name, want := range map[string]string{".": "4242:4242", "root": "4242:4242", "other": "65534:65534"} {
-		if got := ownerIn(t, fd, name); got != want {
-			t.Errorf("%s shows as %s, want %s", name, got, want)
-		}
-	}
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(fd, &st); err != nil {
-		t.Fatal(err)
-	}
-	if flags := st.Flags & (unix.ST_NOSUID | unix.ST_NODEV | unix.ST_RDONLY); flags != unix.ST_NOSUID|unix.ST_NODEV|unix.ST_RDONLY {
-		t.Errorf("mount flags %#x, want nosuid|nodev|read-only", flags)
-	}
+	checkMount(t, fd, true, map[string]string{".": "4242:4242", "root": "4242:4242", "other": "65534:65534"})
 }
 
 // A root-owned directory's rw mount maps root onto the sandbox's host
@@ -246,7 +224,14 @@ func TestOpenMountsReadWriteRootOwned(t *testing.T) {
 		t.Fatalf("without SetIDRefused: %v, %v; want an *UnsupportedMountError and no fds", fds, err)
 	}
 	fd := openOne(t, m, IDMap{HostID: testHostID, SetIDRefused: true})
-	for name, want := range map[string]string{".": "4242:4242", "root": "4242:4242", "other": "65534:65534"} {
+	checkMount(t, fd, false, map[string]string{".": "4242:4242", "root": "4242:4242", "other": "65534:65534"})
+}
+
+// checkMount asserts the owners entries show through the detached mount
+// fd, and its flags: nosuid, nodev, and read-only when ro.
+func checkMount(t *testing.T, fd int, ro bool, owners map[string]string) {
+	t.Helper()
+	for name, want := range owners {
 		if got := ownerIn(t, fd, name); got != want {
 			t.Errorf("%s shows as %s, want %s", name, got, want)
 		}
@@ -255,8 +240,12 @@ func TestOpenMountsReadWriteRootOwned(t *testing.T) {
 	if err := unix.Fstatfs(fd, &st); err != nil {
 		t.Fatal(err)
 	}
-	if flags := st.Flags & (unix.ST_NOSUID | unix.ST_NODEV | unix.ST_RDONLY); flags != unix.ST_NOSUID|unix.ST_NODEV {
-		t.Errorf("mount flags %#x, want nosuid|nodev, not read-only", flags)
+	want := uint64(unix.ST_NOSUID | unix.ST_NODEV)
+	if ro {
+		want |= unix.ST_RDONLY
+	}
+	if flags := uint64(st.Flags) & (unix.ST_NOSUID | unix.ST_NODEV | unix.ST_RDONLY); flags != want {
+		t.Errorf("mount flags %#x, want %#x (nosuid, nodev, read-only %v)", flags, want, ro)
 	}
 }
 
