@@ -30,7 +30,7 @@ PKGS = $$($(GO) list ./... | grep -v '/bin/')
 # (what needs a sandbox fails with sandbox.ErrUnsupported): see
 # docs/library.md.
 lint: setup
-	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 	CGO_ENABLED=0 $(GO) build $(PKGS)
