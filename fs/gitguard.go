@@ -31,23 +31,29 @@ const (
 	gitDirsMax = 128
 )
 
-// GitGuard is one git directory that [GitGuardMounts] protects.
+// GitGuard is one directory that [GitGuardMounts] protects: a git
+// directory whose control files it makes read-only, a directory it pins
+// (binds onto itself, so that it cannot be renamed away and replaced by
+// one the sandbox wrote: renaming a mount point is EBUSY), or both.
 type GitGuard struct {
-	// Dir is the git directory's host path (a repository's .git, a
-	// submodule's .git/modules/NAME, or a bare repository).
+	// Dir is the directory's host path.
 	Dir string
 	// Target is where Dir lies inside the sandbox.
 	Target string
-	// Pin is true when Dir is a repository's .git directory, which is
-	// bound onto itself (read-write) so that it cannot be renamed or
-	// replaced by one the sandbox wrote (a mount point is EBUSY).
+	// Pin binds Dir onto itself (read-write): a repository's .git, and
+	// each directory between the mount's root and a repository below it.
 	Pin bool
+	// Control makes Dir's hooks and config read-only: Dir is a git
+	// directory (a repository's .git, a submodule's .git/modules/NAME, a
+	// bare repository).
+	Control bool
 }
 
 // FindGitDirs lists the git directories of a rw mount: a .git directory
 // (holding HEAD) at its root or up to two directory levels below, the
 // root itself when it is a bare repository, and the submodule git
-// directories beneath each .git/modules. It never follows a symlink, and
+// directories beneath each .git/modules; and, for a repository below the
+// root, the directories on the way to pin. It never follows a symlink, and
 // skips what lies beneath skip (the targets of other mounts that shadow
 // parts of this one). It reads at most 4096 directory entries and
 // returns at most 128 git directories; complete is false when it stopped
@@ -56,11 +62,11 @@ func FindGitDirs(m Mount, skip []string) (guards []GitGuard, complete bool) {
 	if m.Access != ReadWrite {
 		return nil, true
 	}
-	f := gitFinder{skip: skip, budget: gitSearchEntries, complete: true}
+	f := gitFinder{skip: skip, budget: gitSearchEntries, complete: true, pinned: map[string]bool{}}
 	if isBareRepo(m.Source) {
 		f.add(m.Source, m.Target, false)
 	} else {
-		f.search(m.Source, m.Target, 0)
+		f.search(m.Source, m.Target, 0, nil)
 	}
 	return f.guards, f.complete
 }
@@ -71,6 +77,8 @@ type gitFinder struct {
 	budget   int
 	guards   []GitGuard
 	complete bool
+	pinned   map[string]bool // targets of the directories pinned so far
+	repos    int             // git directories guarded
 }
 
 func (f *gitFinder) shadowed(target string) bool {
@@ -88,11 +96,12 @@ func (f *gitFinder) add(dir, target string, pin bool) {
 	if f.shadowed(target) {
 		return
 	}
-	if len(f.guards) == gitDirsMax {
+	if f.repos == gitDirsMax {
 		f.complete = false
 		return
 	}
-	f.guards = append(f.guards, GitGuard{Dir: dir, Target: target, Pin: pin})
+	f.repos++
+	f.guards = append(f.guards, GitGuard{Dir: dir, Target: target, Pin: pin, Control: true})
 	for _, n := range f.readDirNames(filepath.Join(dir, "modules")) {
 		if d := filepath.Join(dir, "modules", n); isGitDir(d) {
 			f.add(d, path.Join(target, "modules", n), false)
@@ -100,9 +109,23 @@ func (f *gitFinder) add(dir, target string, pin bool) {
 	}
 }
 
-// search looks for dir/.git, then in dir's subdirectories.
-func (f *gitFinder) search(dir, target string, depth int) {
-	if git := filepath.Join(dir, ".git"); isGitDir(git) {
+// dirPath is a directory's host path and its target.
+type dirPath struct{ dir, target string }
+
+// search looks for dir/.git, then in dir's subdirectories. parents are
+// the directories between the mount's root and dir, dir included: a
+// repository found here gets them pinned, so that the sandbox cannot
+// move it aside and put a repository of its own in its place.
+func (f *gitFinder) search(dir, target string, depth int, parents []dirPath) {
+	if git := filepath.Join(dir, ".git"); isGitDir(git) && !f.shadowed(path.Join(target, ".git")) {
+		if f.repos < gitDirsMax {
+			for _, p := range parents {
+				if !f.pinned[p.target] {
+					f.pinned[p.target] = true
+					f.guards = append(f.guards, GitGuard{Dir: p.dir, Target: p.target, Pin: true})
+				}
+			}
+		}
 		f.add(git, path.Join(target, ".git"), true)
 	}
 	if depth == gitSearchDepth {
@@ -110,7 +133,8 @@ func (f *gitFinder) search(dir, target string, depth int) {
 	}
 	for _, n := range f.readDirNames(dir) {
 		if d := filepath.Join(dir, n); n != ".git" && isDir(d) {
-			f.search(d, path.Join(target, n), depth+1)
+			t := path.Join(target, n)
+			f.search(d, t, depth+1, append(parents[:len(parents):len(parents)], dirPath{d, t}))
 		}
 	}
 }

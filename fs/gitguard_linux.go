@@ -11,8 +11,8 @@ import (
 )
 
 // GitGuardMounts turns guards into the mounts that apply them: each
-// pinned .git bound onto itself read-write, then its hooks directory and
-// config file bound read-only (writes there fail with EROFS; renaming
+// pinned directory bound onto itself read-write, each git directory's
+// hooks directory and config file bound read-only (writes there fail with EROFS; renaming
 // over or removing them, EBUSY). A missing hooks directory or config
 // file is created first, as `git init` would (owned like the git
 // directory, through a descriptor of it, never a symlink), so that the
@@ -22,6 +22,9 @@ func GitGuardMounts(guards []GitGuard) ([]Mount, error) {
 	for _, g := range guards {
 		if g.Pin {
 			mounts = append(mounts, Mount{Source: g.Dir, Target: g.Target, Access: ReadWrite})
+		}
+		if !g.Control {
+			continue
 		}
 		if err := ensureGitControl(g.Dir); err != nil {
 			return nil, fmt.Errorf("guarding the git directory %s: %w", g.Dir, err)

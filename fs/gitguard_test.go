@@ -70,6 +70,7 @@ func TestFindGitDirs(t *testing.T) {
 	mkGitDir(t, filepath.Join(root, ".git"), true, true)
 	mkGitDir(t, filepath.Join(root, ".git", "modules", "lib"), true, true)
 	mkGitDir(t, filepath.Join(root, "a", "b", ".git"), true, true)
+	mkGitDir(t, filepath.Join(root, "a", "c", ".git"), true, true)
 	mkGitDir(t, filepath.Join(root, "a", "b", "c", ".git"), true, true) // too deep
 	mkGitDir(t, filepath.Join(root, "shadowed", ".git"), true, true)
 	other := t.TempDir()
@@ -87,9 +88,15 @@ func TestFindGitDirs(t *testing.T) {
 		t.Error("a small tree's search is incomplete")
 	}
 	want := []GitGuard{
-		{Dir: filepath.Join(root, ".git"), Target: "/w/.git", Pin: true},
-		{Dir: filepath.Join(root, ".git/modules/lib"), Target: "/w/.git/modules/lib"},
-		{Dir: filepath.Join(root, "a/b/.git"), Target: "/w/a/b/.git", Pin: true},
+		{Dir: filepath.Join(root, ".git"), Target: "/w/.git", Pin: true, Control: true},
+		{Dir: filepath.Join(root, ".git/modules/lib"), Target: "/w/.git/modules/lib", Control: true},
+		// The directories on the way to a repository below the root are
+		// pinned, once each.
+		{Dir: filepath.Join(root, "a"), Target: "/w/a", Pin: true},
+		{Dir: filepath.Join(root, "a/b"), Target: "/w/a/b", Pin: true},
+		{Dir: filepath.Join(root, "a/b/.git"), Target: "/w/a/b/.git", Pin: true, Control: true},
+		{Dir: filepath.Join(root, "a/c"), Target: "/w/a/c", Pin: true},
+		{Dir: filepath.Join(root, "a/c/.git"), Target: "/w/a/c/.git", Pin: true, Control: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("FindGitDirs = %+v\nwant %+v", got, want)
@@ -103,7 +110,7 @@ func TestFindGitDirs(t *testing.T) {
 	bare := t.TempDir()
 	mkGitDir(t, bare, true, true)
 	got, _ = FindGitDirs(Mount{Source: bare, Target: "/repo.git", Access: ReadWrite}, nil)
-	if want := []GitGuard{{Dir: bare, Target: "/repo.git"}}; !reflect.DeepEqual(got, want) {
+	if want := []GitGuard{{Dir: bare, Target: "/repo.git", Control: true}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("bare repository: %+v, want %+v", got, want)
 	}
 }
@@ -126,8 +133,14 @@ func TestFindGitDirsIsBounded(t *testing.T) {
 		mkGitDir(t, filepath.Join(many, fmt.Sprintf("r%03d", i), ".git"), true, true)
 	}
 	got, complete := FindGitDirs(Mount{Source: many, Target: "/w", Access: ReadWrite}, nil)
-	if complete || len(got) != gitDirsMax {
-		t.Errorf("%d repositories: %d guarded, complete %v; want %d and incomplete", gitDirsMax+1, len(got), complete, gitDirsMax)
+	control := 0
+	for _, g := range got {
+		if g.Control {
+			control++
+		}
+	}
+	if complete || control != gitDirsMax {
+		t.Errorf("%d repositories: %d guarded, complete %v; want %d and incomplete", gitDirsMax+1, control, complete, gitDirsMax)
 	}
 }
 
@@ -137,7 +150,7 @@ func TestGitGuardMounts(t *testing.T) {
 	root := t.TempDir()
 	git := filepath.Join(root, ".git")
 	mkGitDir(t, git, false, false)
-	got, err := GitGuardMounts([]GitGuard{{Dir: git, Target: "/w/.git", Pin: true}})
+	got, err := GitGuardMounts([]GitGuard{{Dir: git, Target: "/w/.git", Pin: true, Control: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +176,7 @@ func TestGitGuardMounts(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), filepath.Join(git2, "hooks")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := GitGuardMounts([]GitGuard{{Dir: git2, Target: "/w/.git", Pin: true}}); err == nil || !strings.Contains(err.Error(), "hooks is not a directory") {
+	if _, err := GitGuardMounts([]GitGuard{{Dir: git2, Target: "/w/.git", Pin: true, Control: true}}); err == nil || !strings.Contains(err.Error(), "hooks is not a directory") {
 		t.Errorf("a symlinked hooks: %v, want a refusal naming it", err)
 	}
 }

@@ -125,6 +125,34 @@ func TestGitControlFilesReadOnly(t *testing.T) {
 	})
 }
 
+// A repository below the mount's root cannot be moved aside and
+// replaced by one the sandbox made at its path: the directories on the
+// way are pinned (EBUSY), and stay writable.
+func TestGitControlFilesNestedRepository(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "projects")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo := gitRepo(t, sub)
+	if privileged() {
+		chownTree(t, dir, 4321, 4321)
+		skipWithoutIdmap(t, dir, sandbox.ReadWrite)
+	}
+	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/w", Access: sandbox.ReadWrite}}}
+	out, stderr, err := runStderr(t, spec, "sh", "-c", `mv /w/projects /w/old; echo projects $?; mv /w/projects/repo /w/old; echo repo $?
+echo x > /w/projects/repo/f && echo x > /w/projects/g && echo writable`)
+	if err != nil || out != "projects 1\nrepo 1\nwritable" {
+		t.Errorf("inside: %q, %v (stderr %q)", out, err, stderr)
+	}
+	if n := strings.Count(stderr, "Device or resource busy"); n != 2 {
+		t.Errorf("stderr has %d EBUSY, want 2: %q", n, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "f")); err != nil {
+		t.Errorf("the sandbox's write into the repository: %v", err)
+	}
+}
+
 // The same through a mount attached to a running sandbox, and nothing
 // of it with GitWritable.
 func TestGitControlFilesAttachedAndOptOut(t *testing.T) {

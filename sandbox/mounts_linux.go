@@ -70,7 +70,12 @@ func withGitGuards(mounts []fs.Mount, writable bool, existing []fs.Mount) (all [
 		if len(extra) > 0 && len(all) == len(mounts) {
 			all = slices.Clone(mounts)
 		}
-		all, guarded = append(all, extra...), guarded+len(guards)
+		for _, g := range guards {
+			if g.Control {
+				guarded++
+			}
+		}
+		all = append(all, extra...)
 	}
 	return all, guarded, partial, nil
 }

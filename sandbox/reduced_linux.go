@@ -138,11 +138,11 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 		}
 		reachable = append(reachable, m)
 		r.add("mount "+target, Enforced, fmt.Sprintf("%s, Landlock rule on the host path", m.Access))
-		if guards, _ := fs.FindGitDirs(m, nil); len(guards) > 0 && !s.GitWritable && m.Access == fs.ReadWrite {
+		if guards, _ := fs.FindGitDirs(m, nil); len(guards) > 0 && !s.GitWritable {
 			miss("git control files in "+target,
 				"the reduced tier cannot keep .git/hooks and .git/config read-only inside a writable mount (Landlock only adds access, and there is no mount namespace)",
 				"let the sandbox write them (--rw-git, Spec.GitWritable), mount the repository --ro, or "+fixUserNS,
-				Degraded, fmt.Sprintf("%d git directories writable", len(guards)))
+				Degraded, "the git control files there are writable")
 		}
 	}
 	rp.direct.LandlockRules = fs.HostLandlockRules(reachable)
