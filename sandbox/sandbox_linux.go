@@ -134,6 +134,26 @@ func deniedSince(before, after []netpolicy.Denial) []netpolicy.Denial {
 // exec runs req; with helper, req.Args are the arguments of tent's file
 // helper.
 func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*ExecResult, error) {
+	p, err := s.start(ctx, req, helper)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Start starts a command in the sandbox and returns its handle without
+// waiting for it, as [os/exec.Cmd.Start] does: [Process.Wait] waits for
+// it and returns what [Sandbox.Exec] would have (Exec is Start then
+// Wait). req is read as Exec reads it; its Signals channel and Timeout
+// apply while Wait runs, and ctx ending kills the command then. The
+// command's stdio is served until Wait returns, so Wait must be called
+// (a command whose output nobody reads blocks on a full pipe, as with
+// os/exec).
+func (s *Sandbox) Start(ctx context.Context, req ExecRequest) (*Process, error) {
+	return s.start(ctx, req, false)
+}
+
+func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Process, error) {
 	if len(req.Args) == 0 || req.Args[0] == "" {
 		return nil, fmt.Errorf("%w: exec needs a command", ErrInvalidSpec)
 	}
@@ -144,6 +164,9 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 	}
 	if req.MaxOutput < 0 {
 		return nil, fmt.Errorf("%w: MaxOutput %d is negative: want a byte count, or 0 for the default", ErrInvalidSpec, req.MaxOutput)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	if err := s.checkRunning("running commands"); err != nil {
@@ -168,28 +191,71 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 	} else if sio, err = openStdioFor(req.Stdin, req.Stdout, req.Stderr, req.MaxOutput, stdioOwner(s.run.plan)); err != nil {
 		return nil, err
 	}
-	defer sio.close()
-	oomBefore := s.run.oomKills()
-	start := time.Now()
-	_, master, exited, err := s.run.init.Exec(id, e, sio.fds)
+	p := &Process{s: s, id: id, ctx: ctx, req: req, sio: sio, oomBefore: s.run.oomKills(), start: time.Now()}
+	pid, master, exited, err := s.run.init.Exec(id, e, sio.fds)
 	sio.closeChildEnds()
 	if err != nil {
+		sio.close()
 		if errors.Is(err, namespaces.ErrInitGone) {
 			return nil, fmt.Errorf("%w: %w", ErrTerminated, err)
 		}
 		return nil, startError(err)
 	}
-	var tty *ttyRelay
+	p.Pid, p.exited = pid, exited
 	if master != nil {
-		if tty, err = startTTY(master, req.TTY, req.Stdin, req.Stdout, true, req.MaxOutput); err != nil {
+		if p.tty, err = startTTY(master, req.TTY, req.Stdin, req.Stdout, true, req.MaxOutput); err != nil {
 			_ = s.run.init.KillExec(id)
 			<-exited
+			sio.close()
 			return nil, err
 		}
 	}
+	return p, nil
+}
+
+// Process is a command started in a sandbox by [Sandbox.Start].
+type Process struct {
+	// Pid is the command's process id inside the sandbox (its own pid
+	// namespace), as the sandbox's ps shows it.
+	Pid int
+
+	s         *Sandbox
+	id        string
+	ctx       context.Context
+	req       ExecRequest
+	sio       *stdio
+	tty       *ttyRelay
+	exited    <-chan namespaces.ExecExit
+	oomBefore int64
+	start     time.Time
+
+	waitOnce sync.Once
+	res      *ExecResult
+	err      error
+}
+
+// Signal delivers sig to the command's foreground process group (the
+// command itself, unless it runs a job-control shell on a terminal).
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.s.run.init.SignalExec(p.id, sig)
+}
+
+// Kill kills the command's whole session.
+func (p *Process) Kill() error { return p.s.run.init.KillExec(p.id) }
+
+// Wait waits for the command to exit and its output to be copied, and
+// returns its result as [Sandbox.Exec] does; later calls return the same.
+func (p *Process) Wait() (*ExecResult, error) {
+	p.waitOnce.Do(func() { p.res, p.err = p.wait() })
+	return p.res, p.err
+}
+
+func (p *Process) wait() (*ExecResult, error) {
+	s, req, ctx := p.s, p.req, p.ctx
+	defer p.sio.close()
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
+		t := time.NewTimer(max(req.Timeout-time.Since(p.start), 0))
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -197,25 +263,25 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 	var ex namespaces.ExecExit
 	for waiting := true; waiting; {
 		select {
-		case ex = <-exited:
+		case ex = <-p.exited:
 			waiting = false
 		case sig := <-req.Signals:
 			if ss, ok := sig.(syscall.Signal); ok {
-				_ = s.run.init.SignalExec(id, ss)
+				_ = s.run.init.SignalExec(p.id, ss)
 			}
 		case <-timeout:
 			res.TimedOut = true
-			_ = s.run.init.KillExec(id)
-			ex = <-exited
+			_ = s.run.init.KillExec(p.id)
+			ex = <-p.exited
 			waiting = false
 		case <-ctx.Done():
-			_ = s.run.init.KillExec(id)
-			ex = <-exited
+			_ = s.run.init.KillExec(p.id)
+			ex = <-p.exited
 			waiting = false
 		}
 	}
-	res.Duration = time.Since(start)
-	if tty != nil {
+	res.Duration = time.Since(p.start)
+	if tty := p.tty; tty != nil {
 		tty.wait(250 * time.Millisecond)
 		if tty.sink != nil {
 			res.StdoutTruncated = tty.sink.truncated
@@ -224,14 +290,14 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 			}
 		}
 	}
-	sio.wait(250 * time.Millisecond)
+	p.sio.wait(250 * time.Millisecond)
 	if ex.Err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTerminated, ex.Err)
 	}
-	sio.fill(res)
+	p.sio.fill(res)
 	res.setStatus(ex.Status)
 	// A kill for ctx is ours, not the OOM killer's.
-	res.OOMKilled = ctx.Err() == nil && !res.TimedOut && s.run.oomKills() > oomBefore
+	res.OOMKilled = ctx.Err() == nil && !res.TimedOut && s.run.oomKills() > p.oomBefore
 	if err := ctx.Err(); err != nil && !res.TimedOut {
 		return res, err
 	}

@@ -218,3 +218,21 @@ func (l *Local) Health(context.Context) error { return errNotLinux }
 
 // Close returns nil: there is nothing to release.
 func (l *Local) Close(context.Context) error { return nil }
+
+// Process is a command started by [Sandbox.Start].
+type Process struct {
+	// Pid is the command's process id inside the sandbox.
+	Pid int
+}
+
+// Start fails with [ErrUnsupported] outside Linux.
+func (s *Sandbox) Start(context.Context, ExecRequest) (*Process, error) { return nil, errNotLinux }
+
+// Signal fails with [ErrUnsupported] outside Linux.
+func (p *Process) Signal(syscall.Signal) error { return errNotLinux }
+
+// Kill fails with [ErrUnsupported] outside Linux.
+func (p *Process) Kill() error { return errNotLinux }
+
+// Wait fails with [ErrUnsupported] outside Linux.
+func (p *Process) Wait() (*ExecResult, error) { return nil, errNotLinux }

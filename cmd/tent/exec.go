@@ -17,6 +17,7 @@ import (
 func newExecCmd(g *globalOptions) *cobra.Command {
 	var timeout, workdir, maxOutput string
 	var env []string
+	var detach bool
 	tf := termFlags{}
 	c := &cobra.Command{
 		Use:   "exec [flags] ID -- CMD [ARGS...]",
@@ -27,9 +28,15 @@ Signals SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
 tent exec are delivered to the command's foreground process group (with
 -t, the foreground job of the terminal inside: Ctrl-C in
 'tent exec -it ID -- bash' interrupts the running job and the shell
-stays). The command ends when tent exec is killed.`,
+stays). The command ends when tent exec is killed.
+
+With -d the command is the sandbox's, not tent exec's: tent exec prints
+its pid and exits, and the command runs on, without stdin or terminal,
+its output kept (the last MiB) for tent attach; tent ps lists such
+commands and tent kill signals them.`,
 		Example: `  tent exec box -- make test
-  tent exec -it -w /work -e TERM=xterm box -- bash`,
+  tent exec -it -w /work -e TERM=xterm box -- bash
+  pid=$(tent exec -d box -- python3 -m http.server 8000) && tent ps box`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			rec, err := g.lookup(args[0])
@@ -50,6 +57,17 @@ stays). The command ends when tent exec is killed.`,
 					return &exitError{code: exitRefused, msg: fmt.Sprintf("--timeout %q: %v", timeout, err)}
 				}
 				req.Timeout = d
+			}
+			if detach {
+				if tf.tty || tf.interactive || maxOutput != "" {
+					return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal, its output kept for tent attach: -i, -t and --max-output do not apply"}
+				}
+				pid, err := g.backend().ExecDetached(c.Context(), rec.ID, req)
+				if err != nil {
+					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
+				}
+				fmt.Fprintln(c.OutOrStdout(), pid)
+				return nil
 			}
 			if maxOutput != "" {
 				n, err := policy.ParseSize(maxOutput)
@@ -141,6 +159,7 @@ stays). The command ends when tent exec is killed.`,
 	c.Flags().StringArrayVarP(&env, "env", "e", nil, "set variable `K=V` (repeatable)")
 	c.Flags().StringVarP(&workdir, "workdir", "w", "", "working `DIR` inside")
 	tf.register(c.Flags())
+	c.Flags().BoolVarP(&detach, "detach", "d", false, "run the command in the background, owned by the sandbox: print its pid and exit (see tent ps, tent attach, tent kill)")
 	c.Flags().StringVar(&maxOutput, "max-output", "", "keep at most `SIZE` of stdout and of stderr (e.g. 64K, 1M); the rest is dropped and the command keeps running")
 	return c
 }

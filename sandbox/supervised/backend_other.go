@@ -5,6 +5,9 @@ package supervised
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"syscall"
 
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -100,4 +103,22 @@ func (b *Backend) Terminate(context.Context, string) error { return errNotLinux 
 // Usage fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) Usage(context.Context, string) (sandbox.Usage, error) {
 	return sandbox.Usage{}, errNotLinux
+}
+
+// ExecDetached fails outside Linux.
+func (b *Backend) ExecDetached(context.Context, string, sandbox.ExecRequest) (int, error) {
+	return 0, errNotLinux
+}
+
+// Processes fails outside Linux.
+func (b *Backend) Processes(context.Context, string) ([]ProcessInfo, error) { return nil, errNotLinux }
+
+// SignalProcess fails outside Linux.
+func (b *Backend) SignalProcess(context.Context, string, int, syscall.Signal) error {
+	return errNotLinux
+}
+
+// Attach fails outside Linux.
+func (b *Backend) Attach(context.Context, string, int, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
+	return nil, errNotLinux
 }

@@ -28,6 +28,11 @@ const (
 	opSuspend  = "suspend"
 	opResume   = "resume"
 	opRemove   = "rm" // terminate; answered before the teardown
+	// Detached commands (see procs_linux.go).
+	opStart  = "start"  // start a command detached: its pid in reply.Pid
+	opPs     = "ps"     // reply.Procs
+	opSignal = "signal" // Signal to detached command Pid
+	opAttach = "attach" // a session: Pid's output to the caller's fd, then its result
 )
 
 // request is one request to a supervisor.
@@ -43,6 +48,9 @@ type request struct {
 	Mount     *sandbox.Mount         `json:"mount,omitempty"`
 	// IncludeReadWrite asks a snapshot to archive the rw mounts too.
 	IncludeReadWrite bool `json:"include_rw,omitempty"`
+	// Pid and Signal name a detached command and a signal for it.
+	Pid    int `json:"pid,omitempty"`
+	Signal int `json:"signal,omitempty"`
 }
 
 // reply is a supervisor's answer. A failure has Error, its Kind (the
@@ -57,6 +65,9 @@ type reply struct {
 	Result *sandbox.ExecResult `json:"result,omitempty"`
 	// Snapshot is the id of a snapshot just taken.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Pid is a detached command's, Procs the detached commands.
+	Pid   int           `json:"pid,omitempty"`
+	Procs []ProcessInfo `json:"procs,omitempty"`
 }
 
 // kinds are the sentinel errors that cross the socket, so that
@@ -77,6 +88,7 @@ var kinds = []struct {
 	{"init-missing", sandbox.ErrInitMissing},
 	{"workdir", sandbox.ErrWorkDir},
 	{"suspended", sandbox.ErrSuspended},
+	{"no-process", ErrNoProcess},
 }
 
 // kindOf names the sentinels err matches, comma-separated ("other" for

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
@@ -133,6 +134,7 @@ type server struct {
 	sb      *sandbox.Sandbox
 	recMu   *sync.Mutex
 	removed chan struct{}
+	procs   procTable // detached commands
 }
 
 // save applies update to the record and saves it, one at a time.
@@ -161,6 +163,14 @@ func (s *server) serveConn(conn *net.UnixConn) {
 	}
 	if req.Op == opExec {
 		serveExec(conn, s.sb, req, files)
+		return
+	}
+	if req.Op == opAttach {
+		if len(files) != 1 {
+			_ = ctlmsg.Send(conn, reply{Code: 125, Kind: "invalid", Error: "an attach needs the caller's output"}, nil)
+			return
+		}
+		s.procs.serveAttach(conn, req.Pid, files[0])
 		return
 	}
 	if req.Op == opRemove {
@@ -210,6 +220,21 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		rep.Snapshot = snap.ID
 		return nil
+	case opStart:
+		if len(req.Args) == 0 {
+			return fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
+		}
+		pid, err := s.procs.start(sb, req)
+		rep.Pid = pid
+		return err
+	case opPs:
+		rep.Procs = s.procs.list()
+		return nil
+	case opSignal:
+		if req.Signal <= 0 || req.Signal > 64 {
+			return fmt.Errorf("%w: signal %d: want 1-64", sandbox.ErrInvalidSpec, req.Signal)
+		}
+		return s.procs.signal(req.Pid, syscall.Signal(req.Signal))
 	case opSuspend, opResume:
 		var err error
 		if req.Op == opSuspend {

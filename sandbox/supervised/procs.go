@@ -1,0 +1,40 @@
+package supervised
+
+import (
+	"errors"
+	"time"
+)
+
+const (
+	// MaxDetached is how many detached commands a sandbox keeps records
+	// of, running and finished.
+	MaxDetached = 64
+	// MaxDetachedOutput is how much of a detached command's output is
+	// kept for the next reader; older output is dropped (and counted).
+	MaxDetachedOutput = 1 << 20
+	// detachedKeep is how long a finished command's record is kept.
+	detachedKeep = time.Hour
+)
+
+// ProcessInfo describes a detached command (see [Backend.ExecDetached]).
+type ProcessInfo struct {
+	// Pid is the command's pid inside the sandbox.
+	Pid     int       `json:"pid"`
+	Args    []string  `json:"args"`
+	Started time.Time `json:"started"`
+	// Running is true until the command has exited; then Ended, Exit
+	// and Signal say how.
+	Running bool       `json:"running"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	Exit    int        `json:"exit"`
+	Signal  string     `json:"signal,omitempty"`
+	// Unread is how many bytes of output the next attach gets (at most
+	// MaxDetachedOutput); Dropped how many were dropped unread.
+	Unread  int64 `json:"unread"`
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// ErrNoProcess is returned for a pid that names no detached command of
+// the sandbox, or one that has already exited where a running one is
+// needed (a signal).
+var ErrNoProcess = errors.New("no such detached command")

@@ -1,0 +1,108 @@
+package supervised
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// ExecDetached starts req.Args in the sandbox as a command its supervisor
+// owns (docker exec -d) and returns the command's pid inside at once. It
+// outlives the caller; its output (stdout and stderr as one stream) is
+// kept for [Backend.Attach], its exit for [Backend.Processes] (see
+// MaxDetached, MaxDetachedOutput). Of req, Args, Env, Dir and Timeout are
+// used; a detached command has no stdin and no terminal, so Stdin, TTY
+// and the caller's Stdout and Stderr are refused (ErrInvalidSpec).
+func (b *Backend) ExecDetached(ctx context.Context, ref string, req sandbox.ExecRequest) (int, error) {
+	if req.Stdin != nil || req.TTY != nil || req.Stdout != nil || req.Stderr != nil {
+		return 0, fmt.Errorf("%w: a detached command has no stdin, terminal or caller's output (tent attach reads its output)", sandbox.ErrInvalidSpec)
+	}
+	if len(req.Args) == 0 || req.Args[0] == "" {
+		return 0, fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
+	}
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return 0, err
+	}
+	rep, err := call(ctx, rec, request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout}, nil)
+	if err != nil {
+		return 0, err
+	}
+	return rep.Pid, nil
+}
+
+// Processes lists the sandbox's detached commands, running and finished,
+// oldest first.
+func (b *Backend) Processes(ctx context.Context, ref string) ([]ProcessInfo, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := call(ctx, rec, request{Op: opPs}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Procs, nil
+}
+
+// SignalProcess delivers sig to the detached command pid (its foreground
+// process group); one that has exited, or is not known, is ErrNotFound.
+func (b *Backend) SignalProcess(ctx context.Context, ref string, pid int, sig syscall.Signal) error {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, rec, request{Op: opSignal, Pid: pid, Signal: int(sig)}, nil)
+	return err
+}
+
+// Attach writes the detached command pid's output to out — what no
+// earlier reader got (the last MaxDetachedOutput bytes of it at most),
+// then what it writes — until it exits, and returns its result (its
+// output is in out, not in the result). Signals received on signals are
+// delivered to it meanwhile. ctx's end detaches: the command goes on.
+func (b *Backend) Attach(ctx context.Context, ref string, pid int, out io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return nil, err
+	}
+	var st stdio
+	defer st.close()
+	if out == nil {
+		out = io.Discard
+	}
+	f, err := st.out(out)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := dial(rec)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := ctlmsg.Send(conn, request{Op: opAttach, Pid: pid}, []int{int(f.Fd())}); err != nil {
+		return nil, err
+	}
+	st.sent()
+	done := make(chan struct{})
+	defer close(done)
+	go forward(ctx, conn, sandbox.ExecRequest{Signals: signals}, done)
+	var rep reply
+	_, rerr := ctlmsg.Recv(conn, &rep)
+	st.wait()
+	if rerr != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("sandbox %s: no answer from its supervisor: %w", rec.ID, rerr)
+	}
+	if rep.Result == nil {
+		return nil, remoteError(rep)
+	}
+	return rep.Result, nil
+}

@@ -1,0 +1,141 @@
+package supervised
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// A detached command is the supervisor's: its pid comes back at once, it
+// is listed, its output waits for a reader, who gets it once, and its
+// exit is kept; a signal reaches a running one.
+func TestDetachedCommands(t *testing.T) {
+	ctx := context.Background()
+	b := open(t)
+	info := provision(t, b, sandbox.Spec{})
+	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; exit 7"}})
+	if err != nil || pid <= 1 {
+		t.Fatalf("ExecDetached: pid %d, %v", pid, err)
+	}
+	var out bytes.Buffer
+	res, err := b.Attach(ctx, info.ID, pid, &out, nil)
+	if err != nil || res.ExitCode != 7 || out.String() != "one\ntwo\n" {
+		t.Fatalf("Attach: %+v, %v, output %q; want exit 7 and both streams", res, err, out.String())
+	}
+	out.Reset()
+	if res, err := b.Attach(ctx, info.ID, pid, &out, nil); err != nil || res.ExitCode != 7 || out.Len() != 0 {
+		t.Errorf("a second Attach: %+v, %v, output %q; want the exit and no output again", res, err, out.String())
+	}
+
+	sleeper, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := b.Processes(ctx, info.ID)
+	if err != nil || len(procs) != 2 || procs[0].Pid != pid || procs[0].Running || procs[0].Exit != 7 || procs[1].Pid != sleeper || !procs[1].Running {
+		t.Fatalf("Processes: %+v, %v", procs, err)
+	}
+	// The pid is the one inside: the sandbox's own ps sees it.
+	if got, _ := execOut(t, b, info.ID, "sh", "-c", "cat /proc/"+itoa(sleeper)+"/cmdline | tr '\\0' ' '"); strings.TrimSpace(got) != "sleep 60" {
+		t.Errorf("/proc/%d inside: %q, want the sleeper", sleeper, got)
+	}
+	if err := b.SignalProcess(ctx, info.ID, sleeper, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Eventually(t, "the signalled command to be reported ended", func() bool {
+		procs, _ := b.Processes(ctx, info.ID)
+		return len(procs) == 2 && !procs[1].Running && procs[1].Signal == "terminated" && procs[1].Exit == 143
+	})
+	for _, err := range []error{
+		b.SignalProcess(ctx, info.ID, sleeper, syscall.SIGTERM),
+		b.SignalProcess(ctx, info.ID, 99999, syscall.SIGTERM),
+		func() error { _, err := b.Attach(ctx, info.ID, 99999, &out, nil); return err }(),
+	} {
+		if !errors.Is(err, ErrNoProcess) {
+			t.Errorf("a finished or unknown pid: %v, want ErrNoProcess", err)
+		}
+	}
+	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}, Stdin: strings.NewReader("x")}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("a detached command with stdin: %v, want ErrInvalidSpec", err)
+	}
+}
+
+// An attach that goes away leaves the command running; the next one gets
+// what the first did not read; output beyond the bound is dropped and
+// counted, never blocking the command.
+func TestDetachedOutlivesItsReaders(t *testing.T) {
+	ctx := context.Background()
+	b := open(t)
+	info := provision(t, b, sandbox.Spec{})
+	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo early; until [ -e /tmp/go ]; do sleep 0.05; done; echo late"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Eventually(t, "the early output", func() bool {
+		procs, _ := b.Processes(ctx, info.ID)
+		return len(procs) == 1 && procs[0].Unread == int64(len("early\n"))
+	})
+	actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	var first bytes.Buffer
+	_, err = b.Attach(actx, info.ID, pid, &first, nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || first.String() != "early\n" {
+		t.Fatalf("a reader that leaves: %v, %q", err, first.String())
+	}
+	execOut(t, b, info.ID, "touch", "/tmp/go")
+	var second bytes.Buffer
+	res, err := b.Attach(ctx, info.ID, pid, &second, nil)
+	if err != nil || res.ExitCode != 0 || second.String() != "late\n" {
+		t.Errorf("the next reader: %+v, %v, %q; want only what the first did not read", res, err, second.String())
+	}
+
+	big, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo end"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Eventually(t, "the chatty command to end", func() bool {
+		procs, _ := b.Processes(ctx, info.ID)
+		return len(procs) == 2 && !procs[1].Running
+	})
+	procs, _ := b.Processes(ctx, info.ID)
+	if p := procs[1]; p.Pid != big || p.Unread != MaxDetachedOutput || p.Dropped != 3000005-MaxDetachedOutput {
+		t.Errorf("after 3 MB: unread %d, dropped %d; want %d kept", p.Unread, p.Dropped, MaxDetachedOutput)
+	}
+	var tail bytes.Buffer
+	if _, err := b.Attach(ctx, info.ID, big, &tail, nil); err != nil || tail.Len() != MaxDetachedOutput || !strings.HasSuffix(tail.String(), "x\nend\n") {
+		t.Errorf("attach after the bound: %d bytes, %v", tail.Len(), err)
+	}
+}
+
+// At most MaxDetached commands run detached in one sandbox.
+func TestDetachedIsBounded(t *testing.T) {
+	ctx := context.Background()
+	b := open(t)
+	info := provision(t, b, sandbox.Spec{})
+	for i := range MaxDetached {
+		if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}); err != nil {
+			t.Fatalf("command %d: %v", i+1, err)
+		}
+	}
+	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "tent kill") {
+		t.Errorf("command %d: %v, want a refusal", MaxDetached+1, err)
+	}
+	procs, _ := b.Processes(ctx, info.ID)
+	if err := b.SignalProcess(ctx, info.ID, procs[0].Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Eventually(t, "a finished record to make room", func() bool {
+		_, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}})
+		return err == nil
+	})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
