@@ -1,0 +1,503 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// Every file tool is one operation of tent's file helper, which runs
+// inside the sandbox with the sandbox's own view and restrictions
+// (sandbox.Backend.File): a path, "..", or a symlink the sandbox planted
+// resolves inside the sandbox, exactly as a command there would see it,
+// and never reaches a host file the sandbox cannot. What comes back is
+// bounded here.
+
+// File bounds.
+const (
+	maxPath = 4096
+	// defaultReadLines and maxReadBytes bound what file_read returns.
+	defaultReadLines = 2000
+	maxReadBytes     = 256 << 10
+	// maxWholeFile bounds a file that file_write writes or file_edit
+	// reads and rewrites.
+	maxWholeFile = 10 << 20
+	// maxListJSON bounds a listing's size (file_list, file_find), and
+	// maxEntries the entries returned.
+	maxListJSON = 16 << 20
+	maxEntries  = 1000
+	maxDepth    = 20
+	// grep's bounds: per file, in all, matches, and a matched line's text.
+	grepFileMax     = 4 << 20
+	grepTotalMax    = 64 << 20
+	defaultMatches  = 200
+	maxMatches      = 2000
+	maxMatchLineLen = 500
+)
+
+// checkPath refuses what no file helper can take.
+func checkPath(field, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%s is empty: give a path inside the sandbox (relative to its working directory, or absolute)", field)
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("%s contains a NUL byte: no file name can", field)
+	case len(p) > maxPath:
+		return fmt.Errorf("%s is %d bytes long, more than %d", field, len(p), maxPath)
+	}
+	return nil
+}
+
+// fileView is a file's metadata.
+type fileView struct {
+	Path       string    `json:"path"`
+	Type       string    `json:"type" jsonschema:"file, dir, symlink or other"`
+	Size       int64     `json:"size"`
+	Mode       string    `json:"mode" jsonschema:"permission bits, octal"`
+	Modified   time.Time `json:"modified"`
+	LinkTarget string    `json:"link_target,omitempty" jsonschema:"a symlink's target (never followed by file_list)"`
+	Owner      string    `json:"owner,omitempty"`
+}
+
+func viewFile(fi sandbox.FileInfo, path string) fileView {
+	v := fileView{Path: fi.Path, Size: fi.Size, Mode: fmt.Sprintf("%04o", uint32(fi.Mode.Perm())), Modified: fi.ModTime, LinkTarget: fi.Link, Owner: fi.Owner}
+	if v.Path == "" {
+		v.Path = path
+	}
+	switch {
+	case fi.IsDir:
+		v.Type = "dir"
+	case fi.Mode&os.ModeSymlink != 0:
+		v.Type = "symlink"
+	case fi.Mode.IsRegular():
+		v.Type = "file"
+	default:
+		v.Type = "other"
+	}
+	return v
+}
+
+// capWriter keeps at most max bytes and reports whether more came.
+type capWriter struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+	stop context.CancelFunc
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if w.over {
+		return len(p), nil
+	}
+	if w.buf.Len()+len(p) > w.max {
+		w.over = true
+		if w.stop != nil {
+			w.stop()
+		}
+		return len(p), nil
+	}
+	w.buf.Write(p)
+	return len(p), nil
+}
+
+// fileJSON runs an operation whose output is one JSON document and
+// decodes it into v.
+func (s *Server) fileJSON(ctx context.Context, id string, op sandbox.FileOp, path string, args []string, v any) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &capWriter{max: maxListJSON, stop: cancel}
+	err := s.b.File(ctx, id, sandbox.FileRequest{Op: op, Path: path, Args: args, Out: w})
+	if w.over {
+		return fmt.Errorf("the answer is over %d MiB: narrow it (a smaller depth, a deeper path)", maxListJSON>>20)
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(w.buf.Bytes(), v); err != nil {
+		return fmt.Errorf("reading the file helper's answer: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) stat(ctx context.Context, id, path string) (sandbox.FileInfo, error) {
+	var fi sandbox.FileInfo
+	err := s.fileJSON(ctx, id, sandbox.FileStat, path, nil, &fi)
+	return fi, err
+}
+
+// readWhole reads a regular file of at most max bytes.
+func (s *Server) readWhole(ctx context.Context, id, path string, max int) ([]byte, sandbox.FileInfo, error) {
+	fi, err := s.stat(ctx, id, path)
+	if err != nil {
+		return nil, fi, err
+	}
+	if !fi.Mode.IsRegular() {
+		return nil, fi, fmt.Errorf("%s is not a regular file (%s)", path, viewFile(fi, path).Type)
+	}
+	if fi.Size > int64(max) {
+		return nil, fi, fmt.Errorf("%s is %d bytes, more than the %d this tool handles at once: use shell (sed, awk) for large files", path, fi.Size, max)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &capWriter{max: max, stop: cancel}
+	err = s.b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileRead, Path: path, Out: w})
+	if w.over {
+		return nil, fi, fmt.Errorf("%s grew past %d bytes while it was read", path, max)
+	}
+	return w.buf.Bytes(), fi, err
+}
+
+// lineCollector keeps lines from..to (1-based, inclusive) of what is
+// written to it, at most max bytes, and cancels the read once it has
+// them.
+type lineCollector struct {
+	mu       sync.Mutex
+	from, to int
+	max      int
+	line     int
+	out      []byte
+	seen     int64
+	pos      int64 // bytes looked at before stopping
+	binary   bool
+	cut      bool // max reached before line to
+	finished bool // stopped early: the rest was not read
+	stop     context.CancelFunc
+}
+
+func (c *lineCollector) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	if c.finished {
+		return n, nil
+	}
+	if c.seen < 8192 && bytes.IndexByte(p[:min(len(p), int(8192-c.seen))], 0) >= 0 {
+		c.binary, c.finished = true, true
+		c.stop()
+		return n, nil
+	}
+	c.seen += int64(n)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i+1]
+		}
+		p = p[len(chunk):]
+		c.pos += int64(len(chunk))
+		if c.line >= c.from && c.line <= c.to {
+			if len(c.out)+len(chunk) > c.max {
+				c.pos -= int64(len(chunk) - (c.max - len(c.out)))
+				c.out = append(c.out, chunk[:c.max-len(c.out)]...)
+				c.cut, c.finished = true, true
+				c.stop()
+				return n, nil
+			}
+			c.out = append(c.out, chunk...)
+		}
+		if i >= 0 {
+			if c.line == c.to {
+				c.finished = true
+				c.stop()
+				return n, nil
+			}
+			c.line++
+		}
+	}
+	return n, nil
+}
+
+type readIn struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path    string `json:"path" jsonschema:"the file, inside the sandbox"`
+	Offset  int    `json:"offset,omitempty" jsonschema:"the first line to return, counting from 1 (default 1)"`
+	Limit   int    `json:"limit,omitempty" jsonschema:"how many lines to return (default 2000)"`
+}
+
+type readOut struct {
+	Path      string `json:"path"`
+	Content   string `json:"content" jsonschema:"the lines asked for, exactly as in the file"`
+	StartLine int    `json:"start_line"`
+	EndLine   int    `json:"end_line" jsonschema:"the last line returned (start_line-1 when none)"`
+	Size      int64  `json:"size" jsonschema:"the file's size in bytes"`
+	More      bool   `json:"more" jsonschema:"the file goes on after end_line: read on with offset end_line+1"`
+	Truncated bool   `json:"truncated" jsonschema:"the lines asked for were more than 256 KiB and were cut"`
+}
+
+type writeIn struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path    string `json:"path" jsonschema:"the file to create or replace, inside the sandbox; missing parent directories are created"`
+	Content string `json:"content" jsonschema:"the file's whole new content (at most 10 MiB)"`
+	Mode    string `json:"mode,omitempty" jsonschema:"permission bits in octal, e.g. 755 for a script (default 644)"`
+}
+
+type editIn struct {
+	Sandbox    string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path       string `json:"path" jsonschema:"the file to edit, inside the sandbox"`
+	OldString  string `json:"old_string" jsonschema:"the exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all"`
+	NewString  string `json:"new_string" jsonschema:"the text to put in its place"`
+	ReplaceAll bool   `json:"replace_all,omitempty" jsonschema:"replace every occurrence instead of requiring exactly one"`
+}
+
+type editOut struct {
+	Path         string `json:"path"`
+	Replacements int    `json:"replacements"`
+	Size         int64  `json:"size" jsonschema:"the file's new size"`
+}
+
+type pathIn struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path    string `json:"path" jsonschema:"a path inside the sandbox"`
+}
+
+type removeIn struct {
+	Sandbox   string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path      string `json:"path" jsonschema:"the file or directory to remove, inside the sandbox"`
+	Recursive bool   `json:"recursive,omitempty" jsonschema:"remove a directory and everything in it"`
+}
+
+type moveIn struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	From    string `json:"from" jsonschema:"the file or directory to move"`
+	To      string `json:"to" jsonschema:"its new path (replaced if it is a file; missing parents are created)"`
+}
+
+type doneOut struct {
+	Path string   `json:"path"`
+	File fileView `json:"file,omitzero"`
+}
+
+func (s *Server) addFileTools() {
+	inside := " The path is inside the sandbox (relative: from its working directory); the host's files are out of reach."
+	addTool(s, &sdk.Tool{Name: "file_read", Title: "Read a file",
+		Description: "Read lines of a text file: offset (from 1) and limit (default 2000 lines, at most 256 KiB returned; the result says when the file goes on). Binary files are refused." + inside,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in readIn) (*sdk.CallToolResult, readOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, readOut{}, err
+			}
+			if in.Offset < 0 || in.Limit < 0 {
+				return nil, readOut{}, fmt.Errorf("offset and limit count lines: want positive numbers")
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, readOut{}, err
+			}
+			fi, err := s.stat(ctx, bx.id, in.Path)
+			if err != nil {
+				return nil, readOut{}, err
+			}
+			if !fi.Mode.IsRegular() {
+				t := viewFile(fi, in.Path).Type
+				if t == "dir" {
+					return nil, readOut{}, fmt.Errorf("%s is a directory: file_list lists it", in.Path)
+				}
+				return nil, readOut{}, fmt.Errorf("%s is not a regular file but a %s: file_stat describes it", in.Path, t)
+			}
+			from := max(in.Offset, 1)
+			limit := in.Limit
+			if limit == 0 {
+				limit = defaultReadLines
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			c := &lineCollector{from: from, to: from + limit - 1, max: maxReadBytes, line: 1, stop: cancel}
+			err = s.b.File(rctx, bx.id, sandbox.FileRequest{Op: sandbox.FileRead, Path: in.Path, Out: c})
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if err != nil && !c.finished {
+				return nil, readOut{}, err
+			}
+			if c.binary {
+				return nil, readOut{}, fmt.Errorf("%s is a binary file (it has NUL bytes): inspect it with shell, e.g. od -c or file", in.Path)
+			}
+			out := readOut{Path: in.Path, Content: strings.ToValidUTF8(string(c.out), "\uFFFD"), StartLine: from, Size: fi.Size, Truncated: c.cut}
+			out.EndLine = from - 1 + bytes.Count(c.out, []byte("\n"))
+			if len(c.out) > 0 && !bytes.HasSuffix(c.out, []byte("\n")) {
+				out.EndLine++
+			}
+			out.More = c.finished && c.pos < fi.Size
+			if from > 1 && len(c.out) == 0 && !c.finished {
+				return nil, readOut{}, fmt.Errorf("%s has fewer than %d lines: offset is past its end", in.Path, from)
+			}
+			return nil, out, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_write", Title: "Write a file",
+		Description: "Create or replace a file with the given content (at most 10 MiB), creating missing parent directories." + inside},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in writeIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, doneOut{}, err
+			}
+			if len(in.Content) > maxWholeFile {
+				return nil, doneOut{}, fmt.Errorf("content is %d bytes, more than %d: write it in parts with shell (cat >> file)", len(in.Content), maxWholeFile)
+			}
+			mode := "644"
+			if in.Mode != "" {
+				m, err := strconv.ParseUint(in.Mode, 8, 32)
+				if err != nil || m > 0o777 {
+					return nil, doneOut{}, fmt.Errorf("mode %q: want permission bits in octal, e.g. 644 or 755", in.Mode)
+				}
+				mode = strconv.FormatUint(m, 8)
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			var fi sandbox.FileInfo
+			w := &capWriter{max: 1 << 16}
+			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FilePut, Path: in.Path, Args: []string{mode}, In: strings.NewReader(in.Content), Out: w}); err != nil {
+				return nil, doneOut{}, err
+			}
+			_ = json.Unmarshal(w.buf.Bytes(), &fi)
+			return nil, doneOut{Path: in.Path, File: viewFile(fi, in.Path)}, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_edit", Title: "Edit a file",
+		Description: "Replace an exact string in a text file (at most 10 MiB). Fails, changing nothing, when old_string does not occur, or occurs more than once and replace_all is not set: then include more surrounding lines to make it unique." + inside},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in editIn) (*sdk.CallToolResult, editOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, editOut{}, err
+			}
+			if in.OldString == "" {
+				return nil, editOut{}, fmt.Errorf("old_string is empty: give the exact text to replace (file_write replaces a whole file)")
+			}
+			if in.OldString == in.NewString {
+				return nil, editOut{}, fmt.Errorf("old_string and new_string are the same: nothing to change")
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, editOut{}, err
+			}
+			data, fi, err := s.readWhole(ctx, bx.id, in.Path, maxWholeFile)
+			if err != nil {
+				return nil, editOut{}, err
+			}
+			text := string(data)
+			n := strings.Count(text, in.OldString)
+			switch {
+			case n == 0:
+				return nil, editOut{}, fmt.Errorf("old_string does not occur in %s: file_read it and copy the exact text (whitespace and indentation count); the file is unchanged", in.Path)
+			case n > 1 && !in.ReplaceAll:
+				return nil, editOut{}, fmt.Errorf("old_string occurs %d times in %s (at lines %s): include more surrounding text to make it unique, or set replace_all; the file is unchanged", n, in.Path, occurrenceLines(text, in.OldString, 10))
+			}
+			if !in.ReplaceAll {
+				n = 1
+			}
+			text = strings.Replace(text, in.OldString, in.NewString, n)
+			if len(text) > maxWholeFile {
+				return nil, editOut{}, fmt.Errorf("the edited file would be %d bytes, more than %d", len(text), maxWholeFile)
+			}
+			mode := strconv.FormatUint(uint64(fi.Mode.Perm()), 8)
+			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileWrite, Path: in.Path, Args: []string{mode}, In: strings.NewReader(text)}); err != nil {
+				return nil, editOut{}, err
+			}
+			return nil, editOut{Path: in.Path, Replacements: n, Size: int64(len(text))}, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_stat", Title: "Describe a file",
+		Description: "Return a file's type, size, permissions, modification time and, for a symlink, its target (not followed)." + inside,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in pathIn) (*sdk.CallToolResult, fileView, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, fileView{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, fileView{}, err
+			}
+			fi, err := s.stat(ctx, bx.id, in.Path)
+			if err != nil {
+				return nil, fileView{}, err
+			}
+			return nil, viewFile(fi, in.Path), nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_mkdir", Title: "Make a directory",
+		Description: "Create a directory and its missing parents; one that already exists is fine." + inside,
+		Annotations: &sdk.ToolAnnotations{IdempotentHint: true}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in pathIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, doneOut{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			var fi sandbox.FileInfo
+			err = s.fileJSON(ctx, bx.id, sandbox.FileMkdir, in.Path, nil, &fi)
+			if errors.Is(err, syscall.EEXIST) {
+				if fi, err = s.stat(ctx, bx.id, in.Path); err == nil && !fi.IsDir {
+					return nil, doneOut{}, fmt.Errorf("%s exists and is not a directory", in.Path)
+				}
+			}
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			return nil, doneOut{Path: in.Path, File: viewFile(fi, in.Path)}, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_remove", Title: "Remove a file",
+		Description: "Remove a file, a symlink (not what it points to) or an empty directory; with recursive, a directory and everything in it." + inside,
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true)}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in removeIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, doneOut{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			op := sandbox.FileRemove
+			if in.Recursive {
+				op = sandbox.FileRemoveAll
+			}
+			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: op, Path: in.Path}); err != nil {
+				return nil, doneOut{}, err
+			}
+			return nil, doneOut{Path: in.Path}, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_move", Title: "Move a file",
+		Description: "Move or rename a file or directory (rename(2): a file at the destination is replaced), creating missing parent directories." + inside,
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true)}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in moveIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("from", in.From); err != nil {
+				return nil, doneOut{}, err
+			}
+			if err := checkPath("to", in.To); err != nil {
+				return nil, doneOut{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			var fi sandbox.FileInfo
+			if err := s.fileJSON(ctx, bx.id, sandbox.FileRename, in.From, []string{in.To}, &fi); err != nil {
+				return nil, doneOut{}, err
+			}
+			return nil, doneOut{Path: in.To, File: viewFile(fi, in.To)}, nil
+		})
+	s.addSearchTools(inside)
+}
+
+// occurrenceLines lists the line numbers where sub starts, at most n.
+func occurrenceLines(text, sub string, n int) string {
+	var lines []string
+	off := 0
+	for len(lines) < n {
+		i := strings.Index(text[off:], sub)
+		if i < 0 {
+			break
+		}
+		lines = append(lines, strconv.Itoa(1+strings.Count(text[:off+i], "\n")))
+		off += i + len(sub)
+	}
+	return strings.Join(lines, ", ")
+}
