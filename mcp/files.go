@@ -143,10 +143,11 @@ func (s *Server) readWhole(ctx context.Context, id, path string, max int) ([]byt
 	if err != nil {
 		return nil, fi, err
 	}
-	if !fi.Mode.IsRegular() {
+	link := fi.Mode&os.ModeSymlink != 0 // read as the sandbox resolves it, bounded below
+	if !fi.Mode.IsRegular() && !link {
 		return nil, fi, fmt.Errorf("%s is not a regular file (%s)", path, viewFile(fi, path).Type)
 	}
-	if fi.Size > int64(max) {
+	if fi.Size > int64(max) && !link {
 		return nil, fi, fmt.Errorf("%s is %d bytes, more than the %d this tool handles at once: use shell (sed, awk) for large files", path, fi.Size, max)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -231,7 +232,7 @@ type readOut struct {
 	Content   string `json:"content" jsonschema:"the lines asked for, exactly as in the file"`
 	StartLine int    `json:"start_line"`
 	EndLine   int    `json:"end_line" jsonschema:"the last line returned (start_line-1 when none)"`
-	Size      int64  `json:"size" jsonschema:"the file's size in bytes"`
+	Size      int64  `json:"size" jsonschema:"the file's size in bytes (-1 when path is a symlink)"`
 	More      bool   `json:"more" jsonschema:"the file goes on after end_line: read on with offset end_line+1"`
 	Truncated bool   `json:"truncated" jsonschema:"the lines asked for were more than 256 KiB and were cut"`
 }
@@ -299,7 +300,9 @@ func (s *Server) addFileTools() {
 			if err != nil {
 				return nil, readOut{}, err
 			}
-			if !fi.Mode.IsRegular() {
+			// A symlink is read as the sandbox resolves it (inside it).
+			link := fi.Mode&os.ModeSymlink != 0
+			if !fi.Mode.IsRegular() && !link {
 				t := viewFile(fi, in.Path).Type
 				if t == "dir" {
 					return nil, readOut{}, fmt.Errorf("%s is a directory: file_list lists it", in.Path)
@@ -328,7 +331,10 @@ func (s *Server) addFileTools() {
 			if len(c.out) > 0 && !bytes.HasSuffix(c.out, []byte("\n")) {
 				out.EndLine++
 			}
-			out.More = c.finished && c.pos < fi.Size
+			out.More = c.finished && (c.pos < fi.Size || link)
+			if link {
+				out.Size = -1 // the target's size is not known here
+			}
 			if from > 1 && len(c.out) == 0 && !c.finished {
 				return nil, readOut{}, fmt.Errorf("%s has fewer than %d lines: offset is past its end", in.Path, from)
 			}
@@ -399,6 +405,9 @@ func (s *Server) addFileTools() {
 				return nil, editOut{}, fmt.Errorf("the edited file would be %d bytes, more than %d", len(text), maxWholeFile)
 			}
 			mode := strconv.FormatUint(uint64(fi.Mode.Perm()), 8)
+			if fi.Mode&os.ModeSymlink != 0 {
+				mode = "644" // the target's mode is kept: it exists, it was just read
+			}
 			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileWrite, Path: in.Path, Args: []string{mode}, In: strings.NewReader(text)}); err != nil {
 				return nil, editOut{}, err
 			}
