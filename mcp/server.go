@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -88,8 +89,8 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	opts.Spec.Name, opts.Spec.Labels = "", nil
-	if err := opts.Spec.Network.Validate(); err != nil {
-		return nil, fmt.Errorf("mcp: the operator's network policy: %w", err)
+	if err := checkSpec(b, opts.Spec); err != nil {
+		return nil, err
 	}
 	s := &Server{b: b, opts: opts, log: log, snaps: map[string]string{}}
 	version := opts.Version
@@ -100,6 +101,27 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 		&sdk.ServerOptions{Instructions: instructions, Logger: log})
 	s.addTools()
 	return s, nil
+}
+
+// checkSpec refuses at start what the first sandbox would be refused
+// for, as far as that can be known without making one (fail closed
+// before a model ever calls): host paths that do not exist, a network
+// policy that does not parse, limits without a cgroup to enforce them.
+func checkSpec(b sandbox.Backend, spec sandbox.Spec) error {
+	for i, m := range spec.Mounts {
+		if _, err := os.Stat(m.Source); err != nil {
+			return fmt.Errorf("mcp: mount %d (%s): %w: %w", i+1, m.Target, sandbox.ErrInvalidSpec, err)
+		}
+	}
+	if err := spec.Network.Validate(); err != nil {
+		return fmt.Errorf("mcp: the network policy: %w: %w", sandbox.ErrInvalidSpec, err)
+	}
+	l := spec.Limits
+	if (l.Memory > 0 || l.Pids > 0 || l.CPUs > 0) && b.Capabilities().CgroupVersion == "none" && !spec.BestEffort {
+		return fmt.Errorf("mcp: --memory, --pids and --cpus need a cgroup, and the %s backend has none on this host (tent doctor says how to get one; --best-effort runs without): %w",
+			b.Name(), sandbox.ErrUnsupported)
+	}
+	return nil
 }
 
 // instructions is what the server tells the model at initialisation.
