@@ -218,3 +218,92 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("sandboxes left after SIGTERM: %q", ls.stdout)
 	}
 }
+
+// runReadmeMCPClients runs a README block of MCP client set-up lines
+// (`claude mcp add NAME -- CMD...`): sh expands each line with claude
+// and codex defined to print the server's argv, and each server is then
+// driven as its client would (as root only, as the README's other
+// shell blocks: its lines set limits).
+func runReadmeMCPClients(t *testing.T, where, dir string, env []string, block string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Logf("%s: not run: the README's commands set limits, which need root or a delegated cgroup", where)
+		return
+	}
+	script := `add() { [ "$1" = mcp ] && [ "$2" = add ] || { echo "not CLIENT mcp add: $*" >&2; exit 1; }; shift 3
+  [ "$1" = -- ] || { echo "no -- before the server's command" >&2; exit 1; }; shift; printf '%s\0' "$@"; echo; }
+claude() { add "$@"; }
+codex() { add "$@"; }
+` + block
+	cmd := exec.Command("sh", "-e", "-c", script)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		argv := strings.Split(strings.TrimSuffix(line, "\x00"), "\x00")
+		driveReadmeServer(t, where, dir, env, argv)
+		n++
+	}
+	if n != strings.Count(block, " mcp add ") {
+		t.Errorf("%s: %d servers driven for %d lines", where, n, strings.Count(block, " mcp add "))
+	}
+}
+
+// runReadmeMCPConfig drives each server of a README mcpServers block.
+func runReadmeMCPConfig(t *testing.T, where, dir string, env []string, block string) {
+	t.Helper()
+	var cfg struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(block), &cfg); err != nil || len(cfg.MCPServers) == 0 {
+		t.Fatalf("%s: an mcpServers block: %v", where, err)
+	}
+	for _, s := range cfg.MCPServers {
+		driveReadmeServer(t, where, dir, env, append([]string{s.Command}, s.Args...))
+	}
+}
+
+// driveReadmeServer starts argv (tent: this build) as a stdio MCP server,
+// runs a command in its default sandbox, closes the session and checks
+// that the sandbox is gone.
+func driveReadmeServer(t *testing.T, where, dir string, env []string, argv []string) {
+	t.Helper()
+	if argv[0] != "tent" {
+		t.Fatalf("%s: the server's command is %q, not tent", where, argv)
+	}
+	cmd := exec.Command(tentBin, argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cs := mcpClient(t, &sdk.CommandTransport{Command: cmd})
+	var r struct {
+		Stdout  string `json:"stdout"`
+		Sandbox string `json:"sandbox"`
+	}
+	mcpCall(t, cs, "shell", map[string]any{"command": "echo ok"}, &r)
+	if r.Stdout != "ok\n" {
+		t.Errorf("%s: %q: shell: %+v\n%s", where, argv, r, stderr.String())
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("%s: %q: %v\n%s", where, argv, err, stderr.String())
+	}
+	if ls := tent(t, append(stateArgs(env), "ls", "-q")...); strings.Contains(ls.stdout, r.Sandbox) {
+		t.Errorf("%s: %q: sandbox %s left after the session", where, argv, r.Sandbox)
+	}
+}
+
+// stateArgs names the state directory of env for tent.
+func stateArgs(env []string) []string {
+	for _, kv := range env {
+		if d, ok := strings.CutPrefix(kv, "TENT_STATE_DIR="); ok {
+			return []string{"--state-dir", d}
+		}
+	}
+	return nil
+}
