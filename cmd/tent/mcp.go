@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -114,7 +115,13 @@ func runMCP(c *cobra.Command, g *globalOptions, o *mcpOptions) error {
 			return refuse("--templates %q: not a directory", o.templates)
 		}
 	}
-	b := g.backendWith(supervised.Options{Logger: log})
+	netLog := o.netLog
+	if netLog != "" {
+		if netLog, err = filepath.Abs(netLog); err != nil {
+			return refuse("--net-log: %v", err)
+		}
+	}
+	b := g.backendWith(supervised.Options{Logger: log, NetLog: netLog})
 	srv, err := mcp.New(b, mcp.Options{Spec: spec, TemplatesDir: o.templates, Logger: log, Version: version(), Keep: o.keep})
 	if err != nil {
 		return refuse("%v", err)
