@@ -68,13 +68,11 @@ func TestMCPConformance(t *testing.T) {
 		cmd.Env = baseEnv()
 		addr := startListening(t, cmd)
 		target, _ := url.Parse("http://" + addr)
-		proxy := httputil.NewSingleHostReverseProxy(target)
-		inner := proxy.Director
-		proxy.Director = func(r *http.Request) {
-			inner(r)
-			// r.Host stays the suite's: tent mcp's DNS-rebinding check sees it.
-			r.Header.Set("Authorization", "Bearer "+token)
-		}
+		proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // the suite's: tent mcp's DNS-rebinding check sees it
+			pr.Out.Header.Set("Authorization", "Bearer "+token)
+		}}
 		front := serveLoopback(t, proxy)
 		passed := runConformance(t, node, preload, suite, "http://"+front+"/")
 		if !slices.Equal(passed, conformanceExpected) {
