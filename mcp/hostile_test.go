@@ -89,8 +89,9 @@ func TestHostileSizes(t *testing.T) {
 	}
 	e.fails("shell", map[string]any{"command": "true", "max_output_bytes": 1 << 30}, "at most")
 
-	// A 20 MB file of short lines, and one of a single line.
-	e.shell("seq 1 3000000 > /tmp/big; head -c 20000000 /dev/zero | tr '\\0' b > /tmp/oneline; printf 'x\\0y' > /tmp/bin")
+	// A file of short lines past grep's 4 MiB, a line past file_read's
+	// 256 KiB, a binary file, and a sparse file past file_edit's 10 MiB.
+	home := strings.TrimSpace(e.shell("seq 1 700000 > /tmp/big; head -c 300000 /dev/zero | tr '\\0' b > /tmp/oneline; printf 'x\\0y' > /tmp/bin; truncate -s 11M $HOME/sparse; echo $HOME").Stdout)
 	var rd readOut
 	e.ok("file_read", map[string]any{"path": "/tmp/big", "offset": 1000, "limit": 3}, &rd)
 	if rd.Content != "1000\n1001\n1002\n" || !rd.More {
@@ -102,25 +103,25 @@ func TestHostileSizes(t *testing.T) {
 	}
 	e.ok("file_read", map[string]any{"path": "/tmp/oneline"}, &rd)
 	if len(rd.Content) != maxReadBytes || !rd.Truncated {
-		t.Errorf("a 20 MB line: %d bytes, truncated %v", len(rd.Content), rd.Truncated)
+		t.Errorf("a 300 KB line: %d bytes, truncated %v", len(rd.Content), rd.Truncated)
 	}
 	e.fails("file_read", map[string]any{"path": "/tmp/bin"}, "binary")
-	e.fails("file_edit", map[string]any{"path": "/tmp/oneline", "old_string": "b", "new_string": "c"}, "more than")
+	e.fails("file_edit", map[string]any{"path": home + "/sparse", "old_string": "b", "new_string": "c"}, "more than")
 	e.fails("file_write", map[string]any{"path": "/tmp/huge", "content": strings.Repeat("x", maxWholeFile+1)}, "more than")
 	var g grepOut
-	e.ok("file_grep", map[string]any{"pattern": "^2999999$", "path": "/tmp"}, &g)
-	if len(g.Matches) != 0 || len(g.Skipped) != 3 {
+	e.ok("file_grep", map[string]any{"pattern": "^699999$", "path": "/tmp"}, &g)
+	if len(g.Matches) != 0 || len(g.Skipped) != 2 || g.FilesScanned != 1 {
 		t.Errorf("grep over files past its bound: %+v", g)
 	}
-	e.shell("mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 3000); do echo match > f$i; done")
+	e.shell("mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 1200); do echo match > f$i; done")
 	e.ok("file_grep", map[string]any{"pattern": "match", "path": "/tmp/many"}, &g)
 	if len(g.Matches) != defaultMatches || !g.Truncated {
-		t.Errorf("grep over 3000 matches: %d, truncated %v", len(g.Matches), g.Truncated)
+		t.Errorf("grep over 1200 matches: %d, truncated %v", len(g.Matches), g.Truncated)
 	}
 	var l listFilesOut
 	e.ok("file_list", map[string]any{"path": "/tmp/many"}, &l)
 	if len(l.Entries) != maxEntries || !l.Truncated {
-		t.Errorf("a list of 3000 files: %d, truncated %v", len(l.Entries), l.Truncated)
+		t.Errorf("a list of 1200 files: %d, truncated %v", len(l.Entries), l.Truncated)
 	}
 }
 

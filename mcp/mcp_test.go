@@ -40,6 +40,10 @@ type env struct {
 func start(t *testing.T, spec sandbox.Spec) *env {
 	t.Helper()
 	e := &env{t: t, local: sandboxtest.NewLocal(t, sandbox.LocalOptions{})}
+	// The file helper is this test binary re-executed in the sandbox;
+	// built with -race, it would sleep a second at exit (the race
+	// runtime's atexit_sleep_ms), a second per file tool call.
+	spec.Env = append(spec.Env, "GORACE=atexit_sleep_ms=0")
 	var err error
 	if e.srv, err = New(e.local, Options{Spec: spec}); err != nil {
 		t.Fatal(err)

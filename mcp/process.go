@@ -250,6 +250,7 @@ type processView struct {
 	OutputBytes int64 `json:"output_bytes" jsonschema:"how many bytes of output it wrote in all"`
 }
 
+// view describes the command now.
 func (p *process) view() processView {
 	v := processView{ID: p.id, Sandbox: p.box, Command: p.command, Running: true}
 	select {
@@ -263,7 +264,9 @@ func (p *process) view() processView {
 		}
 	default:
 	}
+	p.out.mu.Lock()
 	v.OutputBytes = p.out.total
+	p.out.mu.Unlock()
 	return v
 }
 
@@ -353,10 +356,7 @@ func (s *Server) addProcessTools() {
 				t.Stop()
 				data, next, dropped, _ = p.out.since(in.Offset, max)
 			}
-			p.out.mu.Lock()
-			v := p.view()
-			p.out.mu.Unlock()
-			return nil, processReadOut{processView: v, Output: strings.ToValidUTF8(string(data), "\uFFFD"), NextOffset: next, Dropped: dropped}, nil
+			return nil, processReadOut{processView: p.view(), Output: strings.ToValidUTF8(string(data), "\uFFFD"), NextOffset: next, Dropped: dropped}, nil
 		})
 	addTool(s, &sdk.Tool{Name: "process_write", Title: "Send input to a background command",
 		Description: "Send text to a background command's standard input (include the newline); close_stdin ends its input. At most 1 MiB may wait unread."},
@@ -373,7 +373,7 @@ func (s *Server) addProcessTools() {
 			if err := p.in.send(in.Input, in.CloseStdin); err != nil {
 				return nil, processView{}, err
 			}
-			return nil, p.viewLocked(), nil
+			return nil, p.view(), nil
 		})
 	addTool(s, &sdk.Tool{Name: "process_kill", Title: "Kill a background command",
 		Description: "Kill a background command and its children, and return how it ended.",
@@ -385,7 +385,7 @@ func (s *Server) addProcessTools() {
 			}
 			p.kill()
 			p.wait(ctx)
-			return nil, p.viewLocked(), nil
+			return nil, p.view(), nil
 		})
 	addTool(s, &sdk.Tool{Name: "process_list", Title: "List background commands",
 		Description: "List the background commands: running ones and recently ended ones.",
@@ -396,15 +396,8 @@ func (s *Server) addProcessTools() {
 			s.mu.Unlock()
 			out := processListOut{Processes: []processView{}}
 			for _, p := range ps {
-				out.Processes = append(out.Processes, p.viewLocked())
+				out.Processes = append(out.Processes, p.view())
 			}
 			return nil, out, nil
 		})
-}
-
-// viewLocked is view with the output's lock held for its byte count.
-func (p *process) viewLocked() processView {
-	p.out.mu.Lock()
-	defer p.out.mu.Unlock()
-	return p.view()
 }
