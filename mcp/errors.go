@@ -61,6 +61,9 @@ func checkArgs(raw json.RawMessage, props map[string]*jsonschema.Schema) error {
 		return nil
 	}
 	slices.Sort(unknown)
+	if len(props) == 0 {
+		return fmt.Errorf("unknown argument(s) %s: this tool takes no arguments", strings.Join(unknown, ", "))
+	}
 	names := make([]string, 0, len(props))
 	for k := range props {
 		names = append(names, k)

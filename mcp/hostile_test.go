@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,10 +200,31 @@ func TestWideningRefused(t *testing.T) {
 	if ns.Mode != "none" || !strings.Contains(ns.Advice, "no network") {
 		t.Errorf("network_status: %+v", ns)
 	}
-	for range MaxSandboxes - 1 {
-		e.ok("sandbox_create", nil, nil)
+	// Concurrent creates never pass the bound.
+	var wg sync.WaitGroup
+	var made, refused atomic.Int32
+	for range MaxSandboxes + 4 {
+		wg.Go(func() {
+			res, err := e.call(context.Background(), "sandbox_create", nil)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case res.IsError && strings.Contains(text(res), "sandbox_kill one first"):
+				refused.Add(1)
+			case !res.IsError:
+				made.Add(1)
+			default:
+				t.Errorf("sandbox_create: %s", text(res))
+			}
+		})
 	}
-	e.fails("sandbox_create", nil, "sandbox_kill one first")
+	wg.Wait()
+	if made.Load() != MaxSandboxes-1 || refused.Load() != 5 {
+		t.Errorf("%d concurrent creates made %d sandboxes and refused %d; want %d and 5", MaxSandboxes+4, made.Load(), refused.Load(), MaxSandboxes-1)
+	}
+	if l, _ := e.local.List(context.Background()); len(l) != MaxSandboxes {
+		t.Errorf("%d sandboxes, want %d", len(l), MaxSandboxes)
+	}
 }
 
 // TestMalformedJSONRPC writes broken and hostile messages to a server

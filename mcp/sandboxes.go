@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,27 +122,19 @@ func (s *Server) create(ctx context.Context, template, name string) (*box, error
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	n := len(s.boxes)
-	for _, b := range s.boxes {
-		if name != "" && b.name == name {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("a sandbox is already named %q: pick another name", name)
-		}
-	}
-	s.mu.Unlock()
-	if n >= MaxSandboxes {
-		return nil, fmt.Errorf("this server already has %d sandboxes, its maximum: sandbox_kill one first", n)
+	if err := s.reserve(name); err != nil {
+		return nil, err
 	}
 	spec.Name = ""
 	spec.Labels = map[string]string{labelTemplate: template, labelOwner: "tent-mcp"}
 	info, err := s.b.Provision(ctx, spec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(name)
 	if err != nil {
 		return nil, fmt.Errorf("creating a sandbox: %w", err)
 	}
 	bx := &box{id: info.ID, name: name, template: template, created: info.Created}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
 		_ = s.b.Terminate(context.WithoutCancel(ctx), info.ID)
 		return nil, errClosed
@@ -149,6 +142,35 @@ func (s *Server) create(ctx context.Context, template, name string) (*box, error
 	s.boxes = append(s.boxes, bx)
 	s.log.Info("mcp: sandbox created", "id", info.ID, "template", template)
 	return bx, nil
+}
+
+// reserve takes one of the MaxSandboxes slots, and name, for a sandbox
+// about to be made; release (with s.mu held) gives them back once it is
+// made or failed.
+func (s *Server) reserve(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.boxes) + len(s.pending); n >= MaxSandboxes {
+		return fmt.Errorf("this server already has %d sandboxes, its maximum: sandbox_kill one first", n)
+	}
+	if name != "" {
+		for _, b := range s.boxes {
+			if b.name == name {
+				return fmt.Errorf("a sandbox is already named %q: pick another name", name)
+			}
+		}
+		if slices.Contains(s.pending, name) {
+			return fmt.Errorf("a sandbox named %q is being made: pick another name", name)
+		}
+	}
+	s.pending = append(s.pending, name)
+	return nil
+}
+
+func (s *Server) release(name string) {
+	if i := slices.Index(s.pending, name); i >= 0 {
+		s.pending = slices.Delete(s.pending, i, i+1)
+	}
 }
 
 // resolve finds the sandbox ref names among this server's (an id, a

@@ -68,7 +68,8 @@ type Server struct {
 	srv  *sdk.Server
 
 	mu        sync.Mutex
-	boxes     []*box // oldest first
+	boxes     []*box   // oldest first
+	pending   []string // the names (or "") of sandboxes being made
 	defaultID string
 	snaps     map[string]string // snapshot id → the id of the sandbox it was taken of
 	procs     []*process        // oldest first

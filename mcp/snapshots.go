@@ -72,19 +72,17 @@ func (s *Server) fork(ctx context.Context, snapID, name, template string) (*box,
 	if name != "" && !validName(name) {
 		return nil, sandbox.Info{}, fmt.Errorf("name %q: a name is 1 to 128 letters, digits, '.', '_' or '-'", name)
 	}
-	s.mu.Lock()
-	n := len(s.boxes)
-	s.mu.Unlock()
-	if n >= MaxSandboxes {
-		return nil, sandbox.Info{}, fmt.Errorf("this server already has %d sandboxes, its maximum: sandbox_kill one first", n)
+	if err := s.reserve(name); err != nil {
+		return nil, sandbox.Info{}, err
 	}
 	info, err := s.b.Fork(ctx, snapID, sandbox.ForkOverrides{Labels: map[string]string{labelTemplate: template, labelOwner: "tent-mcp"}})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(name)
 	if err != nil {
 		return nil, info, fmt.Errorf("forking snapshot %s: %w", snapID, err)
 	}
 	bx := &box{id: info.ID, name: name, template: template, created: info.Created}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
 		_ = s.b.Terminate(context.WithoutCancel(ctx), info.ID)
 		return nil, info, errClosed

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -142,6 +143,9 @@ func serveLoopback(t *testing.T, h http.Handler) string {
 	return l.Addr().String()
 }
 
+// resultStamp is the timestamp that ends a result directory's name.
+var resultStamp = regexp.MustCompile(`-\d{4}-\d\d-\d\dT[0-9-]+Z$`)
+
 // runConformance runs the suite's active server scenarios against url
 // and returns the scenarios whose every check succeeded, sorted.
 func runConformance(t *testing.T, node, preload, suite, url string) []string {
@@ -174,9 +178,7 @@ func runConformance(t *testing.T, node, preload, suite, url string) []string {
 		}
 		// Results are in server-SCENARIO-TIMESTAMP directories.
 		name := strings.TrimPrefix(filepath.Base(filepath.Dir(p)), "server-")
-		if i := strings.LastIndex(name, "-20"); i > 0 {
-			name = name[:i]
-		}
+		name = resultStamp.ReplaceAllString(name, "")
 		why := ""
 		for _, c := range cs {
 			if c.Status == "FAILURE" && why == "" {
