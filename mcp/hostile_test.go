@@ -309,3 +309,47 @@ func TestMalformedJSONRPC(t *testing.T) {
 		t.Errorf("malformed messages created sandboxes: %v", l)
 	}
 }
+
+// TestTemplates: the model picks among the operator's templates, read
+// from their directory, and cannot name a file outside it.
+func TestTemplates(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "py.yaml"), []byte("hostname: py\nenv: {FROM_TEMPLATE: \"yes\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("bogus_key: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := sandboxtest.NewLocal(t, sandbox.LocalOptions{})
+	srv, err := New(local, Options{Spec: sandbox.Spec{Hostname: "dflt"}, TemplatesDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, local: local, srv: srv}
+	ct, st := sdk.NewInMemoryTransports()
+	if _, err := srv.MCPServer().Connect(context.Background(), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e.cs, err = sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.close)
+	var list listOut
+	e.ok("sandbox_list", nil, &list)
+	if strings.Join(list.Templates, ",") != "default,broken,py" {
+		t.Errorf("templates: %v", list.Templates)
+	}
+	var v sandboxView
+	e.ok("sandbox_create", map[string]any{"template": "py", "name": "p"}, &v)
+	var r execResult
+	e.ok("shell", map[string]any{"command": "echo $(hostname) $FROM_TEMPLATE", "sandbox": "p"}, &r)
+	if r.Stdout != "py yes\n" || v.Template != "py" {
+		t.Errorf("a sandbox of template py: %+v, %+v", r, v)
+	}
+	if r := e.shell("hostname"); r.Stdout != "dflt\n" {
+		t.Errorf("the default sandbox: %+v", r)
+	}
+	e.fails("sandbox_create", map[string]any{"template": "broken"}, "broken (tell the operator)", "bogus_key")
+	e.fails("sandbox_create", map[string]any{"template": "../py"}, "template name")
+	e.fails("sandbox_create", map[string]any{"name": "p"}, "already named")
+}
