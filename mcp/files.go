@@ -157,7 +157,16 @@ func (s *Server) readWhole(ctx context.Context, id, path string, max int) ([]byt
 	if w.over {
 		return nil, fi, fmt.Errorf("%s grew past %d bytes while it was read", path, max)
 	}
-	return w.buf.Bytes(), fi, err
+	return w.buf.Bytes(), fi, notRegular(err, path)
+}
+
+// notRegular explains the file helper's EINVAL for a read: the path is
+// not a regular file, seen through a symlink.
+func notRegular(err error, path string) error {
+	if errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("%s is not a regular file (a device, FIFO or socket behind a symlink?): file_stat describes it: %w", path, err)
+	}
+	return err
 }
 
 // lineCollector keeps lines from..to (1-based, inclusive) of what is
@@ -321,7 +330,7 @@ func (s *Server) addFileTools() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if err != nil && !c.finished {
-				return nil, readOut{}, err
+				return nil, readOut{}, notRegular(err, in.Path)
 			}
 			if c.binary {
 				return nil, readOut{}, fmt.Errorf("%s is a binary file (it has NUL bytes): inspect it with shell, e.g. od -c or file", in.Path)

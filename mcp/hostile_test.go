@@ -70,6 +70,14 @@ func TestHostilePaths(t *testing.T) {
 	if len(g.Matches) != 0 {
 		t.Errorf("grep followed a symlink out: %+v", g)
 	}
+	// FIFOs and devices, directly or through a planted symlink, never
+	// block a tool and never feed it without bound.
+	e.shell("mkfifo /tmp/fifo && ln -s /tmp/fifo /tmp/fifolink && ln -s /dev/zero /tmp/zero && ln -s /dev/urandom /tmp/random")
+	e.fails("file_read", map[string]any{"path": "/tmp/fifo"}, "not a regular file")
+	e.fails("file_read", map[string]any{"path": "/tmp/fifolink"}, "not a regular file")
+	e.fails("file_edit", map[string]any{"path": "/tmp/fifolink", "old_string": "a", "new_string": "b"}, "not a regular file")
+	e.fails("file_read", map[string]any{"path": "/tmp/zero"}, "not a regular file")
+	e.fails("file_edit", map[string]any{"path": "/tmp/random", "old_string": "a", "new_string": "b"}, "not a regular file")
 	var l listFilesOut
 	e.ok("file_list", map[string]any{"path": "/tmp", "depth": 5}, &l)
 	for _, en := range l.Entries {
