@@ -236,6 +236,14 @@ func TestSession(t *testing.T) {
 	if len(found.Entries) != 1 || found.Entries[0].Path != "/tmp/src/main.py" || found.Entries[0].Type != "file" {
 		t.Errorf("file_find: %+v", found)
 	}
+	e.ok("file_find", map[string]any{"pattern": "src/*.py", "path": "/tmp/"}, &found)
+	if len(found.Entries) != 1 || found.Entries[0].Path != "/tmp/src/main.py" {
+		t.Errorf("file_find of a relative path: %+v", found)
+	}
+	e.ok("file_find", map[string]any{"pattern": "src", "path": "/tmp", "type": "file"}, &found)
+	if len(found.Entries) != 0 {
+		t.Errorf("file_find of files named src: %+v", found)
+	}
 	e.ok("file_move", map[string]any{"from": "/tmp/src/main.py", "to": "/tmp/dst/app.py"}, nil)
 	e.ok("file_mkdir", map[string]any{"path": "/tmp/dst/sub"}, nil)
 	e.ok("file_mkdir", map[string]any{"path": "/tmp/dst/sub"}, nil) // exists: fine
