@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 
 	"github.com/tent-sandbox/tent/mcp"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
@@ -144,6 +145,10 @@ func runMCP(c *cobra.Command, g *globalOptions, o *mcpOptions) error {
 	return nil
 }
 
+// maxMCPConns bounds tent mcp's HTTP connections at once, as tent
+// serve's.
+const maxMCPConns = 1024
+
 // serveMCPHTTP serves srv over Streamable HTTP until ctx ends.
 func serveMCPHTTP(ctx context.Context, g *globalOptions, o *mcpOptions, srv *mcp.Server, useTLS bool, log *slog.Logger) error {
 	token, hint := o.token, "(the token given)"
@@ -180,7 +185,7 @@ func serveMCPHTTP(ctx context.Context, g *globalOptions, o *mcpOptions, srv *mcp
 	hs := &http.Server{Handler: srv.Handler(token), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(l) }()
+	go func() { errc <- hs.Serve(netutil.LimitListener(l, maxMCPConns)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -52,7 +52,7 @@ var conformanceExpected = []string{
 // to a module that adds it (testdata/mcp-conformance), leaving the
 // package as published.
 func TestMCPConformance(t *testing.T) {
-	node, modules, err := npmtest.Install(t.TempDir(), "@modelcontextprotocol/conformance@"+conformanceVersion)
+	node, modules, err := npmtest.Install(t.TempDir(), mcpNPMPackages...)
 	if errors.Is(err, npmtest.ErrNoNode) {
 		t.Skip(err)
 	}
@@ -299,8 +299,13 @@ func (r *stdioRelay) close() {
 	}
 }
 
-// mcpSDKVersion is the TypeScript SDK TestMCPTypeScriptClient uses.
+// mcpSDKVersion is the TypeScript SDK TestMCPTypeScriptClient uses: the
+// one the conformance suite depends on, so that one npm install serves
+// both tests.
 const mcpSDKVersion = "1.32.2"
+
+// mcpNPMPackages are what the MCP tests install with npm (once, cached).
+var mcpNPMPackages = []string{"@modelcontextprotocol/conformance@" + conformanceVersion, "@modelcontextprotocol/sdk@" + mcpSDKVersion}
 
 // TestMCPTypeScriptClient drives tent mcp with the official TypeScript
 // client over stdio (testdata/mcp-client.mjs): initialize, list tools,
@@ -308,7 +313,7 @@ const mcpSDKVersion = "1.32.2"
 // fetch whose denial the model can read, a widening refused, cancel,
 // close; nothing is left behind.
 func TestMCPTypeScriptClient(t *testing.T) {
-	node, modules, err := npmtest.Install(t.TempDir(), "@modelcontextprotocol/sdk@"+mcpSDKVersion)
+	node, modules, err := npmtest.Install(t.TempDir(), mcpNPMPackages...)
 	if errors.Is(err, npmtest.ErrNoNode) {
 		t.Skip(err)
 	}
