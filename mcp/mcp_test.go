@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -359,4 +360,49 @@ func TestBackgroundCommand(t *testing.T) {
 	}
 	e.fails("process_write", map[string]any{"id": p.ID, "input": "x"}, "has ended")
 	e.fails("process_read", map[string]any{"id": "p999"}, "process_list")
+}
+
+// TestNoGoroutineLeft: a session with a command, a background command
+// still running and file tools, then Close: every goroutine the server,
+// the SDK and the backend started for it ends.
+func TestNoGoroutineLeft(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ctx := context.Background()
+	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(local, Options{Spec: sandbox.Spec{Env: []string{"GORACE=atexit_sleep_ms=0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, st := sdk.NewInMemoryTransports()
+	if _, err := srv.MCPServer().Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, local: local, srv: srv, cs: cs}
+	e.shell("echo hi")
+	e.ok("process_start", map[string]any{"command": "cat"}, nil) // reads its stdin forever
+	e.ok("process_write", map[string]any{"id": "p1", "input": "x\n"}, nil)
+	e.ok("file_write", map[string]any{"path": "/tmp/a", "content": "a\n"}, nil)
+	e.ok("file_grep", map[string]any{"pattern": "a", "path": "/tmp"}, nil)
+	_ = cs.Close()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines left of %d:\n%s", n-before, n, buf[:runtime.Stack(buf, true)])
+	}
 }
