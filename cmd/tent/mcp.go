@@ -71,11 +71,12 @@ server made are killed, unless --keep-sandboxes.`,
 	_ = f.MarkHidden("report")
 	_ = f.MarkHidden("tier")
 	f.StringVar(&o.listen, "listen", "", "serve Streamable HTTP on `ADDR` (HOST:PORT) instead of stdio")
-	f.StringVar(&o.token, "token", "", "the bearer token HTTP clients must send (default $TENT_MCP_TOKEN, else the state directory's mcp-token)")
-	f.StringVar(&o.templates, "templates", "", "directory of further templates the agent may pick: tent policy files named NAME.yaml, .yml or .json")
+	f.StringVar(&o.token, "token", "", "the bearer `TOKEN` HTTP clients must send (default $TENT_MCP_TOKEN, else the state directory's mcp-token)")
+	f.StringVar(&o.templates, "templates", "", "`DIR` of further templates the agent may pick: tent policy files named NAME.yaml, .yml or .json")
 	f.BoolVar(&o.keep, "keep-sandboxes", false, "leave the sandboxes running when the server stops (tent ls shows them)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with the certificate in `FILE` (with --tls-key)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "the TLS private key `FILE`")
+	f.Lookup("timeout").Usage = "wall-clock limit `DURATION` of each sandbox's whole life, e.g. 30m, 2h"
 	f.BoolVar(&o.insecure, "insecure", false, "allow plain HTTP on an address other than loopback (the token and the sandboxes' files cross the network in clear)")
 	return c
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 )
 
 func TestMCPRefusals(t *testing.T) {
@@ -200,11 +202,24 @@ func TestMCPHTTP(t *testing.T) {
 	if r.Stdout != "over http\n" {
 		t.Errorf("exec over HTTP: %+v", r)
 	}
+	// The client's cancellation, over HTTP, kills the command.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "shell", Arguments: map[string]any{"command": "exec sleep 62.25"}})
+		done <- err
+	}()
+	sandboxtest.Eventually(t, "the command to start", func() bool { return processRuns("sleep", "62.25") })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled call over HTTP returned %v", err)
+	}
+	sandboxtest.AssertNoProcess(t, "sleep", "62.25")
 	_ = cs.Close()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
+	done = make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
@@ -306,4 +321,17 @@ func stateArgs(env []string) []string {
 		}
 	}
 	return nil
+}
+
+// processRuns reports whether a process with exactly argv runs.
+func processRuns(argv ...string) bool {
+	want := strings.Join(argv, "\x00") + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && string(b) == want {
+			return true
+		}
+	}
+	return false
 }
