@@ -271,8 +271,12 @@ func (p *process) view() processView {
 }
 
 type processStartIn struct {
-	Command string `json:"command" jsonschema:"a shell command line (sh -c) to start in the background, e.g. a server or a long build"`
-	runOpts
+	Command        string            `json:"command" jsonschema:"a shell command line (sh -c) to start in the background, e.g. a server or a long build"`
+	Sandbox        string            `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Cwd            string            `json:"cwd,omitempty" jsonschema:"working directory inside the sandbox (default: the sandbox's)"`
+	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables to set for this command"`
+	Stdin          string            `json:"stdin,omitempty" jsonschema:"text to give it on its standard input at once (process_write sends more)"`
+	TimeoutSeconds float64           `json:"timeout_seconds,omitempty" jsonschema:"kill it after this many seconds (default: no timeout but the sandbox's own; at most 1800)"`
 }
 
 type processIDIn struct {
@@ -317,7 +321,8 @@ func (s *Server) addProcessTools() {
 			if err != nil {
 				return nil, processView{}, err
 			}
-			p, err := s.startProcess(bx, in.runOpts, in.Command, []string{"sh", "-c", in.Command})
+			o := runOpts{Sandbox: in.Sandbox, Cwd: in.Cwd, Env: in.Env, Stdin: in.Stdin, TimeoutSeconds: in.TimeoutSeconds}
+			p, err := s.startProcess(bx, o, in.Command, []string{"sh", "-c", in.Command})
 			if err != nil {
 				return nil, processView{}, err
 			}
