@@ -56,10 +56,11 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(t.TempDir(), "state")
+	netLog := filepath.Join(t.TempDir(), "net.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script, tentBin, "--state-dir", state, "mcp",
-		"--ro", probe+":/opt/probe", "--allow-host", "allowed.test")
+		"--ro", probe+":/opt/probe", "--allow-host", "allowed.test", "--net-log", netLog)
 	cmd.Dir = dir
 	cmd.Env = baseEnv()
 	var stderr strings.Builder
@@ -103,6 +104,9 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	check("widening", seen.Widen.Error && strings.Contains(seen.Widen.Text, "no tool mounts a host path"), seen.Widen)
 	check("cancel", strings.Contains(seen.Cancel, "Abort"), seen.Cancel)
 	sandboxtest.AssertNoProcess(t, "sleep", "61.75")
+	if b, err := os.ReadFile(netLog); err != nil || !strings.Contains(string(b), "denied.test") {
+		t.Errorf("the operator's --net-log: %v\n%s", err, b)
+	}
 	if r := tent(t, "--state-dir", state, "ls", "-q"); r.stdout != "" {
 		t.Errorf("sandboxes left after the client closed: %q", r.stdout)
 	}
