@@ -140,7 +140,7 @@ seccomp and cgroups: no daemon, no image, no root required.`,
 	root.AddCommand(newRunCmd(g), newCreateCmd(g), newExecCmd(g), newPsCmd(g), newAttachCmd(g), newKillCmd(g), newLsCmd(g), newInspectCmd(g), newNetCmd(g), newMountCmd(g), newRmCmd(g),
 		newSuspendCmd(g, true), newSuspendCmd(g, false), newCpCmd(g), newDiffCmd(g), newExportCmd(g),
 		newSnapshotCmd(g), newForkCmd(g), newStatsCmd(g), newCompletionCmd(),
-		newDoctorCmd(), newVersionCmd(), newServeCmd(g))
+		newDoctorCmd(), newVersionCmd(), newServeCmd(g), newMCPCmd(g))
 	return root
 }
 

@@ -72,6 +72,11 @@ func repoRoot() string {
 //     directory (as root: they set limits and suspend);
 //   - ```yaml blocks are parsed; one marked "file NAME" is written there
 //     first (the policy example, which a later block runs);
+//   - "mcp-client: ..." runs a ```sh block of `CLIENT mcp add NAME --
+//     CMD...` lines: each CMD is started, with this build of tent, as
+//     the client would start it and driven by the Go SDK's client;
+//     "mcp-config: ..." does the same for each server of a ```json
+//     mcpServers block (see mcp_test.go);
 //   - "tent-binary: ..." runs the block's ./bin/tent command with this
 //     build; "e2b: ..." runs a ```js block with node and the official
 //     E2B SDK against a `tent serve` of this build (see runReadmeSDK);
@@ -108,6 +113,12 @@ func TestReadmeExamples(t *testing.T) {
 		case kind == "e2b:":
 			runReadmeSDK(t, where, state, b.text)
 			counts["js"]++
+		case kind == "mcp-client:":
+			runReadmeMCPClients(t, where, work, env, b.text)
+			counts["mcp"]++
+		case kind == "mcp-config:":
+			runReadmeMCPConfig(t, where, work, env, b.text)
+			counts["mcp"]++
 		case kind == "tent-binary:":
 			_, cmd, ok := strings.Cut(b.text, "./bin/tent ")
 			if !ok {
@@ -132,7 +143,7 @@ func TestReadmeExamples(t *testing.T) {
 		}
 	}
 	// The README's examples, by kind: a parse that misses blocks fails.
-	if counts["go"] != 2 || counts["sh"] != 4 || counts["file"] != 1 || counts["yaml"] != 1 || counts["skipped"] != 3 || counts["js"] != 1 {
+	if counts["go"] != 2 || counts["sh"] != 4 || counts["file"] != 1 || counts["yaml"] != 1 || counts["skipped"] != 3 || counts["js"] != 1 || counts["mcp"] != 2 {
 		t.Errorf("README blocks run: %v", counts)
 	}
 }

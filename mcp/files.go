@@ -1,0 +1,281 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// Every file tool is one operation of tent's file helper, which runs
+// inside the sandbox with the sandbox's own view and restrictions
+// (sandbox.Backend.File): a path, "..", or a symlink the sandbox planted
+// resolves inside the sandbox, exactly as a command there would see it,
+// and never reaches a host file the sandbox cannot. What comes back is
+// bounded here.
+
+// File bounds.
+const (
+	maxPath = 4096
+	// defaultReadLines and maxReadBytes bound what file_read returns.
+	defaultReadLines = 2000
+	maxReadBytes     = 256 << 10
+	// maxWholeFile bounds a file that file_write writes or file_edit
+	// reads and rewrites.
+	maxWholeFile = 10 << 20
+	// maxListJSON bounds a listing's size (file_list, file_find), and
+	// maxEntries the entries returned.
+	maxListJSON = 16 << 20
+	maxEntries  = 1000
+	maxDepth    = 20
+	// grep's bounds: per file, in all, matches, and a matched line's text.
+	grepFileMax     = 4 << 20
+	grepTotalMax    = 64 << 20
+	defaultMatches  = 200
+	maxMatches      = 2000
+	maxMatchLineLen = 500
+)
+
+// checkPath refuses what no file helper can take.
+func checkPath(field, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%s is empty: give a path inside the sandbox (relative to its working directory, or absolute)", field)
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("%s contains a NUL byte: no file name can", field)
+	case len(p) > maxPath:
+		return fmt.Errorf("%s is %d bytes long, more than %d", field, len(p), maxPath)
+	}
+	return nil
+}
+
+// fileView is a file's metadata.
+type fileView struct {
+	Path       string    `json:"path"`
+	Type       string    `json:"type" jsonschema:"file, dir, symlink or other"`
+	Size       int64     `json:"size"`
+	Mode       string    `json:"mode" jsonschema:"permission bits, octal"`
+	Modified   time.Time `json:"modified"`
+	LinkTarget string    `json:"link_target,omitempty" jsonschema:"a symlink's target (never followed by file_list)"`
+	Owner      string    `json:"owner,omitempty"`
+}
+
+func viewFile(fi sandbox.FileInfo, path string) fileView {
+	v := fileView{Path: fi.Path, Size: fi.Size, Mode: fmt.Sprintf("%04o", uint32(fi.Mode.Perm())), Modified: fi.ModTime, LinkTarget: fi.Link, Owner: fi.Owner}
+	if v.Path == "" {
+		v.Path = path
+	}
+	switch {
+	case fi.IsDir:
+		v.Type = "dir"
+	case fi.Mode&os.ModeSymlink != 0:
+		v.Type = "symlink"
+	case fi.Mode.IsRegular():
+		v.Type = "file"
+	default:
+		v.Type = "other"
+	}
+	return v
+}
+
+// capWriter keeps at most max bytes and reports whether more came.
+type capWriter struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+	stop context.CancelFunc
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if w.over {
+		return len(p), nil
+	}
+	if w.buf.Len()+len(p) > w.max {
+		w.over = true
+		if w.stop != nil {
+			w.stop()
+		}
+		return len(p), nil
+	}
+	w.buf.Write(p)
+	return len(p), nil
+}
+
+// fileJSON runs an operation whose output is one JSON document and
+// decodes it into v.
+func (s *Server) fileJSON(ctx context.Context, id string, op sandbox.FileOp, path string, args []string, v any) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &capWriter{max: maxListJSON, stop: cancel}
+	err := s.b.File(ctx, id, sandbox.FileRequest{Op: op, Path: path, Args: args, Out: w})
+	if w.over {
+		return fmt.Errorf("the answer is over %d MiB: narrow it (a smaller depth, a deeper path)", maxListJSON>>20)
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(w.buf.Bytes(), v); err != nil {
+		return fmt.Errorf("reading the file helper's answer: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) stat(ctx context.Context, id, path string) (sandbox.FileInfo, error) {
+	var fi sandbox.FileInfo
+	err := s.fileJSON(ctx, id, sandbox.FileStat, path, nil, &fi)
+	return fi, err
+}
+
+type writeIn struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path    string `json:"path" jsonschema:"the file to create or replace, inside the sandbox; missing parent directories are created"`
+	Content string `json:"content" jsonschema:"the file's whole new content (at most 10 MiB)"`
+	Mode    string `json:"mode,omitempty" jsonschema:"permission bits in octal, e.g. 755 for a script (default 644)"`
+}
+
+type pathIn struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path    string `json:"path" jsonschema:"a path inside the sandbox"`
+}
+
+type removeIn struct {
+	Sandbox   string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	Path      string `json:"path" jsonschema:"the file or directory to remove, inside the sandbox"`
+	Recursive bool   `json:"recursive,omitempty" jsonschema:"remove a directory and everything in it"`
+}
+
+type moveIn struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
+	From    string `json:"from" jsonschema:"the file or directory to move"`
+	To      string `json:"to" jsonschema:"its new path (replaced if it is a file; missing parents are created)"`
+}
+
+type doneOut struct {
+	Path string   `json:"path"`
+	File fileView `json:"file,omitzero"`
+}
+
+func (s *Server) addFileTools() {
+	inside := " The path is inside the sandbox (relative: from its working directory); the host's files are out of reach."
+	addTool(s, &sdk.Tool{Name: "file_write", Title: "Write a file",
+		Description: "Create or replace a file with the given content (at most 10 MiB), creating missing parent directories." + inside},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in writeIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, doneOut{}, err
+			}
+			if len(in.Content) > maxWholeFile {
+				return nil, doneOut{}, fmt.Errorf("content is %d bytes, more than %d: write it in parts with shell (cat >> file)", len(in.Content), maxWholeFile)
+			}
+			mode := "644"
+			if in.Mode != "" {
+				m, err := strconv.ParseUint(in.Mode, 8, 32)
+				if err != nil || m > 0o777 {
+					return nil, doneOut{}, fmt.Errorf("mode %q: want permission bits in octal, e.g. 644 or 755", in.Mode)
+				}
+				mode = strconv.FormatUint(m, 8)
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			var fi sandbox.FileInfo
+			w := &capWriter{max: 1 << 16}
+			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FilePut, Path: in.Path, Args: []string{mode}, In: strings.NewReader(in.Content), Out: w}); err != nil {
+				return nil, doneOut{}, err
+			}
+			_ = json.Unmarshal(w.buf.Bytes(), &fi)
+			return nil, doneOut{Path: in.Path, File: viewFile(fi, in.Path)}, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_stat", Title: "Describe a file",
+		Description: "Return a file's type, size, permissions, modification time and, for a symlink, its target (not followed)." + inside,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in pathIn) (*sdk.CallToolResult, fileView, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, fileView{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, fileView{}, err
+			}
+			fi, err := s.stat(ctx, bx.id, in.Path)
+			if err != nil {
+				return nil, fileView{}, err
+			}
+			return nil, viewFile(fi, in.Path), nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_mkdir", Title: "Make a directory",
+		Description: "Create a directory and its missing parents; one that already exists is fine." + inside,
+		Annotations: &sdk.ToolAnnotations{IdempotentHint: true}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in pathIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, doneOut{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			var fi sandbox.FileInfo
+			err = s.fileJSON(ctx, bx.id, sandbox.FileMkdir, in.Path, nil, &fi)
+			if errors.Is(err, syscall.EEXIST) {
+				if fi, err = s.stat(ctx, bx.id, in.Path); err == nil && !fi.IsDir {
+					return nil, doneOut{}, fmt.Errorf("%s exists and is not a directory", in.Path)
+				}
+			}
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			return nil, doneOut{Path: in.Path, File: viewFile(fi, in.Path)}, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_remove", Title: "Remove a file",
+		Description: "Remove a file, a symlink (not what it points to) or an empty directory; with recursive, a directory and everything in it." + inside,
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true)}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in removeIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("path", in.Path); err != nil {
+				return nil, doneOut{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			op := sandbox.FileRemove
+			if in.Recursive {
+				op = sandbox.FileRemoveAll
+			}
+			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: op, Path: in.Path}); err != nil {
+				return nil, doneOut{}, err
+			}
+			return nil, doneOut{Path: in.Path}, nil
+		})
+	addTool(s, &sdk.Tool{Name: "file_move", Title: "Move a file",
+		Description: "Move or rename a file or directory (rename(2): a file at the destination is replaced), creating missing parent directories." + inside,
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true)}},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in moveIn) (*sdk.CallToolResult, doneOut, error) {
+			if err := checkPath("from", in.From); err != nil {
+				return nil, doneOut{}, err
+			}
+			if err := checkPath("to", in.To); err != nil {
+				return nil, doneOut{}, err
+			}
+			bx, err := s.resolve(ctx, in.Sandbox)
+			if err != nil {
+				return nil, doneOut{}, err
+			}
+			var fi sandbox.FileInfo
+			if err := s.fileJSON(ctx, bx.id, sandbox.FileRename, in.From, []string{in.To}, &fi); err != nil {
+				return nil, doneOut{}, err
+			}
+			return nil, doneOut{Path: in.To, File: viewFile(fi, in.To)}, nil
+		})
+	s.addReadTools(inside)
+	s.addSearchTools(inside)
+}
