@@ -63,10 +63,10 @@
 // addresses (loopback, RFC 1918, metadata) need an IP or CIDR entry. PUT
 // .../network replaces them at run time. Settings that would leave the
 // rest of the internet open are refused with 400 and how to say it in
-// tent's terms; allow_internet_access true is accepted only on a
-// template with net: host. A sandbox created with no network settings
-// has its template's network (none for base), which cannot be opened at
-// run time (409).
+// tent's terms. A create that chooses nothing (no rules, and
+// allow_internet_access absent or true: E2B's default, which the Python
+// SDK always sends) has its template's network (none for base), which
+// cannot be opened at run time (409); the answer and getInfo report it.
 //
 // # Lifetime
 //

@@ -39,12 +39,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout)
+	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout, "network", info.Spec.Network.Mode.Normalize())
 	s.adopt(info.ID, plan.timeout, func(b *box) {
 		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
 		b.allowInternet, b.network = plan.allowInternet, plan.network
 	})
-	writeJSON(w, http.StatusCreated, s.sandboxResponse(info.ID, plan.template))
+	resp := s.sandboxResponse(info.ID, plan.template)
+	resp.AllowInternetAccess = internetView(info.Spec.Network, plan.allowInternet)
+	resp.Network = networkView(info.Spec.Network, plan.network)
+	writeJSON(w, http.StatusCreated, resp)
 }
 
 // provisionPlan provisions a sandbox from a template, or forks one from
@@ -147,7 +150,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	d := sandboxDetail{
 		listedSandbox:       s.listed(info, v),
 		EnvdAccessToken:     s.accessToken(info.ID),
-		AllowInternetAccess: v.allowInternet,
+		AllowInternetAccess: internetView(info.Spec.Network, v.allowInternet),
 		Network:             networkView(info.Spec.Network, v.network),
 		Lifecycle:           lifecycle{OnTimeout: v.onTimeout, AutoResume: v.autoResume},
 	}

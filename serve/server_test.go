@@ -379,7 +379,6 @@ func TestBadRequests(t *testing.T) {
 		{`{"metadata":{"k":"a\u001b[2J"}}`, "control characters"},
 		{`{"autoPauseMemory":false,"autoPause":true}`, "filesystem-only"},
 		{`{"autoResume":{"enabled":true}}`, "autoResume needs autoPause"},
-		{`{"allow_internet_access":true}`, "open internet"},
 		{`{"network":{"allowOut":["example.com"]}}`, "denyOut 0.0.0.0/0"},
 		{`{"network":{"denyOut":["0.0.0.0/0"],"allowOut":["*.com"]}}`, "allowOut[0]"},
 		{`{"network":{"denyOut":["0.0.0.0/0","evil.com"]}}`, "denyOut[1]"},
