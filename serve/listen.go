@@ -36,7 +36,9 @@ const (
 	shutdownGrace = 5 * time.Second
 )
 
-// HTTPServer returns an http.Server for s with the server's timeouts.
+// HTTPServer returns an http.Server for s with the server's timeouts
+// and its bounds on unauthenticated connections (see
+// DefaultMaxUnauthConnsPerPeer); use one per Server.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s,
@@ -44,6 +46,8 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnContext:       s.conns.connContext,
+		ConnState:         s.conns.connState,
 	}
 }
 

@@ -146,6 +146,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.box(info.ID) // it hands out the token: signed URLs may follow
 	v := s.view(info.ID)
 	d := sandboxDetail{
 		listedSandbox:       s.listed(info, v),

@@ -58,6 +58,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	closed bool // the server closes the connection after it
 }
 
 // errBody decodes E2B's error body, failing when it is not one.
@@ -98,7 +99,7 @@ func (h *harness) do(method, path, body string, hdr ...string) response {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: b}
+	return response{status: res.StatusCode, header: res.Header, body: b, closed: res.Close}
 }
 
 // create creates a sandbox and returns the response.
