@@ -135,6 +135,22 @@ func LoadOrCreateAPIKey(dir string) (key, path string, created bool, err error) 
 	return key, path, true, nil
 }
 
+// ReadAPIKeyFile reads an API key from path (its first line): a regular
+// file of the caller's that others cannot read, as the state
+// directory's key file must be.
+func ReadAPIKeyFile(path string) (string, error) {
+	b, err := readPrivate(path)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	key := strings.TrimSpace(line)
+	if key == "" {
+		return "", fmt.Errorf("API key file %s is empty", path)
+	}
+	return key, nil
+}
+
 // readPrivate reads a file that must be the caller's and unreadable by
 // others, without following a symlink.
 func readPrivate(path string) ([]byte, error) {
