@@ -84,8 +84,35 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	}
 	spec.Env = append(spec.Env, plan.env...)
 	spec.Labels = plan.labels()
-	return s.b.Provision(ctx, spec)
+	if spec.User != nil {
+		return s.b.Provision(ctx, spec)
+	}
+	// E2B's user, unless the template names one.
+	spec.User = &sandbox.User{UID: e2bUID, GID: e2bUID, Name: e2bUser}
+	workdir := spec.Workdir
+	if workdir == "" {
+		spec.Workdir = e2bHome
+	}
+	info, err := s.b.Provision(ctx, spec)
+	if errors.Is(err, sandbox.ErrUnsupported) {
+		// The reduced tier (no user namespaces) runs commands as the
+		// caller only: run the sandbox as it, as before.
+		spec.User, spec.Workdir = nil, workdir
+		if info, err2 := s.b.Provision(ctx, spec); err2 == nil {
+			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user): the sandbox runs as the server's user", "id", info.ID, "err", err)
+			return info, nil
+		}
+	}
+	return info, err
 }
+
+// E2B's sandbox user: what the server's sandboxes run as unless their
+// template names a user.
+const (
+	e2bUser = "user"
+	e2bUID  = 1000
+	e2bHome = "/home/" + e2bUser
+)
 
 // reserve counts a sandbox about to be created against MaxSandboxes.
 func (s *Server) reserve() bool {
