@@ -45,7 +45,8 @@ func TestPythonSDKDefaultCreate(t *testing.T) {
 			t.Fatalf("%s: the Python SDK's default create: %d %s", c.template, r.status, r.body)
 		}
 		created := decode[sandboxResponse](t, r)
-		if created.EnvdVersion == "" || created.EnvdAccessToken == "" || created.ClientID == "" {
+		// The SDKs refuse watchDir({allowNetworkMounts}) below 0.6.4.
+		if created.EnvdVersion != "0.6.4" || created.EnvdAccessToken == "" || created.ClientID == "" {
 			t.Errorf("%s: the answer lacks a field the Python SDK reads: %s", c.template, r.body)
 		}
 		got := h.f.boxes[created.SandboxID].Spec.Network

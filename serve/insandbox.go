@@ -153,7 +153,8 @@ func (s *Server) signedSandbox(r *http.Request) (string, error) {
 	if exp != "" {
 		t, err := strconv.ParseInt(exp, 10, 64)
 		if err != nil || time.Now().Unix() > t {
-			return "", errorf(http.StatusUnauthorized, "the signed URL has expired")
+			// envd's words, which the SDKs' callers match.
+			return "", errorf(http.StatusUnauthorized, "signature is already expired")
 		}
 		exp = ":" + exp
 	}

@@ -447,5 +447,8 @@ func TestSignedURLs(t *testing.T) {
 		if r.status != c.status || r.header.Get("X-Sandbox") != c.id {
 			t.Errorf("%s: status %d for sandbox %q, want %d for %q: %s", c.name, r.status, r.header.Get("X-Sandbox"), c.status, c.id, r.body)
 		}
+		if c.name == "expired" && r.errBody(t).Message != "signature is already expired" {
+			t.Errorf("expired: %s, want envd's message, which callers match", r.body)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -32,6 +33,36 @@ type box struct {
 
 func newBox(h *Handler, id string) *box {
 	return &box{h: h, id: id, fileSem: make(chan struct{}, h.opts.MaxFileOps), procs: map[uint32]*proc{}, watchers: map[string]*watcher{}}
+}
+
+// errSandboxGone ends the stream of a command whose sandbox was killed,
+// or reached its end, while it ran.
+var errSandboxGone = connect.NewError(connect.CodeUnavailable, errors.New("the sandbox was killed or reached its end of life while the command ran"))
+
+// isClosed reports whether the box was forgotten (its sandbox killed).
+func (bx *box) isClosed() bool {
+	bx.mu.Lock()
+	defer bx.mu.Unlock()
+	return bx.closed
+}
+
+// ended reports whether the sandbox has been killed or has ended: asked
+// when a command fails to run, to tell its own failure from its
+// sandbox's end.
+func (bx *box) ended(ctx context.Context) bool {
+	if bx.isClosed() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	info, err := bx.h.b.Get(ctx, bx.id)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrTerminated), errors.Is(err, sandbox.ErrStopped):
+		return true
+	case err != nil:
+		return false
+	}
+	return info.State != sandbox.StateRunning && info.State != sandbox.StateSuspended
 }
 
 // errGone is the error of a request for a sandbox being forgotten.

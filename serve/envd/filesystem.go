@@ -174,7 +174,8 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if p == "/" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("refusing to remove /"))
 	}
-	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileRemoveAll, Path: p}); err != nil {
+	// A path that is not there is removed already (envd's answer too).
+	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileRemoveAll, Path: p}); err != nil && errCode(err) != connect.CodeNotFound {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&filesystempb.RemoveResponse{}), nil
