@@ -320,6 +320,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("POST /sandboxes/{sandboxID}/snapshots", s.handleSnapshot)
 	m.HandleFunc("GET /snapshots", s.handleListSnapshots)
 	m.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.handleFork)
+	m.HandleFunc("DELETE /templates/{templateID}", s.handleDeleteSnapshot)
 	m.HandleFunc("/", s.handleUnknown)
 	return m
 }

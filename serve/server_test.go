@@ -353,7 +353,8 @@ func TestNotImplemented(t *testing.T) {
 		msg                string
 	}{
 		{"GET", "/templates", "", 501, "not implemented by tent serve: GET /templates"},
-		{"DELETE", "/templates/snap1", "", 501, "not implemented"},
+		{"DELETE", "/templates/base", "", 501, "deleting template base"},
+		{"DELETE", "/templates/snap1", "", 404, "snapshot \"snap1\" not found"},
 		{"GET", "/v2/sandboxes/x/logs", "", 501, "not implemented"},
 		{"POST", "/volumes", "{}", 501, "not implemented"},
 		{"POST", "/v2/sandboxes", `{"mcp":{"x":{}}}`, 501, "mcp"},

@@ -69,4 +69,21 @@ func TestE2BUserAndHome(t *testing.T) {
 	if got := sh(id, `cat ~/notes.txt`); got != "from the files API" {
 		t.Errorf("the fork's change reached the original: %q", got)
 	}
+
+	// deleteSnapshot: DELETE /templates/{id} removes a snapshot taken
+	// through the server; then nothing starts from it, and it is gone.
+	snap := decode[snapshotInfo](t, h.do("POST", "/sandboxes/"+id+"/snapshots", `{"name":"to-delete"}`))
+	h.create(`{"templateID":"to-delete"}`)
+	if r := h.do("DELETE", "/templates/to-delete", ""); r.status != http.StatusNoContent {
+		t.Fatalf("deleteSnapshot: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/sandboxes", `{"templateID":"`+snap.SnapshotID+`"}`); r.status != http.StatusNotFound {
+		t.Errorf("create from a deleted snapshot: %d %s, want 404", r.status, r.body)
+	}
+	if r := h.do("DELETE", "/templates/"+snap.SnapshotID, ""); r.status != http.StatusNotFound {
+		t.Errorf("deleting it again: %d %s, want 404 (the SDK's false)", r.status, r.body)
+	}
+	if r := h.do("DELETE", "/templates/base", ""); r.status != http.StatusNotImplemented {
+		t.Errorf("deleting a template: %d %s, want 501", r.status, r.body)
+	}
 }
