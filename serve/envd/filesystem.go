@@ -56,6 +56,7 @@ func entryInfo(fi tentfs.FileInfo) *filesystempb.EntryInfo {
 		Owner:        fi.Owner,
 		Group:        fi.Group,
 		ModifiedTime: timestamppb.New(fi.ModTime),
+		Metadata:     fi.Metadata,
 	}
 	if e.Owner == "" {
 		e.Owner = strconv.Itoa(fi.UID)

@@ -5,9 +5,11 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,8 +120,29 @@ func TestFilesUploadDownload(t *testing.T) {
 	if status, body := e.post("", "application/octet-stream", strings.NewReader("x"), nil); status != http.StatusBadRequest {
 		t.Errorf("octet-stream without a path: %d %s", status, body)
 	}
-	if status, body := e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("x"), http.Header{"X-Metadata-Owner": {"me"}}); status != http.StatusNotImplemented {
-		t.Errorf("upload with metadata: %d %s", status, body)
+	// File metadata: kept with the file (as envd keeps it, in user.e2b.*
+	// extended attributes), reported by the upload, Stat and ListDir,
+	// replaced by the next upload.
+	status, body = e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("x"), http.Header{"X-Metadata-Owner": {"me"}, "X-Metadata-Purpose": {"upload"}})
+	if status == http.StatusNotImplemented && strings.Contains(string(body), "not supported") {
+		t.Skipf("the sandbox's /tmp has no user extended attributes (tmpfs before Linux 6.6): %s", body)
+	}
+	if status != http.StatusOK || !strings.Contains(string(body), `"metadata":{"owner":"me","purpose":"upload"}`) {
+		t.Fatalf("upload with metadata: %d %s", status, body)
+	}
+	st, err := e.fs.Stat(e.ctx(), connect.NewRequest(&filesystempb.StatRequest{Path: "/tmp/meta"}))
+	if err != nil || !maps.Equal(st.Msg.GetEntry().GetMetadata(), map[string]string{"owner": "me", "purpose": "upload"}) {
+		t.Errorf("stat of a file with metadata: %v %v", st, err)
+	}
+	ls, err := e.fs.ListDir(e.ctx(), connect.NewRequest(&filesystempb.ListDirRequest{Path: "/tmp"}))
+	if err != nil || !slices.ContainsFunc(ls.Msg.GetEntries(), func(en *filesystempb.EntryInfo) bool { return en.GetMetadata()["owner"] == "me" }) {
+		t.Errorf("listing of a file with metadata: %v %v", ls, err)
+	}
+	if status, body := e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("y"), nil); status != http.StatusOK || strings.Contains(string(body), "metadata") {
+		t.Errorf("an upload without metadata over it: %d %s, want its metadata gone", status, body)
+	}
+	if status, body := e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("z"), http.Header{"X-Metadata-" + strings.Repeat("k", 300): {"v"}}); status != http.StatusBadRequest {
+		t.Errorf("a metadata name too long: %d %s, want 400", status, body)
 	}
 }
 
