@@ -57,6 +57,13 @@ func TestE2BUserAndHome(t *testing.T) {
 	if got := sh(id, `stat -c %u ~/notes.txt && cat notes.txt`); got != "1000\nfrom the files API" {
 		t.Errorf("the uploaded file: %q, want it the user's, with its content", got)
 	}
+	// The files API names its owner "user", whatever the host's
+	// /etc/passwd calls uid 1000.
+	r = h.do("POST", "/filesystem.Filesystem/Stat", `{"path":"notes.txt"}`, headerSandboxID, id,
+		headerAccessToken, created.EnvdAccessToken, "Content-Type", "application/json")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"owner":"user","group":"user"`) {
+		t.Errorf("stat of the uploaded file: %d %s, want owner and group user", r.status, r.body)
+	}
 	// A fork starts with the home as it was, and changes stay its own.
 	forks := decode[[]forkResult](t, h.do("POST", "/sandboxes/"+id+"/fork", `{}`))
 	if len(forks) != 1 || forks[0].Sandbox == nil {

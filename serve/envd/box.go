@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 
+	tentfs "github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )
 
 // box is what the handler holds for one sandbox: its processes, its
@@ -28,7 +31,16 @@ type box struct {
 	nextPID  uint32
 	streams  int
 	watchers map[string]*watcher
-	home     string // the sandbox user's $HOME, once read
+	home     string   // the sandbox user's $HOME, once read
+	user     identity // the sandbox user, read with home
+}
+
+// identity is the sandbox user's uid, gid and name ($USER): what file
+// entries owned by them are reported as, since the sandbox's /etc/passwd
+// (the host's) may name that uid differently or not at all.
+type identity struct {
+	uid, gid int
+	name     string
 }
 
 func newBox(h *Handler, id string) *box {
@@ -165,20 +177,53 @@ func (bx *box) homeDir(ctx context.Context) (string, error) {
 	if home != "" {
 		return home, nil
 	}
-	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s' "$HOME"`}, Stderr: io.Discard, MaxOutput: 4096})
+	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s\n%s\n%s\n%s' "$HOME" "$(id -u)" "$(id -g)" "$USER"`}, Stderr: io.Discard, MaxOutput: 4096})
+	user := identity{uid: -1, gid: -1}
 	switch {
 	case errors.Is(err, sandbox.ErrCommandNotFound), errors.Is(err, sandbox.ErrNotExecutable):
 		home = "/" // no shell to ask
 	case err != nil:
 		return "", rpcError(err)
-	case res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "/"):
-		home = "/"
 	default:
-		home = string(res.Stdout)
+		lines := strings.Split(string(res.Stdout), "\n")
+		home = lines[0]
+		if res.ExitCode != 0 || !strings.HasPrefix(home, "/") {
+			home = "/"
+		}
+		if len(lines) == 4 {
+			uid, uerr := strconv.Atoi(lines[1])
+			gid, gerr := strconv.Atoi(lines[2])
+			if uerr == nil && gerr == nil && lines[3] != "" {
+				user = identity{uid: uid, gid: gid, name: lines[3]}
+			}
+		}
 	}
 	home = path.Clean(home)
 	bx.mu.Lock()
-	bx.home = home
+	bx.home, bx.user = home, user
 	bx.mu.Unlock()
 	return home, nil
+}
+
+// entryInfo is envd's EntryInfo of fi: its owner and group named as the
+// sandbox user ($USER, whose group E2B names alike) when they are its
+// ids, and a relative symlink's target made absolute, as envd reports it.
+func (bx *box) entryInfo(ctx context.Context, fi tentfs.FileInfo) *filesystempb.EntryInfo {
+	e := entryInfo(fi)
+	if _, err := bx.homeDir(ctx); err == nil {
+		bx.mu.Lock()
+		user := bx.user
+		bx.mu.Unlock()
+		if user.name != "" && fi.UID == user.uid {
+			e.Owner = user.name
+		}
+		if user.name != "" && fi.GID == user.gid {
+			e.Group = user.name
+		}
+	}
+	if e.SymlinkTarget != nil && !path.IsAbs(*e.SymlinkTarget) && fi.Path != "" {
+		abs := path.Join(path.Dir(fi.Path), *e.SymlinkTarget)
+		e.SymlinkTarget = &abs
+	}
+	return e
 }

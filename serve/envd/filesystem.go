@@ -90,7 +90,7 @@ func (bx *box) infoOp(ctx context.Context, op sandbox.FileOp, path string, args 
 	if err := json.Unmarshal(out.Bytes(), &fi); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's answer: %w", err))
 	}
-	return entryInfo(fi), nil
+	return bx.entryInfo(ctx, fi), nil
 }
 
 // resolveFor resolves the request's path in its sandbox.
@@ -162,7 +162,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	}
 	res := &filesystempb.ListDirResponse{Entries: make([]*filesystempb.EntryInfo, 0, len(infos))}
 	for _, fi := range infos {
-		res.Entries = append(res.Entries, entryInfo(fi))
+		res.Entries = append(res.Entries, bx.entryInfo(ctx, fi))
 	}
 	return connect.NewResponse(res), nil
 }
