@@ -189,3 +189,48 @@ func TestBaseTemplateLimits(t *testing.T) {
 		t.Errorf("DefaultBaseLimits %+v: want E2B's 2 CPUs, 512 MiB and a process cap", DefaultBaseLimits)
 	}
 }
+
+// TestBaseTemplateIsBounded: a sandbox of the base template cannot fill
+// the host's memory through its tmpfs /tmp (charged to its memory
+// limit) nor fork without bound, where the host gives a cgroup. The
+// limits are made small here so that the test is cheap.
+func TestBaseTemplateIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts sandboxes")
+	}
+	ctx := context.Background()
+	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close(ctx) })
+	if cg := local.Capabilities().CgroupVersion; cg == "none" {
+		t.Skip("no cgroup for sandboxes on this host: the server says so at start (TestBaseTemplateLimits)")
+	}
+	s, err := New(local, Options{APIKey: testKey, BaseLimits: &sandbox.Limits{Memory: 64 << 20, Pids: 32, CPUs: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(ctx, false) })
+	h := &harness{t: t, s: s, url: newTestHTTP(t, s)}
+	run := func(script string) (*sandbox.ExecResult, error) {
+		id := h.create(pythonCreateBody).SandboxID
+		return local.Exec(ctx, id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Timeout: time.Minute})
+	}
+	// Forty sleepers under a cap of 32 processes: the shell cannot fork
+	// them all.
+	res, err := run(`for i in $(seq 40); do sleep 60 </dev/null >/dev/null 2>&1 & done; echo all started`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 && strings.Contains(string(res.Stdout), "all started") {
+		t.Errorf("40 processes started under a cap of 32")
+	}
+	// 128 MiB into /tmp, twice the limit: the write fails, or the memory
+	// limit's OOM kill ends the sandbox; never does it all land.
+	res, err = run(`head -c 134217728 /dev/zero > /tmp/fill; echo $?; du -m /tmp/fill | cut -f1`)
+	if err == nil && strings.HasPrefix(string(res.Stdout), "0\n128") {
+		t.Errorf("128 MiB written to /tmp under a 64 MiB limit: %q", res.Stdout)
+	}
+	t.Logf("filling /tmp past the limit: %v, %+v", err, res)
+}
