@@ -61,7 +61,8 @@ func TestE2BUserAndHome(t *testing.T) {
 	// /etc/passwd calls uid 1000.
 	r = h.do("POST", "/filesystem.Filesystem/Stat", `{"path":"notes.txt"}`, headerSandboxID, id,
 		headerAccessToken, created.EnvdAccessToken, "Content-Type", "application/json")
-	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"owner":"user","group":"user"`) {
+	var st struct{ Entry struct{ Owner, Group string } }
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &st) != nil || st.Entry.Owner != "user" || st.Entry.Group != "user" {
 		t.Errorf("stat of the uploaded file: %d %s, want owner and group user", r.status, r.body)
 	}
 	// A fork starts with the home as it was, and changes stay its own.
