@@ -84,22 +84,24 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	}
 	spec.Env = append(spec.Env, plan.env...)
 	spec.Labels = plan.labels()
-	if spec.User != nil {
+	if spec.User != nil || spec.Tier == sandbox.TierReduced {
 		return s.b.Provision(ctx, spec)
 	}
-	// E2B's user, unless the template names one.
+	// E2B's user, unless the template names one. It is mapped in a user
+	// namespace, so the full tier is asked for: the reduced tier would
+	// run a root caller's sandbox as host uid 1000, someone's.
+	tmpl := spec
 	spec.User = &sandbox.User{UID: e2bUID, GID: e2bUID, Name: e2bUser}
-	workdir := spec.Workdir
-	if workdir == "" {
+	spec.Tier = sandbox.TierFull
+	if spec.Workdir == "" {
 		spec.Workdir = e2bHome
 	}
 	info, err := s.b.Provision(ctx, spec)
 	if errors.Is(err, sandbox.ErrUnsupported) {
-		// The reduced tier (no user namespaces) runs commands as the
-		// caller only: run the sandbox as it, as before.
-		spec.User, spec.Workdir = nil, workdir
-		if info, err2 := s.b.Provision(ctx, spec); err2 == nil {
-			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user): the sandbox runs as the server's user", "id", info.ID, "err", err)
+		// No user namespaces here: the template's sandbox as it is, as
+		// the server's user (or, for root, tent's unprivileged id).
+		if info, err2 := s.b.Provision(ctx, tmpl); err2 == nil {
+			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user): the sandbox runs as tent's default identity", "id", info.ID, "err", err)
 			return info, nil
 		}
 	}
