@@ -49,7 +49,9 @@ func newBox(h *Handler, id string) *box {
 
 // errSandboxGone ends the stream of a command whose sandbox was killed,
 // or reached its end, while it ran.
-var errSandboxGone = connect.NewError(connect.CodeUnavailable, errors.New("the sandbox was killed or reached its end of life while the command ran"))
+func errSandboxGone() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("the sandbox was killed or reached its end of life while the command ran"))
+}
 
 // isClosed reports whether the box was forgotten (its sandbox killed).
 func (bx *box) isClosed() bool {

@@ -212,7 +212,7 @@ func (p *proc) follow(ctx context.Context, s *sub, send func(*processpb.ProcessE
 				// As envd's connection drops with its sandbox: the SDKs
 				// read unavailable as their TimeoutError, not as the
 				// command's exit.
-				return errSandboxGone
+				return errSandboxGone()
 			}
 			// Forgotten before the end goes out, so that a client that
 			// got it finds the process gone (the SDK's kill() after
