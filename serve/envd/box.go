@@ -79,6 +79,32 @@ func (bx *box) ended(ctx context.Context) bool {
 	return info.State != sandbox.StateRunning && info.State != sandbox.StateSuspended
 }
 
+// waitRunning waits while the sandbox is paused: true once it runs
+// again, false when ctx ends, the box is forgotten or the sandbox ends.
+func (bx *box) waitRunning(ctx context.Context) bool {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if bx.isClosed() {
+			return false
+		}
+		info, err := bx.h.b.Get(ctx, bx.id)
+		switch {
+		case err != nil:
+			return false
+		case info.State == sandbox.StateRunning:
+			return true
+		case info.State != sandbox.StateSuspended:
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
 // errGone is the error of a request for a sandbox being forgotten.
 func errGone() error {
 	return connect.NewError(connect.CodeUnavailable, errors.New("the sandbox is being killed"))

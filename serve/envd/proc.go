@@ -270,6 +270,12 @@ func dataEvents(batch []chunk) []*processpb.ProcessEvent {
 func (p *proc) run(ctx context.Context, req sandbox.ExecRequest, in *os.File) {
 	defer p.cancel()
 	res, err := p.bx.h.b.Exec(ctx, p.bx.id, req)
+	for errors.Is(err, sandbox.ErrSuspended) && p.bx.waitRunning(ctx) {
+		// Paused after the client was told the command started (its
+		// start event goes out first): it starts once resumed, as a
+		// command frozen by the pause would go on.
+		res, err = p.bx.h.b.Exec(ctx, p.bx.id, req)
+	}
 	if errors.Is(err, sandbox.ErrCommandNotFound) && req.Args[0] == "/bin/bash" {
 		req.Args[0] = "/bin/sh"
 		res, err = p.bx.h.b.Exec(ctx, p.bx.id, req)
