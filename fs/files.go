@@ -23,7 +23,25 @@ type FileInfo struct {
 	GID   int    `json:"gid"`
 	Owner string `json:"owner,omitempty"`
 	Group string `json:"group,omitempty"`
+	// Metadata are the file's extended attributes in the
+	// MetadataXattrPrefix namespace, by name without the prefix (nil
+	// when it has none, and for symlinks).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
+
+// MetadataXattrPrefix is the extended-attribute namespace of the file
+// helper's file metadata (E2B's envd keeps file metadata there too):
+// put sets it, stat and list report it.
+const MetadataXattrPrefix = "user.e2b."
+
+// Bounds of file metadata: how many entries, and how long a name (the
+// part after MetadataXattrPrefix) or a value may be. Entries beyond are
+// not reported; put refuses them with EINVAL.
+const (
+	MaxMetadataEntries = 64
+	MaxMetadataName    = 200
+	MaxMetadataValue   = 4096
+)
 
 // WatchEvent is one JSON line of the file helper's "watch" op. The op
 // watches the directory at its path (symlinks followed) with inotify

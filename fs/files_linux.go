@@ -35,8 +35,9 @@ const (
 
 // RunFileHelper is the helper's main: args are [op, path, ...] with op
 // one of read (file to stdout), write (stdin to file; optional octal
-// mode), put (write, creating the parents, then the file's FileInfo as
-// JSON), list (JSON array of FileInfo; an optional depth, default 1,
+// mode), put (write, creating the parents, then replace the file's
+// metadata with the "meta NAME VALUE" triples that follow the optional
+// mode, then the file's FileInfo as JSON), list (JSON array of FileInfo; an optional depth, default 1,
 // lists subdirectories to that depth), stat (JSON FileInfo), mkdir (a
 // directory and its parents; EEXIST when it is there already, ENOTDIR
 // when a non-directory is; its FileInfo as JSON), rename (to the path in
@@ -95,6 +96,10 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 		}
 		return listTree(path, depth, stdout)
 	case "put":
+		rest, meta, err := metadataArgs(path, rest)
+		if err != nil {
+			return err
+		}
 		mode, err := modeArg("put", path, rest)
 		if err != nil {
 			return err
@@ -103,6 +108,9 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 			return err
 		}
 		if err := writeRegular(path, mode, stdin); err != nil {
+			return err
+		}
+		if err := setMetadata(path, meta); err != nil {
 			return err
 		}
 		return encodeInfo(path, stdout)
@@ -185,7 +193,87 @@ func lstatInfo(path string) (FileInfo, error) {
 		info.UID, info.GID = int(st.Uid), int(st.Gid)
 		info.Owner, info.Group = idNames().user[info.UID], idNames().group[info.GID]
 	}
+	if fi.Mode()&os.ModeSymlink == 0 {
+		info.Metadata = readMetadata(path)
+	}
 	return info, nil
+}
+
+// metadataArgs splits put's arguments into the optional mode and the
+// metadata given as "meta NAME VALUE" triples.
+func metadataArgs(path string, rest []string) ([]string, map[string]string, error) {
+	i := 0
+	if len(rest) > 0 && rest[0] != "meta" {
+		i = 1
+	}
+	meta := map[string]string{}
+	for ; i < len(rest); i += 3 {
+		if rest[i] != "meta" || i+2 >= len(rest) {
+			return nil, nil, &os.PathError{Op: "put", Path: path, Err: fmt.Errorf("want meta NAME VALUE, not %q: %w", rest[i:], unix.EINVAL)}
+		}
+		name, value := rest[i+1], rest[i+2]
+		if name == "" || len(name) > MaxMetadataName || len(value) > MaxMetadataValue || strings.ContainsRune(name, 0) {
+			return nil, nil, &os.PathError{Op: "put", Path: path, Err: fmt.Errorf("metadata %q: a name of 1 to %d bytes and a value of at most %d: %w", name, MaxMetadataName, MaxMetadataValue, unix.EINVAL)}
+		}
+		meta[name] = value
+	}
+	if len(meta) > MaxMetadataEntries {
+		return nil, nil, &os.PathError{Op: "put", Path: path, Err: fmt.Errorf("%d metadata entries, at most %d: %w", len(meta), MaxMetadataEntries, unix.EINVAL)}
+	}
+	if i == 1 {
+		return rest[:1], meta, nil
+	}
+	return nil, meta, nil
+}
+
+// setMetadata replaces path's metadata (its MetadataXattrPrefix
+// attributes) with meta.
+func setMetadata(path string, meta map[string]string) error {
+	for name := range metadataNames(path) {
+		if err := unix.Lremovexattr(path, MetadataXattrPrefix+name); err != nil && err != unix.ENODATA {
+			return &os.PathError{Op: "removexattr", Path: path, Err: err}
+		}
+	}
+	for name, value := range meta {
+		if err := unix.Lsetxattr(path, MetadataXattrPrefix+name, []byte(value), 0); err != nil {
+			return &os.PathError{Op: "setxattr", Path: path, Err: err}
+		}
+	}
+	return nil
+}
+
+// metadataNames lists path's metadata names (without the prefix), at
+// most MaxMetadataEntries; none when the file system has no extended
+// attributes.
+func metadataNames(path string) map[string]struct{} {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Llistxattr(path, buf)
+	if err != nil || n <= 0 {
+		return nil
+	}
+	names := map[string]struct{}{}
+	for _, a := range strings.Split(string(buf[:n]), "\x00") {
+		if name, ok := strings.CutPrefix(a, MetadataXattrPrefix); ok && name != "" && len(names) < MaxMetadataEntries {
+			names[name] = struct{}{}
+		}
+	}
+	return names
+}
+
+// readMetadata reads path's metadata; nil when it has none.
+func readMetadata(path string) map[string]string {
+	names := metadataNames(path)
+	if len(names) == 0 {
+		return nil
+	}
+	meta := make(map[string]string, len(names))
+	buf := make([]byte, MaxMetadataValue)
+	for name := range names {
+		if n, err := unix.Lgetxattr(path, MetadataXattrPrefix+name, buf); err == nil {
+			meta[name] = string(buf[:n])
+		}
+	}
+	return meta
 }
 
 // encodeInfo writes the FileInfo of path to w as JSON.

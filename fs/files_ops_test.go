@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -224,5 +225,40 @@ func TestFileHelperReadSized(t *testing.T) {
 	}
 	if code, out, errs := runHelper([]string{"read", dir, "sized"}, nil); code != HelperFailed || out != "" || !strings.HasPrefix(errs, "EISDIR ") {
 		t.Errorf("sized read of a directory: %d %q %q", code, out, errs)
+	}
+}
+
+// TestFileHelperMetadata: put replaces a file's metadata (extended
+// attributes under MetadataXattrPrefix) with the triples it is given,
+// and stat, list and rename report or keep them.
+func TestFileHelperMetadata(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "m.txt")
+	code, out, errs := runHelper([]string{"put", f, "meta", "author", "mish", "meta", "purpose", "upload"}, strings.NewReader("x"))
+	if code == HelperFailed && strings.HasPrefix(errs, "EOPNOTSUPP") {
+		t.Skipf("no user extended attributes on %s: %s", dir, errs)
+	}
+	if code != 0 {
+		t.Fatalf("put with metadata: %d %q", code, errs)
+	}
+	want := map[string]string{"author": "mish", "purpose": "upload"}
+	if fi := decodeInfo(t, out); !maps.Equal(fi.Metadata, want) {
+		t.Errorf("put's answer: metadata %v, want %v", fi.Metadata, want)
+	}
+	if _, out, _ := runHelper([]string{"list", dir}, nil); !strings.Contains(out, `"metadata":{"author":"mish","purpose":"upload"}`) {
+		t.Errorf("list: %s", out)
+	}
+	moved := filepath.Join(dir, "n.txt")
+	if _, out, _ := runHelper([]string{"rename", f, moved}, nil); !maps.Equal(decodeInfo(t, out).Metadata, want) {
+		t.Errorf("rename's answer: %s", out)
+	}
+	// A put without metadata clears it; a mode still comes first.
+	if code, out, errs := runHelper([]string{"put", moved, "600"}, strings.NewReader("y")); code != 0 || decodeInfo(t, out).Metadata != nil {
+		t.Errorf("put over it without metadata: %d %s %s, want no metadata left", code, out, errs)
+	}
+	for _, bad := range [][]string{{"meta", "k"}, {"meta", "", "v"}, {"600", "meta", strings.Repeat("k", MaxMetadataName+1), "v"}} {
+		if code, _, errs := runHelper(append([]string{"put", moved}, bad...), strings.NewReader("z")); code != HelperFailed || !strings.HasPrefix(errs, "EINVAL") {
+			t.Errorf("put %q: %d %q, want EINVAL", bad, code, errs)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,6 +29,13 @@ func TestIdentityInside(t *testing.T) {
 	}
 	expect(t, "uid inside", mustRun(t, sandbox.Spec{}, "id", "-u"), want)
 	expect(t, "--user 1234:5678", mustRun(t, sandbox.Spec{User: &sandbox.User{UID: 1234, GID: 5678}}, "sh", "-c", "echo $(id -u):$(id -g)"), "1234:5678")
+	// A named user: $USER, and a private writable home /home/NAME, as
+	// E2B's sandboxes have.
+	named := sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000, Name: "user"}, Workdir: "/home/user"}
+	expect(t, "a named user", mustRun(t, named, "sh", "-c", `touch $HOME/f && echo $(id -u) $USER $HOME $(pwd) $(stat -c %u $HOME/f)`), "1000 user /home/user /home/user 1000")
+	if _, _, err := run(t, sandbox.Spec{User: &sandbox.User{UID: 1000, Name: "../x"}}, "true"); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("user name ../x: %v, want ErrInvalidSpec", err)
+	}
 }
 
 func TestRootCallerNeverHoldsHostRoot(t *testing.T) {

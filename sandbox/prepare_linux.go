@@ -78,6 +78,9 @@ func validate(s *Spec) error {
 	case l.Timeout < 0:
 		return fmt.Errorf("limits.timeout: %s is negative", l.Timeout)
 	}
+	if s.User != nil && s.User.Name != "" && !validName(s.User.Name) {
+		return fmt.Errorf("user.name: %q is not a valid user name", s.User.Name)
+	}
 	if s.Hostname != "" && !validName(s.Hostname) {
 		return fmt.Errorf("hostname: %q is not a valid host name", s.Hostname)
 	}
@@ -142,6 +145,9 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 			user = fmt.Sprintf("user%d", p.uid)
 		}
 		home = "/home/" + user
+	}
+	if s.User != nil && s.User.Name != "" {
+		user, home = s.User.Name, "/home/"+s.User.Name
 	}
 
 	all, guarded, partial, err := withGitGuards(s.Mounts, s.GitWritable, s.Mounts)

@@ -87,6 +87,13 @@ const DefaultHostname = "tent"
 type User struct {
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
+	// Name, when not "", is the user's name inside: $USER is Name and
+	// $HOME, the sandbox's private, writable home (captured by snapshots
+	// and forks like /tmp), is /home/Name. "" keeps the defaults: root
+	// and /root for uid 0, the caller's name (or userUID) under /home
+	// otherwise. It must be a valid user name (a letter or digit, then up
+	// to 62 letters, digits, '.', '-' or '_').
+	Name string `json:"name,omitempty"`
 }
 
 // Limits bound a sandbox's resources; a zero field means no limit.

@@ -23,6 +23,7 @@ const (
 // first used, with no timeout until a client sets one.
 type box struct {
 	id      string
+	token   string // its envd access token, for signed URLs
 	added   time.Time
 	streams chan struct{} // in-sandbox requests in flight
 
@@ -49,7 +50,7 @@ func (s *Server) box(id string) *box {
 func (s *Server) boxLocked(id string) *box {
 	b := s.boxes[id]
 	if b == nil {
-		b = &box{id: id, added: time.Now(), streams: make(chan struct{}, s.opts.MaxStreamsPerSandbox), onTimeout: onTimeoutKill}
+		b = &box{id: id, token: s.accessToken(id), added: time.Now(), streams: make(chan struct{}, s.opts.MaxStreamsPerSandbox), onTimeout: onTimeoutKill}
 		s.boxes[id] = b
 	}
 	return b

@@ -75,8 +75,12 @@ type createPlan struct {
 // planCreate validates a create request. It reads nothing but the
 // request, so that it can be fuzzed; the template is resolved later.
 func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (createPlan, error) {
-	p := createPlan{template: req.TemplateID, onTimeout: onTimeoutKill,
-		allowInternet: req.AllowInternetAccess, network: req.Network}
+	p := createPlan{template: req.TemplateID, onTimeout: onTimeoutKill}
+	if decidesNetwork(req.AllowInternetAccess, req.Network) {
+		// Otherwise the template decides, and getInfo reports what it
+		// gave rather than E2B's defaults.
+		p.allowInternet, p.network = req.AllowInternetAccess, req.Network
+	}
 	if p.template == "" {
 		p.template = baseTemplate
 	}
@@ -119,7 +123,7 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 	// The network settings are mapped against the template later; check
 	// them now against the most permissive template (net: host), so that
 	// a bad request never provisions.
-	if _, err := networkPolicy(sandbox.NetworkPolicy{Mode: netpolicy.Host}, p.allowInternet, p.network, false, caps.NetworkPolicy); err != nil {
+	if _, err := networkPolicy(sandbox.NetworkPolicy{Mode: netpolicy.Host}, req.AllowInternetAccess, req.Network, false, caps.NetworkPolicy); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -25,9 +25,15 @@
 // token of one sandbox never opens another (401, the same answer as no
 // token), and a restarted server with the same key hands out the same
 // tokens. The SDKs' uploadUrl and downloadUrl (signed /files URLs, which
-// name no sandbox) are checked against every sandbox's token: the
-// signature covers the path, the operation (GET reads, POST writes), the
-// user and the expiry.
+// name no sandbox) are checked against the tokens the server holds in
+// memory, without reading any record: the signature covers the path,
+// the operation (GET reads, POST writes), the user and the expiry.
+//
+// Connections that have not authenticated (no request with the key or a
+// token yet) are bounded apart from the others, per peer address and in
+// total, the oldest idle one closed to make room, and every refusal
+// closes its connection, so that idle connections without credentials
+// cannot starve clients that have them.
 //
 // Requests are bounded: control-plane bodies (Options.MaxBodyBytes, 413
 // past it), in-sandbox bodies and uploads, control-plane requests at
@@ -46,8 +52,10 @@
 // Options.TemplatesDir, named TEMPLATE.yaml, TEMPLATE.yml or
 // TEMPLATE.json; it is read at each create, so edits apply to the next
 // sandbox. "base", the SDKs' default, is the zero sandbox.Spec (no
-// network, no mounts, the restrictive defaults) unless a base file
-// replaces it. A template id that names no template is taken as a
+// network, no mounts, the restrictive defaults) with Options.BaseLimits
+// unless a base file replaces it. Unless its template names a user, a
+// sandbox runs as E2B's user: uid 1000 named user, HOME and working
+// directory /home/user (its private home, kept by snapshots and forks). A template id that names no template is taken as a
 // snapshot: its name (createSnapshot's name) or id. Metadata become the
 // sandbox's labels (keys starting with "tent." are reserved: the label
 // tent.template keeps the template), envVars are added to its
@@ -63,10 +71,10 @@
 // addresses (loopback, RFC 1918, metadata) need an IP or CIDR entry. PUT
 // .../network replaces them at run time. Settings that would leave the
 // rest of the internet open are refused with 400 and how to say it in
-// tent's terms; allow_internet_access true is accepted only on a
-// template with net: host. A sandbox created with no network settings
-// has its template's network (none for base), which cannot be opened at
-// run time (409).
+// tent's terms. A create that chooses nothing (no rules, and
+// allow_internet_access absent or true: E2B's default, which the Python
+// SDK always sends) has its template's network (none for base), which
+// cannot be opened at run time (409); the answer and getInfo report it.
 //
 // # Lifetime
 //
@@ -84,11 +92,11 @@
 // # Not served
 //
 // Each answers 501 with E2B's error body, or 400 where a create asks for
-// it: templates (build, list, delete, tags, aliases), deleteSnapshot,
-// volumes and volume mounts, secrets, sandbox logs, teams and team
+// it: templates (build, list, delete, tags, aliases), volumes and volume mounts, secrets, sandbox logs, teams and team
 // metrics, MCP gateways, IAM tokens, network.rules (request transforms)
 // and egressProxy, pause with keepMemory false and connect with onResume
-// "reboot", traffic to a sandbox's other ports (getHost), and metrics
+// "reboot" (a filesystem-only pause), traffic to a sandbox's other
+// ports (getHost), and metrics
 // history (getMetrics returns one sample, taken now). See the package
 // serve/envd documentation for the in-sandbox API's own list.
 package serve

@@ -73,6 +73,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
+	if status == http.StatusUnauthorized || !s.conns.isAuthenticated(r) {
+		// A client without credentials may not keep a connection idle.
+		w.Header().Set("Connection", "close")
+	}
 	writeJSON(w, status, apiError{Code: status, Message: msg})
 }
 

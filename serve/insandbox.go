@@ -65,6 +65,7 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string)
 		s.writeError(w, r, errorf(http.StatusUnauthorized, "invalid or missing %s for sandbox %q", headerAccessToken, id))
 		return
 	}
+	s.conns.authenticated(r)
 	if p := r.Header.Get(headerSandboxPort); p != "" && p != envdPort {
 		s.writeError(w, r, notImplemented("reaching port "+p+" of a sandbox (only the in-sandbox API, port "+envdPort+", is served)"))
 		return
@@ -128,23 +129,36 @@ func (s *Server) ensureRunning(ctx context.Context, id string) error {
 // uploadUrl and downloadUrl) is for: the one whose access token signs
 // the request's path, operation (GET reads, POST writes) and user, as
 // "v1_" and the unpadded base64 of SHA-256("PATH:OP:USER:TOKEN[:EXP]").
-// Such a URL names no sandbox, so every sandbox's signature is computed
-// (constant-time compared); an expired signature is refused.
+// Such a URL names no sandbox (the SDKs sign it for E2B_SANDBOX_URL,
+// which is the same for every sandbox), so it is checked against the
+// tokens the server holds in memory (every sandbox it created, resumed
+// or handed a token for), with one SHA-256 each and no record read; a
+// signature of the wrong form, or an expired one, is refused before
+// that.
 func (s *Server) signedSandbox(r *http.Request) (string, error) {
 	q := r.URL.Query()
+	var sig [sha256.Size]byte
+	b64, ok := strings.CutPrefix(q.Get("signature"), "v1_")
+	if !ok || len(b64) != base64.RawStdEncoding.EncodedLen(len(sig)) {
+		return "", errorf(http.StatusUnauthorized, "invalid signature: want v1_ and the unpadded base64 of a SHA-256")
+	}
+	if n, err := base64.RawStdEncoding.Decode(sig[:], []byte(b64)); err != nil || n != len(sig) {
+		return "", errorf(http.StatusUnauthorized, "invalid signature: want v1_ and the unpadded base64 of a SHA-256")
+	}
 	op := "read"
 	if r.Method == http.MethodPost {
 		op = "write"
 	}
-	raw := q.Get("path") + ":" + op + ":" + q.Get("username") + ":"
 	exp := q.Get("signature_expiration")
 	if exp != "" {
 		t, err := strconv.ParseInt(exp, 10, 64)
 		if err != nil || time.Now().Unix() > t {
-			return "", errorf(http.StatusUnauthorized, "the signed URL has expired")
+			// envd's words, which the SDKs' callers match.
+			return "", errorf(http.StatusUnauthorized, "signature is already expired")
 		}
+		exp = ":" + exp
 	}
-	sig := q.Get("signature")
+	prefix := q.Get("path") + ":" + op + ":" + q.Get("username") + ":"
 	// The lookup is done before any authentication: it takes a slot of
 	// the control plane's, so that it cannot be used to load the server.
 	select {
@@ -153,20 +167,20 @@ func (s *Server) signedSandbox(r *http.Request) (string, error) {
 	default:
 		return "", errorf(http.StatusTooManyRequests, "too many requests at once (at most %d)", s.opts.MaxRequests)
 	}
-	infos, err := s.b.List(r.Context())
-	if err != nil {
-		return "", err
+	type cand struct{ id, token string }
+	s.mu.Lock()
+	cands := make([]cand, 0, len(s.boxes))
+	for id, b := range s.boxes {
+		cands = append(cands, cand{id, b.token})
 	}
+	s.mu.Unlock()
 	found := ""
-	for _, info := range infos {
-		msg := raw + s.accessToken(info.ID)
-		if exp != "" {
-			msg += ":" + exp
-		}
-		sum := sha256.Sum256([]byte(msg))
-		want := "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
-		if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) == 1 {
-			found = info.ID
+	buf := make([]byte, 0, len(prefix)+64+len(exp))
+	for _, c := range cands {
+		buf = append(append(append(buf[:0], prefix...), c.token...), exp...)
+		sum := sha256.Sum256(buf)
+		if subtle.ConstantTimeCompare(sum[:], sig[:]) == 1 {
+			found = c.id
 		}
 	}
 	if found == "" {

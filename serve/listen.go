@@ -36,7 +36,9 @@ const (
 	shutdownGrace = 5 * time.Second
 )
 
-// HTTPServer returns an http.Server for s with the server's timeouts.
+// HTTPServer returns an http.Server for s with the server's timeouts
+// and its bounds on unauthenticated connections (see
+// DefaultMaxUnauthConnsPerPeer); use one per Server.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s,
@@ -44,6 +46,8 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnContext:       s.conns.connContext,
+		ConnState:         s.conns.connState,
 	}
 }
 
@@ -129,6 +133,22 @@ func LoadOrCreateAPIKey(dir string) (key, path string, created bool, err error) 
 		return "", path, false, fmt.Errorf("writing the API key %s: %w", path, err)
 	}
 	return key, path, true, nil
+}
+
+// ReadAPIKeyFile reads an API key from path (its first line): a regular
+// file of the caller's that others cannot read, as the state
+// directory's key file must be.
+func ReadAPIKeyFile(path string) (string, error) {
+	b, err := readPrivate(path)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	key := strings.TrimSpace(line)
+	if key == "" {
+		return "", fmt.Errorf("API key file %s is empty", path)
+	}
+	return key, nil
 }
 
 // readPrivate reads a file that must be the caller's and unreadable by

@@ -26,7 +26,9 @@ import (
 // same set of destinations. Its other denyOut entries are already denied
 // (and E2B lets allowOut win over them), so they add no rule. Settings
 // that leave the rest of the internet open are refused, except on a
-// template with net: host and no rules. Private destinations (loopback,
+// template with net: host and no rules. A create that chooses nothing
+// (no rules; allow_internet_access absent or true, E2B's default, which
+// the Python SDK always sends) gets its template's network. Private destinations (loopback,
 // RFC 1918, cloud metadata...) are reachable only when an IP or CIDR
 // allowOut entry names them, as in tent's limited mode everywhere.
 
@@ -92,8 +94,10 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 	if len(nc.AllowOut)+len(nc.DenyOut) > 0 {
 		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network: without denyOut 0.0.0.0/0 or allow_internet_access false, E2B leaves every destination not in denyOut open: %s", openInternetHelp)
 	}
-	if allowInternet == nil && !update {
-		return base, nil // the template decides
+	if !update && (allowInternet == nil || *allowInternet) {
+		// E2B's defaults (the Python SDK always sends
+		// allow_internet_access: true): the template decides.
+		return base, nil
 	}
 	if base.Mode.Normalize() == netpolicy.Host {
 		return base, nil // the open internet, as asked
@@ -102,6 +106,23 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "allow_internet_access: true: %s", openInternetHelp)
 	}
 	return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network update without rules means E2B's open internet: %s", openInternetHelp)
+}
+
+// decidesNetwork reports whether a create's network settings choose the
+// sandbox's network (deny everything, or rules) rather than leave it to
+// the template: allow_internet_access true without rules is E2B's
+// default, which the Python SDK always sends, and leaves it to the
+// template.
+func decidesNetwork(allowInternet *bool, nc *networkConfig) bool {
+	if nc != nil {
+		if allowInternet == nil {
+			allowInternet = nc.AllowInternetAccess
+		}
+		if len(nc.AllowOut)+len(nc.DenyOut) > 0 || nc.EgressProxy != nil || len(nc.Rules) > 0 {
+			return true
+		}
+	}
+	return allowInternet != nil && !*allowInternet
 }
 
 // checkDenyEntry checks a denyOut entry: E2B takes IP addresses and CIDR
@@ -128,6 +149,17 @@ func checkUnsupportedNet(nc *networkConfig) error {
 		return notImplemented("network.rules (request transforms)")
 	}
 	return nil
+}
+
+// internetView is what getInfo reports as allowInternetAccess: the
+// setting given when the server keeps one, else whether the sandbox's
+// policy is the open internet (net: host).
+func internetView(p sandbox.NetworkPolicy, given *bool) *bool {
+	if given != nil {
+		return given
+	}
+	open := p.Mode.Normalize() == netpolicy.Host
+	return &open
 }
 
 // networkView is what getInfo reports of a sandbox's network: the

@@ -39,12 +39,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout)
+	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout, "network", info.Spec.Network.Mode.Normalize())
 	s.adopt(info.ID, plan.timeout, func(b *box) {
 		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
 		b.allowInternet, b.network = plan.allowInternet, plan.network
 	})
-	writeJSON(w, http.StatusCreated, s.sandboxResponse(info.ID, plan.template))
+	resp := s.sandboxResponse(info.ID, plan.template)
+	resp.AllowInternetAccess = internetView(info.Spec.Network, plan.allowInternet)
+	resp.Network = networkView(info.Spec.Network, plan.network)
+	writeJSON(w, http.StatusCreated, resp)
 }
 
 // provisionPlan provisions a sandbox from a template, or forks one from
@@ -81,8 +84,37 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	}
 	spec.Env = append(spec.Env, plan.env...)
 	spec.Labels = plan.labels()
-	return s.b.Provision(ctx, spec)
+	if spec.User != nil || spec.Tier == sandbox.TierReduced {
+		return s.b.Provision(ctx, spec)
+	}
+	// E2B's user, unless the template names one. It is mapped in a user
+	// namespace, so the full tier is asked for: the reduced tier would
+	// run a root caller's sandbox as host uid 1000, someone's.
+	tmpl := spec
+	spec.User = &sandbox.User{UID: e2bUID, GID: e2bUID, Name: e2bUser}
+	spec.Tier = sandbox.TierFull
+	if spec.Workdir == "" {
+		spec.Workdir = e2bHome
+	}
+	info, err := s.b.Provision(ctx, spec)
+	if errors.Is(err, sandbox.ErrUnsupported) {
+		// No user namespaces here: the template's sandbox as it is, as
+		// the server's user (or, for root, tent's unprivileged id).
+		if info, err2 := s.b.Provision(ctx, tmpl); err2 == nil {
+			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user): the sandbox runs as tent's default identity", "id", info.ID, "err", err)
+			return info, nil
+		}
+	}
+	return info, err
 }
+
+// E2B's sandbox user: what the server's sandboxes run as unless their
+// template names a user.
+const (
+	e2bUser = "user"
+	e2bUID  = 1000
+	e2bHome = "/home/" + e2bUser
+)
 
 // reserve counts a sandbox about to be created against MaxSandboxes.
 func (s *Server) reserve() bool {
@@ -143,11 +175,12 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.box(info.ID) // it hands out the token: signed URLs may follow
 	v := s.view(info.ID)
 	d := sandboxDetail{
 		listedSandbox:       s.listed(info, v),
 		EnvdAccessToken:     s.accessToken(info.ID),
-		AllowInternetAccess: v.allowInternet,
+		AllowInternetAccess: internetView(info.Spec.Network, v.allowInternet),
 		Network:             networkView(info.Spec.Network, v.network),
 		Lifecycle:           lifecycle{OnTimeout: v.onTimeout, AutoResume: v.autoResume},
 	}

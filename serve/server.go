@@ -83,6 +83,12 @@ type Options struct {
 	// RequestTimeout bounds reading a control-plane request's body and
 	// the provisioning it asks for (default 2 min).
 	RequestTimeout time.Duration
+	// BaseLimits bound every sandbox of the built-in base template (the
+	// SDKs' default); nil means [DefaultBaseLimits], a pointer to the zero
+	// Limits none. They need a cgroup: where the backend gives sandboxes
+	// none, New logs what it cannot bound and base runs unbounded. A
+	// base.* template file replaces them with its own.
+	BaseLimits *sandbox.Limits
 	// StateFile, when not "", is where the server keeps the settings of
 	// its sandboxes that the backend does not (timeouts, lifecycle,
 	// network settings as given, template), written at each change with
@@ -104,6 +110,13 @@ const (
 	DefaultMaxSandboxBodyBytes  = 16 << 20
 	DefaultRequestTimeout       = 2 * time.Minute
 )
+
+// DefaultBaseLimits are the base template's limits unless
+// Options.BaseLimits says otherwise: E2B's default sandbox size (2 CPUs,
+// 512 MiB) and a process cap, so that a fork bomb or a runaway program
+// in a default sandbox cannot take the host down. Its tmpfs (/tmp, $HOME)
+// is charged to the same memory limit, so it is bounded by it too.
+var DefaultBaseLimits = sandbox.Limits{CPUs: 2, Memory: 512 << 20, Pids: 1024}
 
 // withDefaults returns o with every zero limit replaced by its default.
 func (o Options) withDefaults() Options {
@@ -152,6 +165,8 @@ type Server struct {
 	api  SandboxAPI
 	mux  *http.ServeMux
 
+	baseLimits sandbox.Limits // the base template's, as the host can bound them
+	conns      *connGuard
 	apiKeyHash [32]byte
 	tokenKey   []byte
 
@@ -189,6 +204,7 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 		requests:   make(chan struct{}, opts.MaxRequests),
 		provision:  make(chan struct{}, opts.MaxProvisions),
 		boxes:      make(map[string]*box),
+		conns:      newConnGuard(DefaultMaxUnauthConnsPerPeer, DefaultMaxUnauthConns),
 	}
 	// Access tokens are derived from the API key, so that a restarted
 	// server (same key) hands out the same token for a sandbox it finds
@@ -198,6 +214,15 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 	s.tokenKey = k.Sum(nil)
 	if s.api == nil {
 		s.api = newSandboxAPI(b, opts, log)
+	}
+	s.baseLimits = DefaultBaseLimits
+	if opts.BaseLimits != nil {
+		s.baseLimits = *opts.BaseLimits
+	}
+	if cg := b.Capabilities().CgroupVersion; (cg == "" || cg == "none") && s.baseLimits != (sandbox.Limits{}) {
+		log.Warn("this host gives sandboxes no cgroup: sandboxes of the base template run without memory, CPU and process limits (and their /tmp is bounded only by the host's tmpfs size); give tent a delegated cgroup (tent doctor says how) or a base template of your own",
+			"memory", s.baseLimits.Memory, "cpus", s.baseLimits.CPUs, "pids", s.baseLimits.Pids)
+		s.baseLimits = sandbox.Limits{Timeout: s.baseLimits.Timeout, NoFile: s.baseLimits.NoFile}
 	}
 	s.mux = s.routes()
 	if opts.StateFile != "" {
@@ -258,6 +283,7 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusUnauthorized, "%s", msg))
 		return
 	}
+	s.conns.authenticated(r)
 	select {
 	case s.requests <- struct{}{}:
 		defer func() { <-s.requests }()
@@ -294,6 +320,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("POST /sandboxes/{sandboxID}/snapshots", s.handleSnapshot)
 	m.HandleFunc("GET /snapshots", s.handleListSnapshots)
 	m.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.handleFork)
+	m.HandleFunc("DELETE /templates/{templateID}", s.handleDeleteSnapshot)
 	m.HandleFunc("/", s.handleUnknown)
 	return m
 }

@@ -58,6 +58,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	closed bool // the server closes the connection after it
 }
 
 // errBody decodes E2B's error body, failing when it is not one.
@@ -98,7 +99,7 @@ func (h *harness) do(method, path, body string, hdr ...string) response {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: b}
+	return response{status: res.StatusCode, header: res.Header, body: b, closed: res.Close}
 }
 
 // create creates a sandbox and returns the response.
@@ -352,7 +353,8 @@ func TestNotImplemented(t *testing.T) {
 		msg                string
 	}{
 		{"GET", "/templates", "", 501, "not implemented by tent serve: GET /templates"},
-		{"DELETE", "/templates/snap1", "", 501, "not implemented"},
+		{"DELETE", "/templates/base", "", 501, "deleting template base"},
+		{"DELETE", "/templates/snap1", "", 404, "snapshot \"snap1\" not found"},
 		{"GET", "/v2/sandboxes/x/logs", "", 501, "not implemented"},
 		{"POST", "/volumes", "{}", 501, "not implemented"},
 		{"POST", "/v2/sandboxes", `{"mcp":{"x":{}}}`, 501, "mcp"},
@@ -379,7 +381,6 @@ func TestBadRequests(t *testing.T) {
 		{`{"metadata":{"k":"a\u001b[2J"}}`, "control characters"},
 		{`{"autoPauseMemory":false,"autoPause":true}`, "filesystem-only"},
 		{`{"autoResume":{"enabled":true}}`, "autoResume needs autoPause"},
-		{`{"allow_internet_access":true}`, "open internet"},
 		{`{"network":{"allowOut":["example.com"]}}`, "denyOut 0.0.0.0/0"},
 		{`{"network":{"denyOut":["0.0.0.0/0"],"allowOut":["*.com"]}}`, "allowOut[0]"},
 		{`{"network":{"denyOut":["0.0.0.0/0","evil.com"]}}`, "denyOut[1]"},
@@ -446,6 +447,9 @@ func TestSignedURLs(t *testing.T) {
 		r := h.do(c.method, c.url, "", "X-API-Key", "")
 		if r.status != c.status || r.header.Get("X-Sandbox") != c.id {
 			t.Errorf("%s: status %d for sandbox %q, want %d for %q: %s", c.name, r.status, r.header.Get("X-Sandbox"), c.status, c.id, r.body)
+		}
+		if c.name == "expired" && r.errBody(t).Message != "signature is already expired" {
+			t.Errorf("expired: %s, want envd's message, which callers match", r.body)
 		}
 	}
 }

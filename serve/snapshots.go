@@ -2,7 +2,12 @@ package serve
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -18,6 +23,7 @@ const maxForks = 16
 // remembers, until it exits, which it took and the names given to them.
 type snapRecord struct {
 	id        string
+	dir       string // where the backend keeps it (Snapshot.Dir)
 	sandboxID string
 	names     []string
 	created   time.Time
@@ -62,7 +68,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	rec := &snapRecord{id: snap.ID, sandboxID: info.ID, created: time.Now(), names: []string{}}
+	rec := &snapRecord{id: snap.ID, dir: snap.Dir, sandboxID: info.ID, created: time.Now(), names: []string{}}
 	if req.Name != "" {
 		rec.names = append(rec.names, req.Name)
 	}
@@ -195,4 +201,69 @@ func (s *Server) forkOne(ctx context.Context, snapID, tmpl string, d time.Durati
 	s.log.Info("sandbox forked", "id", info.ID, "snapshot", snapID)
 	resp := s.sandboxResponse(info.ID, tmpl)
 	return forkResult{Sandbox: &resp}
+}
+
+// handleDeleteSnapshot serves DELETE /templates/{templateID} for a
+// snapshot taken through this server (the SDKs' deleteSnapshot), named
+// by its id or a name: its files are removed and it is no longer listed
+// (204); sandboxes forked from it are independent of it and keep
+// running. 404 for a snapshot the server does not know; a template (a
+// policy file) is not deleted through the API (501).
+func (s *Server) handleDeleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("templateID")
+	s.mu.Lock()
+	i := slices.IndexFunc(s.snapshots, func(rec *snapRecord) bool { return rec.id == ref })
+	if i < 0 {
+		for j, rec := range slices.Backward(s.snapshots) {
+			if slices.Contains(rec.names, ref) {
+				i = j
+				break
+			}
+		}
+	}
+	var rec *snapRecord
+	if i >= 0 {
+		rec = s.snapshots[i]
+		s.snapshots = slices.Delete(s.snapshots, i, i+1)
+	}
+	s.mu.Unlock()
+	if rec == nil {
+		if _, isTemplate, _ := s.templateSpec(ref); isTemplate {
+			s.writeError(w, r, notImplemented("deleting template "+ref+" (templates are policy files in the templates directory)"))
+			return
+		}
+		s.writeError(w, r, errorf(http.StatusNotFound, "snapshot %q not found", ref))
+		return
+	}
+	if err := removeSnapshotDir(rec); err != nil {
+		s.mu.Lock()
+		s.snapshots = append(s.snapshots, rec) // still there: still listed
+		s.mu.Unlock()
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("snapshot deleted", "snapshot", rec.id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// removeSnapshotDir removes a snapshot's directory: the one the backend
+// gave when it was taken, which must be an absolute path named after
+// the snapshot and a directory (never a symlink).
+func removeSnapshotDir(rec *snapRecord) error {
+	if rec.dir == "" {
+		return notImplemented("deleting a snapshot of this backend (it does not say where its snapshots are)")
+	}
+	if !filepath.IsAbs(rec.dir) || filepath.Base(rec.dir) != rec.id {
+		return fmt.Errorf("snapshot %s: its directory %q is not named after it: refusing to remove it", rec.id, rec.dir)
+	}
+	fi, err := os.Lstat(rec.dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // removed already (tent snapshot rm)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("snapshot %s: %s is not a directory: refusing to remove it", rec.id, rec.dir)
+	}
+	return os.RemoveAll(rec.dir)
 }

@@ -13,7 +13,7 @@ import (
 
 // baseTemplate is the SDKs' default template: without a file of that
 // name, the zero sandbox.Spec (no network, no mounts, every protection
-// required).
+// required) with the server's base limits.
 const baseTemplate = "base"
 
 // templateExts are the file names a template may have, in lookup order.
@@ -39,7 +39,7 @@ func validName(name string) bool {
 // templateSpec returns the spec of template name, read from its file in
 // the templates directory now (so edits apply to the next sandbox), and
 // whether there is such a template. The built-in base template is the
-// zero spec.
+// zero spec with the base limits.
 func (s *Server) templateSpec(name string) (sandbox.Spec, bool, error) {
 	if !validName(name) {
 		return sandbox.Spec{}, false, errorf(http.StatusBadRequest, "templateID %q: a template name is 1 to 128 letters, digits, '.', '_' or '-'", name)
@@ -62,7 +62,7 @@ func (s *Server) templateSpec(name string) (sandbox.Spec, bool, error) {
 		}
 	}
 	if name == baseTemplate {
-		return sandbox.Spec{}, true, nil
+		return sandbox.Spec{Limits: s.baseLimits}, true, nil
 	}
 	return sandbox.Spec{}, false, nil
 }

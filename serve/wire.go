@@ -59,6 +59,10 @@ type sandboxResponse struct {
 	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
 	TrafficAccessToken *string `json:"trafficAccessToken"`
 	Domain             *string `json:"domain"`
+	// Not E2B's: the network a create gave the sandbox (its template's
+	// when the request left it open), as getInfo reports it.
+	AllowInternetAccess *bool          `json:"allowInternetAccess,omitempty"`
+	Network             *networkConfig `json:"network,omitempty"`
 }
 
 // listedSandbox is ListedSandbox (GET /v2/sandboxes, GET /sandboxes).

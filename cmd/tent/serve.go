@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -26,6 +28,7 @@ import (
 type serveOptions struct {
 	listen    string
 	apiKey    string
+	keyFile   string
 	templates string
 	keep      bool
 	tlsCert   string
@@ -49,8 +52,11 @@ and use tent sandboxes. One address serves both of the SDK's URLs; set
 
   E2B_API_URL=http://ADDR  E2B_SANDBOX_URL=http://ADDR  E2B_API_KEY=KEY
 
-The API key is --api-key, else $TENT_API_KEY, else the one kept in the
-state directory (serve-api-key, mode 0600, generated the first time).
+The API key is read from --api-key-file (a file of yours, mode 0600, or
+- for the first line of stdin), else $TENT_API_KEY, else the one kept in
+the state directory (serve-api-key, mode 0600, generated the first time).
+A key given on the command line (--api-key) is refused: every local user
+can read a process's arguments in /proc.
 Every control-plane request must carry it; in-sandbox requests carry the
 sandbox's own access token instead.
 
@@ -69,7 +75,9 @@ state directory (serve-state.json) for the next tent serve to take up.`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.listen, "listen", defaultListen, "serve on `ADDR` (HOST:PORT, or unix:PATH for a unix socket)")
-	f.StringVar(&o.apiKey, "api-key", "", "the API key clients must send (default $TENT_API_KEY, else the state directory's serve-api-key)")
+	f.StringVar(&o.keyFile, "api-key-file", "", "read the API key clients must send from `FILE` (- for stdin; default $TENT_API_KEY, else the state directory's serve-api-key)")
+	f.StringVar(&o.apiKey, "api-key", "", "refused: a key on the command line is readable by every local user (use --api-key-file or $TENT_API_KEY)")
+	_ = f.MarkHidden("api-key")
 	f.StringVar(&o.templates, "templates", "", "directory of templates: tent policy files named TEMPLATE.yaml, .yml or .json")
 	f.BoolVar(&o.keep, "keep-sandboxes", false, "leave the sandboxes running when the server stops")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with the certificate in `FILE` (with --tls-key)")
@@ -107,12 +115,40 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 			return refuse("%v", err)
 		}
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.apiKey != "" {
+		return refuse("--api-key puts the key on tent's command line, which every local user can read (/proc/PID/cmdline): give it with --api-key-file FILE (mode 0600), --api-key-file - (stdin) or $TENT_API_KEY, and use a new key: this one may have been seen")
+	}
 	stateDir := g.stateDir
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return refuse("creating the state directory: %v", err)
 	}
-	key, keyHint := o.apiKey, "(the key given)"
-	if key == "" {
+	b, closeBackend, durable, err := serveBackend(g, log)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	// The state directory is checked as every verb checks it
+	// (supervised.ErrUnsafeStateDir), before the key is kept in it.
+	if _, err := b.List(ctx); err != nil {
+		_ = closeBackend(context.Background())
+		return refuse("%v", err)
+	}
+	key, keyHint := "", "(the key given)"
+	switch {
+	case o.keyFile == "-":
+		line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
+		if key = strings.TrimSpace(line); key == "" {
+			return refuse("--api-key-file -: no key on stdin (%v)", err)
+		}
+	case o.keyFile != "":
+		k, err := serve.ReadAPIKeyFile(o.keyFile)
+		if err != nil {
+			return refuse("--api-key-file: %v", err)
+		}
+		key, keyHint = k, "$(cat "+o.keyFile+")"
+	default:
 		key = os.Getenv("TENT_API_KEY")
 	}
 	if key == "" {
@@ -137,10 +173,6 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 
-	b, closeBackend, durable, err := serveBackend(g, log)
-	if err != nil {
-		return refuse("%v", err)
-	}
 	if o.keep && !durable {
 		log.Warn("--keep-sandboxes: this backend's sandboxes live in the server's process and end with it anyway", "backend", b.Name())
 	}
@@ -173,9 +205,6 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 		fmt.Fprintf(os.Stderr, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n", url, url, keyHint)
 	}
 
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	serveErr := srv.Serve(sctx, l)

@@ -24,6 +24,9 @@ func TestServeRefusals(t *testing.T) {
 		{[]string{"serve", "--listen", "0.0.0.0:0"}, "needs TLS"},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"serve", "--listen", "nonsense"}, "want HOST:PORT"},
+		// A key on the command line is readable by every local user.
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--api-key", "e2b_0123abcd"}, "/proc/PID/cmdline"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--api-key-file", "nosuch"}, "--api-key-file"},
 	} {
 		cmd := exec.Command(tentBin, append([]string{"--state-dir", state}, c.args...)...)
 		cmd.Dir = state
@@ -32,6 +35,87 @@ func TestServeRefusals(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != exitRefused || !strings.Contains(string(out), c.msg) {
 			t.Errorf("tent %s: %v\n%s\nwant exit %d with %q", strings.Join(c.args, " "), err, out, exitRefused, c.msg)
 		}
+	}
+	// A state directory others may write (or, for root, another user's)
+	// is refused as every verb refuses it, and no key is written there.
+	unsafe := filepath.Join(t.TempDir(), "unsafe")
+	if err := os.Mkdir(unsafe, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(unsafe, 0o777)
+	others := []string{unsafe}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(t.TempDir(), "theirs")
+		if err := os.Mkdir(theirs, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, theirs)
+	}
+	for _, dir := range others {
+		out, err := exec.Command(tentBin, "--state-dir", dir, "serve", "--listen", "127.0.0.1:0").CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitRefused || !strings.Contains(string(out), "unsafe state directory") {
+			t.Errorf("tent serve with state directory %s: %v\n%s\nwant exit %d with %q", dir, err, out, exitRefused, "unsafe state directory")
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "serve-api-key")); err == nil {
+			t.Errorf("tent serve wrote its key into the unsafe state directory %s", dir)
+		}
+	}
+}
+
+// TestServeKeyOffTheCommandLine: the key comes from a private file or
+// stdin, and is the one the server then wants.
+func TestServeKeyOffTheCommandLine(t *testing.T) {
+	key := "e2b_00112233445566778899aabbccddeeff00112233"
+	file := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []string{file, "-"} {
+		cmd := exec.Command(tentBin, "--state-dir", filepath.Join(t.TempDir(), "state"), "serve", "--listen", "127.0.0.1:0", "--api-key-file", from)
+		cmd.Stdin = strings.NewReader(key + "\n")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		url := ""
+		for sc := bufio.NewScanner(stderr); url == "" && sc.Scan(); {
+			if rest, ok := strings.CutPrefix(sc.Text(), "export E2B_API_URL="); ok {
+				url, _, _ = strings.Cut(rest, " ")
+			}
+		}
+		go func() { _, _ = io.Copy(io.Discard, stderr) }()
+		for _, k := range []string{key, "e2b_ff"} {
+			if url == "" {
+				break
+			}
+			req, _ := http.NewRequest("GET", url+"/v2/sandboxes", nil)
+			req.Header.Set("X-API-Key", k)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if want := map[bool]int{true: 200, false: 401}[k == key]; res.StatusCode != want {
+				t.Errorf("--api-key-file %s, key %s: status %d, want %d", from, k, res.StatusCode, want)
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil || url == "" {
+			t.Errorf("tent serve --api-key-file %s: %v (url %q)", from, err, url)
+		}
+	}
+	// A key file others may read is refused.
+	_ = os.Chmod(file, 0o644)
+	out, err := exec.Command(tentBin, "--state-dir", t.TempDir(), "serve", "--listen", "127.0.0.1:0", "--api-key-file", file).CombinedOutput()
+	if !strings.Contains(string(out), "others may read it") || err == nil {
+		t.Errorf("a key file of mode 0644: %v\n%s", err, out)
 	}
 }
 

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
+	tentfs "github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )
 
 // box is what the handler holds for one sandbox: its processes, its
@@ -27,11 +31,78 @@ type box struct {
 	nextPID  uint32
 	streams  int
 	watchers map[string]*watcher
-	home     string // the sandbox user's $HOME, once read
+	home     string   // the sandbox user's $HOME, once read
+	user     identity // the sandbox user, read with home
+}
+
+// identity is the sandbox user's uid, gid and name ($USER): what file
+// entries owned by them are reported as, since the sandbox's /etc/passwd
+// (the host's) may name that uid differently or not at all.
+type identity struct {
+	uid, gid int
+	name     string
 }
 
 func newBox(h *Handler, id string) *box {
 	return &box{h: h, id: id, fileSem: make(chan struct{}, h.opts.MaxFileOps), procs: map[uint32]*proc{}, watchers: map[string]*watcher{}}
+}
+
+// errSandboxGone ends the stream of a command whose sandbox was killed,
+// or reached its end, while it ran.
+func errSandboxGone() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("the sandbox was killed or reached its end of life while the command ran"))
+}
+
+// isClosed reports whether the box was forgotten (its sandbox killed).
+func (bx *box) isClosed() bool {
+	bx.mu.Lock()
+	defer bx.mu.Unlock()
+	return bx.closed
+}
+
+// ended reports whether the sandbox has been killed or has ended: asked
+// when a command fails to run, to tell its own failure from its
+// sandbox's end.
+func (bx *box) ended(ctx context.Context) bool {
+	if bx.isClosed() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	info, err := bx.h.b.Get(ctx, bx.id)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrTerminated), errors.Is(err, sandbox.ErrStopped):
+		return true
+	case err != nil:
+		return false
+	}
+	return info.State != sandbox.StateRunning && info.State != sandbox.StateSuspended
+}
+
+// waitRunning waits while the sandbox is paused: true once it runs
+// again, false when ctx ends, the box is forgotten or the sandbox ends.
+func (bx *box) waitRunning(ctx context.Context) bool {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if bx.isClosed() {
+			return false
+		}
+		info, err := bx.h.b.Get(ctx, bx.id)
+		switch {
+		case err != nil:
+			return false
+		case info.State == sandbox.StateRunning:
+			return true
+		case info.State != sandbox.StateSuspended:
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // errGone is the error of a request for a sandbox being forgotten.
@@ -134,20 +205,53 @@ func (bx *box) homeDir(ctx context.Context) (string, error) {
 	if home != "" {
 		return home, nil
 	}
-	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s' "$HOME"`}, Stderr: io.Discard, MaxOutput: 4096})
+	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s\n%s\n%s\n%s' "$HOME" "$(id -u)" "$(id -g)" "$USER"`}, Stderr: io.Discard, MaxOutput: 4096})
+	user := identity{uid: -1, gid: -1}
 	switch {
 	case errors.Is(err, sandbox.ErrCommandNotFound), errors.Is(err, sandbox.ErrNotExecutable):
 		home = "/" // no shell to ask
 	case err != nil:
 		return "", rpcError(err)
-	case res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "/"):
-		home = "/"
 	default:
-		home = string(res.Stdout)
+		lines := strings.Split(string(res.Stdout), "\n")
+		home = lines[0]
+		if res.ExitCode != 0 || !strings.HasPrefix(home, "/") {
+			home = "/"
+		}
+		if len(lines) == 4 {
+			uid, uerr := strconv.Atoi(lines[1])
+			gid, gerr := strconv.Atoi(lines[2])
+			if uerr == nil && gerr == nil && lines[3] != "" {
+				user = identity{uid: uid, gid: gid, name: lines[3]}
+			}
+		}
 	}
 	home = path.Clean(home)
 	bx.mu.Lock()
-	bx.home = home
+	bx.home, bx.user = home, user
 	bx.mu.Unlock()
 	return home, nil
+}
+
+// entryInfo is envd's EntryInfo of fi: its owner and group named as the
+// sandbox user ($USER, whose group E2B names alike) when they are its
+// ids, and a relative symlink's target made absolute, as envd reports it.
+func (bx *box) entryInfo(ctx context.Context, fi tentfs.FileInfo) *filesystempb.EntryInfo {
+	e := entryInfo(fi)
+	if _, err := bx.homeDir(ctx); err == nil {
+		bx.mu.Lock()
+		user := bx.user
+		bx.mu.Unlock()
+		if user.name != "" && fi.UID == user.uid {
+			e.Owner = user.name
+		}
+		if user.name != "" && fi.GID == user.gid {
+			e.Group = user.name
+		}
+	}
+	if e.SymlinkTarget != nil && !path.IsAbs(*e.SymlinkTarget) && fi.Path != "" {
+		abs := path.Join(path.Dir(fi.Path), *e.SymlinkTarget)
+		e.SymlinkTarget = &abs
+	}
+	return e
 }

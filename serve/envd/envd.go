@@ -12,11 +12,16 @@
 // binary forms, and GET and POST /files and GET /health. The messages
 // are defined in proto/ from the descriptors the e2b SDK embeds.
 //
+// File metadata (X-Metadata-* upload headers) is kept, as by envd, in
+// the files' extended attributes (user.e2b.*), and reported by Stat,
+// ListDir and uploads; where the sandbox's file system has no user
+// extended attributes, an upload with metadata fails (the file is
+// written, its metadata refused).
+//
 // Not served: POST /files/compose, GET /envs, GET /metrics (envd's own;
-// tent serve's control plane reports sandbox metrics), POST /init, file
-// metadata (X-Metadata-* upload headers, stored by envd as extended
-// attributes) and any other procedure: each answers a clear
-// "unimplemented" (Connect) or 501 (REST). The username parameter and
+// tent serve's control plane reports sandbox metrics), POST /init and
+// any other procedure: each answers a clear "unimplemented" (Connect) or
+// 501 (REST). The username parameter and
 // the Basic user of E2B's requests are ignored: a tent sandbox has one
 // user, and every command and file operation runs as it.
 //

@@ -30,6 +30,10 @@ func errnoCode(e syscall.Errno) connect.Code {
 		return connect.CodeFailedPrecondition
 	case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG, syscall.EMFILE, syscall.ENFILE:
 		return connect.CodeResourceExhausted
+	case syscall.EOPNOTSUPP:
+		// For example file metadata on a file system without user
+		// extended attributes (tmpfs before Linux 6.6).
+		return connect.CodeUnimplemented
 	}
 	return connect.CodeInternal
 }

@@ -22,9 +22,40 @@ import (
 
 // fileEntry is envd's REST EntryInfo, what an upload answers per file.
 type fileEntry struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-	Type string `json:"type"`
+	Name     string            `json:"name"`
+	Path     string            `json:"path"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// metadataHeader starts the upload headers that carry file metadata
+// (X-Metadata-NAME: VALUE, as the SDKs send it).
+const metadataHeader = "X-Metadata-"
+
+// uploadMetadata reads the metadata of an upload from its headers, as
+// the file helper's put arguments: names lower-cased (HTTP header names
+// are case-insensitive), bounded as the helper bounds them.
+func uploadMetadata(h http.Header) ([]string, error) {
+	var args []string
+	n := 0
+	for k, vs := range h {
+		name, ok := strings.CutPrefix(k, metadataHeader)
+		if !ok {
+			continue
+		}
+		name = strings.ToLower(name)
+		n++
+		switch {
+		case name == "" || len(name) > tentfs.MaxMetadataName:
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("metadata %q: a name of 1 to %d bytes", name, tentfs.MaxMetadataName))
+		case len(vs) != 1 || len(vs[0]) > tentfs.MaxMetadataValue:
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("metadata %q: one value of at most %d bytes", name, tentfs.MaxMetadataValue))
+		case n > tentfs.MaxMetadataEntries:
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("more than %d metadata entries", tentfs.MaxMetadataEntries))
+		}
+		args = append(args, "meta", name, vs[0])
+	}
+	return args, nil
 }
 
 // writeError writes err as envd's REST error, with the status of its
@@ -156,18 +187,19 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // upload serves POST /files: an application/octet-stream body written to
 // ?path=, or a multipart form whose "file" parts are each written to
 // ?path= or, without it, to their file name. Parents are created; the
-// files belong to the sandbox's user.
+// files belong to the sandbox's user. X-Metadata-NAME headers become
+// every written file's metadata (replacing what it had; none clears
+// it), kept by the file helper as extended attributes.
 func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 	bx, err := h.boxFor(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	for k := range r.Header {
-		if strings.HasPrefix(k, "X-Metadata-") {
-			writeJSONError(w, http.StatusNotImplemented, "tent does not serve file metadata ("+k+")")
-			return
-		}
+	meta, err := uploadMetadata(r.Header)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	var body io.Reader = http.MaxBytesReader(w, r.Body, h.opts.MaxUploadBytes)
 	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
@@ -197,7 +229,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		e, err := h.put(r.Context(), bx, p, body)
+		e, err := h.put(r.Context(), bx, p, body, meta)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -235,7 +267,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			e, err := h.put(r.Context(), bx, p, part)
+			e, err := h.put(r.Context(), bx, p, part, meta)
 			if err != nil {
 				writeError(w, err)
 				return
@@ -279,7 +311,7 @@ func partFileName(disposition string) (string, error) {
 // read in this goroutine (never in the backend's, after the handler
 // returned); a body that fails (too large, cut) fails the upload and
 // the partial file is removed.
-func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader) (fileEntry, error) {
+func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, meta []string) (fileEntry, error) {
 	pr, pw := io.Pipe()
 	copied := make(chan error, 1)
 	go func() {
@@ -288,7 +320,7 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader) (f
 		copied <- err
 	}()
 	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
-	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, In: pr, Out: out})
+	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Args: meta, In: pr, Out: out})
 	pr.CloseWithError(errUploadAborted)
 	if err != nil {
 		return fileEntry{}, rpcError(err)
@@ -308,5 +340,5 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader) (f
 	if err := json.Unmarshal(out.Bytes(), &fi); err != nil || fi.Path == "" {
 		return fileEntry{}, connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's answer %q: %v", out.Bytes(), err))
 	}
-	return fileEntry{Name: fi.Name, Path: fi.Path, Type: "file"}, nil
+	return fileEntry{Name: fi.Name, Path: fi.Path, Type: "file", Metadata: fi.Metadata}, nil
 }

@@ -56,6 +56,7 @@ func entryInfo(fi tentfs.FileInfo) *filesystempb.EntryInfo {
 		Owner:        fi.Owner,
 		Group:        fi.Group,
 		ModifiedTime: timestamppb.New(fi.ModTime),
+		Metadata:     fi.Metadata,
 	}
 	if e.Owner == "" {
 		e.Owner = strconv.Itoa(fi.UID)
@@ -89,7 +90,7 @@ func (bx *box) infoOp(ctx context.Context, op sandbox.FileOp, path string, args 
 	if err := json.Unmarshal(out.Bytes(), &fi); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's answer: %w", err))
 	}
-	return entryInfo(fi), nil
+	return bx.entryInfo(ctx, fi), nil
 }
 
 // resolveFor resolves the request's path in its sandbox.
@@ -161,7 +162,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	}
 	res := &filesystempb.ListDirResponse{Entries: make([]*filesystempb.EntryInfo, 0, len(infos))}
 	for _, fi := range infos {
-		res.Entries = append(res.Entries, entryInfo(fi))
+		res.Entries = append(res.Entries, bx.entryInfo(ctx, fi))
 	}
 	return connect.NewResponse(res), nil
 }
@@ -174,7 +175,8 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if p == "/" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("refusing to remove /"))
 	}
-	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileRemoveAll, Path: p}); err != nil {
+	// A path that is not there is removed already (envd's answer too).
+	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileRemoveAll, Path: p}); err != nil && errCode(err) != connect.CodeNotFound {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&filesystempb.RemoveResponse{}), nil

@@ -5,9 +5,11 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,15 +120,38 @@ func TestFilesUploadDownload(t *testing.T) {
 	if status, body := e.post("", "application/octet-stream", strings.NewReader("x"), nil); status != http.StatusBadRequest {
 		t.Errorf("octet-stream without a path: %d %s", status, body)
 	}
-	if status, body := e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("x"), http.Header{"X-Metadata-Owner": {"me"}}); status != http.StatusNotImplemented {
-		t.Errorf("upload with metadata: %d %s", status, body)
+	// File metadata: kept with the file (as envd keeps it, in user.e2b.*
+	// extended attributes), reported by the upload, Stat and ListDir,
+	// replaced by the next upload.
+	status, body = e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("x"), http.Header{"X-Metadata-Owner": {"me"}, "X-Metadata-Purpose": {"upload"}})
+	if status == http.StatusNotImplemented && strings.Contains(string(body), "not supported") {
+		t.Skipf("the sandbox's /tmp has no user extended attributes (tmpfs before Linux 6.6): %s", body)
+	}
+	if status != http.StatusOK || !strings.Contains(string(body), `"metadata":{"owner":"me","purpose":"upload"}`) {
+		t.Fatalf("upload with metadata: %d %s", status, body)
+	}
+	st, err := e.fs.Stat(e.ctx(), connect.NewRequest(&filesystempb.StatRequest{Path: "/tmp/meta"}))
+	if err != nil || !maps.Equal(st.Msg.GetEntry().GetMetadata(), map[string]string{"owner": "me", "purpose": "upload"}) {
+		t.Errorf("stat of a file with metadata: %v %v", st, err)
+	}
+	ls, err := e.fs.ListDir(e.ctx(), connect.NewRequest(&filesystempb.ListDirRequest{Path: "/tmp"}))
+	if err != nil || !slices.ContainsFunc(ls.Msg.GetEntries(), func(en *filesystempb.EntryInfo) bool { return en.GetMetadata()["owner"] == "me" }) {
+		t.Errorf("listing of a file with metadata: %v %v", ls, err)
+	}
+	if status, body := e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("y"), nil); status != http.StatusOK || strings.Contains(string(body), "metadata") {
+		t.Errorf("an upload without metadata over it: %d %s, want its metadata gone", status, body)
+	}
+	if status, body := e.post("path=/tmp/meta", "application/octet-stream", strings.NewReader("z"), http.Header{"X-Metadata-" + strings.Repeat("k", 300): {"v"}}); status != http.StatusBadRequest {
+		t.Errorf("a metadata name too long: %d %s, want 400", status, body)
 	}
 }
 
 func TestFilesystemService(t *testing.T) {
 	e := newEnv(t, envd.Options{}, nil)
 	ctx := e.ctx()
-	who := e.run("id -un; id -gn; echo $HOME", nil).stdout.String()
+	// Files of the sandbox's user are reported as its $USER's, user and
+	// group, whatever the sandbox's /etc/passwd (the host's) calls it.
+	who := e.run("echo $USER; echo $USER; echo $HOME", nil).stdout.String()
 	user, group, home := strings.Split(who, "\n")[0], strings.Split(who, "\n")[1], strings.Split(who, "\n")[2]
 	if status, body := e.post("path=/tmp/d/f.txt", "application/octet-stream", strings.NewReader("12345"), nil); status != http.StatusOK {
 		t.Fatalf("upload: %d %s", status, body)
@@ -175,8 +200,10 @@ func TestFilesystemService(t *testing.T) {
 			t.Errorf("stat of removed %s: %v, want not_found", p, err)
 		}
 	}
-	if _, err := e.fs.Remove(ctx, connect.NewRequest(&filesystempb.RemoveRequest{Path: "/tmp/d/x"})); code(err) != connect.CodeNotFound {
-		t.Errorf("remove of a missing path: %v, want not_found", err)
+	// Removing what is not there succeeds, as in envd (E2B's SDK tests
+	// remove a missing file and expect no error).
+	if _, err := e.fs.Remove(ctx, connect.NewRequest(&filesystempb.RemoveRequest{Path: "/tmp/d/x"})); err != nil {
+		t.Errorf("remove of a missing path: %v, want success", err)
 	}
 	if _, err := e.fs.MakeDir(ctx, connect.NewRequest(&filesystempb.MakeDirRequest{Path: "/proc/nope"})); code(err) == 0 || code(err) == connect.CodeInternal {
 		t.Errorf("mkdir in /proc: %v, want a mapped error", err)
@@ -188,11 +215,14 @@ func TestFilesystemService(t *testing.T) {
 	if st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystempb.StatRequest{Path: "~/rel.txt"})); err != nil || st.Msg.GetEntry().GetSize() != 1 {
 		t.Errorf("stat of ~/rel.txt: %v %v", st, err)
 	}
-	// A symlink is described, not followed.
-	e.run("ln -s /tmp/target /tmp/link", nil)
-	if st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystempb.StatRequest{Path: "/tmp/link"})); err != nil ||
-		st.Msg.GetEntry().GetType() != filesystempb.FileType_FILE_TYPE_SYMLINK || st.Msg.GetEntry().GetSymlinkTarget() != "/tmp/target" {
-		t.Errorf("stat of a symlink: %v %v", st, err)
+	// A symlink is described, not followed; a relative target is
+	// reported absolute, as envd reports it.
+	e.run("ln -s /tmp/target /tmp/link && ln -s sub/target /tmp/rel", nil)
+	for link, target := range map[string]string{"/tmp/link": "/tmp/target", "/tmp/rel": "/tmp/sub/target"} {
+		if st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystempb.StatRequest{Path: link})); err != nil ||
+			st.Msg.GetEntry().GetType() != filesystempb.FileType_FILE_TYPE_SYMLINK || st.Msg.GetEntry().GetSymlinkTarget() != target {
+			t.Errorf("stat of symlink %s: %v %v, want target %s", link, st, err, target)
+		}
 	}
 }
 

@@ -99,7 +99,9 @@ func TestKeepaliveEvents(t *testing.T) {
 	}
 }
 
-// Forget kills the sandbox's processes; their clients get the end.
+// Forget (the sandbox is being killed) kills the sandbox's processes;
+// their clients are told the sandbox is gone (unavailable), not given
+// an exit of the command's own.
 func TestForgetKillsProcesses(t *testing.T) {
 	e := newEnv(t, envd.Options{}, nil)
 	s := e.start(e.ctx(), "sleep 100", nil)
@@ -107,9 +109,13 @@ func TestForgetKillsProcesses(t *testing.T) {
 	ev := &events{}
 	until(t, s, ev, func(ev *events) bool { return ev.pid != 0 })
 	e.h.Forget(e.id)
-	toEnd(t, s, ev)
-	if ev.end.GetStatus() != "signal: killed" {
-		t.Errorf("end after Forget: %v", ev.end)
+	for s.Receive() {
+		if ev.add(eventOf(s)) {
+			t.Fatalf("end after Forget: %v, want unavailable", ev.end)
+		}
+	}
+	if code(s.Err()) != connect.CodeUnavailable {
+		t.Errorf("stream after Forget: %v, want unavailable", s.Err())
 	}
 	list, err := e.proc.List(e.ctx(), connect.NewRequest(&processpb.ListRequest{}))
 	if err != nil || len(list.Msg.GetProcesses()) != 0 {

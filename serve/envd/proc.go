@@ -63,6 +63,7 @@ type proc struct {
 	subs      map[*sub]struct{}
 	end       *processpb.ProcessEvent_EndEvent
 	stopped   bool // ended or killed: writers never wait
+	gone      bool // ended because its sandbox was killed or ended
 	collected bool // a client was sent the end
 }
 
@@ -187,7 +188,7 @@ func (p *proc) follow(ctx context.Context, s *sub, send func(*processpb.ProcessE
 		p.mu.Lock()
 		s.next = max(s.next, p.first)
 		batch := p.chunks[int(s.next-p.first):]
-		end, changed := p.end, p.changed
+		end, changed, gone := p.end, p.changed, p.gone
 		p.mu.Unlock()
 		if len(batch) > 0 {
 			for _, ev := range dataEvents(batch) {
@@ -206,6 +207,12 @@ func (p *proc) follow(ctx context.Context, s *sub, send func(*processpb.ProcessE
 		if end != nil {
 			if err := ctx.Err(); err != nil {
 				return err // the client is gone: the end stays for another
+			}
+			if gone {
+				// As envd's connection drops with its sandbox: the SDKs
+				// read unavailable as their TimeoutError, not as the
+				// command's exit.
+				return errSandboxGone()
 			}
 			// Forgotten before the end goes out, so that a client that
 			// got it finds the process gone (the SDK's kill() after
@@ -263,6 +270,12 @@ func dataEvents(batch []chunk) []*processpb.ProcessEvent {
 func (p *proc) run(ctx context.Context, req sandbox.ExecRequest, in *os.File) {
 	defer p.cancel()
 	res, err := p.bx.h.b.Exec(ctx, p.bx.id, req)
+	for errors.Is(err, sandbox.ErrSuspended) && p.bx.waitRunning(ctx) {
+		// Paused after the client was told the command started (its
+		// start event goes out first): it starts once resumed, as a
+		// command frozen by the pause would go on.
+		res, err = p.bx.h.b.Exec(ctx, p.bx.id, req)
+	}
 	if errors.Is(err, sandbox.ErrCommandNotFound) && req.Args[0] == "/bin/bash" {
 		req.Args[0] = "/bin/sh"
 		res, err = p.bx.h.b.Exec(ctx, p.bx.id, req)
@@ -272,9 +285,10 @@ func (p *proc) run(ctx context.Context, req sandbox.ExecRequest, in *os.File) {
 	}
 	p.closeInput()
 	end := endEvent(res, err)
-	p.bx.h.log.Debug("process ended", "sandbox", p.bx.id, "pid", p.pid, "status", end.Status, "dropped_output_bytes", p.droppedBytes())
+	gone := p.bx.isClosed() || res == nil && p.bx.ended(ctx)
+	p.bx.h.log.Debug("process ended", "sandbox", p.bx.id, "pid", p.pid, "status", end.Status, "sandbox_gone", gone, "dropped_output_bytes", p.droppedBytes())
 	p.mu.Lock()
-	p.end, p.stopped = end, true
+	p.end, p.stopped, p.gone = end, true, gone
 	p.notify()
 	p.mu.Unlock()
 	// Kept for a Connect until a client is sent the end, or for the

@@ -299,3 +299,56 @@ func TestStreamInputAndBinaryForm(t *testing.T) {
 		t.Errorf("stream input to no process: %v, want not_found", err)
 	}
 }
+
+// TestSandboxKilledDuringCommand: a command's stream ends with
+// unavailable, "killed or reached its end of life", when its sandbox is
+// killed under it, as envd's connection drops with its sandbox (the
+// SDKs raise their TimeoutError), never with an exit the SDKs would
+// take for the command's own (CommandExitError).
+func TestSandboxKilledDuringCommand(t *testing.T) {
+	e := newEnv(t, envd.Options{}, nil)
+	ctx := e.ctx()
+	s := e.start(ctx, "sleep 60", nil)
+	defer s.Close()
+	ev := &events{}
+	until(t, s, ev, func(ev *events) bool { return ev.pid != 0 })
+	// What the server does to kill a sandbox.
+	if err := e.b.Terminate(ctx, e.id); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Forget(e.id)
+	for s.Receive() {
+		if ev.add(eventOf(s)) {
+			t.Fatalf("the stream ended with an end event %v, want an error", ev.end)
+		}
+	}
+	if err := s.Err(); code(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "killed or reached its end of life") {
+		t.Fatalf("stream error %v (code %v), want unavailable: killed or reached its end of life", err, code(err))
+	}
+}
+
+// TestCommandStartedWhilePaused: a command whose start the client was
+// told of, but which the backend had not started when the sandbox was
+// paused, starts once the sandbox is resumed, as a frozen one goes on
+// (the SDKs' commands.run(background) then pause() then connect()).
+func TestCommandStartedWhilePaused(t *testing.T) {
+	e := newEnv(t, envd.Options{}, nil)
+	if !e.b.Capabilities().Suspend {
+		t.Skip("no cgroup freezer for sandboxes on this host")
+	}
+	ctx := e.ctx()
+	if err := e.b.Suspend(ctx, e.id); err != nil {
+		t.Fatal(err)
+	}
+	s := e.start(ctx, "echo after the pause", nil)
+	defer s.Close()
+	ev := &events{}
+	until(t, s, ev, func(ev *events) bool { return ev.pid != 0 })
+	if _, err := e.b.Resume(ctx, e.id); err != nil {
+		t.Fatal(err)
+	}
+	toEnd(t, s, ev)
+	if ev.stdout.String() != "after the pause\n" || ev.end.GetExitCode() != 0 {
+		t.Errorf("stdout %q, end %v: want the command run once resumed", ev.stdout.String(), ev.end)
+	}
+}

@@ -40,6 +40,9 @@ var eventTypes = map[string]filesystempb.EventType{
 // watch is in place (or failed). The watch lives until ctx ends or
 // stop.
 func (bx *box) startWatch(ctx context.Context, path string, recursive, entries bool) (*watchRun, error) {
+	if entries {
+		_, _ = bx.homeDir(ctx) // the user's name, for the entries' owner
+	}
 	var flags []string
 	if recursive {
 		flags = append(flags, "recursive")
@@ -91,7 +94,7 @@ func (bx *box) startWatch(ctx context.Context, path string, recursive, entries b
 			}
 			fe := &filesystempb.FilesystemEvent{Name: ev.Name, Type: t}
 			if ev.Info != nil {
-				fe.Entry = entryInfo(*ev.Info)
+				fe.Entry = bx.entryInfo(ctx, *ev.Info)
 			}
 			select {
 			case w.events <- fe:

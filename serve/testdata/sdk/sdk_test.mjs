@@ -93,8 +93,16 @@ await step('the API key is required', async () => {
 
 await step('Sandbox.create is refused what tent cannot enforce', async () => {
   await rejects(Sandbox.create({ network: { allowOut: ['example.com'] } }), SandboxError, /open internet/, 'allowOut without ALL_TRAFFIC denied')
-  await rejects(Sandbox.create({ allowInternetAccess: true }), SandboxError, /open internet/, 'allowInternetAccess: true')
   await rejects(Sandbox.create('no-such-template'), SandboxError, /not found/, 'an unknown template')
+})
+
+await step("allowInternetAccess: true (E2B's default) gets the template's network", async () => {
+  const d = await Sandbox.create({ allowInternetAccess: true, timeoutMs: 60_000 })
+  try {
+    eq((await d.getInfo()).allowInternetAccess, false, 'base: no network, and getInfo says so')
+  } finally {
+    await d.kill()
+  }
 })
 
 await step('commands.run in the foreground with onStdout', async () => {
@@ -309,7 +317,9 @@ await step('createSnapshot, Sandbox.create from it, listSnapshots, fork', async 
   } finally {
     await fork.kill()
   }
-  await rejects(Sandbox.deleteSnapshot(snap.snapshotId), SandboxError, /not implemented/, 'deleteSnapshot')
+  eq(await Sandbox.deleteSnapshot(snap.snapshotId), true, 'deleteSnapshot')
+  eq(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'deleteSnapshot of a deleted snapshot')
+  ok(!(await sbx.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId), 'a deleted snapshot is not listed')
 })
 
 await step('Sandbox.list with metadata and state filters', async () => {
