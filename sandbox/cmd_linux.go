@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +28,8 @@ type running struct {
 	// proxyFDs are copies of the proxy's listening sockets (HTTP, SOCKS5),
 	// kept for an idle supervisor to hand on (see SuperviseOptions).
 	proxyFDs []int
+	// catchMu serialises catchNewPorts (proxyFDs, plan.cfg.CatchPorts).
+	catchMu  sync.Mutex
 	plan     *plan
 	start    time.Time
 	timedOut chan struct{} // closed when the timeout fired

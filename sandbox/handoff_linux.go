@@ -63,6 +63,8 @@ func (s *Sandbox) captureState() (*supervisedState, []int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, p := s.run, s.run.plan
+	r.catchMu.Lock() // p.cfg.CatchPorts and r.proxyFDs
+	defer r.catchMu.Unlock()
 	st := &supervisedState{
 		Spec: s.spec, Config: p.cfg, Privileged: p.privileged, UID: p.uid, GID: p.gid,
 		HostUID: p.opts.UIDMap.HostID, HostGID: p.opts.GIDMap.HostID,

@@ -175,6 +175,9 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 			return nil, invalid(fmt.Errorf("network: %w", err))
 		}
 		netEnv = proxyEnv(namespaces.ProxyHTTPPort, namespaces.ProxySOCKSPort)
+		if n := len(p.network.CatchPorts()); n > maxCatchPorts {
+			return nil, invalid(fmt.Errorf("network: the allowed hosts name %d ports; at most %d can be caught for programs that ignore the proxy", n, maxCatchPorts))
+		}
 	}
 	hostname := s.Hostname
 	if hostname == "" {
@@ -186,6 +189,10 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		Loopback: !p.opts.ShareNet,
 		// Limited: listeners inside, handed to the host-side proxy.
 		ProxyListeners: p.network != nil,
+		// ...and every connection to the ports the rules name caught
+		// for it, with a stub DNS (netpolicy.Proxy.ServeTransparent).
+		Transparent: p.network != nil,
+		CatchPorts:  p.network.CatchPorts(),
 		// A long-lived sandbox of an unprivileged caller keeps the host's
 		// view, so that Sandbox.Mount can open new mounts' sources.
 		HostView: name == "" && !p.privileged,
@@ -207,7 +214,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	case p.opts.ShareNet:
 		r.add("network namespace", Absent, "--net host shares the host's network")
 	case p.network != nil:
-		r.add("network namespace", Enforced, fmt.Sprintf("limited: loopback only, allowed hosts through tent's proxy (%d allow, %d deny rules)", len(s.Network.AllowedHosts), len(s.Network.DeniedHosts)))
+		r.add("network namespace", Enforced, fmt.Sprintf("limited: loopback only, allowed hosts through tent's proxy (%d allow, %d deny rules; caught without a proxy on ports %s)", len(s.Network.AllowedHosts), len(s.Network.DeniedHosts), portList(p.cfg.CatchPorts)))
 	default:
 		r.add("network namespace", Enforced, "loopback only")
 	}

@@ -253,6 +253,12 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	if err := s.run.setNetworkPolicy(p); err != nil {
 		return err
 	}
+	// Names the new rules allow on ports not caught yet are caught from
+	// now on too (a one-shot Cmd keeps the ports it started with: its
+	// init answers no requests).
+	if err := s.run.catchNewPorts(p); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.spec.Network = p
 	s.mu.Unlock()
