@@ -158,7 +158,7 @@ type message struct {
 	Ports []int `json:"ports,omitempty"`
 	Port  int   `json:"port,omitempty"`
 	V6    bool  `json:"v6,omitempty"`
-	Pid    int     `json:"pid,omitempty"`
+	Pid   int   `json:"pid,omitempty"`
 	// Status is a raw wait status (syscall.WaitStatus).
 	Status uint32 `json:"status,omitempty"`
 	Signal int    `json:"signal,omitempty"`

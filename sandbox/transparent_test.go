@@ -191,22 +191,22 @@ echo "ipv6 loopback: $(python3 -c '%[5]s' ::1 %[1]s)"
 `, port, probeTarget, pyBind, pyDNS, pyConnect)
 	got, _ := runScript(t, transparentSpec(port), res, nil, script)
 	for key, want := range map[string]string{
-		"bind 0.0.0.0":            "EADDRINUSE",
-		"bind 127.0.0.1":          "EADDRINUSE",
-		"bind 198.18.5.5":         "EADDRINUSE",
-		"bind ::":                 "EADDRINUSE",
-		"bind ::1":                "EADDRINUSE",
-		"bind free port":          "ok", // local binding inside stays allowed
-		"raw socket":              "EPERM",
-		"raw ipv6 socket":         "EPERM",
-		"tunnel getent":           "2",
-		"tunnel via 8.8.8.8":      "rcode=3 answers=0", // NXDOMAIN, from the address asked
-		"tunnel via ipv6 server":  "rcode=3 answers=0",
-		"allowed via 9.9.9.9":     "rcode=0 answers=1",
-		"allowed AAAA":            "rcode=0 answers=0",
-		"unowned fake address":    "ConnectionResetError",
-		"proxy port elsewhere":    "ConnectionRefusedError",
-		"ipv6 loopback":           "ConnectionResetError", // ::1 is no rule's
+		"bind 0.0.0.0":           "EADDRINUSE",
+		"bind 127.0.0.1":         "EADDRINUSE",
+		"bind 198.18.5.5":        "EADDRINUSE",
+		"bind ::":                "EADDRINUSE",
+		"bind ::1":               "EADDRINUSE",
+		"bind free port":         "ok", // local binding inside stays allowed
+		"raw socket":             "EPERM",
+		"raw ipv6 socket":        "EPERM",
+		"tunnel getent":          "2",
+		"tunnel via 8.8.8.8":     "rcode=3 answers=0", // NXDOMAIN, from the address asked
+		"tunnel via ipv6 server": "rcode=3 answers=0",
+		"allowed via 9.9.9.9":    "rcode=0 answers=1",
+		"allowed AAAA":           "rcode=0 answers=0",
+		"unowned fake address":   "ConnectionResetError",
+		"proxy port elsewhere":   "ConnectionRefusedError",
+		"ipv6 loopback":          "ConnectionResetError", // ::1 is no rule's
 	} {
 		if got[key] != want {
 			t.Errorf("%s: got %q, want %q", key, got[key], want)
