@@ -42,6 +42,10 @@ type supervisedState struct {
 	Control    int               `json:"control"`
 	Listener   int               `json:"listener"`
 	Proxy      []int             `json:"proxy,omitempty"`
+	// Published are the published ports and PublishedFDs their host
+	// listening sockets, in the same order.
+	Published    []PortMapping `json:"published,omitempty"`
+	PublishedFDs []int         `json:"published_fds,omitempty"`
 	Start      time.Time         `json:"start"`
 	Deadline   time.Time         `json:"deadline"`
 	Suspended  bool              `json:"suspended,omitempty"`
@@ -54,7 +58,8 @@ func (s *Sandbox) quiet() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.run
-	return !s.done && r.direct == nil && r.init.Idle() && (r.proxy == nil || r.proxy.Active() == 0)
+	return !s.done && r.direct == nil && r.init.Idle() && (r.proxy == nil || r.proxy.Active() == 0) &&
+		(r.pub == nil || !r.pub.busy())
 }
 
 // captureState returns s's state and the descriptors (not close-on-exec)
@@ -90,6 +95,19 @@ func (s *Sandbox) captureState() (*supervisedState, []int, error) {
 		}
 		fds = append(fds, d)
 		st.Proxy = append(st.Proxy, d)
+	}
+	if r.pub != nil {
+		ms, pfds := r.pub.fds()
+		for i, fd := range pfds {
+			d, err := unix.Dup(fd)
+			if err != nil {
+				closeFDs(fds)
+				return nil, nil, os.NewSyscallError("dup", err)
+			}
+			fds = append(fds, d)
+			st.Published = append(st.Published, ms[i])
+			st.PublishedFDs = append(st.PublishedFDs, d)
+		}
 	}
 	return st, fds, nil
 }
@@ -136,7 +154,7 @@ func (s *Sandbox) handOff(store, id string, listener int, argv []string) error {
 		return err
 	}
 	fds = append(fds, mfd)
-	watch := append([]int{lfd, st.Control}, st.Proxy...)
+	watch := append(append([]int{lfd, st.Control}, st.Proxy...), st.PublishedFDs...)
 	argv = append(slices.Clip(argv), strconv.Itoa(mfd))
 	// Stop accepting proxy connections (new ones wait in the listeners'
 	// backlogs, which the holder watches), so that the last check below
@@ -150,6 +168,11 @@ func (s *Sandbox) handOff(store, id string, listener int, argv []string) error {
 			return err
 		}
 		defer proxy.Resume() // reached only if the hand-off fails
+	}
+	// Published ports likewise: connections wait in the backlogs.
+	if pub := s.run.pub; pub != nil {
+		pub.stop()
+		defer func() { _ = pub.start() }()
 	}
 	if !s.quiet() { // a proxied connection came in meanwhile
 		return errors.New("the sandbox became busy")
@@ -191,8 +214,11 @@ func readSupervisedState(arg string) (*supervisedState, error) {
 	if st.ID == "" || st.Store == "" || st.InitPID <= 0 || st.Control < 3 || st.Listener < 3 {
 		return nil, errors.New("resuming a supervisor: incomplete state")
 	}
-	for _, fd := range append([]int{st.Control, st.Listener}, st.Proxy...) {
+	for _, fd := range append(append([]int{st.Control, st.Listener}, st.Proxy...), st.PublishedFDs...) {
 		unix.CloseOnExec(fd)
+	}
+	if len(st.Published) != len(st.PublishedFDs) {
+		return nil, errors.New("resuming a supervisor: published ports and sockets differ")
 	}
 	return &st, nil
 }
@@ -243,6 +269,15 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 		}
 	}
 	go r.init.Serve()
+	if r.plan.cfg.Loopback { // its own network namespace: ports can be published
+		r.pub = newPublisher(r.init, log)
+		for i, m := range st.Published {
+			if err := r.pub.adopt(m, st.PublishedFDs[i]); err != nil {
+				r.pub.close()
+				return nil, err
+			}
+		}
+	}
 	s := &Sandbox{id: st.ID, spec: st.Spec, run: r, ended: make(chan struct{}), nextExec: st.NextExec,
 		suspended: st.Suspended, deadline: st.Deadline}
 	r.stop = func() bool { return true }

@@ -84,12 +84,38 @@ func validate(s *Spec) error {
 	if err := s.Network.Validate(); err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
+	if err := validatePorts(s); err != nil {
+		return err
+	}
 	for i, kv := range s.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
 			return fmt.Errorf("env %d: %q is not KEY=VALUE", i+1, kv)
 		}
 	}
 	return fs.Validate(s.Mounts, fs.StatSource)
+}
+
+// validatePorts checks s.Ports: each mapping, no host address and port
+// twice, and a network namespace of the sandbox's own to dial into.
+func validatePorts(s *Spec) error {
+	if len(s.Ports) == 0 {
+		return nil
+	}
+	if s.Network.Mode.Normalize() == netpolicy.Host {
+		return errors.New("ports: a sandbox on the host's network has the host's ports already: publish ports of a sandbox with mode none or limited")
+	}
+	seen := map[string]bool{}
+	for i, m := range s.Ports {
+		if err := m.validate(); err != nil {
+			return fmt.Errorf("ports %d: %w", i+1, err)
+		}
+		key := m.String()[strings.Index(m.String(), "-> ")+3:]
+		if m.HostPort != 0 && seen[key] {
+			return fmt.Errorf("ports %d: host address %s is published twice", i+1, key)
+		}
+		seen[key] = true
+	}
+	return nil
 }
 
 func cutEnv(kv string) (string, string, bool) {
@@ -115,6 +141,9 @@ var cgroupHost = sync.OnceValues(func() (*cgroups.Host, error) { return cgroups.
 func prepare(s *Spec, name string, args []string) (*plan, error) {
 	if err := validate(s); err != nil {
 		return nil, invalid(err)
+	}
+	if name != "" && len(s.Ports) > 0 {
+		return nil, invalid(errors.New("ports: published ports need a long-lived sandbox (Provision, tent create): a one-shot command's init answers no connections"))
 	}
 	p := &plan{privileged: os.Geteuid() == 0}
 	p.uid, p.gid = uint32(os.Getuid()), uint32(os.Getgid())
