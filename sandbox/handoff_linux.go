@@ -46,10 +46,10 @@ type supervisedState struct {
 	// listening sockets, in the same order.
 	Published    []PortMapping `json:"published,omitempty"`
 	PublishedFDs []int         `json:"published_fds,omitempty"`
-	Start      time.Time         `json:"start"`
-	Deadline   time.Time         `json:"deadline"`
-	Suspended  bool              `json:"suspended,omitempty"`
-	NextExec   int               `json:"next_exec"`
+	Start        time.Time     `json:"start"`
+	Deadline     time.Time     `json:"deadline"`
+	Suspended    bool          `json:"suspended,omitempty"`
+	NextExec     int           `json:"next_exec"`
 }
 
 // quiet reports whether s has nothing in flight that a hand-off would

@@ -218,3 +218,11 @@ func (l *Local) Health(context.Context) error { return errNotLinux }
 
 // Close returns nil: there is nothing to release.
 func (l *Local) Close(context.Context) error { return nil }
+
+// Publish needs Linux.
+func (s *Sandbox) Publish(context.Context, PortMapping) (PortMapping, error) {
+	return PortMapping{}, errNotLinux
+}
+
+// Ports needs Linux.
+func (s *Sandbox) Ports() []PortMapping { return nil }
