@@ -28,8 +28,9 @@ const dnsTTL = 60
 // listeners map back to the name ([Proxy.ServeTransparent]); AAAA and
 // every other type with no record (NOERROR, no answer), so clients use
 // IPv4. A query for any other name gets NXDOMAIN at once, is audited
-// (proto "dns", port 0) and counted in [Proxy.Denied] (names under
-// .arpa, reverse lookups, are answered NXDOMAIN without a record). Names
+// (proto "dns", port 0) and counted in [Proxy.Denied] (but for reverse
+// lookups, under .arpa, and names of one label, such as the sandbox's own
+// host name, which programs look up on their own). Names
 // are never resolved, nor forwarded anywhere: nothing a program puts in a
 // name leaves the sandbox through DNS. Queries that are not standard
 // queries of class IN with one question get NOTIMP, FORMERR or REFUSED;
@@ -118,12 +119,15 @@ func (p *Proxy) answerDNS(out, q []byte) []byte {
 	d := pol.CheckDNS(name)
 	rec := AuditRecord{Event: EventDecision, Proto: "dns", Host: recordHost(name), Rule: d.Rule, Reason: d.Reason}
 	if !d.Allowed {
-		if name != "arpa" && !strings.HasSuffix(name, ".arpa") {
-			if d.Reason == "" {
-				d.Reason = ReasonNotAllowed
-			}
-			rec.Verdict = VerdictDeny
-			p.record(rec)
+		if d.Reason == "" {
+			d.Reason = ReasonNotAllowed
+		}
+		rec.Verdict, rec.Reason = VerdictDeny, d.Reason
+		p.record(rec)
+		// Reverse lookups, and single labels (a program resolving the
+		// sandbox's own host name), are not what anyone means to reach:
+		// audited, but kept out of the denials and their summary.
+		if strings.Contains(name, ".") && !strings.HasSuffix(name, ".arpa") {
 			p.denials.add(rec.Host, 0, d.Reason)
 		}
 		return build(dnsmessage.RCodeNameError, &question, netip.Addr{})

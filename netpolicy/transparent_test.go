@@ -189,12 +189,19 @@ func TestStubDNS(t *testing.T) {
 			t.Errorf("%s took %v", q.name, d)
 		}
 	}
-	for _, name := range []string{"api.allowed.test", "evil.test", "bad.allowed.test", "c2VjcmV0IGRhdGE.tunnel.evil.test"} {
+	// The sandbox's own host name, and reverse lookups: refused, audited,
+	// kept out of the summary.
+	for _, name := range []string{"tent.", "1.0.0.127.in-addr.arpa."} {
+		if m := query(t, server, name, dnsmessage.TypeA); m.RCode != dnsmessage.RCodeNameError {
+			t.Errorf("%s: %v, want NXDOMAIN", name, m.RCode)
+		}
+	}
+	for _, name := range []string{"api.allowed.test", "evil.test", "bad.allowed.test", "c2VjcmV0IGRhdGE.tunnel.evil.test", "tent"} {
 		if n := h.res.count(name); n != 0 {
 			t.Errorf("%s was resolved %d times", name, n)
 		}
 	}
-	if s := Summary(h.proxy.Denied()); !strings.Contains(s, "evil.test (not allowed, 2 times)") || !strings.Contains(s, "bad.allowed.test (denied by rule)") {
+	if s := Summary(h.proxy.Denied()); !strings.Contains(s, "evil.test (not allowed, 2 times)") || !strings.Contains(s, "bad.allowed.test (denied by rule)") || strings.Contains(s, "tent") || strings.Contains(s, "arpa") {
 		t.Errorf("summary %q", s)
 	}
 	var sawDNS bool
