@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -81,4 +83,51 @@ func fakeAddr(name string, i int) netip.Addr {
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], v)
 	return netip.AddrFrom4(b)
+}
+
+// FakeName is one answer of the stub DNS: a name and the fake address it
+// was given (see [Proxy.FakeNames], [ProxyConfig.FakeNames]).
+type FakeName struct {
+	Name string     `json:"name"`
+	Addr netip.Addr `json:"addr"`
+}
+
+// restore gives the names their addresses again (a proxy that takes over
+// from another); entries that are malformed, outside FakeNet, or that
+// collide with one already restored are skipped, as are those past max.
+func (f *fakeNames) restore(names []FakeName) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byName == nil {
+		f.byName, f.byAddr = map[string]netip.Addr{}, map[netip.Addr]string{}
+	}
+	for _, n := range names {
+		name := normalizeHost(n.Name)
+		a := n.Addr.Unmap()
+		if len(f.byName) >= f.max || checkName(name) != "" || !FakeNet.Contains(a) {
+			continue
+		}
+		if _, dup := f.byName[name]; dup {
+			continue
+		}
+		if _, taken := f.byAddr[a]; taken {
+			continue
+		}
+		f.byName[name], f.byAddr[a] = a, name
+	}
+}
+
+// FakeNames returns every name the stub DNS gave an address to, with the
+// address, sorted by name: what a proxy taking over the same sandbox
+// needs ([ProxyConfig.FakeNames]) so that addresses programs have cached
+// keep their meaning.
+func (p *Proxy) FakeNames() []FakeName {
+	p.fake.mu.Lock()
+	defer p.fake.mu.Unlock()
+	out := make([]FakeName, 0, len(p.fake.byName))
+	for n, a := range p.fake.byName {
+		out = append(out, FakeName{Name: n, Addr: a})
+	}
+	slices.SortFunc(out, func(a, b FakeName) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

@@ -89,6 +89,9 @@ type ProxyConfig struct {
 	// MaxNames caps the names the stub DNS gives fake addresses to (see
 	// [Proxy.ServeDNS]); 0 means [DefaultMaxNames].
 	MaxNames int
+	// FakeNames are the stub DNS's earlier answers ([Proxy.FakeNames] of
+	// the proxy this one takes over from), kept with the same meaning.
+	FakeNames []FakeName
 }
 
 // Proxy is the host side of a limited sandbox's network: it serves HTTP
@@ -145,6 +148,7 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 	if p.fake.max <= 0 {
 		p.fake.max = DefaultMaxNames
 	}
+	p.fake.restore(cfg.FakeNames)
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}

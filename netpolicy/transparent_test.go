@@ -315,7 +315,10 @@ func TestTransparentConnections(t *testing.T) {
 }
 
 func TestTransparentDestination(t *testing.T) {
-	h := newHarness(t, []string{"api.allowed.test"}, nil)
+	// No serving needed: a bare proxy (the harness's serve loops might
+	// not have started when so short a test closes it).
+	h := &harness{proxy: NewProxy(ProxyConfig{Policy: mustCompile(t, []string{"api.allowed.test"}, nil), Resolver: newResolver()})}
+	defer h.proxy.Close()
 	a, _ := h.proxy.fake.lookup("api.allowed.test")
 	if host, port, _ := h.proxy.destination(&net.TCPAddr{IP: a.AsSlice(), Port: 443}); host != "api.allowed.test" || port != 443 {
 		t.Errorf("a fake address maps to %s:%d", host, port)
@@ -336,5 +339,39 @@ func TestTransparentDestination(t *testing.T) {
 	}
 	if _, err := h.proxy.open(context.Background(), "transparent", host, port); err == nil || !strings.Contains(err.Error(), ReasonNotAllowed) {
 		t.Errorf("unowned fake address: %v, want not allowed", err)
+	}
+}
+
+// A proxy that takes over a sandbox (a supervisor's hand-off) keeps the
+// meaning of every address the previous one gave; it accepts nothing
+// outside the fake range or twice.
+func TestFakeNamesCarryOver(t *testing.T) {
+	a := NewProxy(ProxyConfig{Policy: mustCompile(t, []string{"*.example.com"}, nil)})
+	defer a.Close()
+	first, _ := a.fake.lookup("one.example.com")
+	second, _ := a.fake.lookup("two.example.com")
+	names := a.FakeNames()
+	if len(names) != 2 || names[0].Name != "one.example.com" || names[1].Addr != second {
+		t.Fatalf("FakeNames = %v", names)
+	}
+	bad := []FakeName{
+		{Name: "outside.example.com", Addr: netip.MustParseAddr("10.0.0.1")},
+		{Name: "squat.example.com", Addr: first},
+		{Name: "bad name", Addr: netip.MustParseAddr("198.18.0.9")},
+	}
+	b := NewProxy(ProxyConfig{FakeNames: append(names, bad...)})
+	defer b.Close()
+	for _, n := range names {
+		if got, ok := b.FakeAddr(n.Name); !ok || got != n.Addr {
+			t.Errorf("after the take-over %s is %v %v, want %v", n.Name, got, ok, n.Addr)
+		}
+	}
+	if host, _, _ := b.destination(&net.TCPAddr{IP: first.AsSlice(), Port: 443}); host != "one.example.com" {
+		t.Errorf("%v now means %q", first, host)
+	}
+	for _, n := range bad {
+		if _, ok := b.FakeAddr(n.Name); ok {
+			t.Errorf("restored %v", n)
+		}
 	}
 }

@@ -46,6 +46,9 @@ type supervisedState struct {
 	// listening sockets, in the same order.
 	Published    []PortMapping `json:"published,omitempty"`
 	PublishedFDs []int         `json:"published_fds,omitempty"`
+	// FakeNames are the stub DNS's answers, which programs inside may
+	// have cached: the next proxy keeps their meaning.
+	FakeNames []netpolicy.FakeName `json:"fake_names,omitempty"`
 	Start        time.Time     `json:"start"`
 	Deadline     time.Time     `json:"deadline"`
 	Suspended    bool          `json:"suspended,omitempty"`
@@ -95,6 +98,9 @@ func (s *Sandbox) captureState() (*supervisedState, []int, error) {
 		}
 		fds = append(fds, d)
 		st.Proxy = append(st.Proxy, d)
+	}
+	if r.proxy != nil {
+		st.FakeNames = r.proxy.FakeNames()
 	}
 	if r.pub != nil {
 		ms, pfds := r.pub.fds()
@@ -264,7 +270,9 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 			}
 			r.proxyFDs = append(r.proxyFDs, d)
 		}
-		if r.proxy, err = startProxy(popts.ProxyLimits.proxyConfig(st.ID), compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
+		pcfg := popts.ProxyLimits.proxyConfig(st.ID)
+		pcfg.FakeNames = st.FakeNames
+		if r.proxy, err = startProxy(pcfg, compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
 			return nil, err
 		}
 	}

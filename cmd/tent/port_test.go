@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -112,4 +113,59 @@ func TestTransparentCurl(t *testing.T) {
 	}
 	r = tent(t, "run", "--allow-host", addr, "--", "curl", "-sS", "--noproxy", "*", "http://denied.example/")
 	r.expect(t, 6, "curl: (6) Could not resolve host: denied.example", "tent: blocked ", "denied.example (not allowed")
+}
+
+// An idle sandbox's supervisor hands its published ports and the stub
+// DNS's answers on: a connection to the published port wakes it, and an
+// address a program inside resolved before the hand-off still stands for
+// its name after it.
+func TestIdleSandboxKeepsPortsAndNames(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"python3", "getent"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (scripts/setup installs it)", tool)
+		}
+	}
+	l := newLife(t)
+	netLog := t.TempDir() + "/net.jsonl"
+	id := l.create(t, "--idle-after", "200ms", "-p", "127.0.0.1::8000", "--allow-host", "names.example:443", "--net-log", netLog)
+	sup, initPID := supervisorAndInit(t, l, id)
+	held := func(what string) {
+		t.Helper()
+		if !poll(5*time.Second, func() bool { return argv0(sup) == "tent-idle-supervisor" && argv0(initPID) == "tent-idle" }) {
+			t.Fatalf("%s: no idle holders: the supervisor is %q, the init %q", what, argv0(sup), argv0(initPID))
+		}
+	}
+	r := l.tent(t, "exec", id, "--", "sh", "-c", "getent hosts names.example | cut -d' ' -f1; echo idle > /tmp/f; setsid python3 -m http.server 8000 -d /tmp </dev/null >/dev/null 2>&1 &")
+	r.expect(t, 0)
+	addr := strings.TrimSpace(r.stdout)
+	if !strings.HasPrefix(addr, "198.1") {
+		t.Fatalf("names.example resolved to %q", addr)
+	}
+	held("after exec")
+	hostAddr := strings.TrimPrefix(strings.TrimSpace(l.tent(t, "port", id, "8000").stdout), "8000/tcp -> ")
+	var body string
+	for deadline := time.Now().Add(60 * time.Second); body != "idle\n"; time.Sleep(50 * time.Millisecond) {
+		if resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + hostAddr + "/f"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET through the published port of an idle sandbox: %q", body)
+		}
+	}
+	held("after a published connection")
+	// The cached address, after two hand-offs: still names.example (whose
+	// host-side lookup then fails: this machine has no such name).
+	l.tent(t, "exec", id, "--", "python3", "-c", fmt.Sprintf(`import socket
+try: socket.create_connection(("%s", 443), timeout=10).recv(1)
+except OSError: pass`, addr)).expect(t, 0)
+	b, err := os.ReadFile(netLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"proto":"transparent","host":"names.example","port":443`) {
+		t.Errorf("the cached address lost its name across the hand-off; net log:\n%s", b)
+	}
 }
