@@ -49,10 +49,10 @@ type supervisedState struct {
 	// FakeNames are the stub DNS's answers, which programs inside may
 	// have cached: the next proxy keeps their meaning.
 	FakeNames []netpolicy.FakeName `json:"fake_names,omitempty"`
-	Start        time.Time     `json:"start"`
-	Deadline     time.Time     `json:"deadline"`
-	Suspended    bool          `json:"suspended,omitempty"`
-	NextExec     int           `json:"next_exec"`
+	Start     time.Time            `json:"start"`
+	Deadline  time.Time            `json:"deadline"`
+	Suspended bool                 `json:"suspended,omitempty"`
+	NextExec  int                  `json:"next_exec"`
 }
 
 // quiet reports whether s has nothing in flight that a hand-off would
