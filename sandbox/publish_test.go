@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -194,5 +196,55 @@ func TestPublishedPortsRefused(t *testing.T) {
 	cmd := sandbox.Command(ctx, sandbox.Spec{Ports: []sandbox.PortMapping{{Port: 80}}}, "true")
 	if err := cmd.Run(); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a one-shot command with ports: %v, want ErrInvalidSpec", err)
+	}
+}
+
+// TestNetworkReachLeavesNothing: a limited sandbox with a published port,
+// after DNS queries, caught and published connections, leaves no
+// descriptor or goroutine behind once terminated.
+func TestNetworkReachLeavesNothing(t *testing.T) {
+	needTools(t, "python3", "getent")
+	ctx := context.Background()
+	port, _ := hostServers(t)
+	cycle := func() {
+		sb, err := sandbox.Provision(ctx, transparentSpec(port), sandbox.ProvisionOptions{Resolver: &fakeResolver{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := sb.Publish(ctx, sandbox.PortMapping{Port: 8000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", fmt.Sprintf(
+			"getent hosts allowed.test >/dev/null && python3 -c '%s' allowed.test %s && setsid python3 -m http.server 8000 -d /tmp </dev/null >/dev/null 2>&1 &", pyConnect, port)}})
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("exec: %v %+v", err, r)
+		}
+		getUntil(t, fmt.Sprintf("http://127.0.0.1:%d/", m.HostPort))
+		if err := sb.Terminate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // warm up: lazily made state
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	cycle()
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for (runtime.NumGoroutine() > goroutines || openFDs(t) > fds) && time.Now().Before(deadline) {
+		runtime.GC() // io.Copy's splice pipes wait in a pool until collected
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := openFDs(t); n > fds {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		var links []string
+		for _, e := range ents {
+			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			links = append(links, e.Name()+"="+l)
+		}
+		t.Errorf("descriptors: %d before, %d after: %v", fds, n, links)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines: %d before, %d after\n%s", goroutines, n, buf[:runtime.Stack(buf, true)])
 	}
 }
