@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
 
@@ -54,6 +55,15 @@ func (r *running) setNetworkPolicy(p NetworkPolicy) error {
 // listening socket each, in the sandbox and on the host).
 const maxCatchPorts = 256
 
+// catchPorts returns the ports policy needs caught, but for the proxy's
+// own ports inside (3128, 1080), which its listeners hold on 127.0.0.1:
+// a rule on one of those is reached through the proxy variables only.
+func catchPorts(policy *netpolicy.Compiled) []int {
+	return slices.DeleteFunc(policy.CatchPorts(), func(p int) bool {
+		return p == namespaces.ProxyHTTPPort || p == namespaces.ProxySOCKSPort
+	})
+}
+
 // portList renders ports as "22, 80, 443" ("none" when empty).
 func portList(ports []int) string {
 	if len(ports) == 0 {
@@ -80,7 +90,7 @@ func (r *running) catchNewPorts(policy NetworkPolicy) error {
 	r.catchMu.Lock()
 	defer r.catchMu.Unlock()
 	var missing []int
-	for _, port := range compiled.CatchPorts() {
+	for _, port := range catchPorts(compiled) {
 		if !slices.Contains(r.plan.cfg.CatchPorts, port) {
 			missing = append(missing, port)
 		}

@@ -204,7 +204,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 			return nil, invalid(fmt.Errorf("network: %w", err))
 		}
 		netEnv = proxyEnv(namespaces.ProxyHTTPPort, namespaces.ProxySOCKSPort)
-		if n := len(p.network.CatchPorts()); n > maxCatchPorts {
+		if n := len(catchPorts(p.network)); n > maxCatchPorts {
 			return nil, invalid(fmt.Errorf("network: the allowed hosts name %d ports; at most %d can be caught for programs that ignore the proxy", n, maxCatchPorts))
 		}
 	}
@@ -221,7 +221,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		// ...and every connection to the ports the rules name caught
 		// for it, with a stub DNS (netpolicy.Proxy.ServeTransparent).
 		Transparent: p.network != nil,
-		CatchPorts:  p.network.CatchPorts(),
+		CatchPorts:  catchPorts(p.network),
 		// A long-lived sandbox of an unprivileged caller keeps the host's
 		// view, so that Sandbox.Mount can open new mounts' sources.
 		HostView: name == "" && !p.privileged,

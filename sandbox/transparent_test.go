@@ -270,3 +270,24 @@ echo "new port by address: $(python3 -c '%[1]s' 127.0.0.1 %[4]s)"`, pyConnect, a
 		t.Errorf("summary %q lacks the refused connection", s)
 	}
 }
+
+// TestRuleOnTheProxyPorts: a rule on 3128 or 1080, the ports of the
+// proxy's own listeners inside, is not caught (the proxy holds them) and
+// does not stop the sandbox from starting.
+func TestRuleOnTheProxyPorts(t *testing.T) {
+	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+		AllowedHosts: []string{"squid.test:3128", "socks.test:1080", "web.test"}}}
+	_, cmd, err := run(t, spec, "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var detail string
+	for _, p := range cmd.Report.Protections {
+		if p.Name == "network namespace" {
+			detail = p.Detail
+		}
+	}
+	if !strings.Contains(detail, "caught without a proxy on ports 22, 80, 443)") {
+		t.Errorf("report: %q", detail)
+	}
+}
