@@ -291,3 +291,41 @@ func TestRuleOnTheProxyPorts(t *testing.T) {
 		t.Errorf("report: %q", detail)
 	}
 }
+
+// TestTransparentEgressProbe is TestTransparentEgress with the static
+// probe alone (the VM has no curl, python or getent): Go's own resolver
+// and a bare http.Transport reach the allowed name; a refused name does
+// not resolve; a refused address on a caught port is reset.
+func TestTransparentEgressProbe(t *testing.T) {
+	port, _ := hostServers(t)
+	spec := transparentSpec(port) // runScript unsets the proxy variables
+	res := &fakeResolver{}
+	p := probeTarget + "/testprobe"
+	got, rep := runScript(t, spec, res, nil, fmt.Sprintf(`
+echo "allowed: $(%[1]s direct http://allowed.test:%[2]s/)"
+echo "dns allowed: $(%[1]s dns api.allowed.test)"
+echo "dns denied: $(%[1]s dns denied.test)"
+echo "denied address: $(%[1]s direct http://10.9.9.9:%[2]s/)"
+echo "uncaught port: $(%[1]s tcp 10.9.9.9 9)"
+`, p, port))
+	for key, want := range map[string]string{
+		"allowed":        "200 hello from the host",
+		"dns allowed":    "ok",
+		"dns denied":     "error",
+		"uncaught port":  "ECONNREFUSED",
+	} {
+		if got[key] != want {
+			t.Errorf("%s: got %q, want %q", key, got[key], want)
+		}
+	}
+	// Reset: seen at connect, at the request's write or at the read.
+	if d := got["denied address"]; !strings.HasPrefix(d, "error: ") || !(strings.HasSuffix(d, "connection reset by peer") || strings.HasSuffix(d, "broken pipe")) {
+		t.Errorf("denied address: got %q, want a reset", d)
+	}
+	if res.wasAsked("denied.test") {
+		t.Error("the host resolved a refused name")
+	}
+	if s := netpolicy.Summary(rep.NetworkDenied); !strings.Contains(s, "denied.test (not allowed") || !strings.Contains(s, "10.9.9.9:"+port+" (not allowed") {
+		t.Errorf("summary %q", s)
+	}
+}
