@@ -309,10 +309,10 @@ echo "denied address: $(%[1]s direct http://10.9.9.9:%[2]s/)"
 echo "uncaught port: $(%[1]s tcp 10.9.9.9 9)"
 `, p, port))
 	for key, want := range map[string]string{
-		"allowed":        "200 hello from the host",
-		"dns allowed":    "ok",
-		"dns denied":     "error",
-		"uncaught port":  "ECONNREFUSED",
+		"allowed":       "200 hello from the host",
+		"dns allowed":   "ok",
+		"dns denied":    "error",
+		"uncaught port": "ECONNREFUSED",
 	} {
 		if got[key] != want {
 			t.Errorf("%s: got %q, want %q", key, got[key], want)
