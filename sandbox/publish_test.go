@@ -88,6 +88,12 @@ func TestPublishedPorts(t *testing.T) {
 	if got := sb.Ports(); len(got) != 2 || got[1] != m {
 		t.Errorf("Ports() = %v after publishing %v", got, m)
 	}
+	// The host's listener is not reachable from inside: there, its
+	// address is the sandbox's own loopback.
+	r, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"python3", "-c", pyConnect, "127.0.0.1", strconv.Itoa(m.HostPort)}})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "ConnectionRefusedError" {
+		t.Errorf("the host port from inside: %v %q, want ConnectionRefusedError", err, r.Stdout)
+	}
 	if _, err := sb.Publish(ctx, sandbox.PortMapping{Port: 0}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("publishing port 0: %v, want ErrInvalidSpec", err)
 	}
