@@ -51,6 +51,7 @@ test-unprivileged: setup
 bench: build
 	$(GO) run ./internal/benchcmp -tent $(BIN)
 	$(GO) test -run '^$$' -bench 'RunTrue|HostTrue|ExecLatency|ProvisionTerminate|Limited' -benchtime 20x ./sandbox/
+	$(GO) test -run '^$$' -bench 'Transparent' -benchtime 5x ./sandbox/
 	$(GO) test -run '^$$' -bench 'IdleMemory' -benchtime 1x ./sandbox/
 	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CLIIdleMemory' -benchtime 1x ./cmd/tent/
 	$(GO) test -run '^$$' -bench 'Connect' -benchtime 20x ./netpolicy/

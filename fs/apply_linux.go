@@ -290,15 +290,15 @@ func stagedOverlay(root int, s Step, lowerFD int) (int, error) {
 }
 
 // attach creates name under parent (a directory, or an empty file when
-// file is set) without following symlinks and moves mnt onto it.
+// file is set) without following symlinks and moves mnt onto it. An
+// existing file is mounted over as it is, as docker -v does: a file of a
+// read-only system directory (/etc/hosts, /etc/resolv.conf, a CA bundle)
+// needs no write access to be a mount point. An existing symlink is
+// refused, never followed.
 func attach(mnt, parent int, name string, file bool) error {
 	if file {
-		fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("creating the mount point: %w", os.NewSyscallError("openat", err))
-		}
-		if err == nil {
-			unix.Close(fd)
+		if err := fileMountpoint(parent, name); err != nil {
+			return err
 		}
 	} else if err := unix.Mkdirat(parent, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("creating the mount point: %w", os.NewSyscallError("mkdirat", err))
@@ -311,6 +311,35 @@ func attach(mnt, parent int, name string, file bool) error {
 	if err := unix.MoveMount(mnt, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return os.NewSyscallError("move_mount", err)
 	}
+	return nil
+}
+
+// fileMountpoint makes sure name under parent is a regular file to mount
+// a file over: an existing one is taken as it is (without opening it for
+// writing, which a read-only directory refuses), a missing one is created
+// empty; anything else (a directory, a symlink, a device) is refused.
+func fileMountpoint(parent int, name string) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == nil {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			return nil
+		case unix.S_IFDIR:
+			return errors.New("the mount point is a directory: a file can only be mounted over a file")
+		case unix.S_IFLNK:
+			return errors.New("the mount point is a symlink, which tent never follows: mount over the path it points to instead (created if missing)")
+		}
+		return errors.New("the mount point is not a regular file: a file can only be mounted over a file")
+	}
+	if !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("the mount point: %w", os.NewSyscallError("fstatat", err))
+	}
+	fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("creating the mount point: %w", os.NewSyscallError("openat", err))
+	}
+	unix.Close(fd)
 	return nil
 }
 

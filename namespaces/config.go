@@ -69,6 +69,15 @@ type Config struct {
 	// message: the host accepts the sandbox's proxy connections on them
 	// directly, so no proxy listener exists on the host.
 	ProxyListeners bool `json:"proxy_listeners,omitempty"`
+	// Transparent (with ProxyListeners) catches the connections of
+	// programs that ignore the proxy variables: the init adds a local
+	// default route (IPv4 and IPv6) on lo, so that every address is the
+	// sandbox's own, and hands the host, after the two proxy listeners, a
+	// UDP socket on port [DNSPort] of every address (the stub DNS) and one
+	// listener on every address for each of CatchPorts, in that order.
+	Transparent bool `json:"transparent,omitempty"`
+	// CatchPorts are the TCP ports caught on every address (Transparent).
+	CatchPorts []int `json:"catch_ports,omitempty"`
 	// LandlockABI is the ABI to enforce; 0 disables Landlock.
 	LandlockABI int `json:"landlock_abi"`
 	// LandlockRules are the path rules, inside paths.
@@ -143,7 +152,13 @@ type message struct {
 	Exec   *Exec   `json:"exec,omitempty"`
 	Attach *Attach `json:"attach,omitempty"`
 	Config *Config `json:"config,omitempty"`
-	Pid    int     `json:"pid,omitempty"`
+	// Ports, in a "listen" request, are more ports to catch
+	// (Config.CatchPorts); Port, in a "dial" request, the port of the
+	// sandbox's loopback to connect to (V6: ::1 rather than 127.0.0.1).
+	Ports []int `json:"ports,omitempty"`
+	Port  int   `json:"port,omitempty"`
+	V6    bool  `json:"v6,omitempty"`
+	Pid   int   `json:"pid,omitempty"`
 	// Status is a raw wait status (syscall.WaitStatus).
 	Status uint32 `json:"status,omitempty"`
 	Signal int    `json:"signal,omitempty"`
@@ -155,6 +170,9 @@ type message struct {
 	TTY bool `json:"tty,omitempty"`
 	// tty is, on the host, the received master (-1: none).
 	tty int
+	// fds are, on the host, the descriptors a "done" message carried
+	// (the answer to "listen" or "dial").
+	fds []int
 }
 
 const (
@@ -169,6 +187,8 @@ const (
 	msgExit    = "exit"
 	msgAttach  = "attach"
 	msgDone    = "done"
+	msgListen  = "listen"
+	msgDial    = "dial"
 )
 
 // Attach is a mount to add to a running sandbox: the plan step, and the

@@ -11,14 +11,19 @@
 //
 //	host → init  config  (Config; attached: pre-opened mounts)
 //	init → host  started (pid of the command; attached: the proxy
-//	             listeners, then, with tty set, the master of the
-//	             command's terminal) | error (stage, errno)
+//	             listeners — HTTP, SOCKS5 and, with Config.Transparent,
+//	             the stub DNS's UDP socket and a catching listener per
+//	             port of Config.CatchPorts — then, with tty set, the
+//	             master of the command's terminal) | error (stage, errno)
 //	host → init  signal  (for the command's foreground process group)
 //	init → host  exit    (the command's wait status)
 //
 // A long-lived sandbox's init also takes exec (with the command's fds
-// 0-2 attached, none for a terminal), kill and attach messages, each
-// under an id, and answers started/error, done and exit under it.
+// 0-2 attached, none for a terminal), kill, attach, listen (more ports to
+// catch; answered with their listeners) and dial (a port of the
+// sandbox's loopback, for a published port; answered with a socket still
+// connecting) messages, each under an id, and answers started/error,
+// done and exit under it.
 //
 // # Signals
 //

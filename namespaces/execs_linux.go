@@ -32,6 +32,9 @@ func (i *Init) Serve() {
 		if err == nil && m.Type == msgStarted && m.TTY && len(extra) == 1 {
 			m.tty, extra = extra[0], nil
 		}
+		if err == nil && m.Type == msgDone {
+			m.fds, extra = extra, nil
+		}
 		closeAll(extra)
 		if err != nil {
 			i.mu.Lock()
@@ -50,6 +53,9 @@ func (i *Init) Serve() {
 		w := i.waits[m.ID]
 		if m.tty >= 0 && (w == nil || w.started == nil) {
 			closeAll([]int{m.tty})
+		}
+		if len(m.fds) > 0 && (w == nil || w.started == nil) {
+			closeAll(m.fds)
 		}
 		switch {
 		case w == nil:
@@ -135,30 +141,69 @@ func (i *Init) KillExec(id string) error {
 // as the step's pre-opened descriptors (the caller keeps them), and waits
 // for the outcome. id must not collide with an exec's.
 func (i *Init) Attach(id string, a Attach, fds []int) error {
+	got, err := i.request(message{Type: msgAttach, ID: id, Attach: &a}, fds)
+	closeAll(got)
+	return err
+}
+
+// Listen asks the init of a sandbox started with Config.Transparent to
+// catch more ports, and returns a listening socket per port (close-on-exec,
+// owned by the caller), in the order of ports. id must not collide with an
+// exec's.
+func (i *Init) Listen(id string, ports []int) ([]int, error) {
+	fds, err := i.request(message{Type: msgListen, ID: id, Ports: ports}, nil)
+	if err == nil && len(fds) != len(ports) {
+		closeAll(fds)
+		return nil, fmt.Errorf("sandbox init: %d listeners for %d ports", len(fds), len(ports))
+	}
+	return fds, err
+}
+
+// Dial asks the init for a TCP connection to port on the sandbox's own
+// loopback (127.0.0.1, or ::1 with v6), made in its network namespace. The
+// socket comes back non-blocking and possibly still connecting: a refusal
+// shows in its SO_ERROR. It is close-on-exec and owned by the caller. id
+// must not collide with an exec's.
+func (i *Init) Dial(id string, port int, v6 bool) (int, error) {
+	fds, err := i.request(message{Type: msgDial, ID: id, Port: port, V6: v6}, nil)
+	if err != nil {
+		return -1, err
+	}
+	if len(fds) != 1 {
+		closeAll(fds)
+		return -1, fmt.Errorf("sandbox init: %d descriptors for a connection", len(fds))
+	}
+	return fds[0], nil
+}
+
+// request sends m (a request with an id that gets "done" or "error"),
+// with fds attached (the caller keeps them), and returns the descriptors
+// of the answer.
+func (i *Init) request(m message, fds []int) ([]int, error) {
 	w := &execWait{started: make(chan message, 1), exit: make(chan ExecExit, 1)}
 	i.mu.Lock()
 	switch {
 	case i.deadErr != nil:
 		i.mu.Unlock()
-		return i.deadErr
+		return nil, i.deadErr
 	case i.waits == nil:
 		i.waits = map[string]*execWait{}
 	}
-	if _, dup := i.waits[id]; dup {
+	if _, dup := i.waits[m.ID]; dup {
 		i.mu.Unlock()
-		return fmt.Errorf("request id %q is in use", id)
+		return nil, fmt.Errorf("request id %q is in use", m.ID)
 	}
-	i.waits[id] = w
+	i.waits[m.ID] = w
 	i.mu.Unlock()
-	if err := i.send(message{Type: msgAttach, ID: id, Attach: &a}, fds); err != nil {
+	if err := i.send(m, fds); err != nil {
 		i.mu.Lock()
-		delete(i.waits, id)
+		delete(i.waits, m.ID)
 		i.mu.Unlock()
-		return err
+		return nil, err
 	}
-	m := <-w.started
-	if m.Type == msgError {
-		return &StartError{Stage: m.Stage, Msg: m.Error, Errno: syscall.Errno(m.Errno)}
+	a := <-w.started
+	if a.Type == msgError {
+		return nil, &StartError{Stage: a.Stage, Msg: a.Error, Errno: syscall.Errno(a.Errno)}
 	}
-	return nil
+	return a.fds, nil
 }

@@ -218,7 +218,9 @@ func (e *StartError) Unwrap() error {
 // Run sends cfg with fds attached (the host keeps ownership of fds) and
 // waits until the command has started. It returns the command's pid in
 // the sandbox's pid namespace and, when cfg.ProxyListeners is set, the
-// two listening sockets (HTTP, SOCKS5; close-on-exec, owned by the caller).
+// two listening sockets (HTTP, SOCKS5; close-on-exec, owned by the caller)
+// followed, with cfg.Transparent, by the stub DNS's UDP socket and a
+// listener per port of cfg.CatchPorts.
 func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 	if err := send(i.conn, message{Type: msgConfig, Config: cfg}, fds); err != nil {
 		return 0, nil, err
@@ -246,9 +248,9 @@ func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 			i.tty = os.NewFile(uintptr(extra[len(extra)-1]), "tent-tty-master")
 			extra = extra[:len(extra)-1]
 		}
-		if cfg.ProxyListeners && len(extra) != 2 {
+		if want := proxySockets(cfg); len(extra) != want {
 			closeAll(extra)
-			return 0, nil, fmt.Errorf("sandbox init: %d proxy listeners, want 2", len(extra))
+			return 0, nil, fmt.Errorf("sandbox init: %d proxy sockets, want %d", len(extra), want)
 		}
 		if cfg.Exec.TTY != nil && i.tty == nil {
 			closeAll(extra)
@@ -261,6 +263,17 @@ func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 	}
 	closeAll(extra)
 	return 0, nil, fmt.Errorf("sandbox init: unexpected %q message", m.Type)
+}
+
+// proxySockets is how many sockets the init of cfg hands the host.
+func proxySockets(cfg *Config) int {
+	switch {
+	case !cfg.ProxyListeners:
+		return 0
+	case cfg.Transparent:
+		return 3 + len(cfg.CatchPorts)
+	}
+	return 2
 }
 
 // Terminal is the master of the one-shot command's terminal (Exec.TTY),

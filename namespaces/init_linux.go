@@ -125,6 +125,14 @@ func runInit() int {
 		if listeners, err = proxyListeners(); err != nil {
 			return fail("proxy", err)
 		}
+		if cfg.Transparent {
+			more, err := transparentSockets(cfg.CatchPorts)
+			if err != nil {
+				closeAll(listeners)
+				return fail("proxy", err)
+			}
+			listeners = append(listeners, more...)
+		}
 	}
 	var prog seccomp.Program
 	if len(cfg.Seccomp) > 0 {
@@ -373,6 +381,30 @@ func (in *initLoop) handle(c control) (code int, done bool) {
 			in.sp.rulesChanged()
 		}
 		_ = send(conn, message{Type: msgDone, ID: m.ID}, nil)
+	case msgListen, msgDial:
+		closeAll(c.fds)
+		var fds []int
+		var err error
+		if m.Type == msgListen {
+			if !in.cfg.Transparent {
+				err = errors.New("the sandbox catches no connections")
+			} else if fds, err = catchListeners(m.Ports); err == nil {
+				in.cfg.CatchPorts = append(in.cfg.CatchPorts, m.Ports...)
+			}
+		} else {
+			var fd int
+			if fd, err = dialLocal(m.Port, m.V6); err == nil {
+				fds = []int{fd}
+			}
+		}
+		if err != nil {
+			var errno syscall.Errno
+			errors.As(err, &errno)
+			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: m.Type, Error: err.Error(), Errno: int(errno)}, nil)
+			return 0, false
+		}
+		_ = send(conn, message{Type: msgDone, ID: m.ID}, fds)
+		closeAll(fds) // the host holds them now
 	case msgSignal:
 		closeAll(c.fds)
 		if pid := in.pidOf(m.ID); pid != 0 {
@@ -404,6 +436,11 @@ func setup(cfg *Config, fds []int) error {
 	if cfg.Loopback {
 		if err := loopbackUp(LoopbackGSO); err != nil {
 			return err
+		}
+		if cfg.Transparent {
+			if err := localRoutes(); err != nil {
+				return err
+			}
 		}
 	}
 	// Before the new root, whose /proc/sys is read-only.

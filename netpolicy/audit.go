@@ -162,7 +162,9 @@ func (a *auditLog) out(line []byte) {
 type Denial struct {
 	// Host is as the program asked for it, normalized (lower case, no
 	// trailing dot), and cut as in [AuditRecord.Host].
-	Host   string
+	Host string
+	// Port is the destination port, 0 for a name the stub DNS of a
+	// transparent sandbox refused (see [Proxy.ServeDNS]).
 	Port   int
 	Reason string // a Reason constant
 	Count  int
@@ -268,6 +270,8 @@ func Summary(d []Denial) string {
 			continue
 		case x.Host == "":
 			b.WriteString("other destinations")
+		case x.Port == 0: // a name the stub DNS refused
+			b.WriteString(clampText(x.Host, maxNameLen))
 		default:
 			b.WriteString(net.JoinHostPort(clampText(x.Host, maxNameLen), strconv.Itoa(x.Port)))
 		}

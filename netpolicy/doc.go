@@ -8,9 +8,8 @@
 // only loopback. [Limited] does the same, plus two listeners inside the
 // sandbox (an HTTP proxy port and a SOCKS5 port) whose connections are
 // served on the host by a [Proxy]. [Host] shares the host's network and can
-// only be chosen when a sandbox is created. A program that ignores the
-// proxy variables has no network at all in limited mode: direct TCP, UDP
-// and DNS have nowhere to go.
+// only be chosen when a sandbox is created. Programs that ignore the proxy
+// variables are caught transparently (see "Transparent egress").
 //
 // # Rules
 //
@@ -52,6 +51,24 @@
 // at run time; new connections and new HTTP requests follow it at once.
 // Tunnels copy with splice(2) when both ends are TCP sockets and propagate
 // half-closes.
+//
+// # Transparent egress
+//
+// One policy engine, several ways in. In tent, a limited sandbox's own
+// network namespace has a local default route on lo, so every address is
+// its own, and three more kinds of socket are served here:
+//
+//   - [Proxy.ServeDNS], the stub DNS on UDP port 53 of every address:
+//     an allowed name ([Compiled.CheckDNS]) gets a fake address of
+//     [FakeNet] derived from a hash of the name and never reassigned;
+//     any other name NXDOMAIN, at once, with nothing looked up or
+//     forwarded.
+//   - [Proxy.ServeTransparent], a listener on every address of one port
+//     ([Compiled.CatchPorts]: the ports the allow rules name, and
+//     [DefaultCatchPorts] for a rule without one): the accepted
+//     connection's local address is the destination, a fake address
+//     standing for its name, and from there it is a CONNECT like any
+//     other (proto "transparent" in the audit log), refused with a reset.
 //
 // # Audit
 //

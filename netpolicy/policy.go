@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -231,4 +232,68 @@ func normalizeHost(h string) string {
 		h = h[1 : len(h)-1]
 	}
 	return strings.TrimSuffix(asciiLower(h), ".")
+}
+
+// DefaultCatchPorts are the TCP ports a transparent sandbox catches for an
+// allow rule that names no port (see [Compiled.CatchPorts]): SSH (and git
+// over SSH), HTTP and HTTPS. A rule that names a port is caught on that
+// port only.
+var DefaultCatchPorts = []int{22, 80, 443}
+
+// CatchPorts returns, sorted and without repeats, the TCP ports on which a
+// transparent sandbox must catch connections for the allow rules of c to
+// be reachable without a proxy: each rule's port, or [DefaultCatchPorts]
+// for a rule without one. Deny rules add none. A nil or non-limited
+// policy catches nothing.
+func (c *Compiled) CatchPorts() []int {
+	if c.Mode() != Limited {
+		return nil
+	}
+	seen := map[int]bool{}
+	var ports []int
+	add := func(p int) {
+		if !seen[p] {
+			seen[p] = true
+			ports = append(ports, p)
+		}
+	}
+	for _, r := range c.allow {
+		if r.port != 0 {
+			add(int(r.port))
+			continue
+		}
+		for _, p := range DefaultCatchPorts {
+			add(p)
+		}
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+// CheckDNS decides whether the stub DNS of a transparent sandbox answers
+// for name: when some allow rule matches it on some port and no deny rule
+// without a port matches it (a deny rule with a port refuses only that
+// port, at connection time). IP literals and invalid names are refused.
+func (c *Compiled) CheckDNS(name string) Decision {
+	if d, done := c.modeDecision(); done {
+		if d.Allowed { // mode host: nothing to fake
+			return Decision{Reason: ReasonNetworkOff}
+		}
+		return d
+	}
+	h := normalizeHost(name)
+	if _, err := netip.ParseAddr(h); err == nil || checkName(h) != "" {
+		return Decision{Reason: ReasonInvalidHost}
+	}
+	for _, r := range c.deny {
+		if r.port == 0 && r.matchName(h, 1) {
+			return Decision{Rule: r.text, Reason: ReasonDenied}
+		}
+	}
+	for _, r := range c.allow {
+		if r.kind != rulePrefix && r.matchName(h, int(max(r.port, 1))) {
+			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+	}
+	return Decision{Reason: ReasonNotAllowed}
 }

@@ -86,6 +86,12 @@ type ProxyConfig struct {
 	// small for them is raised to fit them). Records are at most a few
 	// hundred bytes: host names in them are cut to 253 bytes.
 	AuditBytes int64
+	// MaxNames caps the names the stub DNS gives fake addresses to (see
+	// [Proxy.ServeDNS]); 0 means [DefaultMaxNames].
+	MaxNames int
+	// FakeNames are the stub DNS's earlier answers ([Proxy.FakeNames] of
+	// the proxy this one takes over from), kept with the same meaning.
+	FakeNames []FakeName
 }
 
 // Proxy is the host side of a limited sandbox's network: it serves HTTP
@@ -103,6 +109,7 @@ type Proxy struct {
 	bulk     chan struct{} // large tunnel buffers in use (see pump)
 	lim      limits
 	count    counters
+	fake     fakeNames // the stub DNS's answers (transparent sandboxes)
 
 	ctx    context.Context // cancelled by Close: aborts lookups and dials
 	cancel context.CancelFunc
@@ -114,6 +121,7 @@ type Proxy struct {
 	resumed   *sync.Cond // on mu: paused or accepting changed
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{} // client and upstream connections
+	dnsConns  []*net.UDPConn        // ServeDNS sockets, closed by Close
 	clients   int64                 // client connections being served (MaxConns)
 	wg        sync.WaitGroup        // serve loops and connection handlers
 }
@@ -136,6 +144,11 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		lim:       resolveLimits(&cfg),
 	}
 	p.denials.max = p.lim.maxDenials
+	p.fake.max = cfg.MaxNames
+	if p.fake.max <= 0 {
+		p.fake.max = DefaultMaxNames
+	}
+	p.fake.restore(cfg.FakeNames)
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -192,6 +205,9 @@ func (p *Proxy) Close() error {
 		}
 	}
 	for _, c := range cs {
+		c.Close()
+	}
+	for _, c := range p.dnsConns { // no one appends once closed is set
 		c.Close()
 	}
 	p.wg.Wait()

@@ -182,6 +182,10 @@ func (p *Proxy) overLimit(c net.Conn, proto string) {
 		p.log.Warn("netpolicy: too many connections to the proxy; refusing more (counted in the denials, not logged)",
 			"sandbox", p.id, "limit", p.lim.maxConns)
 	}
+	if proto == "transparent" {
+		resetConn(c)
+		return
+	}
 	if proto == "http" {
 		_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
 		_, _ = c.Write(tooManyConnsReply(p.lim.maxConns))

@@ -113,8 +113,10 @@ type Info struct {
 }
 
 // ForkOverrides change what a fork takes from its snapshot's spec; the
-// zero value changes nothing. Mounts are not overridable: a snapshot's
-// cow layers are restored onto the mounts it was taken with.
+// zero value changes nothing but the name and the published ports, which
+// a fork never takes (its origin holds those host ports). Mounts are not
+// overridable: a snapshot's cow layers are restored onto the mounts it was
+// taken with.
 type ForkOverrides struct {
 	// Network, when not nil, replaces the network policy.
 	Network *NetworkPolicy
@@ -145,6 +147,8 @@ func (o ForkOverrides) Apply(spec Spec) Spec {
 		spec.Hostname = o.Hostname
 	}
 	spec.Name = o.Name
+	// A fork publishes no ports: its origin's host ports are taken.
+	spec.Ports = nil
 	if o.Labels != nil {
 		spec.Labels = o.Labels
 	}

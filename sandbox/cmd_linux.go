@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +28,11 @@ type running struct {
 	// proxyFDs are copies of the proxy's listening sockets (HTTP, SOCKS5),
 	// kept for an idle supervisor to hand on (see SuperviseOptions).
 	proxyFDs []int
+	// pub serves the published ports of a long-lived sandbox (nil
+	// without a network namespace of its own).
+	pub *publisher
+	// catchMu serialises catchNewPorts (proxyFDs, plan.cfg.CatchPorts).
+	catchMu  sync.Mutex
 	plan     *plan
 	start    time.Time
 	timedOut chan struct{} // closed when the timeout fired
@@ -343,6 +349,9 @@ func (r *running) oomKills() int64 {
 // teardown kills and reaps the init and removes the cgroup.
 func (r *running) teardown(ctx context.Context) error {
 	var errs []error
+	if r.pub != nil {
+		r.pub.close() // first: nothing new is dialled inside
+	}
 	if r.init != nil {
 		_ = r.init.Kill()
 		errs = append(errs, r.init.Close())

@@ -8,7 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
 
@@ -45,17 +51,112 @@ func (r *running) setNetworkPolicy(p NetworkPolicy) error {
 	return nil
 }
 
-// startProxy serves the sandbox's proxy listeners (HTTP, SOCKS5) with a
-// host-side proxy.
-func startProxy(cfg netpolicy.ProxyConfig, policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver netpolicy.Resolver, log *slog.Logger) (*netpolicy.Proxy, error) {
-	var ls []net.Listener
+// maxCatchPorts caps the TCP ports a limited sandbox catches (one
+// listening socket each, in the sandbox and on the host).
+const maxCatchPorts = 256
+
+// catchPorts returns the ports policy needs caught, but for the proxy's
+// own ports inside (3128, 1080), which its listeners hold on 127.0.0.1:
+// a rule on one of those is reached through the proxy variables only.
+func catchPorts(policy *netpolicy.Compiled) []int {
+	return slices.DeleteFunc(policy.CatchPorts(), func(p int) bool {
+		return p == namespaces.ProxyHTTPPort || p == namespaces.ProxySOCKSPort
+	})
+}
+
+// portList renders ports as "22, 80, 443" ("none" when empty).
+func portList(ports []int) string {
+	if len(ports) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+// catchNewPorts asks the init of a long-lived limited sandbox to catch the
+// ports policy needs that it does not catch yet, and serves them. The
+// caller holds no lock that the init's answer needs.
+func (r *running) catchNewPorts(policy NetworkPolicy) error {
+	if r.proxy == nil || !r.plan.cfg.Transparent || r.init == nil {
+		return nil
+	}
+	compiled, err := netpolicy.Compile(policy)
+	if err != nil {
+		return invalid(fmt.Errorf("network: %w", err))
+	}
+	r.catchMu.Lock()
+	defer r.catchMu.Unlock()
+	var missing []int
+	for _, port := range catchPorts(compiled) {
+		if !slices.Contains(r.plan.cfg.CatchPorts, port) {
+			missing = append(missing, port)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if len(r.plan.cfg.CatchPorts)+len(missing) > maxCatchPorts {
+		return invalid(fmt.Errorf("network: the allowed hosts would need %d ports caught; at most %d can be", len(r.plan.cfg.CatchPorts)+len(missing), maxCatchPorts))
+	}
+	fds, err := r.init.Listen("listen-"+randomID(), missing)
+	if err != nil {
+		return fmt.Errorf("catching ports %s: %w", portList(missing), err)
+	}
+	defer closeFDs(fds)
 	for _, fd := range fds {
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
+		}
+		f := os.NewFile(uintptr(fd), "tent-catch-listener")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			unix.Close(d)
+			return fmt.Errorf("catch listener: %w", err)
+		}
+		r.proxyFDs = append(r.proxyFDs, d)
+		go func() { _ = r.proxy.ServeTransparent(l) }()
+	}
+	r.plan.cfg.CatchPorts = append(slices.Clip(r.plan.cfg.CatchPorts), missing...)
+	return nil
+}
+
+// startProxy serves the sandbox's proxy sockets with a host-side proxy:
+// the HTTP and SOCKS5 listeners, then (a transparent sandbox) the stub
+// DNS's UDP socket and the catching listeners. It closes fds.
+func startProxy(cfg netpolicy.ProxyConfig, policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver netpolicy.Resolver, log *slog.Logger) (*netpolicy.Proxy, error) {
+	if len(fds) < 2 || len(fds) == 3 {
+		closeFDs(fds)
+		return nil, fmt.Errorf("proxy: %d sockets", len(fds))
+	}
+	var dns *net.UDPConn
+	if len(fds) > 2 {
+		f := os.NewFile(uintptr(fds[2]), "tent-dns")
+		pc, err := net.FilePacketConn(f)
+		f.Close()
+		if err != nil {
+			closeFDs(append(fds[:2:2], fds[3:]...))
+			return nil, fmt.Errorf("stub DNS socket: %w", err)
+		}
+		dns = pc.(*net.UDPConn)
+		fds = append(fds[:2:2], fds[3:]...)
+	}
+	var ls []net.Listener
+	for i, fd := range fds {
 		f := os.NewFile(uintptr(fd), "tent-proxy-listener")
 		l, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
 			for _, l := range ls {
 				l.Close()
+			}
+			closeFDs(fds[i+1:])
+			if dns != nil {
+				dns.Close()
 			}
 			return nil, fmt.Errorf("proxy listener: %w", err)
 		}
@@ -65,5 +166,11 @@ func startProxy(cfg netpolicy.ProxyConfig, policy *netpolicy.Compiled, fds []int
 	proxy := netpolicy.NewProxy(cfg)
 	go func() { _ = proxy.ServeHTTP(ls[0]) }()
 	go func() { _ = proxy.ServeSOCKS5(ls[1]) }()
+	if dns != nil {
+		go func() { _ = proxy.ServeDNS(dns) }()
+	}
+	for _, l := range ls[2:] {
+		go func() { _ = proxy.ServeTransparent(l) }()
+	}
 	return proxy, nil
 }

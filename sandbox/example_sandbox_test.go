@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -148,4 +151,40 @@ func ExampleSandbox_Mount() {
 	// 42
 	// read-only
 	// true
+}
+
+// A port of a long-lived sandbox published on the host: each connection
+// to it is dialled inside the sandbox (here to python's http.server).
+func ExampleSandbox_Publish() {
+	ctx := context.Background()
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Terminate(ctx)
+	m, err := sb.Publish(ctx, sandbox.PortMapping{Port: 8000}) // on a free port of 127.0.0.1
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c",
+		"echo hello > /tmp/index.html; setsid python3 -m http.server 8000 -d /tmp >/dev/null 2>&1 &"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", m.HostPort)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(url); err == nil { // reset until the server listens
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			fmt.Print(string(body))
+			break
+		}
+	}
+	fmt.Println(sb.Ports()[0].Port)
+	// Output:
+	// hello
+	// 8000
 }

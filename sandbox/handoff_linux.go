@@ -42,10 +42,17 @@ type supervisedState struct {
 	Control    int               `json:"control"`
 	Listener   int               `json:"listener"`
 	Proxy      []int             `json:"proxy,omitempty"`
-	Start      time.Time         `json:"start"`
-	Deadline   time.Time         `json:"deadline"`
-	Suspended  bool              `json:"suspended,omitempty"`
-	NextExec   int               `json:"next_exec"`
+	// Published are the published ports and PublishedFDs their host
+	// listening sockets, in the same order.
+	Published    []PortMapping `json:"published,omitempty"`
+	PublishedFDs []int         `json:"published_fds,omitempty"`
+	// FakeNames are the stub DNS's answers, which programs inside may
+	// have cached: the next proxy keeps their meaning.
+	FakeNames []netpolicy.FakeName `json:"fake_names,omitempty"`
+	Start     time.Time            `json:"start"`
+	Deadline  time.Time            `json:"deadline"`
+	Suspended bool                 `json:"suspended,omitempty"`
+	NextExec  int                  `json:"next_exec"`
 }
 
 // quiet reports whether s has nothing in flight that a hand-off would
@@ -54,7 +61,8 @@ func (s *Sandbox) quiet() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.run
-	return !s.done && r.direct == nil && r.init.Idle() && (r.proxy == nil || r.proxy.Active() == 0)
+	return !s.done && r.direct == nil && r.init.Idle() && (r.proxy == nil || r.proxy.Active() == 0) &&
+		(r.pub == nil || !r.pub.busy())
 }
 
 // captureState returns s's state and the descriptors (not close-on-exec)
@@ -63,6 +71,8 @@ func (s *Sandbox) captureState() (*supervisedState, []int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, p := s.run, s.run.plan
+	r.catchMu.Lock() // p.cfg.CatchPorts and r.proxyFDs
+	defer r.catchMu.Unlock()
 	st := &supervisedState{
 		Spec: s.spec, Config: p.cfg, Privileged: p.privileged, UID: p.uid, GID: p.gid,
 		HostUID: p.opts.UIDMap.HostID, HostGID: p.opts.GIDMap.HostID,
@@ -88,6 +98,22 @@ func (s *Sandbox) captureState() (*supervisedState, []int, error) {
 		}
 		fds = append(fds, d)
 		st.Proxy = append(st.Proxy, d)
+	}
+	if r.proxy != nil {
+		st.FakeNames = r.proxy.FakeNames()
+	}
+	if r.pub != nil {
+		ms, pfds := r.pub.fds()
+		for i, fd := range pfds {
+			d, err := unix.Dup(fd)
+			if err != nil {
+				closeFDs(fds)
+				return nil, nil, os.NewSyscallError("dup", err)
+			}
+			fds = append(fds, d)
+			st.Published = append(st.Published, ms[i])
+			st.PublishedFDs = append(st.PublishedFDs, d)
+		}
 	}
 	return st, fds, nil
 }
@@ -134,7 +160,7 @@ func (s *Sandbox) handOff(store, id string, listener int, argv []string) error {
 		return err
 	}
 	fds = append(fds, mfd)
-	watch := append([]int{lfd, st.Control}, st.Proxy...)
+	watch := append(append([]int{lfd, st.Control}, st.Proxy...), st.PublishedFDs...)
 	argv = append(slices.Clip(argv), strconv.Itoa(mfd))
 	// Stop accepting proxy connections (new ones wait in the listeners'
 	// backlogs, which the holder watches), so that the last check below
@@ -148,6 +174,11 @@ func (s *Sandbox) handOff(store, id string, listener int, argv []string) error {
 			return err
 		}
 		defer proxy.Resume() // reached only if the hand-off fails
+	}
+	// Published ports likewise: connections wait in the backlogs.
+	if pub := s.run.pub; pub != nil {
+		pub.stop()
+		defer func() { _ = pub.start() }()
 	}
 	if !s.quiet() { // a proxied connection came in meanwhile
 		return errors.New("the sandbox became busy")
@@ -189,8 +220,11 @@ func readSupervisedState(arg string) (*supervisedState, error) {
 	if st.ID == "" || st.Store == "" || st.InitPID <= 0 || st.Control < 3 || st.Listener < 3 {
 		return nil, errors.New("resuming a supervisor: incomplete state")
 	}
-	for _, fd := range append([]int{st.Control, st.Listener}, st.Proxy...) {
+	for _, fd := range append(append([]int{st.Control, st.Listener}, st.Proxy...), st.PublishedFDs...) {
 		unix.CloseOnExec(fd)
+	}
+	if len(st.Published) != len(st.PublishedFDs) {
+		return nil, errors.New("resuming a supervisor: published ports and sockets differ")
 	}
 	return &st, nil
 }
@@ -237,11 +271,22 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 			}
 			r.proxyFDs = append(r.proxyFDs, d)
 		}
-		if r.proxy, err = startProxy(popts.ProxyLimits.proxyConfig(st.ID), compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
+		pcfg := popts.ProxyLimits.proxyConfig(st.ID)
+		pcfg.FakeNames = st.FakeNames
+		if r.proxy, err = startProxy(pcfg, compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
 			return nil, err
 		}
 	}
 	go r.init.Serve()
+	if r.plan.cfg.Loopback { // its own network namespace: ports can be published
+		r.pub = newPublisher(r.init, log)
+		for i, m := range st.Published {
+			if err := r.pub.adopt(m, st.PublishedFDs[i]); err != nil {
+				r.pub.close()
+				return nil, err
+			}
+		}
+	}
 	s := &Sandbox{id: st.ID, spec: st.Spec, run: r, ended: make(chan struct{}), nextExec: st.NextExec,
 		suspended: st.Suspended, deadline: st.Deadline}
 	r.stop = func() bool { return true }

@@ -156,10 +156,13 @@ func TestLimitedNetworkGuardsPrivateAddresses(t *testing.T) {
 	}
 }
 
+// TestLimitedNetworkHasNoDirectRoute: every address is the sandbox's own
+// (transparent catching): a port no rule names is refused at once, UDP
+// but DNS too, and a name no rule allows does not resolve.
 func TestLimitedNetworkHasNoDirectRoute(t *testing.T) {
 	spec := limited()
-	expect(t, "direct TCP", probe(t, spec, "tcp", "192.0.2.1", "80"), "ENETUNREACH")
-	expect(t, "direct UDP", probe(t, spec, "udp", "192.0.2.1", "53"), "ENETUNREACH")
+	expect(t, "direct TCP", probe(t, spec, "tcp", "192.0.2.1", "9"), "ECONNREFUSED")
+	expect(t, "direct UDP", probe(t, spec, "udpconn", "192.0.2.1", "54"), "ECONNREFUSED")
 	expect(t, "DNS", probe(t, spec, "dns", "example.com"), "error")
 	env := mustRun(t, spec, "env")
 	for _, want := range []string{"HTTP_PROXY=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128", "ALL_PROXY=socks5h://127.0.0.1:1080", "NO_PROXY=localhost,127.0.0.1,::1"} {

@@ -90,12 +90,38 @@ func validate(s *Spec) error {
 	if err := s.Network.Validate(); err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
+	if err := validatePorts(s); err != nil {
+		return err
+	}
 	for i, kv := range s.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
 			return fmt.Errorf("env %d: %q is not KEY=VALUE", i+1, kv)
 		}
 	}
 	return fs.Validate(s.Mounts, fs.StatSource)
+}
+
+// validatePorts checks s.Ports: each mapping, no host address and port
+// twice, and a network namespace of the sandbox's own to dial into.
+func validatePorts(s *Spec) error {
+	if len(s.Ports) == 0 {
+		return nil
+	}
+	if s.Network.Mode.Normalize() == netpolicy.Host {
+		return errors.New("ports: a sandbox on the host's network has the host's ports already: publish ports of a sandbox with mode none or limited")
+	}
+	seen := map[string]bool{}
+	for i, m := range s.Ports {
+		if err := m.validate(); err != nil {
+			return fmt.Errorf("ports %d: %w", i+1, err)
+		}
+		key := m.String()[strings.Index(m.String(), "-> ")+3:]
+		if m.HostPort != 0 && seen[key] {
+			return fmt.Errorf("ports %d: host address %s is published twice", i+1, key)
+		}
+		seen[key] = true
+	}
+	return nil
 }
 
 func cutEnv(kv string) (string, string, bool) {
@@ -121,6 +147,9 @@ var cgroupHost = sync.OnceValues(func() (*cgroups.Host, error) { return cgroups.
 func prepare(s *Spec, name string, args []string) (*plan, error) {
 	if err := validate(s); err != nil {
 		return nil, invalid(err)
+	}
+	if name != "" && len(s.Ports) > 0 {
+		return nil, invalid(errors.New("ports: published ports need a long-lived sandbox (Provision, tent create): a one-shot command's init answers no connections"))
 	}
 	p := &plan{privileged: os.Geteuid() == 0}
 	p.uid, p.gid = uint32(os.Getuid()), uint32(os.Getgid())
@@ -188,6 +217,9 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 			return nil, invalid(fmt.Errorf("network: %w", err))
 		}
 		netEnv = proxyEnv(namespaces.ProxyHTTPPort, namespaces.ProxySOCKSPort)
+		if n := len(catchPorts(p.network)); n > maxCatchPorts {
+			return nil, invalid(fmt.Errorf("network: the allowed hosts name %d ports; at most %d can be caught for programs that ignore the proxy", n, maxCatchPorts))
+		}
 	}
 	hostname := s.Hostname
 	if hostname == "" {
@@ -199,6 +231,10 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		Loopback: !p.opts.ShareNet,
 		// Limited: listeners inside, handed to the host-side proxy.
 		ProxyListeners: p.network != nil,
+		// ...and every connection to the ports the rules name caught
+		// for it, with a stub DNS (netpolicy.Proxy.ServeTransparent).
+		Transparent: p.network != nil,
+		CatchPorts:  catchPorts(p.network),
 		// A long-lived sandbox of an unprivileged caller keeps the host's
 		// view, so that Sandbox.Mount can open new mounts' sources.
 		HostView: name == "" && !p.privileged,
@@ -220,7 +256,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	case p.opts.ShareNet:
 		r.add("network namespace", Absent, "--net host shares the host's network")
 	case p.network != nil:
-		r.add("network namespace", Enforced, fmt.Sprintf("limited: loopback only, allowed hosts through tent's proxy (%d allow, %d deny rules)", len(s.Network.AllowedHosts), len(s.Network.DeniedHosts)))
+		r.add("network namespace", Enforced, fmt.Sprintf("limited: loopback only, allowed hosts through tent's proxy (%d allow, %d deny rules; caught without a proxy on ports %s)", len(s.Network.AllowedHosts), len(s.Network.DeniedHosts), portList(p.cfg.CatchPorts)))
 	default:
 		r.add("network namespace", Enforced, "loopback only")
 	}

@@ -56,6 +56,15 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	go r.init.Serve()
 	s := &Sandbox{id: id, spec: spec, run: r, ended: make(chan struct{})}
 	r.stop = func() bool { return true }
+	if r.direct == nil && !r.plan.opts.ShareNet {
+		r.pub = newPublisher(r.init, log)
+	}
+	s.spec.Ports = nil
+	for _, m := range spec.Ports {
+		if _, err := s.Publish(ctx, m); err != nil {
+			return nil, errors.Join(err, s.Terminate(context.Background()))
+		}
+	}
 	if t := spec.Limits.Timeout; t > 0 {
 		s.deadline = time.Now().Add(t)
 		timer := time.AfterFunc(t, func() { _ = s.Terminate(context.Background()) })
@@ -317,6 +326,12 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 		return ErrTerminated
 	}
 	if err := s.run.setNetworkPolicy(p); err != nil {
+		return err
+	}
+	// Names the new rules allow on ports not caught yet are caught from
+	// now on too (a one-shot Cmd keeps the ports it started with: its
+	// init answers no requests).
+	if err := s.run.catchNewPorts(p); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -236,3 +236,11 @@ func (p *Process) Kill() error { return errNotLinux }
 
 // Wait fails with [ErrUnsupported] outside Linux.
 func (p *Process) Wait() (*ExecResult, error) { return nil, errNotLinux }
+
+// Publish needs Linux.
+func (s *Sandbox) Publish(context.Context, PortMapping) (PortMapping, error) {
+	return PortMapping{}, errNotLinux
+}
+
+// Ports needs Linux.
+func (s *Sandbox) Ports() []PortMapping { return nil }

@@ -1,6 +1,10 @@
 package sandbox
 
 import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/tent-sandbox/tent/fs"
@@ -41,6 +45,10 @@ type Spec struct {
 	// network namespace, loopback only). Limited mode reaches allowed hosts
 	// through tent's host-side proxy; host shares the host's network.
 	Network NetworkPolicy `json:"network"`
+	// Ports publish TCP ports of a long-lived sandbox on the host (see
+	// [PortMapping], [Sandbox.Publish]); a one-shot [Cmd] and mode host
+	// take none.
+	Ports []PortMapping `json:"ports,omitempty"`
 	// Limits bound the sandbox's resources.
 	Limits Limits `json:"limits"`
 	// Seccomp selects the syscall filter.
@@ -79,6 +87,51 @@ const (
 	ReadWrite   = fs.ReadWrite
 	CopyOnWrite = fs.CopyOnWrite
 )
+
+// PortMapping publishes one TCP port of a sandbox on the host, as
+// docker's -p [HOSTIP:]HOSTPORT:PORT does: the host listens on HostIP and
+// HostPort, and each connection it accepts is dialled inside the
+// sandbox's own network namespace, to Port of its loopback (127.0.0.1,
+// then ::1): a server inside must listen on loopback or on every address.
+// Nothing else of the host becomes reachable from inside: connections
+// only ever go in. In JSON: {"host_ip":"127.0.0.1","host_port":8080,"port":3000}.
+type PortMapping struct {
+	// HostIP is the host address to listen on; "" means 127.0.0.1 (this
+	// machine only). Another address makes the port reachable from
+	// wherever that address is.
+	HostIP string `json:"host_ip,omitempty"`
+	// HostPort is the host port; 0 means a free one, chosen when the port
+	// is published ([Sandbox.Publish] and [Sandbox.Spec] report it).
+	HostPort int `json:"host_port"`
+	// Port is the TCP port inside the sandbox, 1-65535.
+	Port int `json:"port"`
+}
+
+// String renders m as docker port does: "3000/tcp -> 127.0.0.1:8080".
+func (m PortMapping) String() string {
+	ip := m.HostIP
+	if ip == "" {
+		ip = "127.0.0.1"
+	}
+	return fmt.Sprintf("%d/tcp -> %s", m.Port, net.JoinHostPort(ip, strconv.Itoa(m.HostPort)))
+}
+
+// validate checks m's fields.
+func (m PortMapping) validate() error {
+	if m.Port < 1 || m.Port > 65535 {
+		return fmt.Errorf("port %d is not in 1-65535", m.Port)
+	}
+	if m.HostPort < 0 || m.HostPort > 65535 {
+		return fmt.Errorf("host_port %d is not in 0-65535", m.HostPort)
+	}
+	if m.HostIP != "" {
+		a, err := netip.ParseAddr(m.HostIP)
+		if err != nil || a.Zone() != "" {
+			return fmt.Errorf("host_ip %q is not an IP address", m.HostIP)
+		}
+	}
+	return nil
+}
 
 // DefaultHostname is the sandbox's hostname when the spec sets none.
 const DefaultHostname = "tent"

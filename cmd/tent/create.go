@@ -20,11 +20,13 @@ type createOptions struct {
 	labels []string
 	// idleAfter is --idle-after: "" (the default), "never" or a duration.
 	idleAfter string
+	publish   []string
 }
 
 func (o *createOptions) register(f *pflag.FlagSet) {
 	o.runOptions.register(f)
 	f.StringVar(&o.name, "name", "", "a `NAME` to refer to the sandbox by")
+	f.StringArrayVarP(&o.publish, "publish", "p", nil, "publish TCP port `[HOSTIP:]HOSTPORT:PORT` of the sandbox on the host (repeatable; HOSTIP defaults to 127.0.0.1; see tent port)")
 	f.StringArrayVar(&o.labels, "label", nil, "attach a `K=V` label (repeatable)")
 	f.StringVar(&o.idleAfter, "idle-after", "", "after `D` with no request, replace the idle sandbox's init and supervisor by small idle holders (default 10s; \"never\" keeps them)")
 }
@@ -84,6 +86,13 @@ same flags as tent run; --timeout bounds the sandbox's whole life.`,
 			}
 			if spec.Labels, err = parseLabels(o.labels); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			for _, p := range o.publish {
+				m, err := parsePublish(p)
+				if err != nil {
+					return &exitError{code: exitRefused, msg: err.Error()}
+				}
+				spec.Ports = append(spec.Ports, m)
 			}
 			spec.Name = o.name
 			if c.Flags().Changed("name") && o.name == "" {

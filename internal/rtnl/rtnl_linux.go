@@ -128,3 +128,29 @@ func request(typ uint16, flags uint16, body []byte) ([]byte, error) {
 	}
 	return answer, nil
 }
+
+// AddLocalDefault adds, in the calling thread's network namespace, a route
+// of type local for every destination of family (unix.AF_INET or
+// unix.AF_INET6) through the loopback device, in the local table: what
+// "ip route add local default dev lo table local" does. Every address of
+// that family then counts as one of the namespace's own, so a connection
+// to any of them reaches a socket listening on the wildcard address of its
+// port (or is refused at once when none does), and the accepted socket's
+// local address is the destination the program asked for. It needs
+// CAP_NET_ADMIN over the namespace.
+func AddLocalDefault(family uint8) error {
+	const attrLen = unix.SizeofRtAttr + 4
+	body := make([]byte, unix.SizeofRtMsg+attrLen)
+	*(*unix.RtMsg)(unsafe.Pointer(&body[0])) = unix.RtMsg{
+		Family:   family,
+		Table:    unix.RT_TABLE_LOCAL,
+		Protocol: unix.RTPROT_BOOT,
+		Scope:    unix.RT_SCOPE_HOST,
+		Type:     unix.RTN_LOCAL,
+	}
+	off := unix.SizeofRtMsg
+	*(*unix.RtAttr)(unsafe.Pointer(&body[off])) = unix.RtAttr{Len: attrLen, Type: unix.RTA_OIF}
+	binary.NativeEndian.PutUint32(body[off+unix.SizeofRtAttr:], LoopbackIndex)
+	_, err := request(unix.RTM_NEWROUTE, unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+	return err
+}

@@ -191,6 +191,26 @@ func main() {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
+	case "direct": // direct URL: GET with a bare http.Transport (no proxy); print status and body
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+		resp, err := client.Get(args[0])
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%d %s\n", resp.StatusCode, strings.TrimSpace(string(body)))
+	case "udpconn": // udpconn IP PORT: send one datagram on a connected socket and wait for an answer
+		c, err := net.Dial("udp", net.JoinHostPort(args[0], args[1]))
+		if err != nil {
+			report(err)
+			return
+		}
+		c.Write([]byte("x"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 64))
+		report(err)
 	case "parallel": // parallel N URL: N concurrent GETs through the proxy; "ok N" or the first error
 		n, _ := strconv.Atoi(args[0])
 		client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
