@@ -129,7 +129,9 @@ func (r *running) catchNewPorts(policy NetworkPolicy) error {
 // the HTTP and SOCKS5 listeners, then (a transparent sandbox) the stub
 // DNS's UDP socket and the catching listeners. It closes fds.
 func startProxy(cfg netpolicy.ProxyConfig, policy *netpolicy.Compiled, fds []int, audit io.Writer, resolver netpolicy.Resolver, log *slog.Logger) (*netpolicy.Proxy, error) {
-	if len(fds) < 2 || len(fds) == 3 {
+	// Three is a transparent sandbox whose rules catch no port yet (an
+	// empty allowlist): the stub DNS alone.
+	if len(fds) < 2 {
 		closeFDs(fds)
 		return nil, fmt.Errorf("proxy: %d sockets", len(fds))
 	}

@@ -329,3 +329,21 @@ echo "uncaught port: $(%[1]s tcp 10.9.9.9 9)"
 		t.Errorf("summary %q", s)
 	}
 }
+
+// A limited sandbox whose allowlist is empty catches no port (its stub
+// DNS alone) and starts, as a one-shot command and a long-lived sandbox;
+// a rule added later is caught from then on. (Three proxy sockets were
+// refused as malformed: E2B's "deny all, allow later" failed to create.)
+func TestTransparentEmptyAllowlist(t *testing.T) {
+	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited"}}
+	if out := mustRun(t, spec, "echo", "started"); out != "started" {
+		t.Errorf("one-shot: %q", out)
+	}
+	sb := provision(t, spec)
+	if out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"echo", "started"}}); res.ExitCode != 0 || strings.TrimSpace(out) != "started" {
+		t.Errorf("long-lived: %q, %+v", out, res)
+	}
+	if err := sb.SetNetworkPolicy(context.Background(), sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com:8443"}}); err != nil {
+		t.Fatalf("a rule added later: %v", err)
+	}
+}
