@@ -69,8 +69,11 @@ func (p *Plan) Apply(pre []int) error {
 			srcs[i] = fd
 			continue
 		}
-		if s.Kind != KindBind {
+		if s.Kind != KindBind && s.Kind != KindRoot {
 			continue
+		}
+		if s.Kind == KindRoot {
+			s.User = true // a caller's path: never through a symlink
 		}
 		fd, err := openSource(s, pre)
 		if err != nil {
@@ -79,9 +82,15 @@ func (p *Plan) Apply(pre []int) error {
 		srcs[i] = fd
 	}
 
-	root, err := newTmpfs(0o755)
-	if err != nil {
-		return fmt.Errorf("creating the root tmpfs: %w", err)
+	root, rootRW := -1, false
+	if len(p.Steps) > 0 && p.Steps[0].Kind == KindRoot {
+		// The caller's root (a bundle's rootfs), a detached clone.
+		root, srcs[0], rootRW = srcs[0], -1, p.Steps[0].Writable
+	} else {
+		var err error
+		if root, err = newTmpfs(0o755); err != nil {
+			return fmt.Errorf("creating the root tmpfs: %w", err)
+		}
 	}
 	defer unix.Close(root)
 	if err := unix.MoveMount(root, "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
@@ -91,6 +100,9 @@ func (p *Plan) Apply(pre []int) error {
 	var readOnlyAfter []string
 	for i := range p.Steps {
 		s := p.Steps[i]
+		if s.Kind == KindRoot {
+			continue // staged above
+		}
 		if err := applyStep(root, s, srcs[i]); err != nil {
 			return fmt.Errorf("%s %s: %w", s.Kind, s.Target, err)
 		}
@@ -107,6 +119,9 @@ func (p *Plan) Apply(pre []int) error {
 		if err := sealMount(root, t); err != nil {
 			return err
 		}
+	}
+	if rootRW {
+		return pivot(root)
 	}
 	if err := unix.MountSetattr(root, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("making the root read-only: %w", os.NewSyscallError("mount_setattr", err))

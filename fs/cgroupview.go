@@ -41,13 +41,19 @@ type CgroupDir struct {
 // container: runtimes (the JVM, Go, Node, Python) find their memory and
 // CPU limits where they look for them. Nothing of the host's other
 // cgroups is mounted. With no dirs (no cgroup) p is unchanged and the
-// sandbox has no /sys at all.
+// sandbox has no /sys at all; so has a sandbox whose root is a read-only
+// directory of the caller's ([PlanInput].Root), where no mount point can
+// be made.
 //
 // p's steps must already be in parent-before-child order (as [NewPlan]
 // makes them); the new ones go at the end, after every mount, and no
 // caller's mount can lie beneath /sys (a reserved target).
 func (p *Plan) AddCgroupView(dirs []CgroupDir) error {
 	if len(dirs) == 0 {
+		return nil
+	}
+	if len(p.Steps) > 0 && p.Steps[0].Kind == KindRoot && p.Steps[0].ReadOnly {
+		// No mount point can be made in a read-only root of the caller's.
 		return nil
 	}
 	for _, s := range p.Steps {

@@ -23,6 +23,15 @@ type Spec struct {
 	// Mounts bind host paths into the sandbox (the CLI's SRC[:DST]
 	// form is parsed by policy.ParseMount).
 	Mounts []Mount `json:"mounts,omitempty"`
+	// Root, when not nil, replaces tent's root filesystem (a tmpfs with
+	// the host's system directories bound read-only, /tmp and $HOME) by
+	// a host directory, such as an OCI bundle's rootfs. /proc and /dev
+	// stay tent's own; Mounts are bound beneath it; the root is nosuid
+	// and nodev. A root caller's writable root is idmapped as a rw
+	// mount is (see package fs's OpenMounts), and so needs tent's
+	// default seccomp profile when the directory is root's. The reduced
+	// tier cannot provide it.
+	Root *Root `json:"root,omitempty"`
 	// Workdir is the command's working directory inside; "" means "/".
 	Workdir string `json:"workdir,omitempty"`
 	// Env is layered, in order, over the base environment: the clean
@@ -79,6 +88,26 @@ const (
 	ReadWrite   = fs.ReadWrite
 	CopyOnWrite = fs.CopyOnWrite
 )
+
+// Root is a host directory used as a sandbox's root filesystem
+// ([Spec].Root).
+type Root struct {
+	// Path is the directory's absolute host path. It is opened without
+	// following symlinks.
+	Path string `json:"path"`
+	// ReadOnly mounts it read-only (writes fail with EROFS); otherwise
+	// the sandbox's writes reach the directory, as a rw mount's do.
+	ReadOnly bool `json:"readonly,omitempty"`
+}
+
+// mount is r as the root mount of the mount plan.
+func (r *Root) mount() *fs.Mount {
+	m := &fs.Mount{Source: r.Path, Target: "/", Access: fs.ReadWrite}
+	if r.ReadOnly {
+		m.Access = fs.ReadOnly
+	}
+	return m
+}
 
 // DefaultHostname is the sandbox's hostname when the spec sets none.
 const DefaultHostname = "tent"
