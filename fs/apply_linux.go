@@ -69,6 +69,16 @@ func (p *Plan) Apply(pre []int) error {
 			srcs[i] = fd
 			continue
 		}
+		if s.Kind == KindMask {
+			// /dev/null of the host, for masking files: a character
+			// device, bound read-only.
+			fd, err := unix.OpenTree(unix.AT_FDCWD, "/dev/null", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("mask %s: %w", s.Target, os.NewSyscallError("open_tree /dev/null", err))
+			}
+			srcs[i] = fd
+			continue
+		}
 		if s.Kind != KindBind && s.Kind != KindRoot {
 			continue
 		}
@@ -98,10 +108,33 @@ func (p *Plan) Apply(pre []int) error {
 	}
 
 	var readOnlyAfter []string
+	var skipped []string
 	for i := range p.Steps {
 		s := p.Steps[i]
-		if s.Kind == KindRoot {
+		if beneathAny(s.Target, skipped) {
+			continue
+		}
+		if s.Optional {
+			fd, err := unix.Openat2(root, strings.TrimPrefix(s.Target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+			if err != nil {
+				skipped = append(skipped, s.Target)
+				continue
+			}
+			unix.Close(fd)
+		}
+		switch s.Kind {
+		case KindRoot:
 			continue // staged above
+		case KindMask:
+			if err := mask(root, s.Target, srcs[i]); err != nil {
+				return err
+			}
+			continue
+		case KindReadOnly:
+			if err := readOnlyBeneath(root, s.Target); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := applyStep(root, s, srcs[i]); err != nil {
 			return fmt.Errorf("%s %s: %w", s.Kind, s.Target, err)
@@ -447,4 +480,79 @@ func pivot(root int) error {
 		return fmt.Errorf("detaching the old root: %w", os.NewSyscallError("umount2", err))
 	}
 	return os.NewSyscallError("chdir", unix.Chdir("/"))
+}
+
+// mask hides target beneath root, when it exists: a directory under an
+// empty read-only tmpfs, anything else under null (a detached clone of
+// /dev/null), read-only. The target is opened without following
+// symlinks.
+func mask(root int, target string, null int) error {
+	fd, err := unix.Openat2(root, strings.TrimPrefix(target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("openat2", err))
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("fstat", err))
+	}
+	src := null
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if src, err = newFS("tmpfs", map[string]string{"mode": "0555"}, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+			return fmt.Errorf("mask %s: %w", target, err)
+		}
+		defer unix.Close(src)
+	} else {
+		if src, err = unix.OpenTree(null, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("open_tree", err))
+		}
+		defer unix.Close(src)
+		if err := unix.MountSetattr(src, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC}); err != nil {
+			return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("mount_setattr", err))
+		}
+	}
+	if err := unix.MoveMount(src, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("move_mount", err))
+	}
+	return nil
+}
+
+// readOnlyBeneath binds target (beneath root, opened without following
+// symlinks; left alone when missing) onto itself read-only, nosuid,
+// nodev and noexec, with what is mounted beneath it.
+func readOnlyBeneath(root int, target string) error {
+	fd, err := unix.Openat2(root, strings.TrimPrefix(target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("openat2", err))
+	}
+	defer unix.Close(fd)
+	clone, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("open_tree", err))
+	}
+	defer unix.Close(clone)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(clone, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("mount_setattr", err))
+	}
+	if err := unix.MoveMount(clone, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("move_mount", err))
+	}
+	return nil
+}
+
+// beneathAny reports whether target is one of dirs or lies beneath one.
+func beneathAny(target string, dirs []string) bool {
+	for _, d := range dirs {
+		if target == d || strings.HasPrefix(target, d+"/") {
+			return true
+		}
+	}
+	return false
 }

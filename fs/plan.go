@@ -29,6 +29,14 @@ const (
 	// root instead of tent's tmpfs: see [PlanInput].Root. It is always
 	// the first step, and there is at most one.
 	KindRoot Kind = "root"
+	// KindMask hides what is at Target, when something is (an OCI
+	// bundle's maskedPaths): a directory under an empty read-only tmpfs,
+	// anything else under the host's /dev/null, bound read-only.
+	KindMask Kind = "mask"
+	// KindReadOnly makes what is at Target, when something is, a
+	// read-only, nosuid, nodev, noexec bind of itself (an OCI bundle's
+	// readonlyPaths).
+	KindReadOnly Kind = "readonly"
 	// KindCgroup binds a directory of the sandbox's own cgroup (Source, a
 	// host path opened without following symlinks) read-only, nosuid,
 	// nodev and noexec: see [Plan.AddCgroupView].
@@ -62,6 +70,10 @@ type Step struct {
 	// Upper and Work are an overlay's host directories.
 	Upper string `json:"upper,omitempty"`
 	Work  string `json:"work,omitempty"`
+	// Optional skips the step, and every later step beneath its
+	// target, when its mount point does not exist (no mount point is
+	// made in a caller's root for it).
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Plan is the ordered list of steps that builds a sandbox's root.
@@ -110,6 +122,14 @@ type PlanInput struct {
 	// root is nosuid and nodev like every bind. With PreOpened, its
 	// descriptor is the one at index len(Mounts).
 	Root *Mount
+	// Tmpfs are targets of empty, writable tmpfs mounts (mode 0755,
+	// nosuid, nodev), validated as mount targets are.
+	Tmpfs []string
+	// Masked are paths to hide, and ReadOnly paths to make read-only,
+	// once everything is mounted (an OCI bundle's maskedPaths and
+	// readonlyPaths): absolute and clean, under /proc and /sys too; a
+	// path that does not exist in the sandbox is left alone.
+	Masked, ReadOnly []string
 }
 
 // ValidateRoot checks a [PlanInput].Root: target "/", an absolute,
@@ -194,6 +214,29 @@ func NewPlan(in PlanInput) (*Plan, error) {
 		base = append(base, Step{Kind: KindTmpfs, Target: in.Home, Mode: 0o700, Writable: true, FD: -1})
 	}
 
+	for i, t := range in.Tmpfs {
+		if err := ValidateTarget(t); err != nil {
+			return nil, fmt.Errorf("tmpfs %d: %w", i+1, err)
+		}
+		if userTargets[t] {
+			return nil, fmt.Errorf("tmpfs %d: %w: target %q is already a mount's", i+1, ErrInvalidMount, t)
+		}
+		userTargets[t] = true
+		base = append(base, Step{Kind: KindTmpfs, Target: t, Mode: 0o755, Writable: true, FD: -1})
+	}
+	var late []Step
+	for _, list := range []struct {
+		kind  Kind
+		paths []string
+	}{{KindMask, in.Masked}, {KindReadOnly, in.ReadOnly}} {
+		for _, t := range list.paths {
+			if t == "" || t == "/" || !path.IsAbs(t) || path.Clean(t) != t || strings.ContainsRune(t, 0) {
+				return nil, fmt.Errorf("%w: %s path %q: want an absolute, clean path other than /", ErrInvalidMount, list.kind, t)
+			}
+			late = append(late, Step{Kind: list.kind, Target: t, FD: -1})
+		}
+	}
+
 	symlinks := map[string]bool{}
 	for _, s := range base {
 		if s.Kind == KindSymlink {
@@ -226,6 +269,8 @@ func NewPlan(in PlanInput) (*Plan, error) {
 	// Parents before children; otherwise keep the order above (the root
 	// first).
 	sort.SliceStable(steps, func(i, j int) bool { return depth(steps[i].Target) < depth(steps[j].Target) })
+	// Masks and read-only paths once everything they may lie in exists.
+	steps = append(steps, late...)
 	return &Plan{Steps: steps, Home: in.Home}, nil
 }
 

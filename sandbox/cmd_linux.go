@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"syscall"
 	"time"
 
@@ -171,14 +170,19 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	}
 	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
 	var fds []int
-	if mounts := p.userMounts; p.privileged && (len(mounts) > 0 || p.root != nil) {
-		if p.root != nil { // its descriptor follows the mounts' (fs.PlanInput.Root)
-			mounts = append(slices.Clip(mounts), *p.root)
-		}
-		if fds, err = openUserMounts(mounts, r.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
+	if p.privileged && len(p.userMounts) > 0 {
+		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
 			return nil, err
 		}
 		defer closeFDs(fds)
+	}
+	if p.privileged && p.root != nil { // its descriptor follows the mounts' (fs.PlanInput.Root)
+		fd, err := p.openRoot(r.init.Pid())
+		if err != nil {
+			return nil, err
+		}
+		fds = append(fds, fd)
+		defer unix.Close(fd)
 	}
 	_, listeners, err := r.init.Run(&p.cfg, fds)
 	if err != nil {

@@ -162,6 +162,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		return nil, invalid(err)
 	}
 	planInput := fs.PlanInput{Mounts: all, System: probeSystem(), Home: home, PreOpened: p.privileged}
+	planInput.Tmpfs, planInput.Masked, planInput.ReadOnly = s.Tmpfs, s.MaskedPaths, s.ReadOnlyPaths
 	if s.Root != nil {
 		p.root = s.Root.mount()
 		planInput.Root, planInput.System = p.root, nil

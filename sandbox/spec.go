@@ -32,6 +32,17 @@ type Spec struct {
 	// default seccomp profile when the directory is root's. The reduced
 	// tier cannot provide it.
 	Root *Root `json:"root,omitempty"`
+	// Tmpfs are targets inside for empty, writable tmpfs mounts (mode
+	// 0755, nosuid, nodev), validated as mount targets are; nothing
+	// written there reaches the host.
+	Tmpfs []string `json:"tmpfs,omitempty"`
+	// MaskedPaths are hidden once everything is mounted (a directory
+	// under an empty read-only tmpfs, a file under /dev/null), and
+	// ReadOnlyPaths bound read-only onto themselves: an OCI bundle's
+	// linux.maskedPaths and readonlyPaths. Paths that do not exist in
+	// the sandbox are left alone; /proc and /sys paths are allowed.
+	MaskedPaths   []string `json:"masked_paths,omitempty"`
+	ReadOnlyPaths []string `json:"readonly_paths,omitempty"`
 	// Workdir is the command's working directory inside; "" means "/".
 	Workdir string `json:"workdir,omitempty"`
 	// Env is layered, in order, over the base environment: the clean
