@@ -166,6 +166,10 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("failed to start the container's supervisor: %w", err)
 	}
 	msg, rerr := pipeMessage(ctx, readyR)
+	var info readyInfo
+	if rest, ok := strings.CutPrefix(msg, "ok\n"); ok && json.Unmarshal([]byte(rest), &info) == nil {
+		msg = "ok"
+	}
 	if msg != "ok" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -188,7 +192,7 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 		owner = u.Username
 	}
 	rec := &record{ID: id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: cmd.Process.Pid, PidStart: start,
-		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations}
+		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, Cgroups: info.Cgroups, InitPID: info.InitPID}
 	err = writeRecord(root, rec)
 	if err == nil && master != nil {
 		err = sendConsole(console, master)

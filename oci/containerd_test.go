@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -270,4 +271,216 @@ func TestContainerd(t *testing.T) {
 			t.Errorf("SIGTERM: ctr exited %d, want 143 (%s)", code, errOut)
 		}
 	})
+}
+
+// record is the part of tent-runc's state.json the tests read.
+type record struct {
+	Pid     int      `json:"pid"`
+	InitPID int      `json:"init_pid"`
+	Cgroups []string `json:"cgroups"`
+}
+
+func (e *env) record(t *testing.T, id string) record {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.runRoot, id, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// assertGone checks that nothing of a container is left: its
+// supervisor and init, its cgroups, its state directory.
+func (e *env) assertGone(t *testing.T, id string, r record) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range []int{r.Pid, r.InitPID} {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("%s: process %d outlived the container", id, pid)
+		}
+	}
+	for _, c := range r.Cgroups {
+		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: cgroup %s left behind (%v)", id, c, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.runRoot, id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: state directory left behind (%v)", id, err)
+	}
+}
+
+// alive reports whether pid runs (a zombie does not count).
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	return i > 0 && i+2 < len(data) && data[i+2] != 'Z'
+}
+
+// A detached container: exec, ps, pause and resume, kill, delete, and
+// nothing left.
+func TestContainerdLifecycle(t *testing.T) {
+	e := newEnv(t)
+	const id = "long"
+	if out, errOut, code := e.ctr("run", "-d", "--runc-binary", e.runc, e.image, id, "sleep", "300"); code != 0 {
+		t.Fatalf("ctr run -d: %d %s%s", code, out, errOut)
+	}
+	r := e.record(t, id)
+	if len(r.Cgroups) == 0 {
+		t.Error("the container has no cgroup")
+	}
+
+	out, errOut, code := e.ctr("task", "exec", "--exec-id", "e1", id, "sh", "-c", "echo in; id -u; exit 3")
+	if code != 3 || out != "in\n0\n" {
+		t.Errorf("ctr task exec: exit %d, stdout %q, stderr %q; want 3 and \"in\\n0\\n\"", code, out, errOut)
+	}
+	out, errOut, code = e.ctr("task", "ps", id)
+	t.Logf("ps:\n%s", out)
+	if code != 0 || len(strings.Fields(out)) < 3 {
+		t.Errorf("ctr task ps: %d %q %q", code, out, errOut)
+	}
+	for _, step := range []struct{ verb, want string }{{"pause", "PAUSED"}, {"resume", "RUNNING"}} {
+		if out, errOut, code := e.ctr("task", step.verb, id); code != 0 {
+			t.Fatalf("ctr task %s: %d %s%s", step.verb, code, out, errOut)
+		}
+		if out, _, _ := e.ctr("task", "ls"); !strings.Contains(out, step.want) {
+			t.Errorf("after %s: ctr task ls says\n%s", step.verb, out)
+		}
+	}
+	if out, errOut, code := e.ctr("task", "kill", id); code != 0 {
+		t.Fatalf("ctr task kill: %d %s%s", code, out, errOut)
+	}
+	Eventually(t, "the task to stop", func() bool {
+		out, _, _ := e.ctr("task", "ls")
+		return strings.Contains(out, "STOPPED")
+	})
+	if out, _, _ := e.ctr("task", "ls"); true {
+		t.Logf("task ls after kill:\n%s", out)
+	}
+	if out, errOut, code := e.ctr("task", "rm", id); code != 0 {
+		t.Errorf("ctr task rm: %d %s%s", code, out, errOut)
+	}
+	if out, errOut, code := e.ctr("container", "rm", id); code != 0 {
+		t.Errorf("ctr container rm: %d %s%s", code, out, errOut)
+	}
+	e.assertGone(t, id, r)
+}
+
+// Eventually polls cond every 20 ms for up to 20 s.
+func Eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// The hostile cases of tent's suite, through containerd: the host's
+// files stay out of reach, set-id modes, mount and new namespaces are
+// refused by seccomp, a fork bomb stops at the bundle's pids limit.
+func TestContainerdHostile(t *testing.T) {
+	e := newEnv(t)
+
+	t.Run("host files", func(t *testing.T) {
+		// Host paths that the image does not have: the host's binaries,
+		// root's home, containerd's state (the bundle's parent).
+		out, errOut, code := e.run("files", nil, "sh", "-c", "ls -d /usr /var/lib/containerd /root/.bashrc "+e.dir+" 2>&1; cat /proc/1/environ 2>&1 | wc -c; echo end")
+		if code != 0 || !strings.HasSuffix(out, "end\n") {
+			t.Fatalf("exit %d, %q %q", code, out, errOut)
+		}
+		for _, p := range []string{"/usr", "/var/lib/containerd", "/root/.bashrc", e.dir} {
+			if !strings.Contains(out, p+": No such file or directory") {
+				t.Errorf("%s: want ENOENT inside, got:\n%s", p, out)
+			}
+		}
+	})
+	t.Run("set-id refused", func(t *testing.T) {
+		out, _, _ := e.run("setid", nil, "sh", "-c", "touch /tmp/s && chmod 4755 /tmp/s 2>&1; echo rc=$?; stat -c %a /tmp/s")
+		if !strings.Contains(out, "Operation not permitted") || !strings.Contains(out, "rc=1") || !strings.HasSuffix(out, "\n644\n") {
+			t.Errorf("chmod 4755: want EPERM and mode 644, got:\n%s", out)
+		}
+	})
+	t.Run("seccomp", func(t *testing.T) {
+		out, _, _ := e.run("seccomp", nil, "sh", "-c", "unshare -U true 2>&1; mount -t tmpfs none /tmp 2>&1; echo end")
+		if !strings.Contains(out, "unshare(0x10000000): Operation not permitted") {
+			t.Errorf("unshare -U: want EPERM, got:\n%s", out)
+		}
+		if !strings.Contains(out, "mount: permission denied") {
+			t.Errorf("mount: want EPERM, got:\n%s", out)
+		}
+	})
+	t.Run("pids limit", func(t *testing.T) {
+		// ctr has no pids flag: a bundle config of our own, with
+		// linux.resources.pids.limit.
+		spec, errOut, code := e.ctr("oci", "spec")
+		if code != 0 {
+			t.Fatalf("ctr oci spec: %s", errOut)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg["process"].(map[string]any)["args"] = []string{"sh", "-c", "i=0; while [ $i -lt 60 ]; do sleep 60 & i=$((i+1)); done 2>&1 | head -n1; ps -o pid | wc -l"}
+		cfg["process"].(map[string]any)["env"] = []string{"PATH=/bin"}
+		cfg["linux"].(map[string]any)["resources"] = map[string]any{"pids": map[string]any{"limit": 16}}
+		// An absolute root.path: a root filesystem of the test's own.
+		rootfs := filepath.Join(e.dir, "rootfs")
+		writeRootfs(t, rootfs)
+		cfg["root"] = map[string]any{"path": rootfs}
+		data, _ := json.Marshal(cfg)
+		path := filepath.Join(e.dir, "pids.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := e.ctr("run", "--rm", "--runc-binary", e.runc, "--config", path, "pids")
+		t.Logf("pids: %q", out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) != 2 || !strings.Contains(lines[0], "can't fork") {
+			t.Fatalf("exit %d, stdout %q, stderr %q: want a fork refused", code, out, errOut)
+		}
+		var n int
+		if _, err := fmt.Sscan(lines[1], &n); err != nil || n > 17 {
+			t.Errorf("%q processes (with ps's header) under a limit of 16", lines[1])
+		}
+	})
+}
+
+// writeRootfs makes a root filesystem at dir: busybox and the
+// directories an image has.
+func writeRootfs(t *testing.T, dir string) {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"bin", "dev", "etc", "proc", "root", "run", "sys", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "busybox"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"sh", "sleep", "ps", "wc", "head", "echo"} {
+		if err := os.Symlink("busybox", filepath.Join(dir, "bin", a)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

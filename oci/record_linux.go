@@ -27,6 +27,10 @@ type record struct {
 	Created     time.Time         `json:"created"`
 	Owner       string            `json:"owner"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Cgroups are the sandbox's cgroup directories and InitPID its
+	// init's host pid, as the supervisor reported them.
+	Cgroups []string `json:"cgroups,omitempty"`
+	InitPID int      `json:"init_pid,omitempty"`
 }
 
 // validID accepts runc's container ids: letters, digits, '_', '+', '-'

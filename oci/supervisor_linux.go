@@ -50,6 +50,12 @@ type launch struct {
 	Terminal  bool   `json:"terminal,omitempty"` // fd 4 is the terminal's slave, its controlling terminal
 }
 
+// readyInfo follows "ok\n" on the supervisor's ready pipe.
+type readyInfo struct {
+	Cgroups []string `json:"cgroups,omitempty"`
+	InitPID int      `json:"init_pid"`
+}
+
 // Statuses, as runc names them.
 const (
 	statusCreated = "created"
@@ -137,7 +143,8 @@ func supervise(ctx context.Context, l launch, ready, tty *os.File, log *slog.Log
 		s.watchResize()
 	}
 	go s.serve(ln)
-	fmt.Fprint(ready, "ok")
+	info, _ := json.Marshal(readyInfo{Cgroups: sb.CgroupPaths(), InitPID: sb.InitPID()})
+	fmt.Fprintf(ready, "ok\n%s", info)
 	ready.Close()
 	log.Debug("container created", "id", l.ID, "init", sb.InitPID())
 
