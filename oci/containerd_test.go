@@ -487,3 +487,55 @@ func writeRootfs(t *testing.T, dir string) {
 		}
 	}
 }
+
+// `ctr run -t`: the terminal's master goes to the shim over the console
+// socket; the command runs on a terminal inside the sandbox. ctr needs a
+// terminal of its own: script(1) gives it one.
+func TestContainerdTTY(t *testing.T) {
+	e := newEnv(t)
+	need(t, lookPath("script"), "script (bsdutils) missing")
+	ctr := fmt.Sprintf("ctr --address %s --namespace %s run -t --rm --runc-binary %s %s tty1 sh -c 'tty; echo exit-$((3+4)); exit 5'", e.sock, e.ns, e.runc, e.image)
+	cmd := exec.Command("script", "-qec", ctr, "/dev/null")
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 5 {
+		t.Errorf("ctr run -t: %v, want exit status 5", err)
+	}
+	if !strings.Contains(string(out), "/dev/pts/0") || !strings.Contains(string(out), "exit-7") {
+		t.Errorf("ctr run -t: want a terminal (/dev/pts/0) and the output, got %q", out)
+	}
+}
+
+// `ctr task exec -t` in a running container.
+func TestContainerdExecTTY(t *testing.T) {
+	e := newEnv(t)
+	need(t, lookPath("script"), "script (bsdutils) missing")
+	if out, errOut, code := e.ctr("run", "-d", "--runc-binary", e.runc, e.image, "bg", "sleep", "300"); code != 0 {
+		t.Fatalf("ctr run -d: %d %s%s", code, out, errOut)
+	}
+	r := e.record(t, "bg")
+	ctr := fmt.Sprintf("ctr --address %s --namespace %s task exec -t --exec-id t1 bg sh -c 'tty; echo in-$((2+2)); exit 4'", e.sock, e.ns)
+	cmd := exec.Command("script", "-qec", ctr, "/dev/null")
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Errorf("ctr task exec -t: %v, want exit status 4 (%q)", err, out)
+	}
+	if !strings.Contains(string(out), "/dev/pts/") || !strings.Contains(string(out), "in-4") {
+		t.Errorf("ctr task exec -t: want a terminal and the output, got %q", out)
+	}
+	if out, errOut, code := e.ctr("task", "kill", "-s", "SIGKILL", "bg"); code != 0 {
+		t.Fatalf("ctr task kill: %d %s%s", code, out, errOut)
+	}
+	Eventually(t, "the task to stop", func() bool {
+		out, _, _ := e.ctr("task", "ls")
+		return strings.Contains(out, "STOPPED")
+	})
+	if out, errOut, code := e.ctr("container", "rm", "bg"); code != 0 {
+		// ctr container rm deletes a stopped task first.
+		t.Errorf("ctr container rm: %d %s%s", code, out, errOut)
+	}
+	e.assertGone(t, "bg", r)
+}
