@@ -9,7 +9,7 @@ BIN := bin/tent
 # starts faster (fewer page faults).
 STATIC := -tags netgo,osusergo -ldflags '-s -w -linkmode external -extldflags -static'
 
-.PHONY: all setup build static test test-root test-unprivileged lint bench clean
+.PHONY: all setup build static test test-root test-unprivileged test-oci lint bench clean
 
 all: build
 
@@ -47,6 +47,14 @@ test-root: setup
 
 test-unprivileged: setup
 	./scripts/test-unprivileged
+
+# tent as an OCI runtime (package oci, docs/oci.md): a containerd of the
+# tests' own runs containers through its stock runc shim with tent-runc
+# (the static bin/tent behind a symlink) as the runtime binary; as root.
+# scripts/setup-oci installs containerd, runc and busybox-static.
+test-oci: build
+	./scripts/setup-oci
+	TENT_BINARY=$(CURDIR)/$(BIN) TENT_REQUIRE_OCI=1 $(GO) test -count=1 -timeout 5m -run 'Containerd' ./oci/
 
 bench: build
 	$(GO) run ./internal/benchcmp -tent $(BIN)
