@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -160,7 +161,7 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, 4
 	}
-	err = cmd.Start()
+	err = startIn(cmd, b.NetNS)
 	readyW.Close()
 	if err != nil {
 		return fmt.Errorf("failed to start the container's supervisor: %w", err)
@@ -610,4 +611,29 @@ func (g *globals) list(args []string) error {
 		return w.Flush()
 	}
 	return fmt.Errorf("list: --format %q: want table or json", format)
+}
+
+// startIn starts cmd in the network namespace at netns ("" for ours):
+// from a locked thread that joined it, which Go's fork runs on, so that
+// the child and all its threads are in it. The thread is never given
+// back to the runtime (it ends with its goroutine).
+func startIn(cmd *exec.Cmd, netns string) error {
+	if netns == "" {
+		return cmd.Start()
+	}
+	f, err := os.OpenFile(netns, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("linux.namespaces: network path: %w", err)
+	}
+	defer f.Close()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("joining the network namespace %s: %w", netns, os.NewSyscallError("setns", err))
+			return
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
 }

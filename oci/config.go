@@ -31,6 +31,10 @@ type bundle struct {
 	Config *specs.Spec
 	Spec   sandbox.Spec
 	Main   process
+	// NetNS, when not "", is the path of a network namespace to join
+	// (linux.namespaces' network path: a pod's, made by CNI): the
+	// supervisor is started in it and the sandbox shares it.
+	NetNS string
 	// Ignored lists the settings tent replaces by its own (tent's /proc,
 	// /dev and /sys; its capability and user-namespace policy), for the
 	// debug log.
@@ -217,11 +221,23 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 	for i, ns := range l.Namespaces {
 		field := fmt.Sprintf("linux.namespaces[%d] (%s)", i, ns.Type)
 		if ns.Path != "" {
-			return unsupported(field+".path", "joining an existing namespace (%s) is not supported yet: tent makes each sandbox's namespaces", ns.Path)
+			switch ns.Type {
+			case specs.NetworkNamespace:
+				if !filepath.IsAbs(ns.Path) {
+					return invalid(field+".path", "%q is not absolute", ns.Path)
+				}
+				b.NetNS = filepath.Clean(ns.Path)
+			case specs.IPCNamespace, specs.UTSNamespace:
+				// A pod's pause container's: the container gets its
+				// own instead, stricter, with the spec's hostname.
+				b.Ignored = append(b.Ignored, field+".path "+ns.Path+" (the container gets its own)")
+			default:
+				return unsupported(field+".path", "joining an existing %s namespace (%s) is not supported: tent makes each sandbox's own (a network namespace can be joined)", ns.Type, ns.Path)
+			}
 		}
 		switch ns.Type {
 		case specs.NetworkNamespace:
-			net = true
+			net = ns.Path == "" // a path is joined: the sandbox shares it
 		case specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace, specs.UserNamespace, specs.CgroupNamespace:
 		case specs.TimeNamespace:
 			return unsupported(field, "time namespaces are not supported")
@@ -230,7 +246,8 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 		}
 	}
 	if !net {
-		// No network namespace asked: the host's network, as runc gives.
+		// No new network namespace asked: the host's network, as runc
+		// gives, or the one joined (the supervisor runs in it).
 		b.Spec.Network.Mode = "host"
 	}
 	// tent always makes its own pid, ipc, uts, mount, user and cgroup

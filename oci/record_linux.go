@@ -9,13 +9,6 @@ import (
 	"time"
 )
 
-// ErrNotExist is returned for a container id with no state.
-var ErrNotExist = errors.New("container does not exist")
-
-// DefaultRoot is the state root when --root is not given (runc's is
-// /run/runc).
-const DefaultRoot = "/run/tent-runc"
-
 // record is what create leaves in ROOT/ID/state.json for the other
 // commands: the container's supervisor and where its bundle is.
 type record struct {
@@ -31,21 +24,6 @@ type record struct {
 	// init's host pid, as the supervisor reported them.
 	Cgroups []string `json:"cgroups,omitempty"`
 	InitPID int      `json:"init_pid,omitempty"`
-}
-
-// validID accepts runc's container ids: letters, digits, '_', '+', '-'
-// and '.', not "." or "..", at most 1024 bytes.
-func validID(id string) error {
-	if id == "" || id == "." || id == ".." || len(id) > 1024 {
-		return fmt.Errorf("invalid container id %q", id)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '+' || c == '-' || c == '.') {
-			return fmt.Errorf("invalid container id %q: want letters, digits, _ + - .", id)
-		}
-	}
-	return nil
 }
 
 // stateRoot opens (creating) the state root: a directory of ours,

@@ -101,7 +101,6 @@ type supervisor struct {
 	killedBy syscall.Signal // a kill that ended the container (its status is 128+N)
 	signals  chan os.Signal // to the main process
 	resize   chan sandbox.WindowSize
-	execs    sync.WaitGroup
 }
 
 func supervise(ctx context.Context, l launch, ready, tty *os.File, log *slog.Logger) int {

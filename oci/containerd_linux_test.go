@@ -539,3 +539,36 @@ func TestContainerdExecTTY(t *testing.T) {
 	}
 	e.assertGone(t, "bg", r)
 }
+
+// A network namespace joined by path (as a pod's, made by CNI): the
+// container sees that namespace's interfaces, and the namespace outlives
+// the container.
+func TestContainerdJoinNetns(t *testing.T) {
+	e := newEnv(t)
+	need(t, lookPath("ip"), "ip (iproute2) missing")
+	name := e.ns // unique to this test run
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	for _, args := range [][]string{
+		{"-n", name, "addr", "add", "10.251.7.1/32", "dev", "lo"},
+		{"-n", name, "link", "set", "lo", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	out, errOut, code := e.run("pod", []string{"--with-ns", "network:/run/netns/" + name}, "cat", "/proc/net/fib_trie")
+	if code != 0 || !strings.Contains(out, "10.251.7.1") {
+		t.Errorf("exit %d, stdout %q, stderr %q: want the pod namespace's 10.251.7.1", code, out, errOut)
+	}
+	if _, err := os.Stat("/run/netns/" + name); err != nil {
+		t.Errorf("the joined namespace is gone: %v", err)
+	}
+	// Without --with-ns, the container's own namespace has loopback only.
+	out, _, _ = e.run("nopod", nil, "cat", "/proc/net/fib_trie")
+	if strings.Contains(out, "10.251.7.1") || !strings.Contains(out, "127.0.0.1") {
+		t.Errorf("a container of its own network namespace sees %q", out)
+	}
+}
