@@ -99,6 +99,16 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Every container of the test was removed: nothing of tent-runc's
+		// state is left (the shim's --root for this namespace).
+		if entries, err := os.ReadDir(e.runRoot); err == nil && len(entries) > 0 {
+			var names []string
+			for _, en := range entries {
+				names = append(names, en.Name())
+			}
+			t.Errorf("tent-runc state left in %s: %v", e.runRoot, names)
+		}
+		_ = os.Remove(e.runRoot)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -270,6 +280,30 @@ func TestContainerd(t *testing.T) {
 		if _, errOut, code := e.run("term", nil, "sh", "-c", "kill -TERM $$"); code != 143 {
 			t.Errorf("SIGTERM: ctr exited %d, want 143 (%s)", code, errOut)
 		}
+		// A command that does not exist fails when started: 127.
+		if _, errOut, code := e.run("nocmd", nil, "/no/such/command"); code != 127 {
+			t.Errorf("missing command: ctr exited %d, want 127 (%s)", code, errOut)
+		}
+	})
+	t.Run("ctr task kill", func(t *testing.T) {
+		// ctr run in the foreground; ctr task kill (SIGTERM) from
+		// outside goes through tent-runc kill.
+		cmd := exec.Command("ctr", "--address", e.sock, "--namespace", e.ns, "run", "--rm", "--runc-binary", e.runc, e.image, "fg", "sleep", "300")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		Eventually(t, "the task to run", func() bool {
+			out, _, _ := e.ctr("task", "ls")
+			return strings.Contains(out, "RUNNING")
+		})
+		if out, errOut, code := e.ctr("task", "kill", "fg"); code != 0 {
+			t.Fatalf("ctr task kill: %d %s%s", code, out, errOut)
+		}
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+			t.Errorf("ctr run after ctr task kill: %v, want exit status 143", err)
+		}
 	})
 }
 
@@ -338,6 +372,7 @@ func TestContainerdLifecycle(t *testing.T) {
 	if len(r.Cgroups) == 0 {
 		t.Error("the container has no cgroup")
 	}
+	t.Logf("record: %+v", r)
 
 	out, errOut, code := e.ctr("task", "exec", "--exec-id", "e1", id, "sh", "-c", "echo in; id -u; exit 3")
 	if code != 3 || out != "in\n0\n" {
