@@ -65,6 +65,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'ProxySlowHeadersMemory|DenialsMemory' -benchtime 1x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./cmd/tent/
 	$(GO) test -run '^$$' -bench 'E2BSDK' -benchtime 1x ./serve/
+	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CtrRun' -benchtime 20x ./oci/
 
 clean:
 	rm -rf bin

@@ -27,7 +27,7 @@ import (
 // them, unless TENT_REQUIRE_OCI is set (make test-oci), then fail.
 
 // need skips (or fails under TENT_REQUIRE_OCI) with why.
-func need(t *testing.T, ok bool, why string) {
+func need(t testing.TB, ok bool, why string) {
 	t.Helper()
 	if ok {
 		return
@@ -40,7 +40,7 @@ func need(t *testing.T, ok bool, why string) {
 
 // env is one containerd and the paths a test needs.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	sock    string
 	ns      string
@@ -51,7 +51,7 @@ type env struct {
 
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	need(t, os.Geteuid() == 0, "containerd tests need root")
 	need(t, lookPath("containerd") && lookPath("ctr") && lookPath("containerd-shim-runc-v2"), "containerd, ctr or containerd-shim-runc-v2 missing (apt-get install containerd)")
 	tent := os.Getenv("TENT_BINARY")
@@ -178,7 +178,7 @@ func (e *env) run(id string, extra []string, cmd ...string) (string, string, int
 // buildImage writes an OCI image archive (oci-layout, index.json, blobs)
 // of one layer: busybox at /bin/busybox with its applets linked, and the
 // directories an image has.
-func buildImage(t *testing.T, dir, busybox, name string) string {
+func buildImage(t testing.TB, dir, busybox, name string) string {
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
 	add := func(h *tar.Header, data []byte) {
@@ -605,5 +605,24 @@ func TestContainerdJoinNetns(t *testing.T) {
 	out, _, _ = e.run("nopod", nil, "cat", "/proc/net/fib_trie")
 	if strings.Contains(out, "10.251.7.1") || !strings.Contains(out, "127.0.0.1") {
 		t.Errorf("a container of its own network namespace sees %q", out)
+	}
+}
+
+// BenchmarkCtrRun is `ctr run --rm IMAGE ID true` through containerd's
+// runc shim, with tent-runc and with Debian's runc, side by side (make
+// bench).
+func BenchmarkCtrRun(b *testing.B) {
+	e := newEnv(b)
+	runc, err := exec.LookPath("runc")
+	need(b, err == nil, "runc missing (apt-get install runc)")
+	for _, rt := range []struct{ name, bin string }{{"tent", e.runc}, {"runc", runc}} {
+		b.Run(rt.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				id := fmt.Sprintf("bench-%s-%d", rt.name, i)
+				if out, errOut, code := e.ctr("run", "--rm", "--runc-binary", rt.bin, e.image, id, "true"); code != 0 {
+					b.Fatalf("ctr run: %d %s%s", code, out, errOut)
+				}
+			}
+		})
 	}
 }
