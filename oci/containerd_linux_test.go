@@ -51,7 +51,13 @@ type env struct {
 
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { return newEnvWith(t, false) }
+
+// newEnvWith is newEnv; with cri, containerd's CRI plugin is on, with a
+// "tent" runtime handler (tent-runc, its --root in the test's
+// directory), a loopback-only CNI network and a pause image of the
+// test's; ctr then works in CRI's namespace, k8s.io.
+func newEnvWith(t testing.TB, cri bool) *env {
 	need(t, os.Geteuid() == 0, "containerd tests need root")
 	need(t, lookPath("containerd") && lookPath("ctr") && lookPath("containerd-shim-runc-v2"), "containerd, ctr or containerd-shim-runc-v2 missing (apt-get install containerd)")
 	tent := os.Getenv("TENT_BINARY")
@@ -80,12 +86,41 @@ func newEnv(t testing.TB) *env {
 	cfg := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [grpc]
   address = %q
 [ttrpc]
   address = %q
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), e.sock, e.sock+".ttrpc")
+	if !cri {
+		cfg += "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"
+	} else {
+		e.ns = "k8s.io"
+		e.runRoot = filepath.Join(dir, "runc-root")
+		cni := filepath.Join(dir, "cni")
+		if err := os.Mkdir(cni, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		conf := `{"cniVersion":"1.0.0","name":"tent-test-lo","plugins":[{"type":"loopback"}]}`
+		if err := os.WriteFile(filepath.Join(cni, "10-lo.conflist"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg += fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/library/tent-pause:test"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.tent]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.tent.options]
+        BinaryName = %q
+        Root = %q
+`, cni, e.runc, e.runRoot)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -136,9 +171,15 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 			t.Fatal("containerd did not come up in 30 s")
 		}
 	}
-	tarball := buildImage(t, dir, bb, e.image)
-	if out, errOut, code := e.ctr("image", "import", "--all-platforms", tarball); code != 0 {
-		t.Fatalf("ctr image import: %d\n%s%s", code, out, errOut)
+	images := map[string][]string{e.image: {"sh"}}
+	if cri {
+		images["docker.io/library/tent-pause:test"] = []string{"sleep", "2147483647"}
+	}
+	for name, cmd := range images {
+		tarball := buildImage(t, dir, bb, name, cmd)
+		if out, errOut, code := e.ctr("image", "import", "--all-platforms", tarball); code != 0 {
+			t.Fatalf("ctr image import: %d\n%s%s", code, out, errOut)
+		}
 	}
 	return e
 }
@@ -178,7 +219,7 @@ func (e *env) run(id string, extra []string, cmd ...string) (string, string, int
 // buildImage writes an OCI image archive (oci-layout, index.json, blobs)
 // of one layer: busybox at /bin/busybox with its applets linked, and the
 // directories an image has.
-func buildImage(t testing.TB, dir, busybox, name string) string {
+func buildImage(t testing.TB, dir, busybox, name string, cmd []string) string {
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
 	add := func(h *tar.Header, data []byte) {
@@ -203,14 +244,14 @@ func buildImage(t testing.TB, dir, busybox, name string) string {
 		t.Fatal(err)
 	}
 	add(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(data))}, data)
-	for _, applet := range []string{"sh", "echo", "cat", "ls", "sleep", "touch", "chmod", "id", "mount", "unshare", "kill", "true", "false", "ps", "stat", "hostname", "mkdir", "wc", "seq"} {
+	for _, applet := range []string{"sh", "echo", "cat", "ls", "sleep", "touch", "chmod", "id", "mount", "unshare", "kill", "true", "false", "ps", "stat", "hostname", "mkdir", "wc", "seq", "nc"} {
 		add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777}, nil)
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	out := filepath.Join(dir, "image.tar")
+	out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(name)+".tar")
 	f, err := os.Create(out)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +283,7 @@ func buildImage(t testing.TB, dir, busybox, name string) string {
 	layerDigest, layerSize := blob(layer.Bytes())
 	cfgDigest, cfgSize := blob(js(map[string]any{
 		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": []string{"sh"}},
+		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": cmd},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 	}))
 	manDigest, manSize := blob(js(map[string]any{
