@@ -193,7 +193,7 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 		owner = u.Username
 	}
 	rec := &record{ID: id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: cmd.Process.Pid, PidStart: start,
-		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, Cgroups: info.Cgroups, InitPID: info.InitPID}
+		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, Cgroups: info.Cgroups, InitPID: info.InitPID, CgroupsPath: info.CgroupsPath}
 	err = writeRecord(root, rec)
 	if err == nil && master != nil {
 		err = sendConsole(console, master)
@@ -366,7 +366,10 @@ func (g *globals) delete(args []string) error {
 			}
 		}
 	}
-	return os.RemoveAll(containerDir(filepath.Clean(rootOf(g)), id))
+	// The supervisor is gone: the cgroups made for linux.cgroupsPath are
+	// empty now (tent removed the sandbox's own).
+	cgErr := removeCgroups(rec.CgroupsPath)
+	return errors.Join(cgErr, os.RemoveAll(containerDir(filepath.Clean(rootOf(g)), id)))
 }
 
 // rootOf is the absolute --root.

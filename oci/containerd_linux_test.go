@@ -350,9 +350,10 @@ func TestContainerd(t *testing.T) {
 
 // record is the part of tent-runc's state.json the tests read.
 type record struct {
-	Pid     int      `json:"pid"`
-	InitPID int      `json:"init_pid"`
-	Cgroups []string `json:"cgroups"`
+	Pid         int      `json:"pid"`
+	InitPID     int      `json:"init_pid"`
+	Cgroups     []string `json:"cgroups"`
+	CgroupsPath []string `json:"cgroups_path"`
 }
 
 func (e *env) record(t *testing.T, id string) record {
@@ -381,7 +382,7 @@ func (e *env) assertGone(t *testing.T, id string, r record) {
 			t.Errorf("%s: process %d outlived the container", id, pid)
 		}
 	}
-	for _, c := range r.Cgroups {
+	for _, c := range append(r.Cgroups, r.CgroupsPath...) {
 		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: cgroup %s left behind (%v)", id, c, err)
 		}
@@ -414,10 +415,30 @@ func TestContainerdLifecycle(t *testing.T) {
 		t.Error("the container has no cgroup")
 	}
 	t.Logf("record: %+v", r)
+	if cfg, err := os.ReadFile(filepath.Join(e.dir, "state", "io.containerd.runtime.v2.task", e.ns, id, "config.json")); err == nil {
+		var c struct{ Linux struct{ CgroupsPath string } }
+		_ = json.Unmarshal(cfg, &c)
+		t.Logf("cgroupsPath %q", c.Linux.CgroupsPath)
+	}
 
 	out, errOut, code := e.ctr("task", "exec", "--exec-id", "e1", id, "sh", "-c", "echo in; id -u; exit 3")
 	if code != 3 || out != "in\n0\n" {
 		t.Errorf("ctr task exec: exit %d, stdout %q, stderr %q; want 3 and \"in\\n0\\n\"", code, out, errOut)
+	}
+	// linux.cgroupsPath (/NS/ID from ctr) holds the supervisor, whose
+	// cgroup the shim reads metrics from, and the sandbox's cgroup.
+	if len(r.CgroupsPath) == 0 {
+		t.Error("no cgroup was made for linux.cgroupsPath")
+	}
+	for _, c := range r.Cgroups {
+		if !strings.Contains(c, "/"+e.ns+"/"+id+"/") {
+			t.Errorf("the sandbox's cgroup %s is not beneath linux.cgroupsPath /%s/%s", c, e.ns, id)
+		}
+	}
+	out, errOut, code = e.ctr("task", "metrics", id)
+	t.Logf("metrics:\n%s", out)
+	if code != 0 || !strings.Contains(out, "pids.current") {
+		t.Errorf("ctr task metrics: %d %q %s", code, out, errOut)
 	}
 	out, errOut, code = e.ctr("task", "ps", id)
 	t.Logf("ps:\n%s", out)

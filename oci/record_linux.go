@@ -24,6 +24,9 @@ type record struct {
 	// init's host pid, as the supervisor reported them.
 	Cgroups []string `json:"cgroups,omitempty"`
 	InitPID int      `json:"init_pid,omitempty"`
+	// CgroupsPath are the directories made for linux.cgroupsPath (the
+	// supervisor's cgroup), which delete removes.
+	CgroupsPath []string `json:"cgroups_path,omitempty"`
 }
 
 // stateRoot opens (creating) the state root: a directory of ours,

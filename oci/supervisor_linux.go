@@ -54,6 +54,9 @@ type launch struct {
 type readyInfo struct {
 	Cgroups []string `json:"cgroups,omitempty"`
 	InitPID int      `json:"init_pid"`
+	// CgroupsPath are the directories made for linux.cgroupsPath, which
+	// the supervisor is in (delete removes them).
+	CgroupsPath []string `json:"cgroups_path,omitempty"`
 }
 
 // Statuses, as runc names them.
@@ -117,9 +120,28 @@ func supervise(ctx context.Context, l launch, ready, tty *os.File, log *slog.Log
 	for _, ig := range b.Ignored {
 		log.Debug("bundle setting left to tent", "setting", ig)
 	}
+	var cgPath string
+	if b.Config.Linux != nil {
+		cgPath = b.Config.Linux.CgroupsPath
+	}
+	joined, err := joinCgroupsPath(cgPath)
+	if err != nil {
+		return fail(err)
+	}
+	if len(joined) > 0 {
+		failed := fail
+		fail = func(err error) int {
+			// Leave the cgroups made for us, and remove them: create
+			// reports the failure and nobody deletes this container.
+			leaveCgroups(joined)
+			return failed(err)
+		}
+	}
 	// IdleAfter < 0: the init stays (the shim may call any time).
 	sb, err := sandbox.Provision(ctx, b.Spec, sandbox.ProvisionOptions{Logger: log, ID: l.ID, IdleAfter: -1})
 	if err != nil {
+		// Nothing else is in the cgroups made for it; create removes
+		// them once this process is gone.
 		return fail(err)
 	}
 	defer func() {
@@ -142,7 +164,7 @@ func supervise(ctx context.Context, l launch, ready, tty *os.File, log *slog.Log
 		s.watchResize()
 	}
 	go s.serve(ln)
-	info, _ := json.Marshal(readyInfo{Cgroups: sb.CgroupPaths(), InitPID: sb.InitPID()})
+	info, _ := json.Marshal(readyInfo{Cgroups: sb.CgroupPaths(), InitPID: sb.InitPID(), CgroupsPath: joined})
 	fmt.Fprintf(ready, "ok\n%s", info)
 	ready.Close()
 	log.Debug("container created", "id", l.ID, "init", sb.InitPID())
