@@ -341,7 +341,10 @@ func stagedOverlay(root int, s Step, lowerFD int) (int, error) {
 // file is set) without following symlinks and moves mnt onto it.
 func attach(mnt, parent int, name string, file bool) error {
 	if file {
-		fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		// O_EXCL: an existing mount point (one a caller's root holds)
+		// is used as it is, without the write access that opening it
+		// would need.
+		fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("creating the mount point: %w", os.NewSyscallError("openat", err))
 		}
@@ -555,4 +558,59 @@ func beneathAny(target string, dirs []string) bool {
 		}
 	}
 	return false
+}
+
+// MakeMountPoints creates, in the host directory root (a caller's root,
+// [PlanInput].Root), the mount points of p's steps that lie directly in
+// that root's tree (not beneath another step's mount), when missing: a
+// directory, or an empty file for a bind of a file. It is for a caller
+// on the host who may write root where the sandbox cannot (a read-only
+// root, or one whose owner the sandbox's user namespace does not map),
+// as runc creates a bundle's mount points. Every path is created
+// beneath root one component at a time without following symlinks
+// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a symlink the root's
+// tree holds fails with ELOOP, never leads out. Optional steps, masks
+// and read-only paths get none.
+func MakeMountPoints(root string, p *Plan) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	var mounted []string
+	for _, s := range p.Steps {
+		switch s.Kind {
+		case KindRoot, KindMask, KindReadOnly, KindSymlink:
+			continue
+		}
+		if s.Optional || beneathAny(path.Dir(s.Target), mounted) {
+			mounted = append(mounted, s.Target)
+			continue
+		}
+		mounted = append(mounted, s.Target)
+		file := false
+		if s.Kind == KindBind && s.Source != "" {
+			if fi, err := os.Stat(s.Source); err == nil && !fi.IsDir() {
+				file = true
+			}
+		}
+		parent, name, err := mkdirParents(rfd, s.Target)
+		if err != nil {
+			return fmt.Errorf("mount point %s in %s: %w", s.Target, root, err)
+		}
+		if file {
+			var fd int
+			fd, err = unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(fd)
+			}
+		} else {
+			err = unix.Mkdirat(parent, name, 0o755)
+		}
+		unix.Close(parent)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("mount point %s in %s: %w", s.Target, root, os.NewSyscallError("create", err))
+		}
+	}
+	return nil
 }

@@ -624,11 +624,17 @@ func startIn(cmd *exec.Cmd, netns string) error {
 	if netns == "" {
 		return cmd.Start()
 	}
-	f, err := os.OpenFile(netns, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	// Followed: CRI names a pod's namespace as /proc/PID/ns/net of the
+	// pod's first container (a magic link), and the bundle is the
+	// runtime caller's. What it names must be a network namespace.
+	f, err := os.Open(netns)
 	if err != nil {
 		return fmt.Errorf("linux.namespaces: network path: %w", err)
 	}
 	defer f.Close()
+	if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWNET {
+		return fmt.Errorf("linux.namespaces: network path %s is not a network namespace (%v)", netns, err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine

@@ -114,7 +114,9 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 	if !filepath.IsAbs(root) {
 		root = filepath.Join(dir, root)
 	}
-	b.Spec.Root = &sandbox.Root{Path: filepath.Clean(root), ReadOnly: cfg.Root.Readonly}
+	// As runc does, the runtime (on the host) makes the bundle's
+	// missing mount points in its rootfs.
+	b.Spec.Root = &sandbox.Root{Path: filepath.Clean(root), ReadOnly: cfg.Root.Readonly, MakeMountPoints: true}
 
 	p := cfg.Process
 	if p == nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,6 +48,7 @@ type env struct {
 	runc    string // the tent-runc symlink
 	runRoot string // tent-runc's --root, as the shim passes it
 	image   string
+	bridge  string // CRI: the CNI bridge on the host, removed at the end
 }
 
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
@@ -95,12 +97,16 @@ state = %q
 		cfg += "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"
 	} else {
 		e.ns = "k8s.io"
-		e.runRoot = filepath.Join(dir, "runc-root")
+		e.runRoot = filepath.Join(dir, "runc-root", "k8s.io")
 		cni := filepath.Join(dir, "cni")
 		if err := os.Mkdir(cni, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		conf := `{"cniVersion":"1.0.0","name":"tent-test-lo","plugins":[{"type":"loopback"}]}`
+		// A bridge of the test's own (no gateway, no masquerading: the
+		// pod reaches nothing beyond it), its addresses' records in dir.
+		e.bridge = "tcri" + strconv.Itoa(os.Getpid()%100000)
+		conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"tent-test","plugins":[{"type":"bridge","bridge":%q,"isGateway":false,"ipMasq":false,
+"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.253.%d.0/24"}]]}},{"type":"loopback"}]}`, e.bridge, filepath.Join(dir, "ipam"), os.Getpid()%250)
 		if err := os.WriteFile(filepath.Join(cni, "10-lo.conflist"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +125,7 @@ state = %q
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.tent.options]
         BinaryName = %q
         Root = %q
-`, cni, e.runc, e.runRoot)
+`, cni, e.runc, filepath.Dir(e.runRoot))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -144,6 +150,9 @@ state = %q
 			t.Errorf("tent-runc state left in %s: %v", e.runRoot, names)
 		}
 		_ = os.Remove(e.runRoot)
+		if e.bridge != "" {
+			_ = exec.Command("ip", "link", "del", e.bridge).Run()
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -154,9 +163,9 @@ state = %q
 			<-done
 		}
 		logf.Close()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("TENT_OCI_LOG") != "" {
 			if data, err := os.ReadFile(filepath.Join(dir, "containerd.log")); err == nil && len(data) > 0 {
-				t.Logf("containerd's log (last 3000 bytes):\n%s", tail(data, 3000))
+				t.Logf("containerd's log (last 6000 bytes):\n%s", tail(data, 6000))
 			}
 		}
 		// containerd's snapshots are mounts beneath dir: gone with it.

@@ -34,9 +34,10 @@ var ErrUnsupportedCommand = errors.New("not supported by tent-runc")
 
 // Main runs runc's command line args (without argv[0]) and returns the
 // exit status: 0, or 1 after a fatal error, which goes to --log (as
-// {"level":"error","msg":...} with --log-format json) and to stderr
-// (only without --log: containerd's shim gives create's stderr to the
-// container). exec without --detach returns the process's status.
+// {"level":"error","msg":...} with --log-format json) and to stderr, as
+// runc writes it (containerd's shim reads the log after a failed create,
+// and a failed kill's or delete's output). exec without --detach
+// returns the process's status.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	fl := flag.NewFlagSet(Arg0, flag.ContinueOnError)
@@ -83,7 +84,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	code, err := run(ctx, g, rest[0], rest[1:])
 	if err != nil {
 		g.logger.Error(err.Error())
-		if g.log != "" && g.logFormat != "json" {
+		if g.log != "" {
+			// Also on stderr, as runc does: go-runc reports a failed
+			// kill or delete by its output ("container not running").
 			fmt.Fprintf(stderr, "%s: %v\n", Arg0, err)
 		}
 		if code == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -105,11 +106,31 @@ var errEOF = errors.New("connection closed")
 
 // dial connects to container id's supervisor.
 func dial(root, id string) (*net.UnixConn, error) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sockPath(root, id), Net: "unixpacket"})
+	var c *net.UnixConn
+	err := shortPath(sockPath(root, id), func(p string) (err error) {
+		c, err = net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: p, Net: "unixpacket"})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("container %s: its supervisor does not answer: %w", id, err)
 	}
 	return c, nil
+}
+
+// shortPath calls fn with a name for path that fits a unix socket's
+// address (108 bytes): path itself, or, when too long (a deep --root and
+// CRI's 64-digit ids), /proc/self/fd/N/NAME through a descriptor of its
+// directory, opened without following a final symlink.
+func shortPath(path string, fn func(string) error) error {
+	if len(path) < 100 {
+		return fn(path)
+	}
+	dir, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
+	}
+	defer unix.Close(dir)
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", dir, filepath.Base(path)))
 }
 
 // call sends one request and reads its reply within timeout.

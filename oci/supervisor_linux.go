@@ -151,12 +151,21 @@ func supervise(ctx context.Context, l launch, ready, tty *os.File, log *slog.Log
 	}()
 	path := sockPath(l.Root, l.ID)
 	_ = os.Remove(path) // a stale one of a crashed supervisor
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	var ln *net.UnixListener
+	err = shortPath(path, func(p string) (err error) {
+		ln, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: p, Net: "unixpacket"})
+		return err
+	})
 	if err != nil {
 		return fail(fmt.Errorf("failed to listen on %s: %w", path, err))
 	}
-	ln.SetUnlinkOnClose(true)
-	defer ln.Close()
+	// Removed by name: the name it was bound with may have been a
+	// descriptor's.
+	ln.SetUnlinkOnClose(false)
+	defer func() {
+		ln.Close()
+		_ = os.Remove(path)
+	}()
 
 	s := &supervisor{l: l, b: b, sb: sb, log: log, tty: tty, exit: make(chan int, 1), status: statusCreated,
 		signals: make(chan os.Signal, 16), resize: make(chan sandbox.WindowSize, 4)}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
@@ -124,6 +125,11 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		}
 	}()
 	log.Debug("prepared", "elapsed", time.Since(start))
+	if spec.Root != nil && spec.Root.MakeMountPoints {
+		if err := fs.MakeMountPoints(spec.Root.Path, p.cfg.Plan); err != nil {
+			return nil, invalid(err)
+		}
+	}
 	if err := p.makeLayers(bio.prefill); err != nil {
 		return nil, err
 	}

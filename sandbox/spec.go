@@ -109,6 +109,14 @@ type Root struct {
 	// ReadOnly mounts it read-only (writes fail with EROFS); otherwise
 	// the sandbox's writes reach the directory, as a rw mount's do.
 	ReadOnly bool `json:"readonly,omitempty"`
+	// MakeMountPoints has the caller, on the host, create the missing
+	// mount points of the sandbox's mounts, tmpfs, /proc and /dev in
+	// Path before the sandbox starts (directories, or empty files for
+	// binds of files), beneath Path without following symlinks, as runc
+	// does with a bundle: for a read-only root, or one the sandbox's
+	// user cannot write. Without it a missing mount point is made by
+	// the sandbox, which fails where it may not write.
+	MakeMountPoints bool `json:"make_mount_points,omitempty"`
 }
 
 // mount is r as the root mount of the mount plan.
