@@ -88,6 +88,7 @@ func baseConfig() *specs.Spec {
 			{Destination: "/proc", Type: "proc", Source: "proc"},
 			{Destination: "/run", Type: "tmpfs", Source: "tmpfs"},
 			{Destination: "/etc/hosts", Type: "bind", Source: "/etc/hosts", Options: []string{"rbind", "ro"}},
+			{Destination: "/dev/termination-log", Type: "bind", Source: "/tmp/termination-log", Options: []string{"rbind", "rw"}},
 		},
 		Linux: &specs.Linux{
 			Namespaces:    []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}},
@@ -146,7 +147,7 @@ func TestConvertRefused(t *testing.T) {
 		{"rlimit", "process.rlimits[1]", func(s *specs.Spec) {
 			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_CORE"})
 		}, ErrUnsupportedConfig},
-		{"mount type", "mounts[3] (/data)", func(s *specs.Spec) {
+		{"mount type", "mounts[4] (/data)", func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/data", Type: "nfs", Source: "x:/y"})
 		}, ErrUnsupportedConfig},
 		{"device", "linux.devices[0]", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}} }, ErrUnsupportedConfig},

@@ -92,6 +92,16 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // and /dev/shm, no /sys but the read-only view of the sandbox's cgroup.
 var tentOwned = []string{"/proc", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/sys", "/sys/fs/cgroup"}
 
+// underTentOwned reports whether dst lies beneath /dev, /proc or /sys.
+func underTentOwned(dst string) bool {
+	for _, d := range []string{"/dev/", "/proc/", "/sys/"} {
+		if strings.HasPrefix(dst, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // convert checks cfg (the bundle in dir) and turns it into a sandbox
 // spec and a main process. A malformed setting wraps
 // sandbox.ErrInvalidSpec, one tent does not provide
@@ -159,7 +169,9 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 		if !filepath.IsAbs(m.Destination) {
 			return nil, invalid(field, "destination must be absolute")
 		}
-		if slices.Contains(tentOwned, dst) {
+		if slices.Contains(tentOwned, dst) || underTentOwned(dst) {
+			// Beneath /dev, /proc or /sys (kubelet's /dev/termination-log,
+			// for one) there is nothing of the bundle's: those are tent's.
 			b.Ignored = append(b.Ignored, field+": tent's own")
 			continue
 		}

@@ -54,9 +54,8 @@ func TestCRI(t *testing.T) {
 	if bin == "" {
 		bin, _ = exec.LookPath("crictl")
 	}
-	if bin == "" {
-		t.Skip("no crictl (go install sigs.k8s.io/cri-tools/cmd/crictl; TENT_CRICTL)")
-	}
+	need(t, bin != "", "no crictl (make test-cri builds it; TENT_CRICTL)")
+	need(t, lookPath("ip") && fileExists("/usr/lib/cni/bridge"), "ip or the CNI plugins missing (apt-get install iproute2 containernetworking-plugins)")
 	e := newEnvWith(t, true)
 	dir := e.dir
 	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
@@ -128,3 +127,5 @@ func TestCRI(t *testing.T) {
 		t.Errorf("crictl stopp: %d %s", code, errOut)
 	}
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
