@@ -570,6 +570,23 @@ func (g *globals) update(args []string) error {
 	if _, err := readRecord(g.root, id); err != nil {
 		return err
 	}
+	// Read what was sent (the shim writes it to stdin), so that a
+	// malformed request is named as such, then refuse.
+	var in io.Reader = g.stdin
+	if resources != "" && resources != "-" {
+		f, err := os.Open(resources)
+		if err != nil {
+			return fmt.Errorf("update: --resources: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	var r specs.LinuxResources
+	if in != nil {
+		if err := json.NewDecoder(io.LimitReader(in, maxConfig)).Decode(&r); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("update: --resources: %w", err)
+		}
+	}
 	return fmt.Errorf("update: %w: a container's limits are fixed when it is created", ErrUnsupportedCommand)
 }
 
