@@ -150,6 +150,7 @@ func TestConvertRefused(t *testing.T) {
 		{"mount type", "mounts[4] (/data)", func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/data", Type: "nfs", Source: "x:/y"})
 		}, ErrUnsupportedConfig},
+		{"hooks", "hooks", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststart: []specs.Hook{{Path: "/bin/true"}}} }, ErrUnsupportedConfig},
 		{"device", "linux.devices[0]", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}} }, ErrUnsupportedConfig},
 		{"version", "ociVersion", func(s *specs.Spec) { s.Version = "0.9" }, sandbox.ErrInvalidSpec},
 		{"no args", "process.args", func(s *specs.Spec) { s.Process.Args = nil }, sandbox.ErrInvalidSpec},
