@@ -162,8 +162,12 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 	if cfg.Hostname != "" {
 		b.Spec.Hostname = cfg.Hostname
 	}
-	if h := cfg.Hooks; h != nil && len(h.Prestart)+len(h.CreateRuntime)+len(h.CreateContainer)+len(h.StartContainer)+len(h.Poststart)+len(h.Poststop) > 0 {
-		return nil, unsupported("hooks", "tent-runc runs no hooks")
+	if h := cfg.Hooks; h != nil {
+		//lint:ignore SA1019 deprecated, but bundles still carry prestart hooks (docker's)
+		n := len(h.Prestart)
+		if n+len(h.CreateRuntime)+len(h.CreateContainer)+len(h.StartContainer)+len(h.Poststart)+len(h.Poststop) > 0 {
+			return nil, unsupported("hooks", "tent-runc runs no hooks")
+		}
 	}
 
 	for i, m := range cfg.Mounts {
