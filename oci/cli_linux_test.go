@@ -137,13 +137,14 @@ func TestConvertRefused(t *testing.T) {
 		change      func(*specs.Spec)
 		want        error
 	}{
-		{"namespace path", "linux.namespaces[2] (pid).path", func(s *specs.Spec) {
-			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: "/proc/1/ns/pid"})
+		{"namespace path", "linux.namespaces[2] (mount).path", func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.MountNamespace, Path: "/proc/1/ns/mnt"})
 		}, ErrUnsupportedConfig},
 		{"relative netns", "linux.namespaces[2] (network).path", func(s *specs.Spec) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "netns/x"})
 		}, sandbox.ErrInvalidSpec},
-		{"sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"net.ipv4.ip_forward": "1"} }, ErrUnsupportedConfig},
+		{"sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.shmmax": "1"} }, ErrUnsupportedConfig},
+		{"host net sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"net.ipv4.ip_forward": "1"} }, ErrUnsupportedConfig},
 		{"rlimit", "process.rlimits[1]", func(s *specs.Spec) {
 			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_CORE"})
 		}, ErrUnsupportedConfig},

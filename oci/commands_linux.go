@@ -161,7 +161,7 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, 4
 	}
-	err = startIn(cmd, b.NetNS)
+	err = startIn(cmd, b.NetNS, b.Sysctls)
 	readyW.Close()
 	if err != nil {
 		return fmt.Errorf("failed to start the container's supervisor: %w", err)
@@ -635,9 +635,11 @@ func (g *globals) list(args []string) error {
 
 // startIn starts cmd in the network namespace at netns ("" for ours):
 // from a locked thread that joined it, which Go's fork runs on, so that
-// the child and all its threads are in it. The thread is never given
-// back to the runtime (it ends with its goroutine).
-func startIn(cmd *exec.Cmd, netns string) error {
+// the child and all its threads are in it, after setting sysctls
+// (net.*) there (/proc/sys/net is the opening thread's namespace's). The
+// thread is never given back to the runtime (it ends with its
+// goroutine).
+func startIn(cmd *exec.Cmd, netns string, sysctls map[string]string) error {
 	if netns == "" {
 		return cmd.Start()
 	}
@@ -658,6 +660,13 @@ func startIn(cmd *exec.Cmd, netns string) error {
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 			done <- fmt.Errorf("joining the network namespace %s: %w", netns, os.NewSyscallError("setns", err))
 			return
+		}
+		for k, v := range sysctls {
+			p := "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
+			if err := os.WriteFile(p, []byte(v), 0); err != nil {
+				done <- fmt.Errorf("linux.sysctl %s: %w", k, err)
+				return
+			}
 		}
 		done <- cmd.Start()
 	}()

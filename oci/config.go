@@ -35,6 +35,11 @@ type bundle struct {
 	// (linux.namespaces' network path: a pod's, made by CNI): the
 	// supervisor is started in it and the sandbox shares it.
 	NetNS string
+	// Sysctls are network sysctls to set in NetNS.
+	Sysctls map[string]string
+	// joinsUTS is set when the bundle names a uts namespace to join,
+	// which tent replaces by the container's own.
+	joinsUTS bool
 	// Ignored lists the settings tent replaces by its own (tent's /proc,
 	// /dev and /sys; its capability and user-namespace policy), for the
 	// debug log.
@@ -206,6 +211,13 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 			return nil, err
 		}
 	}
+	if b.Spec.Hostname == "" && b.joinsUTS {
+		// A pod's container: CRI sets the pod's hostname on its first
+		// container only, and binds a file of it at /etc/hostname into
+		// every container; tent gives each its own uts namespace, with
+		// that name.
+		b.Spec.Hostname = hostnameFromMounts(b.Spec.Mounts)
+	}
 	return b, nil
 }
 
@@ -248,9 +260,12 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 					return invalid(field+".path", "%q is not absolute", ns.Path)
 				}
 				b.NetNS = filepath.Clean(ns.Path)
-			case specs.IPCNamespace, specs.UTSNamespace:
-				// A pod's pause container's: the container gets its
-				// own instead, stricter, with the spec's hostname.
+			case specs.IPCNamespace, specs.UTSNamespace, specs.PIDNamespace:
+				b.joinsUTS = b.joinsUTS || ns.Type == specs.UTSNamespace
+				// A pod's first container's (CRI names them through
+				// /proc/PID/ns of its pid, a tent supervisor: the host's
+				// own namespaces): never joined; the container gets its
+				// own instead, stricter.
 				b.Ignored = append(b.Ignored, field+".path "+ns.Path+" (the container gets its own)")
 			default:
 				return unsupported(field+".path", "joining an existing %s namespace (%s) is not supported: tent makes each sandbox's own (a network namespace can be joined)", ns.Type, ns.Path)
@@ -282,7 +297,18 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		return unsupported("linux.sysctl", "%s: setting sysctls is not supported", strings.Join(keys, ", "))
+		for _, k := range keys {
+			// Network sysctls of a namespace joined by path (a pod's) are
+			// set there, before the sandbox starts, by the runtime; every
+			// other one is refused (the host's network namespace's never).
+			if !strings.HasPrefix(k, "net.") || b.NetNS == "" {
+				return unsupported("linux.sysctl", "%s: tent sets only network sysctls (net.*) of a network namespace it joins", k)
+			}
+			if !validSysctl(k) {
+				return invalid("linux.sysctl", "%q is not a sysctl name", k)
+			}
+		}
+		b.Sysctls = l.Sysctl
 	}
 	if r := l.Resources; r != nil {
 		if err := convertResources(b, r, invalid); err != nil {
@@ -336,4 +362,45 @@ func convertResources(b *bundle, r *specs.LinuxResources, invalid func(field, fo
 		_ = i // device rules: tent's /dev has no other device to allow
 	}
 	return nil
+}
+
+// hostnameFromMounts reads the host name in the source of a bind at
+// /etc/hostname (a small file containerd writes), or "" when there is
+// none or it is not a valid name.
+func hostnameFromMounts(mounts []sandbox.Mount) string {
+	for _, m := range mounts {
+		if m.Target != "/etc/hostname" {
+			continue
+		}
+		f, err := os.Open(m.Source)
+		if err != nil {
+			return ""
+		}
+		defer f.Close()
+		buf := make([]byte, 256)
+		n, _ := f.Read(buf)
+		name := strings.TrimSpace(string(buf[:n]))
+		if name == "" || len(name) > 63 || strings.ContainsAny(name, " /\x00\n") {
+			return ""
+		}
+		return name
+	}
+	return ""
+}
+
+// validSysctl accepts dotted names of lower-case letters, digits, '_'
+// and '-' (no '/', no empty or ".." element).
+func validSysctl(k string) bool {
+	for _, elem := range strings.Split(k, ".") {
+		if elem == "" {
+			return false
+		}
+		for i := 0; i < len(elem); i++ {
+			c := elem[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

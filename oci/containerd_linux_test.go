@@ -53,13 +53,13 @@ type env struct {
 
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
 
-func newEnv(t testing.TB) *env { return newEnvWith(t, false) }
+func newEnv(t testing.TB) *env { return newEnvWith(t, false, "") }
 
 // newEnvWith is newEnv; with cri, containerd's CRI plugin is on, with a
 // "tent" runtime handler (tent-runc, its --root in the test's
 // directory), a loopback-only CNI network and a pause image of the
 // test's; ctr then works in CRI's namespace, k8s.io.
-func newEnvWith(t testing.TB, cri bool) *env {
+func newEnvWith(t testing.TB, cri bool, extra string) *env {
 	need(t, os.Geteuid() == 0, "containerd tests need root")
 	need(t, lookPath("containerd") && lookPath("ctr") && lookPath("containerd-shim-runc-v2"), "containerd, ctr or containerd-shim-runc-v2 missing (apt-get install containerd)")
 	tent := os.Getenv("TENT_BINARY")
@@ -112,6 +112,8 @@ state = %q
 		}
 		cfg += fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "docker.io/library/tent-pause:test"
+  # net.ipv4.ip_unprivileged_port_start=0 in each pod's namespace
+  enable_unprivileged_ports = true
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
@@ -126,6 +128,7 @@ state = %q
         BinaryName = %q
         Root = %q
 `, cni, e.runc, filepath.Dir(e.runRoot))
+		cfg += extra
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -56,11 +56,12 @@ func TestCRI(t *testing.T) {
 	}
 	need(t, bin != "", "no crictl (make test-cri builds it; TENT_CRICTL)")
 	need(t, lookPath("ip") && fileExists("/usr/lib/cni/bridge"), "ip or the CNI plugins missing (apt-get install iproute2 containernetworking-plugins)")
-	e := newEnvWith(t, true)
+	e := newEnvWith(t, true, "")
 	dir := e.dir
 	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
 		"metadata":      map[string]any{"name": "tentpod", "namespace": "default", "uid": "tentpod-uid", "attempt": 0},
 		"log_directory": filepath.Join(dir, "logs"),
+		"hostname":      "tentpod-host",
 		"linux":         map[string]any{},
 	})
 	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
@@ -99,14 +100,22 @@ func TestCRI(t *testing.T) {
 	if out != "in-42" || !strings.Contains(errOut, "command terminated with exit code 3") {
 		t.Errorf("crictl exec: %q %q, want in-42 and exit code 3", out, errOut)
 	}
+	// Each container has the pod's hostname (in a uts namespace of its
+	// own).
+	if out, errOut, _ := e.crictl("exec", ctrs["client"], "hostname"); out != "tentpod-host" {
+		t.Errorf("hostname in the pod's second container: %q %s, want tentpod-host", out, errOut)
+	}
 	// Both containers are in the pod's network namespace: the server
-	// listens on its loopback, the client connects to it.
-	if _, errOut, code := e.crictl("exec", ctrs["server"], "sh", "-c", "nc -l -p 7077 -e echo hello-pod >/dev/null 2>&1 &"); code != 0 {
+	// listens on its loopback, the client connects to it. Port 80: the
+	// pod's sysctl net.ipv4.ip_unprivileged_port_start=0 (containerd's
+	// enable_unprivileged_ports) was set in the pod's namespace, so a
+	// container without capabilities may bind it.
+	if _, errOut, code := e.crictl("exec", ctrs["server"], "sh", "-c", "nc -l -p 80 -e echo hello-pod >/dev/null 2>&1 &"); code != 0 {
 		t.Errorf("crictl exec nc -l: %d %s", code, errOut)
 	}
 	var got string
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		got, _, _ = e.crictl("exec", ctrs["client"], "sh", "-c", "nc 127.0.0.1 7077 </dev/null")
+		got, _, _ = e.crictl("exec", ctrs["client"], "sh", "-c", "nc 127.0.0.1 80 </dev/null")
 		if got == "hello-pod" {
 			break
 		}
