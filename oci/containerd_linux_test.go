@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,12 +144,21 @@ state = %q
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if cri {
+			// The pods a failed test left: stopped and removed through
+			// CRI, as kubelet would.
+			if _, errOut, code := e.crictl("rmp", "-a", "-f"); code != 0 {
+				t.Errorf("crictl rmp -a -f: %d %s", code, errOut)
+			}
+		}
 		// Every container of the test was removed: nothing of tent-runc's
 		// state is left (the shim's --root for this namespace).
 		if entries, err := os.ReadDir(e.runRoot); err == nil && len(entries) > 0 {
 			var names []string
 			for _, en := range entries {
 				names = append(names, en.Name())
+				// Then end them, whatever the test did.
+				_ = exec.Command(e.runc, "--root", e.runRoot, "delete", "--force", en.Name()).Run()
 			}
 			t.Errorf("tent-runc state left in %s: %v", e.runRoot, names)
 		}
@@ -171,8 +181,18 @@ state = %q
 				t.Logf("containerd's log (last 6000 bytes):\n%s", tail(data, 6000))
 			}
 		}
-		// containerd's snapshots are mounts beneath dir: gone with it.
-		_ = exec.Command("umount", "-R", "-l", filepath.Join(dir, "root")).Run()
+		// Shims of this containerd still running (a container left
+		// behind) are ended, and every mount beneath dir (snapshots, pod
+		// shm) is detached before dir goes.
+		killShims(t, e.sock)
+		unmountBeneath(dir)
+		// The namespace's cgroup directories (runc leaves /NS) if empty.
+		if !cri {
+			paths, _ := filepath.Glob("/sys/fs/cgroup/*/" + e.ns)
+			for _, p := range paths {
+				_ = syscall.Rmdir(p)
+			}
+		}
 		_ = os.RemoveAll(dir)
 	})
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -758,4 +778,45 @@ func pidsOf(e *env, id string) []int {
 		}
 	}
 	return pids
+}
+
+// killShims SIGKILLs the containerd shims serving the containerd at sock
+// (found by their -address argument); it reports each one it had to end.
+func killShims(t testing.TB, sock string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(data, []byte("containerd-shim")) {
+			continue
+		}
+		args := strings.Split(string(data), "\x00")
+		for i, a := range args {
+			if a == "-address" && i+1 < len(args) && args[i+1] == sock {
+				var pid int
+				if _, err := fmt.Sscanf(p, "/proc/%d/cmdline", &pid); err == nil {
+					t.Errorf("a shim (pid %d) outlived its containerd", pid)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+}
+
+// unmountBeneath detaches every mount beneath dir, deepest first.
+func unmountBeneath(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
 }
