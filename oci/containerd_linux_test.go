@@ -256,7 +256,7 @@ type image struct {
 }
 
 // newImage builds an image of one layer: busybox at /bin/busybox with
-// its applets linked, and the directories an image has; cmd is its
+// its applets hard-linked, and the directories an image has; cmd is its
 // config's Cmd.
 func newImage(t testing.TB, busybox string, cmd []string) image {
 	var layer bytes.Buffer
@@ -289,7 +289,8 @@ func newImage(t testing.TB, busybox string, cmd []string) image {
 	}
 	for _, applet := range strings.Fields(string(list)) {
 		if applet != "busybox" && !strings.ContainsAny(applet, "/[") {
-			add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777}, nil)
+			// Hard links, as busybox's own images have them.
+			add(&tar.Header{Typeflag: tar.TypeLink, Name: "bin/" + applet, Linkname: "bin/busybox", Mode: 0o755}, nil)
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -592,6 +593,45 @@ func TestContainerdHostile(t *testing.T) {
 		}
 		if !strings.Contains(out, "mount: permission denied") {
 			t.Errorf("mount: want EPERM, got:\n%s", out)
+		}
+	})
+	t.Run("masked and read-only paths", func(t *testing.T) {
+		spec, errOut, code := e.ctr("oci", "spec")
+		if code != 0 {
+			t.Fatalf("ctr oci spec: %s", errOut)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg["process"].(map[string]any)["args"] = []string{"sh", "-c", "cat /etc/passwd | wc -c; ls /etc/masked | wc -l; touch /run/x 2>&1; touch /tmp/x && echo tmp-ok"}
+		cfg["process"].(map[string]any)["env"] = []string{"PATH=/bin"}
+		rootfs := filepath.Join(e.dir, "rootfs-masked")
+		writeRootfs(t, rootfs)
+		for _, f := range []string{"etc/passwd", "etc/masked/secret"} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(rootfs, f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(rootfs, f), []byte("root:x:0:0::/root:/bin/sh\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, a := range []string{"cat", "ls", "touch"} {
+			_ = os.Symlink("busybox", filepath.Join(rootfs, "bin", a))
+		}
+		cfg["root"] = map[string]any{"path": rootfs}
+		linux := cfg["linux"].(map[string]any)
+		linux["maskedPaths"] = []string{"/etc/passwd", "/etc/masked", "/proc/kcore"}
+		linux["readonlyPaths"] = []string{"/run", "/proc/sys"}
+		data, _ := json.Marshal(cfg)
+		path := filepath.Join(e.dir, "masked.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := e.ctr("run", "--rm", "--runc-binary", e.runc, "--config", path, "masked")
+		want := "0\n0\ntouch: /run/x: Read-only file system\ntmp-ok\n"
+		if code != 0 || out != want {
+			t.Errorf("exit %d, stdout %q, stderr %q; want %q (the file and directory masked, /run read-only)", code, out, errOut, want)
 		}
 	})
 	t.Run("pids limit", func(t *testing.T) {
