@@ -225,6 +225,14 @@ func tail(b []byte, n int) []byte {
 
 // ctr runs ctr against this containerd, in the test's namespace.
 func (e *env) ctr(args ...string) (stdout, stderr string, code int) {
+	// ctr's IO FIFOs in the test's directory (ctr leaves those of a
+	// detached exec behind).
+	switch {
+	case len(args) > 0 && args[0] == "run":
+		args = append([]string{"run", "--fifo-dir", filepath.Join(e.dir, "fifo")}, args[1:]...)
+	case len(args) > 1 && args[0] == "task" && args[1] == "exec":
+		args = append([]string{"task", "exec", "--fifo-dir", filepath.Join(e.dir, "fifo")}, args[2:]...)
+	}
 	cmd := exec.Command("ctr", append([]string{"--address", e.sock, "--namespace", e.ns}, args...)...)
 	var o, s bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &s
