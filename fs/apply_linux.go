@@ -69,8 +69,21 @@ func (p *Plan) Apply(pre []int) error {
 			srcs[i] = fd
 			continue
 		}
-		if s.Kind != KindBind {
+		if s.Kind == KindMask {
+			// /dev/null of the host, for masking files: a character
+			// device, bound read-only.
+			fd, err := unix.OpenTree(unix.AT_FDCWD, "/dev/null", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("mask %s: %w", s.Target, os.NewSyscallError("open_tree /dev/null", err))
+			}
+			srcs[i] = fd
 			continue
+		}
+		if s.Kind != KindBind && s.Kind != KindRoot {
+			continue
+		}
+		if s.Kind == KindRoot {
+			s.User = true // a caller's path: never through a symlink
 		}
 		fd, err := openSource(s, pre)
 		if err != nil {
@@ -79,9 +92,15 @@ func (p *Plan) Apply(pre []int) error {
 		srcs[i] = fd
 	}
 
-	root, err := newTmpfs(0o755)
-	if err != nil {
-		return fmt.Errorf("creating the root tmpfs: %w", err)
+	root, rootRW := -1, false
+	if len(p.Steps) > 0 && p.Steps[0].Kind == KindRoot {
+		// The caller's root (a bundle's rootfs), a detached clone.
+		root, srcs[0], rootRW = srcs[0], -1, p.Steps[0].Writable
+	} else {
+		var err error
+		if root, err = newTmpfs(0o755); err != nil {
+			return fmt.Errorf("creating the root tmpfs: %w", err)
+		}
 	}
 	defer unix.Close(root)
 	if err := unix.MoveMount(root, "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
@@ -89,8 +108,34 @@ func (p *Plan) Apply(pre []int) error {
 	}
 
 	var readOnlyAfter []string
+	var skipped []string
 	for i := range p.Steps {
 		s := p.Steps[i]
+		if beneathAny(s.Target, skipped) {
+			continue
+		}
+		if s.Optional {
+			fd, err := unix.Openat2(root, strings.TrimPrefix(s.Target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+			if err != nil {
+				skipped = append(skipped, s.Target)
+				continue
+			}
+			unix.Close(fd)
+		}
+		switch s.Kind {
+		case KindRoot:
+			continue // staged above
+		case KindMask:
+			if err := mask(root, s.Target, srcs[i]); err != nil {
+				return err
+			}
+			continue
+		case KindReadOnly:
+			if err := readOnlyBeneath(root, s.Target); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := applyStep(root, s, srcs[i]); err != nil {
 			return fmt.Errorf("%s %s: %w", s.Kind, s.Target, err)
 		}
@@ -107,6 +152,9 @@ func (p *Plan) Apply(pre []int) error {
 		if err := sealMount(root, t); err != nil {
 			return err
 		}
+	}
+	if rootRW {
+		return pivot(root)
 	}
 	if err := unix.MountSetattr(root, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("making the root read-only: %w", os.NewSyscallError("mount_setattr", err))
@@ -461,4 +509,134 @@ func pivot(root int) error {
 		return fmt.Errorf("detaching the old root: %w", os.NewSyscallError("umount2", err))
 	}
 	return os.NewSyscallError("chdir", unix.Chdir("/"))
+}
+
+// mask hides target beneath root, when it exists: a directory under an
+// empty read-only tmpfs, anything else under null (a detached clone of
+// /dev/null), read-only. The target is opened without following
+// symlinks.
+func mask(root int, target string, null int) error {
+	fd, err := unix.Openat2(root, strings.TrimPrefix(target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("openat2", err))
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("fstat", err))
+	}
+	src := null
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if src, err = newFS("tmpfs", map[string]string{"mode": "0555"}, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+			return fmt.Errorf("mask %s: %w", target, err)
+		}
+		defer unix.Close(src)
+	} else {
+		if src, err = unix.OpenTree(null, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("open_tree", err))
+		}
+		defer unix.Close(src)
+		if err := unix.MountSetattr(src, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC}); err != nil {
+			return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("mount_setattr", err))
+		}
+	}
+	if err := unix.MoveMount(src, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mask %s: %w", target, os.NewSyscallError("move_mount", err))
+	}
+	return nil
+}
+
+// readOnlyBeneath binds target (beneath root, opened without following
+// symlinks; left alone when missing) onto itself read-only, nosuid,
+// nodev and noexec, with what is mounted beneath it.
+func readOnlyBeneath(root int, target string) error {
+	fd, err := unix.Openat2(root, strings.TrimPrefix(target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("openat2", err))
+	}
+	defer unix.Close(fd)
+	clone, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("open_tree", err))
+	}
+	defer unix.Close(clone)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(clone, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("mount_setattr", err))
+	}
+	if err := unix.MoveMount(clone, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("read-only %s: %w", target, os.NewSyscallError("move_mount", err))
+	}
+	return nil
+}
+
+// beneathAny reports whether target is one of dirs or lies beneath one.
+func beneathAny(target string, dirs []string) bool {
+	for _, d := range dirs {
+		if target == d || strings.HasPrefix(target, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// MakeMountPoints creates, in the host directory root (a caller's root,
+// [PlanInput].Root), the mount points of p's steps that lie directly in
+// that root's tree (not beneath another step's mount), when missing: a
+// directory, or an empty file for a bind of a file. It is for a caller
+// on the host who may write root where the sandbox cannot (a read-only
+// root, or one whose owner the sandbox's user namespace does not map),
+// as runc creates a bundle's mount points. Every path is created
+// beneath root one component at a time without following symlinks
+// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a symlink the root's
+// tree holds fails with ELOOP, never leads out. Optional steps, masks
+// and read-only paths get none.
+func MakeMountPoints(root string, p *Plan) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	var mounted []string
+	for _, s := range p.Steps {
+		switch s.Kind {
+		case KindRoot, KindMask, KindReadOnly, KindSymlink:
+			continue
+		}
+		if s.Optional || beneathAny(path.Dir(s.Target), mounted) {
+			mounted = append(mounted, s.Target)
+			continue
+		}
+		mounted = append(mounted, s.Target)
+		file := false
+		if s.Kind == KindBind && s.Source != "" {
+			if fi, err := os.Stat(s.Source); err == nil && !fi.IsDir() {
+				file = true
+			}
+		}
+		parent, name, err := mkdirParents(rfd, s.Target)
+		if err != nil {
+			return fmt.Errorf("mount point %s in %s: %w", s.Target, root, err)
+		}
+		if file {
+			var fd int
+			fd, err = unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(fd)
+			}
+		} else {
+			err = unix.Mkdirat(parent, name, 0o755)
+		}
+		unix.Close(parent)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("mount point %s in %s: %w", s.Target, root, os.NewSyscallError("create", err))
+		}
+	}
+	return nil
 }

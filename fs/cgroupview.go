@@ -41,7 +41,9 @@ type CgroupDir struct {
 // container: runtimes (the JVM, Go, Node, Python) find their memory and
 // CPU limits where they look for them. Nothing of the host's other
 // cgroups is mounted. With no dirs (no cgroup) p is unchanged and the
-// sandbox has no /sys at all.
+// sandbox has no /sys at all. With a root of the caller's
+// ([PlanInput].Root) the view's first step is [Step].Optional: mounted
+// only where the root has /sys/fs/cgroup.
 //
 // p's steps must already be in parent-before-child order (as [NewPlan]
 // makes them); the new ones go at the end, after every mount, and no
@@ -50,6 +52,9 @@ func (p *Plan) AddCgroupView(dirs []CgroupDir) error {
 	if len(dirs) == 0 {
 		return nil
 	}
+	// A caller's root gets the view only where it has /sys/fs/cgroup:
+	// tent makes no mount point in the caller's tree for it.
+	optional := len(p.Steps) > 0 && p.Steps[0].Kind == KindRoot
 	for _, s := range p.Steps {
 		if s.Target == CgroupRoot || strings.HasPrefix(s.Target, CgroupRoot+"/") {
 			return fmt.Errorf("cgroup view: %s is already in the plan", s.Target)
@@ -64,7 +69,7 @@ func (p *Plan) AddCgroupView(dirs []CgroupDir) error {
 		if len(dirs[0].Links) > 0 {
 			return fmt.Errorf("cgroup view: a cgroup v2 directory has no links")
 		}
-		p.Steps = append(p.Steps, Step{Kind: KindCgroup, Target: CgroupRoot, Source: dirs[0].Source, ReadOnly: true, FD: -1})
+		p.Steps = append(p.Steps, Step{Kind: KindCgroup, Target: CgroupRoot, Source: dirs[0].Source, ReadOnly: true, FD: -1, Optional: optional})
 		return nil
 	}
 	used := map[string]bool{}
@@ -78,7 +83,7 @@ func (p *Plan) AddCgroupView(dirs []CgroupDir) error {
 		used[n] = true
 		return nil
 	}
-	steps := []Step{{Kind: KindTmpfs, Target: CgroupRoot, Mode: 0o755, ReadOnly: true, FD: -1}}
+	steps := []Step{{Kind: KindTmpfs, Target: CgroupRoot, Mode: 0o755, ReadOnly: true, FD: -1, Optional: optional}}
 	var links []Step
 	for _, d := range dirs {
 		if err := name(d.Name); err != nil {

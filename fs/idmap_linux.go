@@ -36,6 +36,9 @@ type UnsupportedMountError struct {
 	Mount  Mount
 	Reason string
 	Fix    string
+	// NoIDMap is set when the kernel or filesystem cannot idmap the
+	// mount (rather than a refusal of tent's).
+	NoIDMap bool
 }
 
 func (e *UnsupportedMountError) Error() string {
@@ -185,9 +188,10 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 				fix = "run tent as the (non-root) user who owns the directory, " + fix
 			}
 			return fds, &UnsupportedMountError{
-				Mount:  m,
-				Reason: "the kernel or filesystem cannot idmap this mount: " + err.Error(),
-				Fix:    fix,
+				Mount:   m,
+				Reason:  "the kernel or filesystem cannot idmap this mount: " + err.Error(),
+				Fix:     fix,
+				NoIDMap: true,
 			}
 		}
 		return fds, fmt.Errorf("mount %s: %w", m.Source, err)
@@ -212,4 +216,32 @@ func idmapOwner(m Mount, uid, gid uint32) (mapUID, mapGID uint32, rootGroup bool
 		gid = nogroup
 	}
 	return uid, gid, gid != 0
+}
+
+// OpenBind opens m's source on the host, never through a symlink (see
+// [OpenSource]), as a detached recursive clone for [Step.FD]: nosuid,
+// nodev, read-only unless m is rw, and not idmapped, so that its files
+// keep their on-disk owners (a sandbox's user namespace shows every
+// owner but its own host id as nobody). A root caller uses it for a root
+// that cannot be idmapped: the sandbox then writes only where its host
+// identity may.
+func OpenBind(m Mount) (int, error) {
+	src, err := OpenSource(m.Source)
+	if err != nil {
+		return -1, &invalidSourceError{fmt.Errorf("mount %s: %w", m.Source, err)}
+	}
+	fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	unix.Close(src)
+	if err != nil {
+		return -1, &invalidSourceError{fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("open_tree", err))}
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if !m.Writable() {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("mount_setattr", err))
+	}
+	return fd, nil
 }

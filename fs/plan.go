@@ -24,6 +24,19 @@ const (
 	// KindOverlay mounts an overlay: Source is the lower (host) directory,
 	// Upper and Work are host directories that receive the changes.
 	KindOverlay Kind = "overlay"
+	// KindRoot makes a host directory (Source, a caller's path opened
+	// without following symlinks, or the descriptor FD) the sandbox's
+	// root instead of tent's tmpfs: see [PlanInput].Root. It is always
+	// the first step, and there is at most one.
+	KindRoot Kind = "root"
+	// KindMask hides what is at Target, when something is (an OCI
+	// bundle's maskedPaths): a directory under an empty read-only tmpfs,
+	// anything else under the host's /dev/null, bound read-only.
+	KindMask Kind = "mask"
+	// KindReadOnly makes what is at Target, when something is, a
+	// read-only, nosuid, nodev, noexec bind of itself (an OCI bundle's
+	// readonlyPaths).
+	KindReadOnly Kind = "readonly"
 	// KindCgroup binds a directory of the sandbox's own cgroup (Source, a
 	// host path opened without following symlinks) read-only, nosuid,
 	// nodev and noexec: see [Plan.AddCgroupView].
@@ -57,6 +70,10 @@ type Step struct {
 	// Upper and Work are an overlay's host directories.
 	Upper string `json:"upper,omitempty"`
 	Work  string `json:"work,omitempty"`
+	// Optional skips the step, and every later step beneath its
+	// target, when its mount point does not exist (no mount point is
+	// made in a caller's root for it).
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Plan is the ordered list of steps that builds a sandbox's root.
@@ -96,6 +113,44 @@ type PlanInput struct {
 	// Layers holds, for each cow mount (by index in Mounts), the host
 	// directories of its overlay's upper and work layers.
 	Layers map[int]Layer
+	// Root, when not nil, is a host directory to use as the sandbox's
+	// root (an OCI bundle's rootfs) instead of a tmpfs holding the host's
+	// system directories: System is then ignored, and neither /tmp nor
+	// Home gets a tmpfs of its own (the root's directories are used).
+	// Its Target must be "/" and its Access ro or rw (cow is refused);
+	// see [ValidateRoot]. /proc and /dev are still tent's own, and the
+	// root is nosuid and nodev like every bind. With PreOpened, its
+	// descriptor is the one at index len(Mounts).
+	Root *Mount
+	// Tmpfs are targets of empty, writable tmpfs mounts (mode 0755,
+	// nosuid, nodev), validated as mount targets are.
+	Tmpfs []string
+	// Masked are paths to hide, and ReadOnly paths to make read-only,
+	// once everything is mounted (an OCI bundle's maskedPaths and
+	// readonlyPaths): absolute and clean, under /proc and /sys too; a
+	// path that does not exist in the sandbox is left alone.
+	Masked, ReadOnly []string
+}
+
+// ValidateRoot checks a [PlanInput].Root: target "/", an absolute,
+// clean source, access ro or rw. It does not touch the filesystem.
+func ValidateRoot(m Mount) error {
+	switch {
+	case m.Target != "/":
+		return fmt.Errorf("%w: root: target %q must be \"/\"", ErrInvalidMount, m.Target)
+	case m.Source == "" || strings.ContainsRune(m.Source, 0):
+		return fmt.Errorf("%w: root: source %q is empty or contains a NUL byte", ErrInvalidMount, m.Source)
+	case !path.IsAbs(m.Source) || path.Clean(m.Source) != m.Source:
+		return fmt.Errorf("%w: root: source %q must be an absolute, clean host path", ErrInvalidMount, m.Source)
+	case m.Source == "/":
+		return fmt.Errorf("%w: root: the host's own root cannot be the sandbox's root", ErrInvalidMount)
+	}
+	switch m.Access {
+	case "", ReadOnly, ReadWrite:
+	default:
+		return fmt.Errorf("%w: root: access %q: want ro or rw", ErrInvalidMount, m.Access)
+	}
+	return nil
 }
 
 // Layer is where a cow mount's changes go on the host.
@@ -114,7 +169,19 @@ func NewPlan(in PlanInput) (*Plan, error) {
 		userTargets[m.Target] = true
 	}
 	var base []Step
-	for _, e := range in.System {
+	system := in.System
+	if in.Root != nil {
+		if err := ValidateRoot(*in.Root); err != nil {
+			return nil, err
+		}
+		r := Step{Kind: KindRoot, Target: "/", Source: in.Root.Source, ReadOnly: !in.Root.Writable(), Writable: in.Root.Writable(), FD: -1}
+		if in.PreOpened {
+			r.FD = len(in.Mounts)
+		}
+		base = append(base, r)
+		system = nil
+	}
+	for _, e := range system {
 		if userTargets[e.Path] {
 			continue // the caller's mount replaces this system path
 		}
@@ -140,11 +207,34 @@ func NewPlan(in PlanInput) (*Plan, error) {
 		Step{Kind: KindSymlink, Target: "/dev/stdout", LinkTo: "/proc/self/fd/1", FD: -1},
 		Step{Kind: KindSymlink, Target: "/dev/stderr", LinkTo: "/proc/self/fd/2", FD: -1},
 	)
-	if !userTargets["/tmp"] {
+	if !userTargets["/tmp"] && in.Root == nil {
 		base = append(base, Step{Kind: KindTmpfs, Target: "/tmp", Mode: 0o1777, Writable: true, FD: -1})
 	}
-	if !covered(in.Home, in.Mounts) {
+	if !covered(in.Home, in.Mounts) && in.Root == nil {
 		base = append(base, Step{Kind: KindTmpfs, Target: in.Home, Mode: 0o700, Writable: true, FD: -1})
+	}
+
+	for i, t := range in.Tmpfs {
+		if err := ValidateTarget(t); err != nil {
+			return nil, fmt.Errorf("tmpfs %d: %w", i+1, err)
+		}
+		if userTargets[t] {
+			return nil, fmt.Errorf("tmpfs %d: %w: target %q is already a mount's", i+1, ErrInvalidMount, t)
+		}
+		userTargets[t] = true
+		base = append(base, Step{Kind: KindTmpfs, Target: t, Mode: 0o755, Writable: true, FD: -1})
+	}
+	var late []Step
+	for _, list := range []struct {
+		kind  Kind
+		paths []string
+	}{{KindMask, in.Masked}, {KindReadOnly, in.ReadOnly}} {
+		for _, t := range list.paths {
+			if t == "" || t == "/" || !path.IsAbs(t) || path.Clean(t) != t || strings.ContainsRune(t, 0) {
+				return nil, fmt.Errorf("%w: %s path %q: want an absolute, clean path other than /", ErrInvalidMount, list.kind, t)
+			}
+			late = append(late, Step{Kind: list.kind, Target: t, FD: -1})
+		}
 	}
 
 	symlinks := map[string]bool{}
@@ -176,8 +266,11 @@ func NewPlan(in PlanInput) (*Plan, error) {
 		}
 		steps = append(steps, s)
 	}
-	// Parents before children; otherwise keep the order above.
+	// Parents before children; otherwise keep the order above (the root
+	// first).
 	sort.SliceStable(steps, func(i, j int) bool { return depth(steps[i].Target) < depth(steps[j].Target) })
+	// Masks and read-only paths once everything they may lie in exists.
+	steps = append(steps, late...)
 	return &Plan{Steps: steps, Home: in.Home}, nil
 }
 

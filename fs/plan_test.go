@@ -275,3 +275,40 @@ func TestAddCgroupViewRefusesBadLayouts(t *testing.T) {
 		}
 	}
 }
+
+// A caller's root replaces the tmpfs and the system directories, comes
+// first, keeps tent's /proc and /dev, and gets no /tmp or $HOME tmpfs.
+func TestPlanRoot(t *testing.T) {
+	root := &Mount{Source: "/b/rootfs", Target: "/", Access: ReadWrite}
+	p, err := NewPlan(PlanInput{Root: root, System: []SystemEntry{{Path: "/usr"}}, Home: "/root", PreOpened: true,
+		Mounts: []Mount{{Source: "/etc/hosts", Target: "/etc/hosts", Access: ReadOnly}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := p.Steps[0]
+	if first.Kind != KindRoot || first.Source != "/b/rootfs" || first.FD != 1 || !first.Writable || first.ReadOnly {
+		t.Errorf("first step %+v, want the writable root with descriptor 1", first)
+	}
+	seen := map[string]bool{}
+	for _, s := range p.Steps[1:] {
+		seen[s.Target] = true
+		if s.Kind == KindRoot {
+			t.Errorf("a second root step: %+v", s)
+		}
+	}
+	for _, want := range []string{"/proc", "/dev", "/dev/null", "/etc/hosts"} {
+		if !seen[want] {
+			t.Errorf("no step for %s", want)
+		}
+	}
+	for _, no := range []string{"/usr", "/tmp", "/root"} {
+		if seen[no] {
+			t.Errorf("a step for %s beside a caller's root", no)
+		}
+	}
+	for _, bad := range []Mount{{Source: "rel", Target: "/"}, {Source: "/", Target: "/"}, {Source: "/b/../c", Target: "/"}, {Source: "/b", Target: "/x"}, {Source: "/b", Target: "/", Access: CopyOnWrite}} {
+		if _, err := NewPlan(PlanInput{Root: &bad, Home: "/root"}); !errors.Is(err, ErrInvalidMount) {
+			t.Errorf("root %+v: want ErrInvalidMount, got %v", bad, err)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
@@ -130,6 +131,11 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		}
 	}()
 	log.Debug("prepared", "elapsed", time.Since(start))
+	if spec.Root != nil && spec.Root.MakeMountPoints {
+		if err := fs.MakeMountPoints(spec.Root.Path, p.cfg.Plan); err != nil {
+			return nil, invalid(err)
+		}
+	}
 	if err := p.makeLayers(bio.prefill); err != nil {
 		return nil, err
 	}
@@ -181,6 +187,14 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 			return nil, err
 		}
 		defer closeFDs(fds)
+	}
+	if p.privileged && p.root != nil { // its descriptor follows the mounts' (fs.PlanInput.Root)
+		fd, err := p.openRoot(r.init.Pid())
+		if err != nil {
+			return nil, err
+		}
+		fds = append(fds, fd)
+		defer unix.Close(fd)
 	}
 	_, listeners, err := r.init.Run(&p.cfg, fds)
 	if err != nil {

@@ -16,20 +16,26 @@ import (
 // mount the host cannot idmap as asked, an [UnsupportedError].
 func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32, setIDRefused bool) ([]int, error) {
 	fds, err := fs.OpenMounts(mounts, fs.IDMap{HostID: unprivilegedHostID, UID: uid, GID: gid, InitPID: initPID, SetIDRefused: setIDRefused})
+	if err != nil {
+		return nil, mountError(err)
+	}
+	return fds, nil
+}
+
+// mountError turns an error of fs.OpenMounts into the sandbox's.
+func mountError(err error) error {
 	var ue *fs.UnsupportedMountError
 	switch {
-	case err == nil:
-		return fds, nil
 	case errors.As(err, &ue):
-		return nil, &UnsupportedError{Missing: []Missing{{
+		return &UnsupportedError{Missing: []Missing{{
 			Protection: string(ue.Mount.Access) + " mount " + ue.Mount.Source,
 			Reason:     ue.Reason,
 			Fix:        ue.Fix,
 		}}}
 	case errors.Is(err, fs.ErrInvalidMount):
-		return nil, invalid(err)
+		return invalid(err)
 	}
-	return nil, err
+	return err
 }
 
 // withGitGuards returns mounts followed by the mounts that keep the git
@@ -78,4 +84,28 @@ func withGitGuards(mounts []fs.Mount, writable bool, existing []fs.Mount) (all [
 		all = append(all, extra...)
 	}
 	return all, guarded, partial, nil
+}
+
+// openRoot opens a root caller's Spec.Root on the host: idmapped as a rw
+// mount is (root-owned files stay root's inside), or, where the kernel
+// or filesystem cannot idmap it (an overlay, such as containerd's
+// rootfs) and tent's default seccomp profile refuses set-id modes, as a
+// plain bind: the sandbox then writes only where its host identity
+// (unprivilegedHostID) may, and sees root's files as nobody's. That is
+// reported.
+func (p *plan) openRoot(initPID int) (int, error) {
+	fds, err := fs.OpenMounts([]fs.Mount{*p.root}, fs.IDMap{HostID: unprivilegedHostID, UID: p.uid, GID: p.gid, InitPID: initPID, SetIDRefused: p.defaultSeccomp})
+	var ue *fs.UnsupportedMountError
+	switch {
+	case err == nil:
+		return fds[0], nil
+	case errors.As(err, &ue) && ue.NoIDMap && p.defaultSeccomp:
+		fd, err := fs.OpenBind(*p.root)
+		if err != nil {
+			return -1, invalid(err)
+		}
+		p.report.add("root idmapping", Absent, ue.Reason+": its files keep their owners, root's showing as nobody, and the sandbox writes only where its host identity may")
+		return fd, nil
+	}
+	return -1, mountError(err)
 }

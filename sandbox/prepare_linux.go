@@ -33,6 +33,7 @@ type plan struct {
 	privileged bool
 	uid, gid   uint32
 	userMounts []fs.Mount
+	root       *fs.Mount // Spec.Root, opened after userMounts (nil without)
 	// defaultSeccomp is true when commands run tent's default seccomp
 	// profile, which refuses set-id modes.
 	defaultSeccomp bool
@@ -96,6 +97,18 @@ func validate(s *Spec) error {
 	for i, kv := range s.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
 			return fmt.Errorf("env %d: %q is not KEY=VALUE", i+1, kv)
+		}
+	}
+	if s.Root != nil {
+		if err := fs.ValidateRoot(*s.Root.mount()); err != nil {
+			return err
+		}
+		fi, err := os.Stat(s.Root.Path)
+		if err != nil {
+			return fmt.Errorf("root: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("root: %s is not a directory", s.Root.Path)
 		}
 	}
 	return fs.Validate(s.Mounts, fs.StatSource)
@@ -184,6 +197,11 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		return nil, invalid(err)
 	}
 	planInput := fs.PlanInput{Mounts: all, System: probeSystem(), Home: home, PreOpened: p.privileged}
+	planInput.Tmpfs, planInput.Masked, planInput.ReadOnly = s.Tmpfs, s.MaskedPaths, s.ReadOnlyPaths
+	if s.Root != nil {
+		p.root = s.Root.mount()
+		planInput.Root, planInput.System = p.root, nil
+	}
 	for i, m := range s.Mounts {
 		if m.Access != fs.CopyOnWrite {
 			continue
@@ -260,7 +278,14 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	default:
 		r.add("network namespace", Enforced, "loopback only")
 	}
-	r.add("root filesystem", Enforced, "tmpfs root, system directories read-only")
+	switch {
+	case s.Root == nil:
+		r.add("root filesystem", Enforced, "tmpfs root, system directories read-only")
+	case s.Root.ReadOnly:
+		r.add("root filesystem", Enforced, s.Root.Path+", read-only, nosuid, nodev")
+	default:
+		r.add("root filesystem", Enforced, s.Root.Path+", writable, nosuid, nodev")
+	}
 	r.add("no_new_privs", Enforced, "")
 	r.add("capabilities", Enforced, "all sets empty")
 	switch {

@@ -27,6 +27,26 @@ type Spec struct {
 	// Mounts bind host paths into the sandbox (the CLI's SRC[:DST]
 	// form is parsed by policy.ParseMount).
 	Mounts []Mount `json:"mounts,omitempty"`
+	// Root, when not nil, replaces tent's root filesystem (a tmpfs with
+	// the host's system directories bound read-only, /tmp and $HOME) by
+	// a host directory, such as an OCI bundle's rootfs. /proc and /dev
+	// stay tent's own; Mounts are bound beneath it; the root is nosuid
+	// and nodev. A root caller's writable root is idmapped as a rw
+	// mount is (see package fs's OpenMounts), and so needs tent's
+	// default seccomp profile when the directory is root's. The reduced
+	// tier cannot provide it.
+	Root *Root `json:"root,omitempty"`
+	// Tmpfs are targets inside for empty, writable tmpfs mounts (mode
+	// 0755, nosuid, nodev), validated as mount targets are; nothing
+	// written there reaches the host.
+	Tmpfs []string `json:"tmpfs,omitempty"`
+	// MaskedPaths are hidden once everything is mounted (a directory
+	// under an empty read-only tmpfs, a file under /dev/null), and
+	// ReadOnlyPaths bound read-only onto themselves: an OCI bundle's
+	// linux.maskedPaths and readonlyPaths. Paths that do not exist in
+	// the sandbox are left alone; /proc and /sys paths are allowed.
+	MaskedPaths   []string `json:"masked_paths,omitempty"`
+	ReadOnlyPaths []string `json:"readonly_paths,omitempty"`
 	// Workdir is the command's working directory inside; "" means "/".
 	Workdir string `json:"workdir,omitempty"`
 	// Env is layered, in order, over the base environment: the clean
@@ -131,6 +151,34 @@ func (m PortMapping) validate() error {
 		}
 	}
 	return nil
+}
+
+// Root is a host directory used as a sandbox's root filesystem
+// ([Spec].Root).
+type Root struct {
+	// Path is the directory's absolute host path. It is opened without
+	// following symlinks.
+	Path string `json:"path"`
+	// ReadOnly mounts it read-only (writes fail with EROFS); otherwise
+	// the sandbox's writes reach the directory, as a rw mount's do.
+	ReadOnly bool `json:"readonly,omitempty"`
+	// MakeMountPoints has the caller, on the host, create the missing
+	// mount points of the sandbox's mounts, tmpfs, /proc and /dev in
+	// Path before the sandbox starts (directories, or empty files for
+	// binds of files), beneath Path without following symlinks, as runc
+	// does with a bundle: for a read-only root, or one the sandbox's
+	// user cannot write. Without it a missing mount point is made by
+	// the sandbox, which fails where it may not write.
+	MakeMountPoints bool `json:"make_mount_points,omitempty"`
+}
+
+// mount is r as the root mount of the mount plan.
+func (r *Root) mount() *fs.Mount {
+	m := &fs.Mount{Source: r.Path, Target: "/", Access: fs.ReadWrite}
+	if r.ReadOnly {
+		m.Access = fs.ReadOnly
+	}
+	return m
 }
 
 // DefaultHostname is the sandbox's hostname when the spec sets none.

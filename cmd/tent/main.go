@@ -11,6 +11,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tent-sandbox/tent/oci"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
@@ -31,6 +33,10 @@ const exitRefused = 125
 
 func main() {
 	sandbox.Init() // first: in the re-executed sandbox init this never returns
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == oci.Arg0 {
+		// Installed as tent-runc: runc's command line (docs/oci.md).
+		os.Exit(oci.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(execute(os.Args[1:]))
 }
 

@@ -328,3 +328,14 @@ func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
 // escapes (as git quotes paths), so that a file name can neither forge a
 // line of output nor reach a terminal as an escape sequence.
 func QuotePath(p string) string { return fs.QuoteName(p) }
+
+// ParseSeccomp reads an OCI/Docker JSON seccomp profile from data (for
+// example an OCI bundle's linux.seccomp), validated now (see
+// seccomp.Parse) and compiled when the sandbox starts.
+func ParseSeccomp(data []byte) (sandbox.Seccomp, error) {
+	p, err := seccomp.Parse(data)
+	if err != nil {
+		return sandbox.Seccomp{}, err
+	}
+	return sandbox.Seccomp{Profile: p}, nil
+}

@@ -1,0 +1,342 @@
+package oci
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// run dispatches one runc command.
+func run(ctx context.Context, g *globals, cmd string, args []string) (int, error) {
+	switch cmd {
+	case "create":
+		return 0, g.create(ctx, args)
+	case "start":
+		return 0, g.simple(cmd, args, "start")
+	case "pause":
+		return 0, g.simple(cmd, args, "pause")
+	case "resume":
+		return 0, g.simple(cmd, args, "resume")
+	case "state":
+		return 0, g.state(args)
+	case "kill":
+		return 0, g.kill(args)
+	case "delete":
+		return 0, g.delete(args)
+	case "exec":
+		return g.exec(ctx, args)
+	case "ps":
+		return 0, g.ps(args)
+	case "update":
+		return 0, g.update(args)
+	case "features":
+		return 0, g.features()
+	case "list":
+		return 0, g.list(args)
+	case "checkpoint", "restore", "run", "spec", "events", "init":
+		return 1, fmt.Errorf("%s: %w (tent-runc implements create, start, state, kill, delete, exec, ps, pause, resume, features, list)", cmd, ErrUnsupportedCommand)
+	}
+	return 1, fmt.Errorf("unknown command %q", cmd)
+}
+
+// simple sends one request without arguments (start, pause, resume).
+func (g *globals) simple(name string, args []string, op string) error {
+	fl, err := commandFlags(name, g, args, func(*flag.FlagSet) {})
+	if err != nil {
+		return err
+	}
+	id, err := oneID(name, fl.Args())
+	if err != nil {
+		return err
+	}
+	rec, err := readRecord(g.root, id)
+	if err != nil {
+		return err
+	}
+	if !rec.alive() {
+		return fmt.Errorf("%s: container %s is stopped", name, id)
+	}
+	_, err = call(g.root, id, request{Op: op}, deadline)
+	return err
+}
+
+// stateJSON is runc's `state` output.
+type stateJSON struct {
+	OCIVersion  string            `json:"ociVersion"`
+	ID          string            `json:"id"`
+	Pid         int               `json:"pid"`
+	Status      string            `json:"status"`
+	Bundle      string            `json:"bundle"`
+	Rootfs      string            `json:"rootfs"`
+	Created     time.Time         `json:"created"`
+	Owner       string            `json:"owner"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// status asks rec's supervisor; a supervisor that is gone is stopped.
+func (g *globals) status(rec *record) stateJSON {
+	st := stateJSON{OCIVersion: specs.Version, ID: rec.ID, Pid: rec.Pid, Status: statusStopped, Bundle: rec.Bundle,
+		Rootfs: rec.Rootfs, Created: rec.Created, Owner: rec.Owner, Annotations: rec.Annotations}
+	if rec.alive() {
+		if r, err := call(g.root, rec.ID, request{Op: "state"}, 5*time.Second); err == nil {
+			st.Status = r.Status
+		} else {
+			st.Status = statusRunning // alive, but busy or stopping
+		}
+	}
+	if st.Status == statusStopped {
+		st.Pid = 0
+	}
+	return st
+}
+
+func (g *globals) state(args []string) error {
+	id, err := oneID("state", args)
+	if err != nil {
+		return err
+	}
+	rec, err := readRecord(g.root, id)
+	if err != nil {
+		return err
+	}
+	out, _ := json.MarshalIndent(g.status(rec), "", "  ")
+	_, err = fmt.Fprintf(g.stdout, "%s\n", out)
+	return err
+}
+
+// parseSignal reads a signal as a number or a name (TERM, SIGTERM).
+func parseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n <= 0 || n > 64 {
+			return 0, fmt.Errorf("invalid signal %s", s)
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("unknown signal %q", s)
+}
+
+func (g *globals) kill(args []string) error {
+	var all bool
+	fl, err := commandFlags("kill", g, args, func(fl *flag.FlagSet) {
+		fl.BoolVar(&all, "all", false, "")
+		fl.BoolVar(&all, "a", false, "")
+	})
+	if err != nil {
+		return err
+	}
+	rest := fl.Args()
+	if len(rest) == 1 {
+		rest = append(rest, "SIGTERM")
+	}
+	if len(rest) != 2 {
+		return errors.New("kill: want ID [SIGNAL]")
+	}
+	id := rest[0]
+	sig, err := parseSignal(rest[1])
+	if err != nil {
+		return err
+	}
+	rec, err := readRecord(g.root, id)
+	if err != nil {
+		return err
+	}
+	if !rec.alive() {
+		return errors.New("container not running")
+	}
+	_, err = call(g.root, id, request{Op: "kill", Signal: int(sig), All: all}, deadline)
+	return err
+}
+
+func (g *globals) delete(args []string) error {
+	var force bool
+	fl, err := commandFlags("delete", g, args, func(fl *flag.FlagSet) {
+		fl.BoolVar(&force, "force", false, "")
+		fl.BoolVar(&force, "f", false, "")
+	})
+	if err != nil {
+		return err
+	}
+	id, err := oneID("delete", fl.Args())
+	if err != nil {
+		return err
+	}
+	rec, err := readRecord(g.root, id)
+	if errors.Is(err, ErrNotExist) {
+		if force {
+			// A container already gone (its directory too, or never
+			// fully made): nothing to do.
+			if root, rerr := filepath.Abs(g.root); rerr == nil {
+				_ = os.RemoveAll(containerDir(root, id))
+			}
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if rec.alive() {
+		st := g.status(rec).Status
+		if st != statusCreated && st != statusStopped && !force {
+			return fmt.Errorf("cannot delete container %s that is not stopped: %s", id, st)
+		}
+		_, _ = call(g.root, id, request{Op: "kill", Signal: int(syscall.SIGKILL), All: true}, deadline)
+		for end := time.Now().Add(deadline); rec.alive(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				return fmt.Errorf("container %s: its supervisor (pid %d) did not end", id, rec.Pid)
+			}
+		}
+	}
+	// The supervisor is gone: the cgroups made for linux.cgroupsPath are
+	// empty now (tent removed the sandbox's own).
+	cgErr := removeCgroups(rec.CgroupsPath)
+	return errors.Join(cgErr, os.RemoveAll(containerDir(filepath.Clean(rootOf(g)), id)))
+}
+
+// rootOf is the absolute --root.
+func rootOf(g *globals) string {
+	abs, err := filepath.Abs(g.root)
+	if err != nil {
+		return g.root
+	}
+	return abs
+}
+
+func (g *globals) ps(args []string) error {
+	var format string
+	fl, err := commandFlags("ps", g, args, func(fl *flag.FlagSet) {
+		fl.StringVar(&format, "format", "table", "")
+		fl.StringVar(&format, "f", "table", "")
+	})
+	if err != nil {
+		return err
+	}
+	id, err := oneID("ps", fl.Args())
+	if err != nil {
+		return err
+	}
+	rec, err := readRecord(g.root, id)
+	if err != nil {
+		return err
+	}
+	pids := []int{}
+	if rec.alive() {
+		r, err := call(g.root, id, request{Op: "ps"}, deadline)
+		if err != nil {
+			return err
+		}
+		pids = append(pids, r.Pids...)
+	}
+	switch format {
+	case "json":
+		return json.NewEncoder(g.stdout).Encode(pids)
+	case "table":
+		w := bufio.NewWriter(g.stdout)
+		fmt.Fprintln(w, "PID")
+		for _, p := range pids {
+			fmt.Fprintln(w, p)
+		}
+		return w.Flush()
+	}
+	return fmt.Errorf("ps: --format %q: want table or json", format)
+}
+
+func (g *globals) update(args []string) error {
+	var resources string
+	fl, err := commandFlags("update", g, args, func(fl *flag.FlagSet) {
+		fl.StringVar(&resources, "resources", "", "")
+		fl.StringVar(&resources, "r", "", "")
+	})
+	if err != nil {
+		return fmt.Errorf("update: only --resources is read: %w", err)
+	}
+	id, err := oneID("update", fl.Args())
+	if err != nil {
+		return err
+	}
+	if _, err := readRecord(g.root, id); err != nil {
+		return err
+	}
+	// Read what was sent (the shim writes it to stdin), so that a
+	// malformed request is named as such, then refuse.
+	var in io.Reader = g.stdin
+	if resources != "" && resources != "-" {
+		f, err := os.Open(resources)
+		if err != nil {
+			return fmt.Errorf("update: --resources: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	var r specs.LinuxResources
+	if in != nil {
+		if err := json.NewDecoder(io.LimitReader(in, maxConfig)).Decode(&r); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("update: --resources: %w", err)
+		}
+	}
+	return fmt.Errorf("update: %w: a container's limits are fixed when it is created", ErrUnsupportedCommand)
+}
+
+func (g *globals) list(args []string) error {
+	var format string
+	var quiet bool
+	if _, err := commandFlags("list", g, args, func(fl *flag.FlagSet) {
+		fl.StringVar(&format, "format", "table", "")
+		fl.StringVar(&format, "f", "table", "")
+		fl.BoolVar(&quiet, "quiet", false, "")
+		fl.BoolVar(&quiet, "q", false, "")
+	}); err != nil {
+		return err
+	}
+	root := rootOf(g)
+	entries, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	states := []stateJSON{}
+	for _, e := range entries {
+		rec, err := readRecord(root, e.Name())
+		if err != nil {
+			continue
+		}
+		states = append(states, g.status(rec))
+	}
+	switch {
+	case quiet:
+		for _, s := range states {
+			fmt.Fprintln(g.stdout, s.ID)
+		}
+		return nil
+	case format == "json":
+		return json.NewEncoder(g.stdout).Encode(states)
+	case format == "table":
+		w := tabwriter.NewWriter(g.stdout, 12, 1, 3, ' ', 0)
+		fmt.Fprintln(w, "ID\tPID\tSTATUS\tBUNDLE\tCREATED\tOWNER")
+		for _, s := range states {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", s.ID, s.Pid, s.Status, s.Bundle, s.Created.Format(time.RFC3339Nano), s.Owner)
+		}
+		return w.Flush()
+	}
+	return fmt.Errorf("list: --format %q: want table or json", format)
+}

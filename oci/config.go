@@ -1,0 +1,406 @@
+package oci
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
+)
+
+// ErrUnsupportedConfig is wrapped by the refusal of a bundle's setting
+// that tent does not provide (as opposed to a malformed one, which wraps
+// sandbox.ErrInvalidSpec).
+var ErrUnsupportedConfig = errors.New("unsupported in tent")
+
+// maxConfig bounds config.json (the bundle's directory is the caller's,
+// but containerd writes it; a runaway file should not cost memory).
+const maxConfig = 4 << 20
+
+// bundle is a bundle's config.json turned into what tent runs: the
+// sandbox, and its main process.
+type bundle struct {
+	Dir    string
+	Config *specs.Spec
+	Spec   sandbox.Spec
+	Main   process
+	// NetNS, when not "", is the path of a network namespace to join
+	// (linux.namespaces' network path: a pod's, made by CNI): the
+	// supervisor is started in it and the sandbox shares it.
+	NetNS string
+	// Sysctls are network sysctls to set in NetNS.
+	Sysctls map[string]string
+	// joinsUTS is set when the bundle names a uts namespace to join,
+	// which tent replaces by the container's own.
+	joinsUTS bool
+	// Ignored lists the settings tent replaces by its own (tent's /proc,
+	// /dev and /sys; its capability and user-namespace policy), for the
+	// debug log.
+	Ignored []string
+}
+
+// process is an OCI process as tent runs it in the sandbox.
+type process struct {
+	Args     []string `json:"args"`
+	Env      []string `json:"env,omitempty"`
+	Cwd      string   `json:"cwd"`
+	Terminal bool     `json:"terminal,omitempty"`
+	UID      uint32   `json:"uid"`
+	GID      uint32   `json:"gid"`
+}
+
+// loadBundle reads dir/config.json and converts it (see convert).
+func loadBundle(dir string) (*bundle, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	f, err := os.Open(filepath.Join(abs, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the bundle's config: %w", err)
+	}
+	defer f.Close()
+	var cfg specs.Spec
+	dec := json.NewDecoder(&limitedReader{f, maxConfig})
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("%w: %s/config.json: %v", sandbox.ErrInvalidSpec, abs, err)
+	}
+	return convert(abs, &cfg)
+}
+
+type limitedReader struct {
+	f *os.File
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, fmt.Errorf("config.json is larger than %d bytes", maxConfig)
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.f.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// tentOwned are the mount destinations tent provides itself: its own
+// /proc (with /proc/sys and co read-only), minimal /dev, a private devpts
+// and /dev/shm, no /sys but the read-only view of the sandbox's cgroup.
+var tentOwned = []string{"/proc", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/sys", "/sys/fs/cgroup"}
+
+// underTentOwned reports whether dst lies beneath /dev, /proc or /sys.
+func underTentOwned(dst string) bool {
+	for _, d := range []string{"/dev/", "/proc/", "/sys/"} {
+		if strings.HasPrefix(dst, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// convert checks cfg (the bundle in dir) and turns it into a sandbox
+// spec and a main process. A malformed setting wraps
+// sandbox.ErrInvalidSpec, one tent does not provide
+// ErrUnsupportedConfig; each names its field.
+func convert(dir string, cfg *specs.Spec) (*bundle, error) {
+	b := &bundle{Dir: dir, Config: cfg}
+	invalid := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", sandbox.ErrInvalidSpec, field, fmt.Sprintf(format, a...))
+	}
+	unsupported := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrUnsupportedConfig, field, fmt.Sprintf(format, a...))
+	}
+	if !strings.HasPrefix(cfg.Version, "1.") {
+		return nil, invalid("ociVersion", "%q: want a runtime-spec 1.x config", cfg.Version)
+	}
+	if cfg.Root == nil || cfg.Root.Path == "" {
+		return nil, invalid("root.path", "missing")
+	}
+	root := cfg.Root.Path
+	if !filepath.IsAbs(root) {
+		root = filepath.Join(dir, root)
+	}
+	// As runc does, the runtime (on the host) makes the bundle's
+	// missing mount points in its rootfs.
+	b.Spec.Root = &sandbox.Root{Path: filepath.Clean(root), ReadOnly: cfg.Root.Readonly, MakeMountPoints: true}
+
+	p := cfg.Process
+	if p == nil {
+		return nil, invalid("process", "missing: tent-runc runs a container's process")
+	}
+	main, err := convertProcess(p, "process")
+	if err != nil {
+		return nil, err
+	}
+	b.Main = *main
+	b.Spec.User = &sandbox.User{UID: p.User.UID, GID: p.User.GID}
+	if len(p.User.AdditionalGids) > 0 {
+		b.Ignored = append(b.Ignored, "process.user.additionalGids (the sandbox's user has no supplementary groups)")
+	}
+	if p.Capabilities != nil {
+		b.Ignored = append(b.Ignored, "process.capabilities (every command runs with none)")
+	}
+	if p.ApparmorProfile != "" || p.SelinuxLabel != "" {
+		b.Ignored = append(b.Ignored, "process.apparmorProfile/selinuxLabel (tent confines with Landlock and seccomp)")
+	}
+	for i, rl := range p.Rlimits {
+		field := fmt.Sprintf("process.rlimits[%d]", i)
+		if rl.Type != "RLIMIT_NOFILE" {
+			return nil, unsupported(field, "%s: tent sets RLIMIT_NOFILE only (memory and pids are cgroup limits: linux.resources)", rl.Type)
+		}
+		if rl.Soft > rl.Hard {
+			return nil, invalid(field, "soft limit %d above hard limit %d", rl.Soft, rl.Hard)
+		}
+		// tent sets one value as both limits: the soft one, so that
+		// nothing can raise it.
+		b.Spec.Limits.NoFile = rl.Soft
+	}
+	if cfg.Hostname != "" {
+		b.Spec.Hostname = cfg.Hostname
+	}
+	if h := cfg.Hooks; h != nil {
+		//lint:ignore SA1019 deprecated, but bundles still carry prestart hooks (docker's)
+		n := len(h.Prestart)
+		if n+len(h.CreateRuntime)+len(h.CreateContainer)+len(h.StartContainer)+len(h.Poststart)+len(h.Poststop) > 0 {
+			return nil, unsupported("hooks", "tent-runc runs no hooks")
+		}
+	}
+
+	for i, m := range cfg.Mounts {
+		field := fmt.Sprintf("mounts[%d] (%s)", i, m.Destination)
+		dst := filepath.Clean(m.Destination)
+		if !filepath.IsAbs(m.Destination) {
+			return nil, invalid(field, "destination must be absolute")
+		}
+		if slices.Contains(tentOwned, dst) || underTentOwned(dst) {
+			// Beneath /dev, /proc or /sys (kubelet's /dev/termination-log,
+			// for one) there is nothing of the bundle's: those are tent's.
+			b.Ignored = append(b.Ignored, field+": tent's own")
+			continue
+		}
+		bind := m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
+		switch {
+		case bind:
+			src := m.Source
+			if !filepath.IsAbs(src) {
+				src = filepath.Join(dir, src)
+			}
+			access := sandbox.ReadWrite
+			if slices.Contains(m.Options, "ro") {
+				access = sandbox.ReadOnly
+			}
+			b.Spec.Mounts = append(b.Spec.Mounts, sandbox.Mount{Source: filepath.Clean(src), Target: dst, Access: access})
+		case m.Type == "tmpfs":
+			b.Spec.Tmpfs = append(b.Spec.Tmpfs, dst)
+		default:
+			return nil, unsupported(field, "type %q: tent mounts binds and tmpfs (proc, /dev and /sys are its own)", m.Type)
+		}
+	}
+
+	if l := cfg.Linux; l != nil {
+		if err := convertLinux(b, l, invalid, unsupported); err != nil {
+			return nil, err
+		}
+	}
+	if b.Spec.Hostname == "" && b.joinsUTS {
+		// A pod's container: CRI sets the pod's hostname on its first
+		// container only, and binds a file of it at /etc/hostname into
+		// every container; tent gives each its own uts namespace, with
+		// that name.
+		b.Spec.Hostname = hostnameFromMounts(b.Spec.Mounts)
+	}
+	return b, nil
+}
+
+// convertProcess checks an OCI process (the main one, or one of exec).
+func convertProcess(p *specs.Process, field string) (*process, error) {
+	if len(p.Args) == 0 || p.Args[0] == "" {
+		return nil, fmt.Errorf("%w: %s.args: empty", sandbox.ErrInvalidSpec, field)
+	}
+	if p.CommandLine != "" {
+		return nil, fmt.Errorf("%w: %s.commandLine: Windows only", ErrUnsupportedConfig, field)
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = "/"
+	}
+	if !filepath.IsAbs(cwd) {
+		return nil, fmt.Errorf("%w: %s.cwd %q: must be absolute", sandbox.ErrInvalidSpec, field, p.Cwd)
+	}
+	for i, kv := range p.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("%w: %s.env[%d]: %q is not KEY=VALUE", sandbox.ErrInvalidSpec, field, i, kv)
+		}
+	}
+	if p.User.Username != "" {
+		return nil, fmt.Errorf("%w: %s.user.username: Windows only; give uid and gid", ErrUnsupportedConfig, field)
+	}
+	return &process{Args: p.Args, Env: p.Env, Cwd: filepath.Clean(cwd), Terminal: p.Terminal, UID: p.User.UID, GID: p.User.GID}, nil
+}
+
+// convertLinux reads linux.*: namespaces, resources, seccomp, masked and
+// read-only paths, sysctls.
+func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, format string, a ...any) error) error {
+	net := false
+	for i, ns := range l.Namespaces {
+		field := fmt.Sprintf("linux.namespaces[%d] (%s)", i, ns.Type)
+		if ns.Path != "" {
+			switch ns.Type {
+			case specs.NetworkNamespace:
+				if !filepath.IsAbs(ns.Path) {
+					return invalid(field+".path", "%q is not absolute", ns.Path)
+				}
+				b.NetNS = filepath.Clean(ns.Path)
+			case specs.IPCNamespace, specs.UTSNamespace, specs.PIDNamespace:
+				b.joinsUTS = b.joinsUTS || ns.Type == specs.UTSNamespace
+				// A pod's first container's (CRI names them through
+				// /proc/PID/ns of its pid, a tent supervisor: the host's
+				// own namespaces): never joined; the container gets its
+				// own instead, stricter.
+				b.Ignored = append(b.Ignored, field+".path "+ns.Path+" (the container gets its own)")
+			default:
+				return unsupported(field+".path", "joining an existing %s namespace (%s) is not supported: tent makes each sandbox's own (a network namespace can be joined)", ns.Type, ns.Path)
+			}
+		}
+		switch ns.Type {
+		case specs.NetworkNamespace:
+			net = ns.Path == "" // a path is joined: the sandbox shares it
+		case specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace, specs.UserNamespace, specs.CgroupNamespace:
+		case specs.TimeNamespace:
+			return unsupported(field, "time namespaces are not supported")
+		default:
+			return invalid(field, "unknown namespace type")
+		}
+	}
+	if !net {
+		// No new network namespace asked: the host's network, as runc
+		// gives, or the one joined (the supervisor runs in it).
+		b.Spec.Network.Mode = "host"
+	}
+	// tent always makes its own pid, ipc, uts, mount, user and cgroup
+	// namespaces: asking for fewer is met with more isolation.
+	if len(l.UIDMappings) > 0 || len(l.GIDMappings) > 0 {
+		b.Ignored = append(b.Ignored, "linux.uidMappings/gidMappings (tent maps the process's user onto an unprivileged host id)")
+	}
+	if len(l.Sysctl) > 0 {
+		keys := make([]string, 0, len(l.Sysctl))
+		for k := range l.Sysctl {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			// Network sysctls of a namespace joined by path (a pod's) are
+			// set there, before the sandbox starts, by the runtime; every
+			// other one is refused (the host's network namespace's never).
+			if !strings.HasPrefix(k, "net.") || b.NetNS == "" {
+				return unsupported("linux.sysctl", "%s: tent sets only network sysctls (net.*) of a network namespace it joins", k)
+			}
+			if !validSysctl(k) {
+				return invalid("linux.sysctl", "%q is not a sysctl name", k)
+			}
+		}
+		b.Sysctls = l.Sysctl
+	}
+	if r := l.Resources; r != nil {
+		if err := convertResources(b, r, invalid); err != nil {
+			return err
+		}
+	}
+	if s := l.Seccomp; s != nil {
+		if s.ListenerPath != "" {
+			return unsupported("linux.seccomp.listenerPath", "seccomp user notification is not supported")
+		}
+		data, err := json.Marshal(s)
+		if err != nil {
+			return invalid("linux.seccomp", "%v", err)
+		}
+		if b.Spec.Seccomp, err = policy.ParseSeccomp(data); err != nil {
+			return fmt.Errorf("%w: linux.seccomp: %w", sandbox.ErrInvalidSpec, err)
+		}
+	}
+	if l.RootfsPropagation != "" && l.RootfsPropagation != "private" && l.RootfsPropagation != "rprivate" {
+		return unsupported("linux.rootfsPropagation", "%q: the sandbox's mounts are private", l.RootfsPropagation)
+	}
+	for i, d := range l.Devices {
+		return unsupported(fmt.Sprintf("linux.devices[%d] (%s)", i, d.Path), "tent's /dev holds null, zero, full, random, urandom, tty and a private pts only")
+	}
+	b.Spec.MaskedPaths = append(b.Spec.MaskedPaths, l.MaskedPaths...)
+	b.Spec.ReadOnlyPaths = append(b.Spec.ReadOnlyPaths, l.ReadonlyPaths...)
+	return nil
+}
+
+// convertResources maps linux.resources onto tent's limits: memory
+// limit, pids limit, CPU quota/period. Weights and shares (relative,
+// not limits) are left to the host's scheduler.
+func convertResources(b *bundle, r *specs.LinuxResources, invalid func(field, format string, a ...any) error) error {
+	if m := r.Memory; m != nil && m.Limit != nil && *m.Limit > 0 {
+		b.Spec.Limits.Memory = *m.Limit
+	}
+	if p := r.Pids; p != nil && p.Limit > 0 {
+		b.Spec.Limits.Pids = p.Limit
+	}
+	if c := r.CPU; c != nil && c.Quota != nil && *c.Quota > 0 {
+		period := uint64(100000)
+		if c.Period != nil && *c.Period > 0 {
+			period = *c.Period
+		}
+		b.Spec.Limits.CPUs = float64(*c.Quota) / float64(period)
+	}
+	for i, d := range r.Devices {
+		if d.Allow && (d.Type != "" && d.Type != "a" || d.Access != "rwm") {
+			continue
+		}
+		_ = i // device rules: tent's /dev has no other device to allow
+	}
+	return nil
+}
+
+// hostnameFromMounts reads the host name in the source of a bind at
+// /etc/hostname (a small file containerd writes), or "" when there is
+// none or it is not a valid name.
+func hostnameFromMounts(mounts []sandbox.Mount) string {
+	for _, m := range mounts {
+		if m.Target != "/etc/hostname" {
+			continue
+		}
+		f, err := os.Open(m.Source)
+		if err != nil {
+			return ""
+		}
+		defer f.Close()
+		buf := make([]byte, 256)
+		n, _ := f.Read(buf)
+		name := strings.TrimSpace(string(buf[:n]))
+		if name == "" || len(name) > 63 || strings.ContainsAny(name, " /\x00\n") {
+			return ""
+		}
+		return name
+	}
+	return ""
+}
+
+// validSysctl accepts dotted names of lower-case letters, digits, '_'
+// and '-' (no '/', no empty or ".." element).
+func validSysctl(k string) bool {
+	for _, elem := range strings.Split(k, ".") {
+		if elem == "" {
+			return false
+		}
+		for i := 0; i < len(elem); i++ {
+			c := elem[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}

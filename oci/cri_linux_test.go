@@ -1,0 +1,140 @@
+package oci_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// crictl runs crictl (TENT_CRICTL, or crictl on PATH) against e's CRI.
+func (e *env) crictl(args ...string) (string, string, int) {
+	bin := os.Getenv("TENT_CRICTL")
+	if bin == "" {
+		bin = "crictl"
+	}
+	cmd := exec.Command(bin, append([]string{"--runtime-endpoint", "unix://" + e.sock, "--image-endpoint", "unix://" + e.sock, "--timeout", "60s"}, args...)...)
+	var o, s bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &s
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		code = -1
+		s.WriteString(err.Error())
+	}
+	return strings.TrimSpace(o.String()), s.String(), code
+}
+
+func writeJSON(t *testing.T, path string, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The CRI path that kubelet uses: a pod on the "tent" runtime handler,
+// two containers in it sharing the pod's network namespace, exec, logs,
+// stop, removal. Needs crictl (sigs.k8s.io/cri-tools, TENT_CRICTL).
+func TestCRI(t *testing.T) {
+	bin := os.Getenv("TENT_CRICTL")
+	if bin == "" {
+		bin, _ = exec.LookPath("crictl")
+	}
+	need(t, bin != "", "no crictl (make test-cri builds it; TENT_CRICTL)")
+	need(t, lookPath("ip") && fileExists("/usr/lib/cni/bridge"), "ip or the CNI plugins missing (apt-get install iproute2 containernetworking-plugins)")
+	e := newEnvWith(t, true, "")
+	dir := e.dir
+	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
+		"metadata":      map[string]any{"name": "tentpod", "namespace": "default", "uid": "tentpod-uid", "attempt": 0},
+		"log_directory": filepath.Join(dir, "logs"),
+		"hostname":      "tentpod-host",
+		"linux":         map[string]any{},
+	})
+	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
+	if code != 0 {
+		t.Fatalf("crictl runp: %d %s", code, errOut)
+	}
+	t.Cleanup(func() {
+		if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
+			t.Errorf("crictl rmp: %d %s", code, errOut)
+		}
+	})
+	ctrs := map[string]string{}
+	for _, c := range []struct{ name, cmd string }{
+		{"server", "echo started; ip=$(cat /proc/net/fib_trie | wc -l); echo fib=$ip; exec sleep 300"},
+		{"client", "echo client; exec sleep 300"},
+	} {
+		cfg := writeJSON(t, filepath.Join(dir, c.name+".json"), map[string]any{
+			"metadata": map[string]any{"name": c.name},
+			"image":    map[string]any{"image": e.image},
+			"command":  []string{"sh", "-c", c.cmd},
+			"log_path": c.name + ".log",
+			// As kubelet asks without shareProcessNamespace: the
+			// container's own pid namespace (CRI's default is the pod's).
+			"linux": map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 1}}},
+		})
+		id, errOut, code := e.crictl("create", podID, cfg, pod)
+		if code != 0 {
+			t.Fatalf("crictl create %s: %d %s", c.name, code, errOut)
+		}
+		if _, errOut, code := e.crictl("start", id); code != 0 {
+			t.Fatalf("crictl start %s: %d %s", c.name, code, errOut)
+		}
+		ctrs[c.name] = id
+	}
+	out, errOut, _ := e.crictl("exec", ctrs["server"], "sh", "-c", "echo in-$((6*7)); exit 3")
+	if out != "in-42" || !strings.Contains(errOut, "command terminated with exit code 3") {
+		t.Errorf("crictl exec: %q %q, want in-42 and exit code 3", out, errOut)
+	}
+	// Each container has the pod's hostname (in a uts namespace of its
+	// own).
+	if out, errOut, _ := e.crictl("exec", ctrs["client"], "hostname"); out != "tentpod-host" {
+		t.Errorf("hostname in the pod's second container: %q %s, want tentpod-host", out, errOut)
+	}
+	// Both containers are in the pod's network namespace: the server
+	// listens on its loopback, the client connects to it. Port 80: the
+	// pod's sysctl net.ipv4.ip_unprivileged_port_start=0 (containerd's
+	// enable_unprivileged_ports) was set in the pod's namespace, so a
+	// container without capabilities may bind it.
+	if _, errOut, code := e.crictl("exec", ctrs["server"], "sh", "-c", "nc -l -p 80 -e echo hello-pod >/dev/null 2>&1 &"); code != 0 {
+		t.Errorf("crictl exec nc -l: %d %s", code, errOut)
+	}
+	var got string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		got, _, _ = e.crictl("exec", ctrs["client"], "sh", "-c", "nc 127.0.0.1 80 </dev/null")
+		if got == "hello-pod" {
+			break
+		}
+	}
+	if got != "hello-pod" {
+		t.Errorf("the client did not reach the server over the pod's loopback: %q", got)
+	}
+	logs, errOut, code := e.crictl("logs", ctrs["server"])
+	if code != 0 || !strings.Contains(logs, "started") {
+		t.Errorf("crictl logs: %d %q %s", code, logs, errOut)
+	}
+	for _, id := range ctrs {
+		if _, errOut, code := e.crictl("stop", "-t", "5", id); code != 0 {
+			t.Errorf("crictl stop: %d %s", code, errOut)
+		}
+	}
+	if _, errOut, code := e.crictl("stopp", podID); code != 0 {
+		t.Errorf("crictl stopp: %d %s", code, errOut)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -1,0 +1,522 @@
+package oci_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run containers through containerd's stock runc shim with
+// tent-runc as its runtime binary: a containerd of the test's own (root,
+// state and socket in a temporary directory), an image built here (a
+// static busybox; no registry is reachable) and ctr. They need root,
+// containerd and ctr (Debian's containerd), busybox-static, and
+// TENT_BINARY: a static tent (make build; the rlimit trampoline runs the
+// binary inside the image, which has no ld.so). They skip without
+// them, unless TENT_REQUIRE_OCI is set (make test-oci), then fail.
+
+// need skips (or fails under TENT_REQUIRE_OCI) with why.
+func need(t testing.TB, ok bool, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("TENT_REQUIRE_OCI") != "" {
+		t.Fatalf("TENT_REQUIRE_OCI is set, but %s", why)
+	}
+	t.Skip(why)
+}
+
+// env is one containerd and the paths a test needs.
+type env struct {
+	t       testing.TB
+	dir     string
+	sock    string
+	ns      string
+	runc    string // the tent-runc symlink
+	runRoot string // tent-runc's --root, as the shim passes it
+	image   string
+	bridge  string // CRI: the CNI bridge on the host, removed at the end
+}
+
+func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
+
+func newEnv(t testing.TB) *env { return newEnvWith(t, false, "") }
+
+// newEnvWith is newEnv; with cri, containerd's CRI plugin is on, with a
+// "tent" runtime handler (tent-runc, its --root in the test's
+// directory), a loopback-only CNI network and a pause image of the
+// test's; ctr then works in CRI's namespace, k8s.io.
+func newEnvWith(t testing.TB, cri bool, extra string) *env {
+	need(t, os.Geteuid() == 0, "containerd tests need root")
+	need(t, lookPath("containerd") && lookPath("ctr") && lookPath("containerd-shim-runc-v2"), "containerd, ctr or containerd-shim-runc-v2 missing (apt-get install containerd)")
+	tent := os.Getenv("TENT_BINARY")
+	need(t, tent != "", "TENT_BINARY (a static tent, make build) is not set")
+	bb, err := exec.LookPath("busybox")
+	need(t, err == nil, "busybox missing (apt-get install busybox-static)")
+	if out, _ := exec.Command("file", "-L", bb).Output(); !bytes.Contains(out, []byte("statically linked")) && !bytes.Contains(out, []byte("static-pie")) {
+		need(t, false, bb+" is not static (apt-get install busybox-static)")
+	}
+
+	// A short directory: unix socket paths are at most 107 bytes.
+	dir, err := os.MkdirTemp("", "tent-oci-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, dir: dir, sock: filepath.Join(dir, "c.sock"), ns: "tent-test-" + filepath.Base(dir)[len("tent-oci-"):], image: "docker.io/library/tent-busybox:test"}
+	e.runRoot = "/run/containerd/runc/" + e.ns
+	tentAbs, err := filepath.Abs(tent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runc = filepath.Join(dir, "tent-runc")
+	if err := os.Symlink(tentAbs, e.runc); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), e.sock, e.sock+".ttrpc")
+	if !cri {
+		cfg += "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"
+	} else {
+		e.ns = "k8s.io"
+		e.runRoot = filepath.Join(dir, "runc-root", "k8s.io")
+		cni := filepath.Join(dir, "cni")
+		if err := os.Mkdir(cni, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		// A bridge of the test's own (no gateway, no masquerading: the
+		// pod reaches nothing beyond it), its addresses' records in dir.
+		e.bridge = "tcri" + strconv.Itoa(os.Getpid()%100000)
+		conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"tent-test","plugins":[{"type":"bridge","bridge":%q,"isGateway":false,"ipMasq":false,
+"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.253.%d.0/24"}]]}},{"type":"loopback"}]}`, e.bridge, filepath.Join(dir, "ipam"), os.Getpid()%250)
+		if err := os.WriteFile(filepath.Join(cni, "10-lo.conflist"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg += fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/library/tent-pause:test"
+  # net.ipv4.ip_unprivileged_port_start=0 in each pod's namespace
+  enable_unprivileged_ports = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.tent]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.tent.options]
+        BinaryName = %q
+        Root = %q
+`, cni, e.runc, filepath.Dir(e.runRoot))
+		cfg += extra
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cri {
+			// The pods a failed test left: stopped and removed through
+			// CRI, as kubelet would.
+			if _, errOut, code := e.crictl("rmp", "-a", "-f"); code != 0 {
+				t.Errorf("crictl rmp -a -f: %d %s", code, errOut)
+			}
+		}
+		// Every container of the test was removed: nothing of tent-runc's
+		// state is left (the shim's --root for this namespace).
+		if entries, err := os.ReadDir(e.runRoot); err == nil && len(entries) > 0 {
+			var names []string
+			for _, en := range entries {
+				names = append(names, en.Name())
+				// Then end them, whatever the test did.
+				_ = exec.Command(e.runc, "--root", e.runRoot, "delete", "--force", en.Name()).Run()
+			}
+			t.Errorf("tent-runc state left in %s: %v", e.runRoot, names)
+		}
+		_ = os.Remove(e.runRoot)
+		if e.bridge != "" {
+			_ = exec.Command("ip", "link", "del", e.bridge).Run()
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() || os.Getenv("TENT_OCI_LOG") != "" {
+			if data, err := os.ReadFile(filepath.Join(dir, "containerd.log")); err == nil && len(data) > 0 {
+				t.Logf("containerd's log (last 6000 bytes):\n%s", tail(data, 6000))
+			}
+		}
+		// Shims of this containerd still running (a container left
+		// behind) are ended, and every mount beneath dir (snapshots, pod
+		// shm) is detached before dir goes.
+		killShims(t, e.sock)
+		unmountBeneath(dir)
+		// The namespace's cgroup directories (runc leaves /NS) if empty.
+		if !cri {
+			paths, _ := filepath.Glob("/sys/fs/cgroup/*/" + e.ns)
+			for _, p := range paths {
+				_ = syscall.Rmdir(p)
+			}
+		}
+		_ = os.RemoveAll(dir)
+	})
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, _, code := e.ctr("version"); code == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("containerd did not come up in 30 s")
+		}
+	}
+	images := map[string][]string{e.image: {"sh"}}
+	if cri {
+		images["docker.io/library/tent-pause:test"] = []string{"sleep", "2147483647"}
+	}
+	for name, cmd := range images {
+		tarball := buildImage(t, dir, bb, name, cmd)
+		if out, errOut, code := e.ctr("image", "import", "--all-platforms", tarball); code != 0 {
+			t.Fatalf("ctr image import: %d\n%s%s", code, out, errOut)
+		}
+	}
+	return e
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// ctr runs ctr against this containerd, in the test's namespace.
+func (e *env) ctr(args ...string) (stdout, stderr string, code int) {
+	// ctr's IO FIFOs in the test's directory (ctr leaves those of a
+	// detached exec behind).
+	switch {
+	case len(args) > 0 && args[0] == "run":
+		args = append([]string{"run", "--fifo-dir", filepath.Join(e.dir, "fifo")}, args[1:]...)
+	case len(args) > 1 && args[0] == "task" && args[1] == "exec":
+		args = append([]string{"task", "exec", "--fifo-dir", filepath.Join(e.dir, "fifo")}, args[2:]...)
+	}
+	cmd := exec.Command("ctr", append([]string{"--address", e.sock, "--namespace", e.ns}, args...)...)
+	var o, s bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &s
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		code = -1
+		s.WriteString(err.Error())
+	}
+	return o.String(), s.String(), code
+}
+
+// run is `ctr run --rm` of cmd in the image with tent-runc; extra are
+// ctr flags.
+func (e *env) run(id string, extra []string, cmd ...string) (string, string, int) {
+	args := append([]string{"run", "--rm", "--runc-binary", e.runc}, extra...)
+	args = append(append(args, e.image, id), cmd...)
+	return e.ctr(args...)
+}
+
+// image is an OCI image in memory: its manifest's digest and every blob
+// (the manifest's too) by digest.
+type image struct {
+	manifest string
+	blobs    map[string][]byte
+}
+
+// newImage builds an image of one layer: busybox at /bin/busybox with
+// its applets hard-linked, and the directories an image has; cmd is its
+// config's Cmd.
+func newImage(t testing.TB, busybox string, cmd []string) image {
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	add := func(h *tar.Header, data []byte) {
+		h.ModTime = time.Unix(0, 0)
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"bin/", "dev/", "etc/", "proc/", "root/", "run/", "sys/", "tmp/", "var/", "home/"} {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		add(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode}, nil)
+	}
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: 50}, []byte(fmt.Sprintf("%-49s\n", "root:x:0:0:root:/root:/bin/sh")))
+	data, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(data))}, data)
+	list, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, applet := range strings.Fields(string(list)) {
+		if applet != "busybox" && !strings.ContainsAny(applet, "/[") {
+			// Hard links, as busybox's own images have them.
+			add(&tar.Header{Typeflag: tar.TypeLink, Name: "bin/" + applet, Linkname: "bin/busybox", Mode: 0o755}, nil)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img := image{blobs: map[string][]byte{}}
+	blob := func(b []byte) (string, int) {
+		sum := sha256.Sum256(b)
+		d := "sha256:" + hex.EncodeToString(sum[:])
+		img.blobs[d] = b
+		return d, len(b)
+	}
+	js := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	layerDigest, layerSize := blob(layer.Bytes())
+	cfgDigest, cfgSize := blob(js(map[string]any{
+		"architecture": "amd64", "os": "linux",
+		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": cmd},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
+	}))
+	img.manifest, _ = blob(js(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfgDigest, "size": cfgSize},
+		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layerSize}},
+	}))
+	return img
+}
+
+// buildImage writes an OCI image archive (oci-layout, index.json, blobs)
+// of newImage, named name, for ctr image import.
+func buildImage(t testing.TB, dir, busybox, name string, cmd []string) string {
+	img := newImage(t, busybox, cmd)
+	out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(name)+".tar")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ot := tar.NewWriter(f)
+	put := func(name string, b []byte) {
+		if err := ot.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ot.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	for d, b := range img.blobs {
+		put("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), b)
+	}
+	index, err := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"manifests": []any{map[string]any{
+			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": img.manifest, "size": len(img.blobs[img.manifest]),
+			"platform":    map[string]string{"architecture": "amd64", "os": "linux"},
+			"annotations": map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "test"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("index.json", index)
+	if err := ot.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// record is the part of tent-runc's state.json the tests read.
+type record struct {
+	Pid         int      `json:"pid"`
+	InitPID     int      `json:"init_pid"`
+	Cgroups     []string `json:"cgroups"`
+	CgroupsPath []string `json:"cgroups_path"`
+}
+
+func (e *env) record(t *testing.T, id string) record {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.runRoot, id, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// assertGone checks that nothing of a container is left: its
+// supervisor and init, its cgroups, its state directory.
+func (e *env) assertGone(t *testing.T, id string, r record) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range []int{r.Pid, r.InitPID} {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("%s: process %d outlived the container", id, pid)
+		}
+	}
+	for _, c := range append(r.Cgroups, r.CgroupsPath...) {
+		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: cgroup %s left behind (%v)", id, c, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.runRoot, id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: state directory left behind (%v)", id, err)
+	}
+}
+
+// alive reports whether pid runs (a zombie does not count).
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	return i > 0 && i+2 < len(data) && data[i+2] != 'Z'
+}
+
+// Eventually polls cond every 20 ms for up to 20 s.
+func Eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// writeRootfs makes a root filesystem at dir: busybox and the
+// directories an image has.
+func writeRootfs(t *testing.T, dir string) {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"bin", "dev", "etc", "proc", "root", "run", "sys", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "busybox"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"sh", "sleep", "ps", "wc", "head", "echo"} {
+		if err := os.Symlink("busybox", filepath.Join(dir, "bin", a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pidsOf lists the host pids of a container's processes (ctr task ps).
+func pidsOf(e *env, id string) []int {
+	out, _, _ := e.ctr("task", "ps", id)
+	var pids []int
+	for _, line := range strings.Split(out, "\n")[1:] {
+		var pid int
+		if _, err := fmt.Sscan(line, &pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killShims SIGKILLs the containerd shims serving the containerd at sock
+// (found by their -address argument); it reports each one it had to end.
+func killShims(t testing.TB, sock string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(data, []byte("containerd-shim")) {
+			continue
+		}
+		args := strings.Split(string(data), "\x00")
+		for i, a := range args {
+			if a == "-address" && i+1 < len(args) && args[i+1] == sock {
+				var pid int
+				if _, err := fmt.Sscanf(p, "/proc/%d/cmdline", &pid); err == nil {
+					t.Errorf("a shim (pid %d) outlived its containerd", pid)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+}
+
+// unmountBeneath detaches every mount beneath dir, deepest first.
+func unmountBeneath(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+}
