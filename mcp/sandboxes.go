@@ -51,7 +51,7 @@ func (s *Server) templateSpec(name string) (sandbox.Spec, string, error) {
 	if name == "" {
 		name = defaultTemplate
 	}
-	if !validName(name) {
+	if !policy.ValidName(name) {
 		return sandbox.Spec{}, "", fmt.Errorf("template %q: a template name is 1 to 128 letters, digits, '.', '_' or '-'", name)
 	}
 	if dir := s.opts.TemplatesDir; dir != "" {
@@ -90,32 +90,17 @@ func (s *Server) templates() []string {
 	for _, e := range ents {
 		ext := filepath.Ext(e.Name())
 		n := strings.TrimSuffix(e.Name(), ext)
-		if (ext == ".json" || ext == ".yaml" || ext == ".yml") && validName(n) && n != defaultTemplate && e.Type().IsRegular() {
+		if (ext == ".json" || ext == ".yaml" || ext == ".yml") && policy.ValidName(n) && n != defaultTemplate && e.Type().IsRegular() {
 			names = append(names, n)
 		}
 	}
 	return names
 }
 
-// validName reports whether name may name a template or a sandbox: 1 to
-// 128 letters, digits, '.', '_' and '-', not starting with '.' or '-'.
-func validName(name string) bool {
-	if name == "" || len(name) > 128 || name[0] == '.' || name[0] == '-' {
-		return false
-	}
-	for _, c := range []byte(name) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // create provisions a sandbox from a template and records it.
 func (s *Server) create(ctx context.Context, template, name string) (*box, error) {
-	if name != "" && !validName(name) {
+	if name != "" && !policy.ValidName(name) {
 		return nil, fmt.Errorf("name %q: a name is 1 to 128 letters, digits, '.', '_' or '-'", name)
 	}
 	spec, template, err := s.templateSpec(template)

@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // Snapshots. The model may fork or restore only the snapshots this
@@ -69,7 +70,7 @@ func (s *Server) ownSnapshot(id string) (string, error) {
 
 // fork provisions a sandbox from one of this server's snapshots.
 func (s *Server) fork(ctx context.Context, snapID, name, template string) (*box, sandbox.Info, error) {
-	if name != "" && !validName(name) {
+	if name != "" && !policy.ValidName(name) {
 		return nil, sandbox.Info{}, fmt.Errorf("name %q: a name is 1 to 128 letters, digits, '.', '_' or '-'", name)
 	}
 	if err := s.reserve(name); err != nil {

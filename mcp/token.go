@@ -3,8 +3,6 @@ package mcp
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"net"
 
 	"github.com/tent-sandbox/tent/internal/secretfile"
 )
@@ -29,12 +27,5 @@ func LoadOrCreateToken(dir string) (token, path string, created bool, err error)
 // loopback unless insecure: the bearer token, and every file and command
 // output, would cross the network in clear.
 func CheckListenAddr(addr string, tls, insecure bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--listen %q: want HOST:PORT: %w", addr, err)
-	}
-	if tls || insecure || secretfile.IsLoopback(host) {
-		return nil
-	}
-	return fmt.Errorf("--listen %s is not a loopback address: serving there needs TLS (--tls-cert and --tls-key), or --insecure to send the token and the sandboxes' files in clear anyway", addr)
+	return secretfile.CheckListenAddr(addr, tls, insecure, "the token and the sandboxes' files")
 }

@@ -84,7 +84,7 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 	if p.template == "" {
 		p.template = baseTemplate
 	}
-	if !validName(p.template) {
+	if !policy.ValidName(p.template) {
 		return p, errorf(http.StatusBadRequest, "templateID %q: a template name is 1 to 128 letters, digits, '.', '_' or '-'", req.TemplateID)
 	}
 	var err error

@@ -67,7 +67,7 @@ func FuzzCreateRequest(f *testing.F) {
 			}
 			return
 		}
-		if !validName(plan.template) {
+		if !policy.ValidName(plan.template) {
 			t.Fatalf("accepted template %q", plan.template)
 		}
 		if plan.timeout < 1e9 || plan.timeout > s.opts.MaxTimeout {

@@ -71,14 +71,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // than loopback, unless insecure: the API key and the sandboxes' tokens
 // would cross the network in clear.
 func CheckListenAddr(addr string, tls, insecure bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--listen %q: want HOST:PORT: %w", addr, err)
-	}
-	if tls || insecure || secretfile.IsLoopback(host) {
-		return nil
-	}
-	return fmt.Errorf("--listen %s is not a loopback address: serving there needs TLS (--tls-cert and --tls-key), or --insecure to send the API key in clear anyway", addr)
+	return secretfile.CheckListenAddr(addr, tls, insecure, "the API key")
 }
 
 // keyFile is the API key's file in the state directory.

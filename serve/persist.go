@@ -8,9 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/secretfile"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -107,29 +107,15 @@ func writeFileAtomic(path string, data []byte) error {
 // load reads the state file, if any: it must be the caller's and not
 // readable by others, as the API key's.
 func loadState(path string) (*savedState, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	b, err := secretfile.ReadPrivateMax(path, "state", maxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &savedState{Sandboxes: map[string]*savedBox{}}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular() || fi.Size() > maxStateFile:
-		return nil, fmt.Errorf("state file %s is not a regular file of at most %d bytes", path, maxStateFile)
-	case fi.Mode().Perm()&0o077 != 0:
-		return nil, fmt.Errorf("state file %s has mode %v: others may read it", path, fi.Mode().Perm())
-	case ok && int(st.Uid) != os.Geteuid():
-		return nil, fmt.Errorf("state file %s belongs to uid %d, not to you (uid %d)", path, st.Uid, os.Geteuid())
-	}
 	var saved savedState
-	if err := json.NewDecoder(f).Decode(&saved); err != nil {
+	if err := json.Unmarshal(b, &saved); err != nil {
 		return nil, fmt.Errorf("state file %s: %w", path, err)
 	}
 	if saved.Version != 1 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // maxForks bounds a fork request's count.
@@ -52,7 +53,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Name != "" && !validName(req.Name) {
+	if req.Name != "" && !policy.ValidName(req.Name) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "name %q: a snapshot name is 1 to 128 letters, digits, '.', '_' or '-'", req.Name))
 		return
 	}

@@ -19,29 +19,13 @@ const baseTemplate = "base"
 // templateExts are the file names a template may have, in lookup order.
 var templateExts = []string{".json", ".yaml", ".yml"}
 
-// validName reports whether name may name a template or a snapshot: 1
-// to 128 letters, digits, '.', '_' and '-', not starting with '.' or
-// '-' (so never a path, and never an option).
-func validName(name string) bool {
-	if name == "" || len(name) > 128 || name[0] == '.' || name[0] == '-' {
-		return false
-	}
-	for _, c := range []byte(name) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // templateSpec returns the spec of template name, read from its file in
 // the templates directory now (so edits apply to the next sandbox), and
 // whether there is such a template. The built-in base template is the
 // zero spec with the base limits.
 func (s *Server) templateSpec(name string) (sandbox.Spec, bool, error) {
-	if !validName(name) {
+	if !policy.ValidName(name) {
 		return sandbox.Spec{}, false, errorf(http.StatusBadRequest, "templateID %q: a template name is 1 to 128 letters, digits, '.', '_' or '-'", name)
 	}
 	if dir := s.opts.TemplatesDir; dir != "" {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -52,7 +53,10 @@ func LoadOrCreate(dir, name, what string, gen func() string) (secret, path strin
 
 // ReadPrivate reads a file of at most 4 KiB that must be a regular file
 // of the caller's, unreadable by others, without following a symlink.
-func ReadPrivate(path, what string) ([]byte, error) {
+func ReadPrivate(path, what string) ([]byte, error) { return ReadPrivateMax(path, what, 4096) }
+
+// ReadPrivateMax is ReadPrivate for a file of at most max bytes.
+func ReadPrivateMax(path, what string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
@@ -70,10 +74,10 @@ func ReadPrivate(path, what string) ([]byte, error) {
 		return nil, fmt.Errorf("%s file %s has mode %v: others may read it; chmod 600 it (and use a new one)", what, path, fi.Mode().Perm())
 	case ok && int(st.Uid) != os.Geteuid():
 		return nil, fmt.Errorf("%s file %s belongs to uid %d, not to you (uid %d)", what, path, st.Uid, os.Geteuid())
-	case fi.Size() > 4096:
-		return nil, fmt.Errorf("%s file %s is over 4 KiB", what, path)
+	case fi.Size() > max:
+		return nil, fmt.Errorf("%s file %s is over %d bytes", what, path, max)
 	}
-	return io.ReadAll(io.LimitReader(f, 4096))
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // IsLoopback reports whether host (a listen address's host part) is
@@ -84,4 +88,19 @@ func IsLoopback(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// CheckListenAddr refuses to serve without TLS on an address other than
+// loopback, unless insecure: secret (what the clients authenticate with,
+// such as "the API key") and everything served would cross the network
+// in clear.
+func CheckListenAddr(addr string, tls, insecure bool, secret string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: want HOST:PORT: %w", addr, err)
+	}
+	if tls || insecure || IsLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("--listen %s is not a loopback address: serving there needs TLS (--tls-cert and --tls-key), or --insecure to send %s in clear anyway", addr, secret)
 }

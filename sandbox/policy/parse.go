@@ -339,3 +339,21 @@ func ParseSeccomp(data []byte) (sandbox.Seccomp, error) {
 	}
 	return sandbox.Seccomp{Profile: p}, nil
 }
+
+// ValidName reports whether name may name a sandbox, a template or a
+// snapshot: 1 to 128 ASCII letters, digits, '_', '.' and '-', starting
+// with a letter or a digit (so never a path, a hidden file or an option).
+func ValidName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}

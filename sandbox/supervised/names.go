@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // validName checks a sandbox's name (Spec.Name): letters, digits, '_',
@@ -12,15 +13,7 @@ import (
 // names), at most 128 bytes, and not shaped like a sandbox id (16 hex
 // digits), which would shadow one.
 func validName(name string) error {
-	ok := name != "" && len(name) <= 128
-	for i, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		case i > 0 && (r == '_' || r == '.' || r == '-'):
-		default:
-			ok = false
-		}
-	}
+	ok := policy.ValidName(name)
 	if !ok {
 		return &nameError{fmt.Sprintf("Spec.Name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit (at most 128)", name)}
 	}
