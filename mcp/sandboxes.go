@@ -97,7 +97,6 @@ func (s *Server) templates() []string {
 	return names
 }
 
-
 // create provisions a sandbox from a template and records it.
 func (s *Server) create(ctx context.Context, template, name string) (*box, error) {
 	if name != "" && !policy.ValidName(name) {

@@ -19,7 +19,6 @@ const baseTemplate = "base"
 // templateExts are the file names a template may have, in lookup order.
 var templateExts = []string{".json", ".yaml", ".yml"}
 
-
 // templateSpec returns the spec of template name, read from its file in
 // the templates directory now (so edits apply to the next sandbox), and
 // whether there is such a template. The built-in base template is the
