@@ -102,9 +102,9 @@ func (f *gitFinder) add(dir, target string, pin bool) {
 	}
 	f.repos++
 	f.guards = append(f.guards, GitGuard{Dir: dir, Target: target, Pin: pin, Control: true})
-	for _, n := range f.readDirNames(filepath.Join(dir, "modules")) {
-		if d := filepath.Join(dir, "modules", n); isGitDir(d) {
-			f.add(d, path.Join(target, "modules", n), false)
+	for _, e := range f.readDir(filepath.Join(dir, "modules")) {
+		if d := filepath.Join(dir, "modules", e.Name()); e.IsDir() && isGitDir(d) {
+			f.add(d, path.Join(target, "modules", e.Name()), false)
 		}
 	}
 }
@@ -131,18 +131,20 @@ func (f *gitFinder) search(dir, target string, depth int, parents []dirPath) {
 	if depth == gitSearchDepth {
 		return
 	}
-	for _, n := range f.readDirNames(dir) {
-		if d := filepath.Join(dir, n); n != ".git" && isDir(d) {
-			t := path.Join(target, n)
+	for _, e := range f.readDir(dir) {
+		// The entry's type is the directory's own record (d_type): no
+		// lstat per entry; a symlink is never taken for a directory.
+		if n := e.Name(); n != ".git" && e.IsDir() {
+			d, t := filepath.Join(dir, n), path.Join(target, n)
 			f.search(d, t, depth+1, append(parents[:len(parents):len(parents)], dirPath{d, t}))
 		}
 	}
 }
 
-// readDirNames returns dir's entry names, sorted, taking them from the
+// readDir returns dir's entries, sorted by name, taking them from the
 // budget; past it, it returns what the budget allowed and marks the
 // search incomplete.
-func (f *gitFinder) readDirNames(dir string) []string {
+func (f *gitFinder) readDir(dir string) []os.DirEntry {
 	if !isDir(dir) {
 		return nil
 	}
@@ -155,16 +157,16 @@ func (f *gitFinder) readDirNames(dir string) []string {
 		return nil
 	}
 	defer d.Close()
-	names, err := d.Readdirnames(f.budget)
-	f.budget -= len(names)
+	ents, err := d.ReadDir(f.budget)
+	f.budget -= len(ents)
 	if err == nil && f.budget == 0 {
 		// There may be more than the budget allowed.
-		if more, _ := d.Readdirnames(1); len(more) > 0 {
+		if more, _ := d.ReadDir(1); len(more) > 0 {
 			f.complete = false
 		}
 	}
-	sort.Strings(names)
-	return names
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	return ents
 }
 
 // GitControl reports whether rel, a slash-separated path, is a file git
