@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tent-sandbox/tent/sandbox/policy"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/tent-sandbox/tent/sandbox"
@@ -69,12 +71,12 @@ func TestDeleteGone(t *testing.T) {
 
 func TestParseSignal(t *testing.T) {
 	for in, want := range map[string]syscall.Signal{"9": syscall.SIGKILL, "15": syscall.SIGTERM, "TERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL, "hup": syscall.SIGHUP} {
-		if got, err := parseSignal(in); err != nil || got != want {
+		if got, err := policy.ParseSignal(in); err != nil || got != want {
 			t.Errorf("%s: %v %v, want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"0", "65", "NOPE", ""} {
-		if _, err := parseSignal(bad); err == nil {
+		if _, err := policy.ParseSignal(bad); err == nil {
 			t.Errorf("%q: want an error", bad)
 		}
 	}

@@ -10,14 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tent-sandbox/tent/sandbox/policy"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 )
 
 // run dispatches one runc command.
@@ -118,24 +117,6 @@ func (g *globals) state(args []string) error {
 	return err
 }
 
-// parseSignal reads a signal as a number or a name (TERM, SIGTERM).
-func parseSignal(s string) (syscall.Signal, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		if n <= 0 || n > 64 {
-			return 0, fmt.Errorf("invalid signal %s", s)
-		}
-		return syscall.Signal(n), nil
-	}
-	name := strings.ToUpper(s)
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	if sig := unix.SignalNum(name); sig != 0 {
-		return sig, nil
-	}
-	return 0, fmt.Errorf("unknown signal %q", s)
-}
-
 func (g *globals) kill(args []string) error {
 	var all bool
 	fl, err := commandFlags("kill", g, args, func(fl *flag.FlagSet) {
@@ -153,7 +134,7 @@ func (g *globals) kill(args []string) error {
 		return errors.New("kill: want ID [SIGNAL]")
 	}
 	id := rest[0]
-	sig, err := parseSignal(rest[1])
+	sig, err := policy.ParseSignal(rest[1])
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
@@ -123,7 +122,7 @@ func newKillCmd(g *globalOptions) *cobra.Command {
 			}
 			sig := syscall.SIGTERM
 			if len(args) == 3 {
-				if sig, err = parseSignal(args[2]); err != nil {
+				if sig, err = policy.ParseSignal(args[2]); err != nil {
 					return &exitError{code: exitRefused, msg: err.Error()}
 				}
 			}
@@ -138,22 +137,4 @@ func newKillCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	return c
-}
-
-// parseSignal reads a signal as kill(1) takes it: a number (1-64) or a
-// name, with or without SIG, in any case.
-func parseSignal(s string) (syscall.Signal, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		if n < 1 || n > 64 {
-			return 0, fmt.Errorf("signal %d: want 1-64", n)
-		}
-		return syscall.Signal(n), nil
-	}
-	name := strings.TrimPrefix(strings.ToUpper(s), "SIG")
-	for n := syscall.Signal(1); n < 32; n++ {
-		if strings.TrimPrefix(strings.ToUpper(unix.SignalName(n)), "SIG") == name {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("signal %q: want a number or a name such as TERM, KILL, INT, HUP", s)
 }

@@ -13,8 +13,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
 	"github.com/tent-sandbox/tent/cgroups"
@@ -356,4 +358,23 @@ func ValidName(name string) bool {
 		}
 	}
 	return true
+}
+
+// ParseSignal reads a signal as kill(1) and runc take it: a number from 1
+// to 64, or a name with or without SIG, in any case (TERM, sigkill).
+func ParseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n <= 0 || n > 64 {
+			return 0, fmt.Errorf("signal %s: want 1-64", s)
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("unknown signal %q: want a number (1-64) or a name such as TERM, KILL, INT, HUP", s)
 }
