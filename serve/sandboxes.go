@@ -159,13 +159,24 @@ func (s *Server) adopt(id string, timeout time.Duration, set func(*box)) {
 // sandboxResponse is E2B's Sandbox: how the SDK reaches sandbox id.
 func (s *Server) sandboxResponse(id, template string) sandboxResponse {
 	return sandboxResponse{
-		SandboxID:       id,
-		TemplateID:      template,
-		Alias:           template,
-		ClientID:        clientID,
-		EnvdVersion:     s.opts.EnvdVersion,
-		EnvdAccessToken: s.accessToken(id),
+		SandboxID:          id,
+		TemplateID:         template,
+		Alias:              template,
+		ClientID:           clientID,
+		EnvdVersion:        s.opts.EnvdVersion,
+		EnvdAccessToken:    s.accessToken(id),
+		TrafficAccessToken: s.trafficTokenFor(id),
+		Domain:             s.domain(),
 	}
+}
+
+// domain is what answers carry as the sandboxes' domain (nil: none).
+func (s *Server) domain() *string {
+	if s.opts.Domain == "" {
+		return nil
+	}
+	d := s.opts.Domain
+	return &d
 }
 
 // handleGet serves GET /sandboxes/{sandboxID}: E2B's SandboxDetail.
@@ -180,6 +191,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	d := sandboxDetail{
 		listedSandbox:       s.listed(info, v),
 		EnvdAccessToken:     s.accessToken(info.ID),
+		Domain:              s.domain(),
 		AllowInternetAccess: internetView(info.Spec.Network, v.allowInternet),
 		Network:             networkView(info.Spec.Network, v.network),
 		Lifecycle:           lifecycle{OnTimeout: v.onTimeout, AutoResume: v.autoResume},

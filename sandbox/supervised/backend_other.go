@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"syscall"
 
@@ -67,6 +68,9 @@ func (b *Backend) List(context.Context) ([]sandbox.Info, error) { return nil, er
 func (b *Backend) Exec(context.Context, string, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	return nil, errNotLinux
 }
+
+// Dial fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Dial(context.Context, string, int) (net.Conn, error) { return nil, errNotLinux }
 
 // File fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) File(context.Context, string, sandbox.FileRequest) error { return errNotLinux }

@@ -33,6 +33,9 @@ const (
 	opPs     = "ps"     // reply.Procs
 	opSignal = "signal" // Signal to detached command Pid
 	opAttach = "attach" // a session: Pid's output to the caller's fd, then its result
+	// opDial connects to Port of the sandbox's loopback; the reply
+	// carries the connection's descriptor.
+	opDial = "dial"
 )
 
 // request is one request to a supervisor.
@@ -51,6 +54,8 @@ type request struct {
 	// Pid and Signal name a detached command and a signal for it.
 	Pid    int `json:"pid,omitempty"`
 	Signal int `json:"signal,omitempty"`
+	// Port is a dial's TCP port inside.
+	Port int `json:"port,omitempty"`
 }
 
 // reply is a supervisor's answer. A failure has Error, its Kind (the
