@@ -98,8 +98,47 @@ func (s *Server) privatePorts(id string) (private, known bool) {
 	if s.opts.PrivatePorts || !b.created {
 		return true, true
 	}
-	n := b.network
-	return n != nil && n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic, true
+	return b.ports != nil && b.ports.Private, true
+}
+
+// portSettings are what a create's network settings say of traffic into
+// the sandbox's ports, kept apart from its egress settings (which a
+// create may leave to the template).
+type portSettings struct {
+	// Private: allowPublicTraffic false.
+	Private bool `json:"private,omitempty"`
+	// MaskHost is maskRequestHost.
+	MaskHost string `json:"mask_host,omitempty"`
+}
+
+// validMaskHost reports whether a maskRequestHost can be a Host header:
+// "" or at most 255 letters, digits and ".-:[]_", ${PORT} included.
+func validMaskHost(h string) bool {
+	h = strings.ReplaceAll(h, "${PORT}", "1")
+	if len(h) > 255 {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(".-:[]_", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// portSettingsOf extracts n's port settings (nil: the defaults).
+func portSettingsOf(n *networkConfig) *portSettings {
+	if n == nil {
+		return nil
+	}
+	p := portSettings{Private: n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic}
+	if n.MaskRequestHost != nil {
+		p.MaskHost = *n.MaskRequestHost
+	}
+	if p == (portSettings{}) {
+		return nil
+	}
+	return &p
 }
 
 // trafficTokenFor is what a create or connect answer carries as
@@ -204,8 +243,8 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, id string, po
 func (s *Server) maskedHost(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b := s.boxes[id]; b != nil && b.network != nil && b.network.MaskRequestHost != nil {
-		return *b.network.MaskRequestHost
+	if b := s.boxes[id]; b != nil && b.ports != nil {
+		return b.ports.MaskHost
 	}
 	return ""
 }

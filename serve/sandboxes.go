@@ -42,7 +42,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout, "network", info.Spec.Network.Mode.Normalize())
 	s.adopt(info.ID, plan.timeout, func(b *box) {
 		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
-		b.allowInternet, b.network = plan.allowInternet, plan.network
+		b.allowInternet, b.network, b.ports = plan.allowInternet, plan.network, plan.ports
 	})
 	resp := s.sandboxResponse(info.ID, plan.template)
 	resp.AllowInternetAccess = internetView(info.Spec.Network, plan.allowInternet)
