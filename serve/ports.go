@@ -228,6 +228,9 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, id string, po
 			switch {
 			case errors.Is(err, context.Canceled):
 				// The client went away.
+			case errors.Is(err, sandbox.ErrUnsupported):
+				// Mode host, the reduced tier: no namespace to go into.
+				s.writePortError(w, r, http.StatusNotImplemented, id, port, "reaching port "+strconv.Itoa(port)+" of this sandbox: "+err.Error())
 			case errors.Is(err, syscall.ECONNREFUSED):
 				s.writePortError(w, r, http.StatusBadGateway, id, port, "The sandbox is running but port is not open")
 			default:

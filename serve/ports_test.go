@@ -288,3 +288,59 @@ func TestGetHostRealSandbox(t *testing.T) {
 		t.Errorf("after kill: %d %s", r.status, r.body)
 	}
 }
+
+// TestPortRequestsBounded: a sandbox's port requests count against its
+// in-sandbox request slots (429 past them, the sandbox's other clients
+// unaffected once they end), and a server inside that sends an endless
+// header is cut off at maxPortHeaderBytes with a 502.
+func TestPortRequestsBounded(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/block":
+			entered <- struct{}{}
+			<-release
+		case "/huge":
+			w.Header().Set("X-Huge", strings.Repeat("h", 2*maxPortHeaderBytes))
+		}
+		io.WriteString(w, "done")
+	}))
+	t.Cleanup(inside.Close)
+	h := newHarness(t, Options{MaxStreamsPerSandbox: 2})
+	h.f.dial = func(string, int) (net.Conn, error) { return net.Dial("tcp", inside.Listener.Addr().String()) }
+	id := h.create(`{"templateID":"base"}`).SandboxID
+	host := "8000-" + id + ".localhost"
+	get := func(path string) response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", h.url+path, nil)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return response{status: res.StatusCode, body: b}
+	}
+	done := make(chan response, 2)
+	for range 2 {
+		go func() { done <- get("/block") }()
+		<-entered
+	}
+	if r := get("/"); r.status != http.StatusTooManyRequests {
+		t.Errorf("a third request with two in flight: %d %s, want 429", r.status, r.body)
+	}
+	close(release)
+	for range 2 {
+		if r := <-done; r.status != http.StatusOK || string(r.body) != "done" {
+			t.Errorf("a blocked request, released: %d %s", r.status, r.body)
+		}
+	}
+	if r := get("/huge"); r.status != http.StatusBadGateway {
+		t.Errorf("an endless header from inside: %d %s, want 502", r.status, r.body)
+	}
+	if r := get("/"); r.status != http.StatusOK {
+		t.Errorf("after the others: %d %s", r.status, r.body)
+	}
+}
