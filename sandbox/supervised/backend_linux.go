@@ -432,6 +432,25 @@ func (b *Backend) Dial(ctx context.Context, ref string, port int) (net.Conn, err
 	return net.FileConn(f)
 }
 
+// Publish publishes m on the running sandbox (see
+// [sandbox.Sandbox.Publish]) and returns it with the host port bound; the
+// record keeps it, so that tent port lists it and an idle hand-off keeps
+// serving it.
+func (b *Backend) Publish(ctx context.Context, ref string, m sandbox.PortMapping) (sandbox.PortMapping, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return sandbox.PortMapping{}, err
+	}
+	rep, err := call(ctx, rec, request{Op: opPublish, Publish: &m}, nil)
+	if err != nil {
+		return sandbox.PortMapping{}, err
+	}
+	if rep.Published == nil {
+		return sandbox.PortMapping{}, fmt.Errorf("sandbox %s: its supervisor answered a publish without the port", rec.ID)
+	}
+	return *rep.Published, nil
+}
+
 // simple sends a request without descriptors to ref's supervisor.
 func (b *Backend) simple(ctx context.Context, ref string, req request) error {
 	rec, err := b.st.Get(ref)

@@ -69,6 +69,11 @@ func (b *Backend) Exec(context.Context, string, sandbox.ExecRequest) (*sandbox.E
 	return nil, errNotLinux
 }
 
+// Publish fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Publish(context.Context, string, sandbox.PortMapping) (sandbox.PortMapping, error) {
+	return sandbox.PortMapping{}, errNotLinux
+}
+
 // Dial fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) Dial(context.Context, string, int) (net.Conn, error) { return nil, errNotLinux }
 

@@ -36,6 +36,8 @@ const (
 	// opDial connects to Port of the sandbox's loopback; the reply
 	// carries the connection's descriptor.
 	opDial = "dial"
+	// opPublish publishes Publish on the host (reply.Published: as bound).
+	opPublish = "publish"
 )
 
 // request is one request to a supervisor.
@@ -56,6 +58,8 @@ type request struct {
 	Signal int `json:"signal,omitempty"`
 	// Port is a dial's TCP port inside.
 	Port int `json:"port,omitempty"`
+	// Publish is a port to publish.
+	Publish *sandbox.PortMapping `json:"publish,omitempty"`
 }
 
 // reply is a supervisor's answer. A failure has Error, its Kind (the
@@ -73,6 +77,8 @@ type reply struct {
 	// Pid is a detached command's, Procs the detached commands.
 	Pid   int           `json:"pid,omitempty"`
 	Procs []ProcessInfo `json:"procs,omitempty"`
+	// Published is a port just published, with its host port bound.
+	Published *sandbox.PortMapping `json:"published,omitempty"`
 }
 
 // kinds are the sentinel errors that cross the socket, so that

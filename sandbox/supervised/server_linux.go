@@ -251,6 +251,16 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		rep.Snapshot = snap.ID
 		return nil
+	case opPublish:
+		if req.Publish == nil {
+			return fmt.Errorf("%w: publish needs a port", sandbox.ErrInvalidSpec)
+		}
+		m, err := sb.Publish(ctx, *req.Publish)
+		if err != nil {
+			return err
+		}
+		rep.Published = &m
+		return s.save(func() { s.rec.Spec = sb.Spec() })
 	case opStart:
 		if len(req.Args) == 0 {
 			return fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
