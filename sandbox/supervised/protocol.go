@@ -58,6 +58,8 @@ type request struct {
 	Signal int `json:"signal,omitempty"`
 	// Port is a dial's TCP port inside.
 	Port int `json:"port,omitempty"`
+	// Tag names a detached command (start), for its readers.
+	Tag string `json:"tag,omitempty"`
 	// Publish is a port to publish.
 	Publish *sandbox.PortMapping `json:"publish,omitempty"`
 }

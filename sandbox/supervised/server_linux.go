@@ -169,11 +169,11 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		return
 	}
 	if req.Op == opAttach {
-		if len(files) != 1 {
-			_ = ctlmsg.Send(conn, reply{Code: 125, Kind: "invalid", Error: "an attach needs the caller's output"}, nil)
+		if len(files) != 1 && len(files) != 2 {
+			_ = ctlmsg.Send(conn, reply{Code: 125, Kind: "invalid", Error: "an attach needs the caller's output (one descriptor, or stdout and stderr)"}, nil)
 			return
 		}
-		s.procs.serveAttach(conn, req.Pid, files[0])
+		s.procs.serveAttach(conn, req.Pid, files)
 		return
 	}
 	if req.Op == opDial {
