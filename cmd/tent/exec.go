@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tent-sandbox/tent/sandbox"
-	"github.com/tent-sandbox/tent/sandbox/supervised"
 	"github.com/tent-sandbox/tent/sandbox/policy"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 func newExecCmd(g *globalOptions) *cobra.Command {

@@ -115,7 +115,7 @@ func (b *Backend) Usage(context.Context, string) (sandbox.Usage, error) {
 }
 
 // ExecDetached fails outside Linux.
-func (b *Backend) ExecDetached(context.Context, string, sandbox.ExecRequest) (int, error) {
+func (b *Backend) ExecDetached(context.Context, string, sandbox.ExecRequest, DetachOptions) (int, error) {
 	return 0, errNotLinux
 }
 
@@ -128,6 +128,6 @@ func (b *Backend) SignalProcess(context.Context, string, int, syscall.Signal) er
 }
 
 // Attach fails outside Linux.
-func (b *Backend) Attach(context.Context, string, int, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
+func (b *Backend) Attach(context.Context, string, int, io.Writer, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
 	return nil, errNotLinux
 }
