@@ -213,10 +213,10 @@ func (t *procTable) serveAttach(conn *net.UnixConn, pid int, outs []*os.File) {
 	_ = ctlmsg.Send(conn, reply{Result: d.res}, nil)
 }
 
-// outRing keeps the last max bytes written to it, and how many were
-// written in all. Readers follow it by offset: the next reader starts
-// where the last one left (what no reader got yet); while any is
-// attached, a write that does not fit waits for them to read.
+// outRing keeps the last max bytes written to it that no reader got,
+// and how many were written in all. Readers follow it by offset: the
+// next reader starts where the last one left; while any is attached, a
+// write that does not fit waits for them to read.
 type outRing struct {
 	mu      sync.Mutex
 	buf     []byte
@@ -318,12 +318,24 @@ func (r *outRing) next(rd *ringReader) (data []byte, changed <-chan struct{}, cl
 	return slices.Clone(r.buf[rd.off-first:]), r.changed, r.closed
 }
 
-// advance records that rd has read n more bytes.
+// advance records that rd has read n more bytes, and lets go of what
+// every reader has read: no later reader gets it.
 func (r *outRing) advance(rd *ringReader, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rd.off += int64(n)
 	r.read = max(r.read, rd.off)
+	keep := r.read
+	if low, ok := r.slowest(); ok {
+		keep = min(keep, low)
+	}
+	if first := r.total - int64(len(r.buf)); keep > first {
+		if keep == r.total {
+			r.buf = nil
+		} else {
+			r.buf = r.buf[keep-first:]
+		}
+	}
 	r.notify()
 }
 
