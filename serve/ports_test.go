@@ -220,19 +220,7 @@ func TestGetHostRealSandbox(t *testing.T) {
 	}
 	templates := t.TempDir()
 	writeFile(t, filepath.Join(templates, "web.yaml"), "mounts: [{source: "+probe+", target: "+sandboxtest.ProbeTarget+"}]\n")
-	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = local.Close(ctx) })
-	s, err := New(local, Options{APIKey: testKey, TemplatesDir: templates, Domain: "localhost:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(ctx, false) })
-	ts := httptest.NewServer(s)
-	t.Cleanup(ts.Close)
-	h := &harness{t: t, s: s, url: ts.URL}
+	h, local := newLocalHarness(t, Options{TemplatesDir: templates, Domain: "localhost:1"})
 
 	sr := h.create(`{"templateID":"web"}`)
 	id := sr.SandboxID
@@ -252,7 +240,7 @@ func TestGetHostRealSandbox(t *testing.T) {
 	}
 
 	// A websocket: the upgrade goes through and bytes flow both ways.
-	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}

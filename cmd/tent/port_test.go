@@ -71,21 +71,7 @@ func TestPublishedPort(t *testing.T) {
 	}
 	l.tent(t, "port", id, "9999").expect(t, exitRefused, "publishes no port 9999")
 	l.tent(t, "exec", id, "--", "sh", "-c", "echo from-inside > /tmp/f; setsid python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp </dev/null >/dev/null 2>&1 &").expect(t, 0)
-	var body string
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + hostAddr + "/f")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if body = string(b); resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET through the published port: %v %q", err, body)
-		}
-	}
-	if body != "from-inside\n" {
+	if body := getUntilOK(t, "http://"+hostAddr+"/f"); body != "from-inside\n" {
 		t.Errorf("through the published port: %q", body)
 	}
 	l.tent(t, "rm", id).expect(t, 0)
@@ -199,26 +185,32 @@ func TestPublishOnARunningSandbox(t *testing.T) {
 	if got := strings.TrimSpace(l.tent(t, "port", id, "8000").stdout); got != "8000/tcp -> "+hostAddr {
 		t.Errorf("tent port ID 8000 after -p: %q", got)
 	}
-	var body string
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + hostAddr + "/f")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if body = string(b); resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET through the port published at run time: %v %q", err, body)
-		}
-	}
-	if !strings.HasPrefix(body, "GET /f\nHost: "+hostAddr+"\n") {
+	if body := getUntilOK(t, "http://"+hostAddr+"/f"); !strings.HasPrefix(body, "GET /f\nHost: "+hostAddr+"\n") {
 		t.Errorf("the server inside received: %q", body)
 	}
 	l.tent(t, "rm", id).expect(t, 0)
 	if c, err := net.Dial("tcp", hostAddr); err == nil {
 		c.Close()
 		t.Errorf("%s still listens after tent rm", hostAddr)
+	}
+}
+
+// getUntilOK GETs url until it answers 200 (a server inside is starting),
+// within a minute, and returns the body.
+func getUntilOK(t *testing.T, url string) string {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if body = string(b); resp.StatusCode == 200 {
+				return body
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v %q", url, err, body)
+		}
 	}
 }
