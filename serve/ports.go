@@ -59,9 +59,10 @@ func portHost(host string) (port int, id string, ok bool) {
 	return port, id, true
 }
 
-// portRequest reports which sandbox port r is for, if any.
-func portRequest(r *http.Request) (port int, id string, ok bool) {
-	if port, id, ok := portHost(r.Host); ok {
+// portRequest reports which sandbox port r is for, if any: by its Host
+// (under domain, when the server has one) or by E2B's headers.
+func portRequest(r *http.Request, domain string) (port int, id string, ok bool) {
+	if port, id, ok := portHost(r.Host); ok && (domain == "" || hasSuffixFold(r.Host, "."+domain)) {
 		return port, id, true
 	}
 	id, p := r.Header.Get(headerSandboxID), r.Header.Get(headerSandboxPort)
@@ -73,6 +74,11 @@ func portRequest(r *http.Request) (port int, id string, ok bool) {
 		return 0, "", false
 	}
 	return port, id, true
+}
+
+// hasSuffixFold is strings.HasSuffix, ignoring case.
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix)
 }
 
 // trafficToken is sandbox id's traffic access token.

@@ -127,6 +127,11 @@ func TestPortRequests(t *testing.T) {
 	if r.status != http.StatusOK || !strings.HasPrefix(string(r.body), "GET /some/path?q=1\n") {
 		t.Errorf("GET through E2b-Sandbox-Id/-Port: %d %q", r.status, r.body)
 	}
+	// Under another domain than the server's, the host name is not a
+	// port's: the request is the control plane's (no API key: 401).
+	if r := portGet(t, h.url, "8000-"+id+".example.com"); r.status != http.StatusUnauthorized {
+		t.Errorf("a port host name under another domain: %d %s, want the control plane's 401", r.status, r.body)
+	}
 	// Nothing listens on 3000.
 	r = portGet(t, h.url, "3000-"+id+".localhost:49982")
 	var pe portError

@@ -93,8 +93,9 @@ type Options struct {
 	// Domain is the domain the SDKs' getHost(port) names, as
 	// PORT-ID.DOMAIN (create and connect answers carry it); a request
 	// whose Host has that form reaches the port inside the sandbox (see
-	// PrivatePorts). "" leaves the SDKs to their own (E2B_DOMAIN); the
-	// form is recognised whatever the domain. tent serve sets it to
+	// PrivatePorts). "" leaves the SDKs to their own (E2B_DOMAIN), and
+	// the form is then recognised whatever the domain follows. tent
+	// serve sets it to
 	// localhost:PORT on a loopback address: curl and browsers resolve
 	// every name under localhost to loopback themselves.
 	Domain string
@@ -285,7 +286,7 @@ func (s *Server) validKey(key string) bool {
 // an in-sandbox path) to the in-sandbox API, any other to the control
 // plane.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if port, id, ok := portRequest(r); ok {
+	if port, id, ok := portRequest(r, s.opts.Domain); ok {
 		s.servePort(w, r, id, port)
 		return
 	}
