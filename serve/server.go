@@ -95,9 +95,8 @@ type Options struct {
 	// whose Host has that form reaches the port inside the sandbox (see
 	// PrivatePorts). "" leaves the SDKs to their own (E2B_DOMAIN), and
 	// the form is then recognised whatever the domain follows. tent
-	// serve sets it to
-	// localhost:PORT on a loopback address: curl and browsers resolve
-	// every name under localhost to loopback themselves.
+	// serve sets it to localhost:PORT on a loopback address: curl and
+	// browsers resolve every name under localhost to loopback themselves.
 	Domain string
 	// PrivatePorts makes every sandbox's ports answer only requests
 	// carrying its traffic access token (e2b-traffic-access-token), as
