@@ -129,6 +129,13 @@ type Exec struct {
 	// the master comes back to the host with the "started" message. The
 	// stdio descriptors of the request are then not used.
 	TTY *WindowSize `json:"tty,omitempty"`
+	// Root runs the command as uid and gid 0 of a user namespace of its
+	// own, nested in the sandbox's, whose one mapped id is the init's
+	// (the sandbox's user): root in its own view, with every capability
+	// set empty and every restriction of any other command (see
+	// spawnRoot). It needs the sandbox's own user namespace, and is
+	// refused with FileHelper.
+	Root bool `json:"root,omitempty"`
 }
 
 // WindowSize is a terminal's size in character cells.

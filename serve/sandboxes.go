@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tent-sandbox/tent/netpolicy"
@@ -96,6 +98,12 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	if spec.Workdir == "" {
 		spec.Workdir = e2bHome
 	}
+	// Root's home, for commands and files of E2B's user "root" (see
+	// package envd): a writable tmpfs, unless the template mounts
+	// something there.
+	if spec.Root == nil && !mountsAt(spec, rootHome) {
+		spec.Tmpfs = append(slices.Clip(spec.Tmpfs), rootHome)
+	}
 	info, err := s.b.Provision(ctx, spec)
 	if errors.Is(err, sandbox.ErrUnsupported) {
 		// No user namespaces here: the template's sandbox as it is, as
@@ -107,6 +115,20 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	}
 	return info, err
 }
+
+// mountsAt reports whether spec mounts something at target or above it.
+func mountsAt(spec sandbox.Spec, target string) bool {
+	under := func(t string) bool { return t == target || t == "/" || strings.HasPrefix(target, t+"/") }
+	for _, m := range spec.Mounts {
+		if under(m.Target) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(spec.Tmpfs, under)
+}
+
+// rootHome is the home of E2B's user "root".
+const rootHome = "/root"
 
 // E2B's sandbox user: what the server's sandboxes run as unless their
 // template names a user.
