@@ -27,7 +27,8 @@ const (
 	opSnapshot = "snapshot" // snapshot into the state directory
 	opSuspend  = "suspend"
 	opResume   = "resume"
-	opRemove   = "rm" // terminate; answered before the teardown
+	opRemove   = "rm"   // terminate; answered before the teardown
+	opStop     = "stop" // end the sandbox but keep it, stopped; answered before the teardown
 	// Detached commands (see procs_linux.go).
 	opStart  = "start"  // start a command detached: its pid in reply.Pid
 	opPs     = "ps"     // reply.Procs
