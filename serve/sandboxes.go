@@ -43,7 +43,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout, "network", info.Spec.Network.Mode.Normalize())
 	s.adopt(info.ID, plan.timeout, func(b *box) {
-		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
+		b.onTimeout, b.pauseFiles, b.autoResume = plan.onTimeout, plan.pauseFiles, plan.autoResume
 		b.allowInternet, b.network = plan.allowInternet, plan.network
 	})
 	resp := s.sandboxResponse(info.ID, plan.template)
@@ -292,17 +292,15 @@ func (s *Server) setEnd(info sandbox.Info, d time.Duration, onlyLonger bool) {
 
 // handlePause serves POST /sandboxes/{sandboxID}/pause: the sandbox's
 // processes are frozen (the cgroup freezer) until a connect resumes
-// them; its timeout stops meanwhile. 409 when it is not running.
+// them; its timeout stops meanwhile. With memory: false only its files
+// are kept (see pauseFiles). 409 when it is not running.
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	var req pauseRequest
 	if err := readJSON(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Memory != nil && !*req.Memory {
-		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: tent pauses by freezing the sandbox's processes, keeping their memory; a filesystem-only pause is not supported"))
-		return
-	}
+	filesOnly := req.Memory != nil && !*req.Memory
 	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -310,6 +308,21 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	if info.State != sandbox.StateRunning {
 		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s is %s, not running", info.ID, stateOf(info.State)))
+		return
+	}
+	if filesOnly {
+		if caps := s.b.Capabilities(); !caps.Snapshot || !caps.Resume {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: a filesystem-only pause needs snapshots and resume, which this backend does not offer"))
+			return
+		}
+		ctx, cancel := s.detached(r)
+		defer cancel()
+		if err := s.pauseFiles(ctx, info.ID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.Info("sandbox paused, its files kept", "id", info.ID)
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if caps := s.b.Capabilities(); !caps.Suspend {
@@ -369,8 +382,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, runningOK bool)
 		writeJSON(w, http.StatusOK, s.sandboxResponse(info.ID, tmpl))
 		return
 	}
-	if req.Memory != nil && !*req.Memory {
-		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: tent resumes a paused sandbox with its memory (a thaw); a cold boot from its files is not supported"))
+	if req.Memory != nil && !*req.Memory && info.State == sandbox.StateSuspended {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: sandbox %s was paused with its memory, and tent resumes it so (a thaw); pause it with memory: false for a cold boot from its files", info.ID))
 		return
 	}
 	ctx, cancel := s.detached(r)
@@ -403,7 +416,11 @@ func (s *Server) resume(ctx context.Context, id string, d time.Duration, onlyLon
 	if !s.closed {
 		s.armLocked(b, d)
 	}
+	snap := b.pauseSnap // resumed from: no longer needed
+	b.pauseSnap = nil
+	s.markDirtyLocked()
 	s.mu.Unlock()
+	s.dropPauseSnapshot(snap)
 	s.log.Info("sandbox resumed", "id", id, "timeout", d)
 	return info, nil
 }
