@@ -16,8 +16,8 @@ import (
 // files (its home, /tmp, /root) and ends its processes; the sandbox is
 // paused (stopped for the backend), its in-sandbox API answers 502 and
 // its snapshot is not listed; connect brings it back under the same id
-// and token, with the files and without the processes, and removes the
-// snapshot. A create with autoPauseMemory: false does the same at its
+// and token, with the files and without the processes, booted anew (a
+// new boot id), and removes the snapshot. A create with autoPauseMemory: false does the same at its
 // timeout.
 func TestFilesystemOnlyPause(t *testing.T) {
 	if testing.Short() {
@@ -64,6 +64,7 @@ func TestFilesystemOnlyPause(t *testing.T) {
 	if got := sleepers(id); got != "1" {
 		t.Fatalf("%s sleep processes before the pause, want 1", got)
 	}
+	bootBefore := sh(id, `cat /proc/sys/kernel/random/boot_id`)
 	if r := h.do("POST", "/sandboxes/"+id+"/pause", `{"memory":false}`); r.status != http.StatusNoContent {
 		t.Fatalf("pause memory:false: %d %s", r.status, r.body)
 	}
@@ -94,6 +95,9 @@ func TestFilesystemOnlyPause(t *testing.T) {
 	}
 	if got := sleepers(id); got != "0" {
 		t.Errorf("%s sleep processes after the resume, want 0: the pause kept processes", got)
+	}
+	if got := sh(id, `cat /proc/sys/kernel/random/boot_id`); got == bootBefore {
+		t.Errorf("boot id %s unchanged by the cold boot", got)
 	}
 	if r := h.do("GET", "/health", "", "X-API-Key", "", headerSandboxID, id, headerAccessToken, sb.EnvdAccessToken); r.status != http.StatusNoContent {
 		t.Fatalf("in-sandbox request after the resume: %d %s", r.status, r.body)
