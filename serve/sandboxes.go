@@ -382,12 +382,21 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, runningOK bool)
 		writeJSON(w, http.StatusOK, s.sandboxResponse(info.ID, tmpl))
 		return
 	}
-	if req.Memory != nil && !*req.Memory && info.State == sandbox.StateSuspended {
-		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: sandbox %s was paused with its memory, and tent resumes it so (a thaw); pause it with memory: false for a cold boot from its files", info.ID))
-		return
-	}
 	ctx, cancel := s.detached(r)
 	defer cancel()
+	if req.Memory != nil && !*req.Memory && info.State == sandbox.StateSuspended {
+		// connect({onResume: 'reboot'}) of a sandbox paused with its
+		// memory: a cold boot from its files, as after a filesystem-only
+		// pause.
+		if caps := s.b.Capabilities(); !caps.Snapshot || !caps.Resume {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: a cold boot from the sandbox's files needs snapshots and resume, which this backend does not offer"))
+			return
+		}
+		if err := s.pauseFiles(ctx, info.ID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	if _, err := s.resume(ctx, info.ID, d, true); err != nil {
 		s.writeError(w, r, err)
 		return
