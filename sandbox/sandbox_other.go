@@ -199,6 +199,9 @@ func (l *Local) Usage(context.Context, string) (Usage, error) { return Usage{}, 
 // Suspend fails with an error wrapping [ErrUnsupported].
 func (l *Local) Suspend(context.Context, string) error { return errNotLinux }
 
+// Stop fails with an error wrapping [ErrUnsupported].
+func (l *Local) Stop(context.Context, string) error { return errNotLinux }
+
 // Snapshot fails with an error wrapping [ErrUnsupported].
 func (l *Local) Snapshot(context.Context, string) (*Snapshot, error) { return nil, errNotLinux }
 
