@@ -19,11 +19,13 @@ import (
 )
 
 // restrictEnv names the trampoline's descriptors of the restrictions it
-// applies to itself before it execs the command: "L,S", L a Landlock
-// ruleset (or -1) and S a memfd holding a marshaled seccomp program (or
-// -1). It is set only for a command run as root (Exec.Root), whose
-// trampoline starts unrestricted in its nested user namespace, and is
-// removed from the environment.
+// applies to itself before it execs the command: "L,S,E", L a Landlock
+// ruleset (or -1), S a memfd holding a marshaled seccomp program (or -1)
+// and E a memfd holding the command's environment (NUL-separated). It is
+// set only for a command run as root (Exec.Root), whose trampoline starts
+// unrestricted in its nested user namespace: that trampoline runs with
+// tent's variables alone, so that nothing of the caller's environment
+// (LD_PRELOAD, GODEBUG...) acts on it before it is restricted.
 const restrictEnv = "TENT_RESTRICT"
 
 // ErrRootNeedsUserNS refuses Exec.Root in a sandbox without a user
@@ -100,9 +102,15 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 		files = append(files, uintptr(fd))
 		return len(files) - 1
 	}
-	restrict := fmt.Sprintf("%d,%d", fdOf(ruleset), fdOf(filter))
+	cmdEnv, err := sealedMemfd("tent-env", []byte(strings.Join(e.Env, "\x00")))
+	if err != nil {
+		unix.Close(errPipe[1])
+		return 0, "exec", err
+	}
+	defer unix.Close(cmdEnv)
+	restrict := fmt.Sprintf("%d,%d,%d", fdOf(ruleset), fdOf(filter), fdOf(cmdEnv))
 	args := append([]string{ExecArg0, path}, e.Args...)
-	env := append(append([]string{}, e.Env...), execErrEnv+"=4", gateEnv+"=5", restrictEnv+"="+restrict)
+	env := []string{execErrEnv + "=4", gateEnv + "=5", restrictEnv + "=" + restrict}
 	if len(s.cfg.Rlimits) > 0 {
 		b, err := json.Marshal(s.cfg.Rlimits)
 		if err != nil {
@@ -192,38 +200,62 @@ func sealedMemfd(name string, b []byte) (int, error) {
 // restrictSelf is the trampoline's part of a command run as root: v is
 // restrictEnv's value. It locks the calling goroutine to its thread for
 // good (the exec that follows must come from the restricted thread),
-// applies every restriction and checks that no capability is left that an
-// exec as uid 0 could turn into a privilege.
-func restrictSelf(v string) error {
-	l, sf, ok := strings.Cut(v, ",")
-	ruleset, err1 := strconv.Atoi(l)
-	filter, err2 := strconv.Atoi(sf)
-	if !ok || err1 != nil || err2 != nil {
-		return fmt.Errorf("bad %s %q", restrictEnv, v)
+// applies every restriction, checks that no capability is left that an
+// exec as uid 0 could turn into a privilege, and returns the command's
+// environment.
+func restrictSelf(v string) ([]string, error) {
+	f := strings.Split(v, ",")
+	var fds [3]int
+	for i := range fds {
+		var err error
+		if len(f) != len(fds) {
+			return nil, fmt.Errorf("bad %s %q", restrictEnv, v)
+		}
+		if fds[i], err = strconv.Atoi(f[i]); err != nil {
+			return nil, fmt.Errorf("bad %s %q", restrictEnv, v)
+		}
+	}
+	ruleset, filter, envFD := fds[0], fds[1], fds[2]
+	if envFD < 0 {
+		return nil, fmt.Errorf("bad %s %q: no environment", restrictEnv, v)
+	}
+	envData, err := readSealed(envFD, "tent-env")
+	if err != nil {
+		return nil, fmt.Errorf("reading the environment: %w", err)
+	}
+	var env []string
+	if len(envData) > 0 {
+		env = strings.Split(string(envData), "\x00")
 	}
 	var prog seccomp.Program
 	if filter >= 0 {
-		f := os.NewFile(uintptr(filter), "tent-seccomp")
-		b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
-		f.Close()
+		b, err := readSealed(filter, "tent-seccomp")
 		if err != nil {
-			return fmt.Errorf("reading the seccomp program: %w", err)
+			return nil, fmt.Errorf("reading the seccomp program: %w", err)
 		}
-		if prog, err = seccomp.UnmarshalProgram(bytes.Clone(b)); err != nil {
-			return err
+		if prog, err = seccomp.UnmarshalProgram(b); err != nil {
+			return nil, err
 		}
 	}
 	runtime.LockOSThread() // never unlocked: this thread execs the command
 	if stage, err := RestrictThread(nil, ruleset, prog); err != nil {
-		return fmt.Errorf("%s: %w", stage, err)
+		return nil, fmt.Errorf("%s: %w", stage, err)
 	}
 	if ruleset >= 0 {
 		unix.Close(ruleset)
 	}
 	for c := 0; c <= lastCap(); c++ {
 		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err != nil || in != 0 {
-			return fmt.Errorf("capability %d is still in the bounding set", c)
+			return nil, fmt.Errorf("capability %d is still in the bounding set", c)
 		}
 	}
-	return nil
+	return env, nil
+}
+
+// readSealed reads (at most 16 MiB of) the memfd fd and closes it.
+func readSealed(fd int, name string) ([]byte, error) {
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 16<<20))
+	return bytes.Clone(b), err
 }

@@ -83,7 +83,8 @@ func runTrampoline() int {
 	if restrict != "" {
 		// A command run as root (Exec.Root): nothing of it runs before
 		// every restriction is in place.
-		if err := restrictSelf(restrict); err != nil {
+		var err error
+		if env, err = restrictSelf(restrict); err != nil {
 			fmt.Fprintf(os.Stderr, "tent: trampoline: restricting the command: %v\n", err)
 			errno := syscall.EPERM
 			var en syscall.Errno

@@ -23,7 +23,13 @@ var basicRoot = "Basic " + base64.StdEncoding.EncodeToString([]byte("root:"))
 // set, and returns its events.
 func (e *env) runAs(root bool, cmd string) *events {
 	e.t.Helper()
-	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}}})
+	return e.runAsEnv(root, nil, "/bin/bash", "-l", "-c", cmd)
+}
+
+// runAsEnv runs argv with envs, as root when root is set.
+func (e *env) runAsEnv(root bool, envs map[string]string, argv ...string) *events {
+	e.t.Helper()
+	req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: envs}})
 	if root {
 		req.Header().Set("Authorization", basicRoot)
 	}
@@ -70,6 +76,18 @@ func TestRunAsRoot(t *testing.T) {
 	ev = e.runAs(false, `id -u; echo "$USER"; echo "$HOME"; pwd`)
 	if got, want := ev.stdout.String(), "1000\nuser\n/home/user\n/home/user\n"; got != want {
 		t.Fatalf("as the default user: stdout %q, want %q (stderr %q)", got, want, ev.stderr.String())
+	}
+	// The caller's variables reach the command, and override root's.
+	ev = e.runAsEnv(true, map[string]string{"FOO": "bar", "HOME": "/tmp"}, "/bin/sh", "-c", `echo "$FOO $HOME"`)
+	if got := ev.stdout.String(); got != "bar /tmp\n" {
+		t.Fatalf("as root with envs: stdout %q, want \"bar /tmp\\n\" (stderr %q)", got, ev.stderr.String())
+	}
+	// ... but not the host binary that starts it, unrestricted, in its
+	// nested namespace: the dynamic loader reports a missing preload once,
+	// for the command alone.
+	ev = e.runAsEnv(true, map[string]string{"LD_PRELOAD": "/nonexistent-preload.so"}, "/bin/true")
+	if n := strings.Count(ev.stderr.String(), "nonexistent-preload.so"); n != 1 || ev.end.GetExitCode() != 0 {
+		t.Fatalf("LD_PRELOAD as root: %d loader messages (want 1, the command's), stderr %q, exit %d", n, ev.stderr.String(), ev.end.GetExitCode())
 	}
 }
 
