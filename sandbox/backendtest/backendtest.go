@@ -135,6 +135,20 @@ func execs(t *testing.T, b sandbox.Backend) {
 	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("no args: %v, want ErrInvalidSpec", err)
 	}
+	// AsRoot: uid and gid 0 in the command's view, the sandbox user's
+	// on disk, no capability; the caller's environment and stdin reach
+	// it.
+	user := out(t, b, s.ID, "sh", "-c", "id -u")
+	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "id -u; id -g; read l; echo $l $A; grep CapEff /proc/self/status; touch /tmp/by-root"},
+		AsRoot: true, Env: []string{"A=b"}, Stdin: strings.NewReader("in\n")})
+	if err != nil {
+		t.Errorf("AsRoot: %v", err)
+	} else if string(res.Stdout) != "0\n0\nin b\nCapEff:\t0000000000000000\n" {
+		t.Errorf("AsRoot: %+v (stdout %q)", res, res.Stdout)
+	}
+	if got := out(t, b, s.ID, "stat", "-c", "%u", "/tmp/by-root"); got != user {
+		t.Errorf("a file root made is owned by %s, want the sandbox user's %s", got, user)
+	}
 }
 
 // A malformed spec is ErrInvalidSpec and leaves no sandbox.

@@ -175,3 +175,24 @@ for l in open("/proc/self/status"):
 		t.Errorf("as root:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestTerminalAsRoot: a terminal (pty.create) as root is root's, and its
+// shell has the terminal as its controlling one.
+func TestTerminalAsRoot(t *testing.T) {
+	e := newE2BEnv(t)
+	req := connect.NewRequest(&processpb.StartRequest{
+		Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "echo id=$(id -u) tty=$(tty) size=$(stty size)"}},
+		Pty:     &processpb.PTY{Size: &processpb.PTY_Size{Rows: 24, Cols: 80}},
+	})
+	req.Header().Set("Authorization", basicRoot)
+	s, err := e.proc.Start(e.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ev := &events{}
+	toEnd(t, s, ev)
+	if out := ev.pty.String(); !strings.Contains(out, "id=0 tty=/dev/pts/") || !strings.Contains(out, "size=24 80") || ev.end.GetExitCode() != 0 {
+		t.Fatalf("terminal as root: %q, end %v", out, ev.end)
+	}
+}
