@@ -50,11 +50,12 @@ var ErrRootNeedsUserNS = errors.New("running a command as root needs the sandbox
 // computed at its exec, before the map), execs itself once more to be
 // root of its namespace, then — before anything of the command runs —
 // empties every capability set (bounding included), sets no_new_privs,
-// enforces the sandbox's Landlock ruleset and installs its seccomp program
-// (see [restrictEnv]), applies the rlimits and execs the command. Until then the process runs
-// only the host binary, which no command can trace or write to (ptrace and
-// process_vm_writev are refused by the seccomp filter, and a Landlock
-// domain cannot trace a process outside it).
+// enforces the sandbox's Landlock ruleset and installs its seccomp
+// program (see [restrictEnv]), applies the rlimits and execs the command
+// with its environment. Until then the process runs only the host binary,
+// with tent's variables alone, which no command can trace or write to
+// (ptrace and process_vm_writev are refused by the seccomp filter, and a
+// Landlock domain cannot trace a process outside it).
 func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 	if e.FileHelper {
 		return 0, "root", fmt.Errorf("the file helper does not run as root: %w", syscall.EINVAL)
@@ -84,16 +85,27 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 		}
 		defer unix.Close(filter)
 	}
+	// The child's ends of the pipes are closed once it has them (before
+	// the verdict is read: its EOF is the command's exec), or on failure.
+	var childEnds []int
+	closeChildEnds := func() {
+		for _, fd := range childEnds {
+			unix.Close(fd)
+		}
+		childEnds = nil
+	}
+	defer closeChildEnds()
 	var errPipe, gate [2]int
 	if err := unix.Pipe2(errPipe[:], unix.O_CLOEXEC); err != nil {
 		return 0, "exec", os.NewSyscallError("pipe2", err)
 	}
 	defer unix.Close(errPipe[0])
+	childEnds = append(childEnds, errPipe[1])
 	if err := unix.Pipe2(gate[:], unix.O_CLOEXEC); err != nil {
-		unix.Close(errPipe[1])
 		return 0, "exec", os.NewSyscallError("pipe2", err)
 	}
 	defer unix.Close(gate[1])
+	childEnds = append(childEnds, gate[0])
 	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), uintptr(exe), uintptr(errPipe[1]), uintptr(gate[0])}
 	fdOf := func(fd int) int {
 		if fd < 0 {
@@ -104,7 +116,6 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 	}
 	cmdEnv, err := sealedMemfd("tent-env", []byte(strings.Join(e.Env, "\x00")))
 	if err != nil {
-		unix.Close(errPipe[1])
 		return 0, "exec", err
 	}
 	defer unix.Close(cmdEnv)
@@ -114,7 +125,6 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 	if len(s.cfg.Rlimits) > 0 {
 		b, err := json.Marshal(s.cfg.Rlimits)
 		if err != nil {
-			unix.Close(errPipe[1])
 			return 0, "rlimits", err
 		}
 		env = append(env, rlimitsEnv+"="+string(b))
@@ -124,8 +134,7 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 		sys.Setctty, sys.Ctty = true, 0
 	}
 	pid, err := syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
-	unix.Close(errPipe[1])
-	unix.Close(gate[0])
+	closeChildEnds()
 	if err != nil {
 		return 0, "root", fmt.Errorf("%s as root: %w", e.Path, err)
 	}
