@@ -22,7 +22,9 @@ const IdleSupervisorArg0 = "tent-idle-supervisor"
 // run inside the sandbox (already restricted) when the command needs
 // resource limits, which are per-process and so cannot be set on the init
 // without limiting the init itself. It applies the limits named by
-// [rlimitsEnv] and execs argv[1:].
+// [rlimitsEnv] and execs argv[1:]. For a command run as root (Exec.Root)
+// it starts unrestricted in a nested user namespace and restricts itself
+// first (see spawnRoot and [restrictEnv]).
 const ExecArg0 = "tent-exec"
 
 // rlimitsEnv carries the trampoline's limits; it is removed from the
