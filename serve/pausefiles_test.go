@@ -2,9 +2,11 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +133,76 @@ func TestFilesystemOnlyPause(t *testing.T) {
 	}
 	if n := snapshotDirs(); n != 0 {
 		t.Errorf("%d snapshots left in the store after the kill, want 0", n)
+	}
+}
+
+// TestFilesystemOnlyPauseSurvivesRestart: a restarted server takes up a
+// filesystem-only pause's snapshot from its state file, and removes it
+// when the sandbox is killed; a state file naming any other directory
+// (not a snapshot of that sandbox) makes it remove nothing.
+func TestFilesystemOnlyPauseSurvivesRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts sandboxes")
+	}
+	ctx := context.Background()
+	snaps := t.TempDir()
+	local, err := sandbox.NewLocal(sandbox.LocalOptions{SnapshotDir: snaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close(ctx) })
+	state := filepath.Join(t.TempDir(), "serve-state.json")
+	start := func() (*Server, *harness) {
+		s, err := New(local, Options{APIKey: testKey, StateFile: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(s)
+		t.Cleanup(ts.Close)
+		return s, &harness{t: t, s: s, url: ts.URL}
+	}
+	s, h := start()
+	var ids []string
+	for range 2 {
+		id := decode[sandboxResponse](t, h.do("POST", "/sandboxes", pythonCreateBody)).SandboxID
+		if r := h.do("POST", "/sandboxes/"+id+"/pause", `{"memory":false}`); r.status != http.StatusNoContent {
+			t.Fatalf("pause: %d %s", r.status, r.body)
+		}
+		ids = append(ids, id)
+	}
+	if err := s.Close(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	var saved savedState
+	b, err := os.ReadFile(state)
+	if err != nil || json.Unmarshal(b, &saved) != nil || saved.Sandboxes[ids[0]] == nil || saved.Sandboxes[ids[1]] == nil {
+		t.Fatalf("state file %s: %v", b, err)
+	}
+	genuine := saved.Sandboxes[ids[0]].PauseSnapshot
+	if filepath.Dir(genuine) != snaps {
+		t.Fatalf("pause snapshot %q, want one in %s", genuine, snaps)
+	}
+	// The second sandbox's entry now names a directory of someone else's.
+	victim := filepath.Join(t.TempDir(), filepath.Base(saved.Sandboxes[ids[1]].PauseSnapshot))
+	if err := os.Mkdir(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	saved.Sandboxes[ids[1]].PauseSnapshot = victim
+	if b, err = json.Marshal(saved); err != nil || os.WriteFile(state, b, 0o600) != nil {
+		t.Fatal(err)
+	}
+
+	s, h = start()
+	t.Cleanup(func() { _ = s.Close(ctx, false) })
+	for _, id := range ids {
+		if r := h.do("DELETE", "/sandboxes/"+id, ""); r.status != http.StatusNoContent {
+			t.Fatalf("kill %s: %d %s", id, r.status, r.body)
+		}
+	}
+	if _, err := os.Stat(genuine); !os.IsNotExist(err) {
+		t.Errorf("the pause snapshot %s is left after the kill (%v)", genuine, err)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("a directory the state file named, not a snapshot of the sandbox, was removed: %v", err)
 	}
 }
