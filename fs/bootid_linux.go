@@ -13,11 +13,15 @@ import (
 const bootIDPath = "proc/sys/kernel/random/boot_id"
 
 // privateBootID gives the sandbox a boot id of its own, drawn for this
-// incarnation, as LXC does for containers: a file on a small read-only
-// tmpfs bound over /proc/sys/kernel/random/boot_id. Programs that tell a
+// incarnation, as LXC does for containers: a file on a small tmpfs bound,
+// read-only, over /proc/sys/kernel/random/boot_id. Programs that tell a
 // restart by the boot id see one when a sandbox is provisioned again
 // (a resume from a snapshot, a fork), and the host's, one of its
-// identifiers, is not shown. A kernel without the file is left as it is.
+// identifiers, is not shown. A kernel without the file is left as it is,
+// and so is a caller's root (Spec.Root) that has no room for the moment
+// the tmpfs needs to be attached (before Linux 6.15 open_tree cannot
+// clone from a detached mount, so the tmpfs is attached for a moment on a
+// private directory of the new root, as stagedOverlay does).
 func privateBootID(root int) error {
 	fd, err := unix.Openat2(root, bootIDPath, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveSafe})
 	if errors.Is(err, unix.ENOENT) {
@@ -41,7 +45,25 @@ func privateBootID(root int) error {
 	if err != nil {
 		return fmt.Errorf("boot id: %w", os.NewSyscallError("write", err))
 	}
-	file, err := unix.OpenTree(tmp, "boot_id", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	const name = ".tent-bootid"
+	if err := unix.Mkdirat(root, name, 0o700); err != nil {
+		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return nil // a caller's read-only root: the host's boot id stays
+		}
+		return fmt.Errorf("boot id: %w", os.NewSyscallError("mkdirat", err))
+	}
+	defer unix.Unlinkat(root, name, unix.AT_REMOVEDIR)
+	dir, err := unix.Openat2(root, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveSafe})
+	if err != nil {
+		return fmt.Errorf("boot id: %w", os.NewSyscallError("openat2", err))
+	}
+	defer unix.Close(dir)
+	if err := unix.MoveMount(tmp, "", dir, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("boot id: %w", os.NewSyscallError("move_mount", err))
+	}
+	// Detached again once the file is bound (the bind keeps the tmpfs).
+	defer unix.Unmount(stage+"/"+name, unix.MNT_DETACH)
+	file, err := unix.OpenTree(root, name+"/boot_id", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("boot id: %w", os.NewSyscallError("open_tree", err))
 	}

@@ -67,11 +67,11 @@ func TestBootIDIsTheSandboxsOwn(t *testing.T) {
 		t.Skipf("no boot id on this host: %v", err)
 	}
 	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-	script := `cat /proc/sys/kernel/random/boot_id; (echo x > /proc/sys/kernel/random/boot_id) 2>/dev/null && echo writable; true`
+	script := `cat /proc/sys/kernel/random/boot_id; (echo x > /proc/sys/kernel/random/boot_id) 2>/dev/null && echo writable; ls -a / | grep tent; true`
 	a := strings.TrimSpace(mustRun(t, sandbox.Spec{}, "sh", "-c", script))
 	b := strings.TrimSpace(mustRun(t, sandbox.Spec{}, "sh", "-c", script))
 	if !uuid.MatchString(a) || !uuid.MatchString(b) {
-		t.Fatalf("boot ids %q and %q: want one UUID each, read-only", a, b)
+		t.Fatalf("boot ids %q and %q: want one UUID each, read-only, and nothing left in /", a, b)
 	}
 	if a == b || a == strings.TrimSpace(string(host)) {
 		t.Fatalf("boot ids %q and %q, host %q: want each sandbox's own", a, b, host)
