@@ -136,9 +136,13 @@ func execs(t *testing.T, b sandbox.Backend) {
 		t.Errorf("no args: %v, want ErrInvalidSpec", err)
 	}
 	// AsRoot: uid and gid 0 in the command's view, the sandbox user's
-	// on disk, no capability; the caller's environment and stdin reach
-	// it.
+	// (1000 here) on disk, no capability; the caller's environment and
+	// stdin reach it.
+	s = provision(t, b, sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000}})
 	user := out(t, b, s.ID, "sh", "-c", "id -u")
+	if user != "1000" {
+		t.Fatalf("the sandbox user is %s, want 1000", user)
+	}
 	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "id -u; id -g; read l; echo $l $A; grep CapEff /proc/self/status; touch /tmp/by-root"},
 		AsRoot: true, Env: []string{"A=b"}, Stdin: strings.NewReader("in\n")})
 	if err != nil {

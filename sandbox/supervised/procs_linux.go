@@ -58,7 +58,7 @@ func (t *procTable) start(sb *sandbox.Sandbox, req request) (int, error) {
 	}
 	out := newOutRing(MaxDetachedOutput)
 	p, err := sb.Start(context.Background(), sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout,
-		Stdout: out, Stderr: out})
+		AsRoot: req.AsRoot, Stdout: out, Stderr: out})
 	if err != nil {
 		return 0, err
 	}
