@@ -132,8 +132,10 @@ func TestRootWritesFilesTheUserOwns(t *testing.T) {
 // TestRootGainsNothing: root inside holds no capability and is refused
 // exactly what the sandbox's user is: mounting (EPERM), writing to a
 // read-only mount (EROFS), making a user namespace (EPERM), taking
-// another uid (EINVAL: no other is mapped); it holds no capability, not
-// even in its bounding set, and runs under no_new_privs and seccomp.
+// another uid (EINVAL: no other is mapped), reading the host's
+// /etc/shadow (EACCES: its owner is no id of the sandbox's); it holds no
+// capability, not even in its bounding set, and runs under no_new_privs
+// and seccomp.
 func TestRootGainsNothing(t *testing.T) {
 	e := newE2BEnv(t)
 	const probe = `import ctypes, os, errno
@@ -153,6 +155,11 @@ except OSError as x:
     print("create-ro", errno.errorcode[x.errno])
 print("unshare", err(libc.unshare(0x10000000)))
 try:
+    open("/etc/shadow").read()
+    print("shadow ok")
+except OSError as x:
+    print("shadow", errno.errorcode[x.errno])
+try:
     os.setuid(5)
     print("setuid ok")
 except OSError as x:
@@ -166,7 +173,7 @@ for l in open("/proc/self/status"):
 	if user.end.GetExitCode() != 0 || root.end.GetExitCode() != 0 {
 		t.Fatalf("probe failed: user %q %q, root %q %q", user.stdout.String(), user.stderr.String(), root.stdout.String(), root.stderr.String())
 	}
-	want := "mount EPERM\nwrite-ro EROFS\ncreate-ro EROFS\nunshare EPERM\nsetuid EINVAL\n" +
+	want := "mount EPERM\nwrite-ro EROFS\ncreate-ro EROFS\nunshare EPERM\nshadow EACCES\nsetuid EINVAL\n" +
 		"CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nCapAmb: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n"
 	if got := user.stdout.String(); got != want {
 		t.Errorf("as user:\n%s\nwant:\n%s", got, want)
