@@ -452,7 +452,8 @@ func newFS(fstype string, opts map[string]string, attrs int) (int, error) {
 }
 
 // protectProc makes the procfs entries that configure the host kernel
-// read-only, as bubblewrap does.
+// read-only, as bubblewrap does, and gives the sandbox a boot id of its
+// own (see privateBootID).
 func protectProc(root int) error {
 	for _, p := range []string{"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus"} {
 		err := setReadOnly(root, "/"+p)
@@ -463,7 +464,7 @@ func protectProc(root int) error {
 			return err
 		}
 	}
-	return nil
+	return privateBootID(root)
 }
 
 // setReadOnly bind-mounts target onto itself read-only (non-recursive).

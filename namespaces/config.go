@@ -22,7 +22,9 @@ const IdleSupervisorArg0 = "tent-idle-supervisor"
 // run inside the sandbox (already restricted) when the command needs
 // resource limits, which are per-process and so cannot be set on the init
 // without limiting the init itself. It applies the limits named by
-// [rlimitsEnv] and execs argv[1:].
+// [rlimitsEnv] and execs argv[1:]. For a command run as root (Exec.Root)
+// it starts unrestricted in a nested user namespace and restricts itself
+// first (see spawnRoot and [restrictEnv]).
 const ExecArg0 = "tent-exec"
 
 // rlimitsEnv carries the trampoline's limits; it is removed from the
@@ -129,6 +131,13 @@ type Exec struct {
 	// the master comes back to the host with the "started" message. The
 	// stdio descriptors of the request are then not used.
 	TTY *WindowSize `json:"tty,omitempty"`
+	// Root runs the command as uid and gid 0 of a user namespace of its
+	// own, nested in the sandbox's, whose one mapped id is the init's
+	// (the sandbox's user): root in its own view, with every capability
+	// set empty and every restriction of any other command (see
+	// spawnRoot). It needs the sandbox's own user namespace, and is
+	// refused with FileHelper.
+	Root bool `json:"root,omitempty"`
 }
 
 // WindowSize is a terminal's size in character cells.

@@ -55,6 +55,9 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	if err := checkWorkDir(e.Dir); err != nil {
 		return 0, "workdir", err
 	}
+	if e.Root {
+		return s.spawnRoot(e, stdio)
+	}
 	needSelf := e.FileHelper || len(s.cfg.Rlimits) > 0
 	var exe int
 	if needSelf {

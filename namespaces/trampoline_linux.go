@@ -3,8 +3,10 @@ package namespaces
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +36,8 @@ func runTrampoline() int {
 		return 126
 	}
 	var limits []Rlimit
+	restrict := ""
+	gated := false
 	errFD := -1
 	var err error
 	env := make([]string, 0, len(os.Environ()))
@@ -43,12 +47,17 @@ func runTrampoline() int {
 				fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
 				return 126
 			}
+			gated = true
 			continue
 		}
 		if v, ok := strings.CutPrefix(kv, execErrEnv+"="); ok {
 			if errFD, err = strconv.Atoi(v); err != nil {
 				errFD = -1
 			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(kv, restrictEnv+"="); ok {
+			restrict = v
 			continue
 		}
 		if v, ok := strings.CutPrefix(kv, rlimitsEnv+"="); ok {
@@ -59,6 +68,36 @@ func runTrampoline() int {
 			continue
 		}
 		env = append(env, kv)
+	}
+	if restrict != "" && gated {
+		// Root of a nested user namespace whose maps were written after
+		// this exec (see spawnRoot): exec again, through the host binary's
+		// descriptor (fd 3), to hold that namespace's capabilities, which
+		// restrictSelf then drops, bounding set included.
+		// Everything but the gate goes along: the restrictions above all.
+		again := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, gateEnv+"=") })
+		err := syscall.Exec("/proc/self/fd/3", os.Args, again)
+		fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
+		return 126
+	}
+	if restrict != "" {
+		// A command run as root (Exec.Root): nothing of it runs before
+		// every restriction is in place.
+		var err error
+		if env, err = restrictSelf(restrict); err != nil {
+			fmt.Fprintf(os.Stderr, "tent: trampoline: restricting the command: %v\n", err)
+			errno := syscall.EPERM
+			var en syscall.Errno
+			if errors.As(err, &en) {
+				errno = en
+			}
+			if errFD >= 0 {
+				var b [4]byte
+				binary.NativeEndian.PutUint32(b[:], uint32(errno))
+				_, _ = syscall.Write(errFD, b[:])
+			}
+			return 126
+		}
 	}
 	for _, l := range limits {
 		// syscall.Setrlimit (not x/sys/unix) so that the Go runtime does

@@ -53,6 +53,12 @@ type Backend interface {
 	// the same id, from its latest snapshot. With no snapshot to resume
 	// from it fails with [ErrTerminated].
 	Resume(ctx context.Context, id string) (Info, error)
+	// Stop ends every process of the sandbox and keeps it, stopped
+	// (StateStopped), as its Limits.Timeout running out does: Resume then
+	// provisions it again, under the same id, from its latest snapshot
+	// (take one first to keep its files). Stopping a stopped sandbox does
+	// nothing.
+	Stop(ctx context.Context, id string) error
 	// Fork provisions a new, independent sandbox from a snapshot (an
 	// exact snapshot id or a unique prefix), with overrides applied to
 	// the snapshot's spec.

@@ -396,6 +396,9 @@ func startError(err error) error {
 			}
 		case "workdir":
 			return fmt.Errorf("%w: %w: %w", ErrInvalidSpec, ErrWorkDir, &workDirError{path: se.Msg, errno: se.Errno})
+		case "root":
+			// ExecRequest.AsRoot where no nested user namespace can be made.
+			return fmt.Errorf("%w: running as root: %s", ErrUnsupported, se.Msg)
 		}
 		return fmt.Errorf("sandbox setup failed at %s: %w", se.Stage, err)
 	}

@@ -63,6 +63,9 @@
 //	tent-init               Provision/Command: the sandbox's PID 1; its       with the sandbox
 //	                        control socket and config on inherited fds
 //	tent-exec               the init: applies rlimits, execs the command      (execs)
+//	                        (as root, ExecRequest.AsRoot: fd 3 the binary,    126 (127: not found)
+//	                        4 error pipe, 5 gate, then the Landlock ruleset,
+//	                        seccomp and environment memfds; restricts itself)
 //	tent-fs                 the init: the file helper of Sandbox.File         0, or 3 with an errno
 //	tent-idle               an idle init: a C loop holding the sandbox        (execs tent-init back)
 //	tent-idle-supervisor    an idle supervisor: the same, for its socket      (execs the supervisor back)

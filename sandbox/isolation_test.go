@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,6 +56,26 @@ func TestUserNamespaceMapsExactlyOneID(t *testing.T) {
 func TestHostnameIsNeverTheHosts(t *testing.T) {
 	expect(t, "default hostname", mustRun(t, sandbox.Spec{}, "hostname"), sandbox.DefaultHostname)
 	expect(t, "custom hostname", mustRun(t, sandbox.Spec{Hostname: "box"}, "hostname"), "box")
+}
+
+// TestBootIDIsTheSandboxsOwn: /proc/sys/kernel/random/boot_id is drawn
+// per sandbox (a resume or a fork is a new boot): never the host's, a
+// UUID, and read-only.
+func TestBootIDIsTheSandboxsOwn(t *testing.T) {
+	host, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Skipf("no boot id on this host: %v", err)
+	}
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	script := `cat /proc/sys/kernel/random/boot_id; (echo x > /proc/sys/kernel/random/boot_id) 2>/dev/null && echo writable; ls -a / | grep tent; true`
+	a := strings.TrimSpace(mustRun(t, sandbox.Spec{}, "sh", "-c", script))
+	b := strings.TrimSpace(mustRun(t, sandbox.Spec{}, "sh", "-c", script))
+	if !uuid.MatchString(a) || !uuid.MatchString(b) {
+		t.Fatalf("boot ids %q and %q: want one UUID each, read-only, and nothing left in /", a, b)
+	}
+	if a == b || a == strings.TrimSpace(string(host)) {
+		t.Fatalf("boot ids %q and %q, host %q: want each sandbox's own", a, b, host)
+	}
 }
 
 func TestHostSysVIPCIsOutOfReach(t *testing.T) {

@@ -288,6 +288,28 @@ func (l *Local) Suspend(ctx context.Context, id string) error {
 	return sb.Suspend(ctx)
 }
 
+// Stop kills every process of the sandbox and releases what it held,
+// as Terminate does, but keeps it under its id, stopped, for Resume (see
+// [Backend]). It waits for a Resume under way.
+func (l *Local) Stop(ctx context.Context, id string) error {
+	l.mu.Lock()
+	b, err := l.lookup(id)
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	b.reviving.Lock()
+	defer b.reviving.Unlock()
+	l.mu.Lock()
+	sb, gone := b.sb, b.gone
+	l.mu.Unlock()
+	if gone {
+		return fmt.Errorf("%w: sandbox %s", ErrTerminated, b.id)
+	}
+	l.log.Debug("sandbox stopped", "id", b.id)
+	return sb.Terminate(ctx)
+}
+
 // Terminate kills the sandbox and forgets it; its snapshots stay.
 func (l *Local) Terminate(ctx context.Context, id string) error {
 	l.mu.Lock()

@@ -102,6 +102,18 @@ type ExecRequest struct {
 	// output (a nil Stdout or Stderr) and no cap for the caller's own
 	// writers and files; a negative value is refused (ErrInvalidSpec).
 	MaxOutput int64
+	// AsRoot runs the command as root inside the sandbox — never as host
+	// root — for callers whose users expect a root account (E2B's
+	// user: "root"): uid and gid 0 of a user namespace nested in the
+	// sandbox's, whose one mapped id is the sandbox's user, as `unshare
+	// -r` makes them. The command is root in its own view (id -u is 0, the
+	// sandbox user's files are its own, others' show as nobody) and can
+	// do nothing the sandbox's user cannot: it holds no capability, and
+	// no_new_privs, Landlock, seccomp, the cgroup and the rlimits apply as
+	// to any command. It needs the sandbox's own user namespace (the full
+	// tier; [ErrUnsupported] otherwise). Env and Dir are not changed:
+	// set HOME and the like as root should see them.
+	AsRoot bool
 }
 
 // ExecResult is how a command ended, and its captured output.

@@ -187,7 +187,7 @@ func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Pro
 	s.mu.Unlock()
 
 	base := s.run.plan.cfg.Exec
-	e := namespaces.Exec{Path: req.Args[0], Args: req.Args, Env: mergeEnv(append(append([]string{}, base.Env...), req.Env...)), Dir: base.Dir, FileHelper: helper}
+	e := namespaces.Exec{Path: req.Args[0], Args: req.Args, Env: mergeEnv(append(append([]string{}, base.Env...), req.Env...)), Dir: base.Dir, FileHelper: helper, Root: req.AsRoot && !helper}
 	if req.Dir != "" {
 		e.Dir = req.Dir
 	}

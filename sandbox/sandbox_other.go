@@ -203,6 +203,9 @@ func (l *Local) Dial(context.Context, string, int) (net.Conn, error) { return ni
 // Suspend fails with an error wrapping [ErrUnsupported].
 func (l *Local) Suspend(context.Context, string) error { return errNotLinux }
 
+// Stop fails with an error wrapping [ErrUnsupported].
+func (l *Local) Stop(context.Context, string) error { return errNotLinux }
+
 // Snapshot fails with an error wrapping [ErrUnsupported].
 func (l *Local) Snapshot(context.Context, string) (*Snapshot, error) { return nil, errNotLinux }
 

@@ -6,7 +6,7 @@ import (
 )
 
 // Snapshot is a saved copy of a sandbox's writable layers — its cow
-// mounts' changes, its /tmp and its $HOME — and its spec: enough to fork
+// mounts' changes, its /tmp, its $HOME and its Spec.Tmpfs — and its spec: enough to fork
 // a new, independent sandbox in the same state (rw mounts are the host's
 // and are not copied).
 type Snapshot struct {

@@ -74,7 +74,7 @@ func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox,
 	}
 	for _, p := range snap.Parts {
 		switch p.Kind {
-		case "tmp", "home":
+		case "tmp", "home", "tmpfs":
 		case "rw":
 			if !emptyDir(rwSource[p.Target]) {
 				continue

@@ -80,6 +80,11 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 			sources = append(sources, source{"home", "home.tar.zst", st.Target})
 		}
 	}
+	// Spec.Tmpfs, the sandbox's own like /tmp (for example tent serve's
+	// /root).
+	for i, t := range s.spec.Tmpfs {
+		sources = append(sources, source{"tmpfs", "tmpfs-" + strconv.Itoa(i) + ".tar.zst", t})
+	}
 	if opts.IncludeReadWrite {
 		i := 0
 		for _, st := range s.run.plan.cfg.Plan.Steps {

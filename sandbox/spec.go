@@ -38,7 +38,7 @@ type Spec struct {
 	Root *Root `json:"root,omitempty"`
 	// Tmpfs are targets inside for empty, writable tmpfs mounts (mode
 	// 0755, nosuid, nodev), validated as mount targets are; nothing
-	// written there reaches the host.
+	// written there reaches the host. Snapshots keep them, as /tmp.
 	Tmpfs []string `json:"tmpfs,omitempty"`
 	// MaskedPaths are hidden once everything is mounted (a directory
 	// under an empty read-only tmpfs, a file under /dev/null), and

@@ -33,12 +33,16 @@ type box struct {
 	timer         *time.Timer
 	gen           uint64 // bumped whenever timer changes
 	onTimeout     string
+	pauseFiles    bool // a pause at the timeout keeps only the files
 	autoResume    bool
 	allowInternet *bool
 	network       *networkConfig
 	ports         *portSettings // nil: public, no mask
-	cpuNanos      int64         // the last metrics sample, for the CPU percentage
-	cpuAt         time.Time
+	// pauseSnap is the snapshot of a filesystem-only pause (see
+	// pauseFiles), removed once the sandbox is resumed from it or killed.
+	pauseSnap *snapRecord
+	cpuNanos  int64 // the last metrics sample, for the CPU percentage
+	cpuAt     time.Time
 }
 
 // box returns sandbox id's box, adding one if the server has none.
@@ -94,11 +98,18 @@ func (s *Server) expire(id string, gen uint64) {
 		return
 	}
 	b.timer = nil
-	action := b.onTimeout
+	action, pauseFiles := b.onTimeout, b.pauseFiles
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
 	defer cancel()
-	if action == onTimeoutPause {
+	if action == onTimeoutPause && pauseFiles {
+		if err := s.pauseFiles(ctx, id); err == nil {
+			s.log.Info("sandbox paused, its files kept: its timeout expired", "id", id)
+			return
+		} else {
+			s.log.Warn("pausing at the timeout failed: killing the sandbox", "id", id, "err", err)
+		}
+	} else if action == onTimeoutPause {
 		if err := s.b.Suspend(ctx, id); err == nil {
 			s.log.Info("sandbox paused: its timeout expired", "id", id)
 			return
@@ -117,15 +128,64 @@ func (s *Server) expire(id string, gen uint64) {
 func (s *Server) kill(ctx context.Context, id string) error {
 	err := s.b.Terminate(ctx, id)
 	if err == nil || errors.Is(err, sandbox.ErrNotFound) {
+		var snap *snapRecord
 		s.mu.Lock()
 		if b := s.boxes[id]; b != nil {
 			s.stopLocked(b)
+			snap = b.pauseSnap
 			delete(s.boxes, id)
 		}
 		s.mu.Unlock()
 		s.forget(id)
+		s.dropPauseSnapshot(snap)
 	}
 	return err
+}
+
+// pauseFiles pauses sandbox id keeping only its files, as E2B's
+// filesystem-only pause (pause with memory: false, autoPauseMemory:
+// false) does: a snapshot of its writable layers (/tmp, its home, /root,
+// cow mounts), then Backend.Stop, which ends every process. A connect
+// resumes it under the same id from that snapshot (Backend.Resume): a
+// cold boot, with its files and without its processes. The snapshot is
+// the server's own, not listed; it is removed once the sandbox is resumed
+// from it or killed.
+func (s *Server) pauseFiles(ctx context.Context, id string) error {
+	release, err := s.acquireProvision(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	snap, err := s.b.Snapshot(ctx, id)
+	if err != nil {
+		return err
+	}
+	rec := &snapRecord{id: snap.ID, dir: snap.Dir, sandboxID: id, created: time.Now()}
+	if err := s.b.Stop(ctx, id); err != nil {
+		s.dropPauseSnapshot(rec)
+		return err
+	}
+	s.forget(id) // its processes and watchers are gone
+	s.mu.Lock()
+	b := s.boxLocked(id)
+	s.stopLocked(b)
+	old := b.pauseSnap
+	b.pauseSnap = rec
+	s.markDirtyLocked()
+	s.mu.Unlock()
+	s.dropPauseSnapshot(old)
+	return nil
+}
+
+// dropPauseSnapshot removes a filesystem-only pause's snapshot (nil:
+// none); a failure is logged.
+func (s *Server) dropPauseSnapshot(rec *snapRecord) {
+	if rec == nil || rec.dir == "" {
+		return
+	}
+	if err := removeSnapshotDir(rec); err != nil {
+		s.log.Warn("removing the snapshot of a filesystem-only pause failed", "snapshot", rec.id, "err", err)
+	}
 }
 
 // get returns sandbox id, which must be named by its whole id (E2B's
@@ -154,6 +214,7 @@ type boxView struct {
 	created       bool
 	endAt         time.Time
 	onTimeout     string
+	pauseFiles    bool
 	autoResume    bool
 	allowInternet *bool
 	network       *networkConfig
@@ -169,7 +230,7 @@ func (s *Server) view(id string) boxView {
 	if b == nil {
 		return boxView{onTimeout: onTimeoutKill}
 	}
-	return boxView{created: b.created, endAt: b.endAt, onTimeout: b.onTimeout,
+	return boxView{created: b.created, endAt: b.endAt, onTimeout: b.onTimeout, pauseFiles: b.pauseFiles,
 		autoResume: b.autoResume, allowInternet: b.allowInternet, network: b.network, ports: b.ports}
 }
 

@@ -70,6 +70,7 @@ type createPlan struct {
 	network       *networkConfig
 	ports         *portSettings
 	onTimeout     string
+	pauseFiles    bool // onTimeout pause keeps only the files (autoPauseMemory: false)
 	autoResume    bool
 }
 
@@ -111,17 +112,24 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 		return p, err
 	}
 	if req.AutoPause != nil && *req.AutoPause {
-		if !caps.Suspend {
+		// autoPauseMemory (only read with autoPause, as by E2B): false
+		// keeps only the files (see pauseFiles).
+		if req.AutoPauseMemory != nil && !*req.AutoPauseMemory {
+			if !caps.Snapshot || !caps.Resume {
+				return p, errorf(http.StatusBadRequest, "autoPauseMemory: false: a filesystem-only pause needs snapshots and resume, which this backend does not offer")
+			}
+			p.pauseFiles = true
+		} else if !caps.Suspend {
 			return p, errorf(http.StatusBadRequest, "autoPause: pausing freezes the sandbox with the cgroup freezer, which this host does not give sandboxes (%s cgroups)", caps.CgroupVersion)
 		}
 		p.onTimeout = onTimeoutPause
 	}
-	if req.AutoPauseMemory != nil && !*req.AutoPauseMemory {
-		return p, errorf(http.StatusBadRequest, "autoPauseMemory: false: tent pauses by freezing the sandbox's processes, keeping their memory; a filesystem-only pause is not supported")
-	}
 	if req.AutoResume != nil && req.AutoResume.Enabled {
 		if p.onTimeout != onTimeoutPause {
 			return p, errorf(http.StatusBadRequest, "autoResume needs autoPause: true")
+		}
+		if p.pauseFiles {
+			return p, errorf(http.StatusBadRequest, "autoResume with autoPauseMemory: false: a filesystem-only pause is resumed by connect only, as by E2B")
 		}
 		p.autoResume = true
 	}

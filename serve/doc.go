@@ -83,7 +83,10 @@
 // autoPause, pauses it) when it expires; setTimeout moves it, connect
 // extends it. Pause freezes the sandbox's processes with the cgroup
 // freezer (400 where the host gives sandboxes none); connect thaws them,
-// and so does the first in-sandbox request with autoResume. Snapshots
+// and so does the first in-sandbox request with autoResume. Pause with
+// memory false (autoPauseMemory false at the timeout) keeps only the
+// files: a snapshot, then Backend.Stop; connect resumes the sandbox from
+// it under the same id, a cold boot (see pauseFiles). Snapshots
 // save the writable layers; fork snapshots a running sandbox once and
 // starts each fork from it. Sandboxes of the backend that the server did
 // not create (tent create's) are listed and usable, have no timeout until
@@ -100,8 +103,7 @@
 // Each answers 501 with E2B's error body, or 400 where a create asks for
 // it: templates (build, list, delete, tags, aliases), volumes and volume mounts, secrets, sandbox logs, teams and team
 // metrics, MCP gateways, IAM tokens, network.rules (request transforms)
-// and egressProxy, pause with keepMemory false and connect with onResume
-// "reboot" (a filesystem-only pause), and metrics
+// and egressProxy, and metrics
 // history (getMetrics returns one sample, taken now). See the package
 // serve/envd documentation for the in-sandbox API's own list.
 package serve

@@ -164,6 +164,20 @@ func (f *fakeBackend) Suspend(ctx context.Context, id string) error {
 	return nil
 }
 
+func (f *fakeBackend) Stop(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("Stop"); err != nil {
+		return err
+	}
+	i, err := f.lookupLocked(id)
+	if err != nil {
+		return err
+	}
+	i.State = sandbox.StateStopped
+	return nil
+}
+
 func (f *fakeBackend) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

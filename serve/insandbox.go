@@ -119,6 +119,12 @@ func (s *Server) ensureRunning(ctx context.Context, id string) error {
 		}
 		return errorf(http.StatusBadGateway, "sandbox %s is not running: it is paused (connect to it to resume it)", id)
 	}
+	s.mu.Lock()
+	filesKept := s.boxes[id] != nil && s.boxes[id].pauseSnap != nil
+	s.mu.Unlock()
+	if filesKept {
+		return errorf(http.StatusBadGateway, "sandbox %s is not running: it is paused, its files kept (connect to it to resume it)", id)
+	}
 	why := ""
 	if info.Reason != "" {
 		why = ": " + info.Reason

@@ -47,9 +47,6 @@ func TestPauseConnectAndAutoPause(t *testing.T) {
 	if d := decode[sandboxDetail](t, h.do("GET", path, "")); d.State != "paused" {
 		t.Fatalf("state %q after pause", d.State)
 	}
-	if r := h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":60,"memory":false}`); r.status != http.StatusBadRequest {
-		t.Fatalf("connect memory:false: %d %s", r.status, r.body)
-	}
 	r := h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":60}`)
 	if c := decode[sandboxResponse](t, r); r.status != http.StatusCreated || c.EnvdAccessToken != sb.EnvdAccessToken || c.TemplateID != "base" {
 		t.Fatalf("connect to paused: %d %s", r.status, r.body)
@@ -62,6 +59,23 @@ func TestPauseConnectAndAutoPause(t *testing.T) {
 	}
 	if r = h.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", `{}`); r.status != http.StatusConflict {
 		t.Fatalf("resume of running: %d %s", r.status, r.body)
+	}
+	// connect({onResume: 'reboot'}) of a frozen sandbox: a cold boot from
+	// its files (snapshot, stop, resume from it).
+	if r = h.do("POST", path+"/pause", `{}`); r.status != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	h.f.mu.Lock()
+	h.f.calls = nil
+	h.f.mu.Unlock()
+	if r = h.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":60,"memory":false}`); r.status != http.StatusCreated {
+		t.Fatalf("connect memory:false: %d %s", r.status, r.body)
+	}
+	h.f.mu.Lock()
+	calls := strings.Join(h.f.calls, ",")
+	h.f.mu.Unlock()
+	if !strings.Contains(calls, "Snapshot,Stop,Resume") || h.f.state(sb.SandboxID) != sandbox.StateRunning {
+		t.Fatalf("connect memory:false of a frozen sandbox: calls %s, state %s; want Snapshot,Stop,Resume and running", calls, h.f.state(sb.SandboxID))
 	}
 	if r = h.do("POST", "/v2/sandboxes/0123456789abcdef/connect", `{}`); r.status != http.StatusNotFound {
 		t.Fatalf("connect to unknown: %d %s", r.status, r.body)

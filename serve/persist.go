@@ -17,9 +17,13 @@ import (
 // savedBox is what Options.StateFile keeps of one sandbox: the E2B
 // settings a restarted server cannot read back from the backend.
 type savedBox struct {
-	Created       bool           `json:"created,omitempty"`
-	EndAt         time.Time      `json:"end_at,omitzero"`
-	OnTimeout     string         `json:"on_timeout,omitempty"`
+	Created    bool      `json:"created,omitempty"`
+	EndAt      time.Time `json:"end_at,omitzero"`
+	OnTimeout  string    `json:"on_timeout,omitempty"`
+	PauseFiles bool      `json:"pause_files,omitempty"`
+	// PauseSnapshot is the directory of a filesystem-only pause's
+	// snapshot, removed once the sandbox is resumed or killed.
+	PauseSnapshot string         `json:"pause_snapshot,omitempty"`
 	AutoResume    bool           `json:"auto_resume,omitempty"`
 	AllowInternet *bool          `json:"allow_internet_access,omitempty"`
 	Network       *networkConfig `json:"network,omitempty"`
@@ -72,8 +76,11 @@ func (s *Server) save() {
 		if !b.created && b.endAt.IsZero() && b.network == nil {
 			continue
 		}
-		st.Sandboxes[id] = &savedBox{Created: b.created, EndAt: b.endAt, OnTimeout: b.onTimeout,
+		st.Sandboxes[id] = &savedBox{Created: b.created, EndAt: b.endAt, OnTimeout: b.onTimeout, PauseFiles: b.pauseFiles,
 			AutoResume: b.autoResume, AllowInternet: b.allowInternet, Network: b.network, Ports: b.ports}
+		if b.pauseSnap != nil {
+			st.Sandboxes[id].PauseSnapshot = b.pauseSnap.dir
+		}
 	}
 	s.mu.Unlock()
 	data, err := json.MarshalIndent(st, "", "  ")
@@ -150,7 +157,10 @@ func (s *Server) restore(ctx context.Context, saved *savedState) error {
 		b.created, b.endAt = sv.Created, sv.EndAt
 		b.autoResume, b.allowInternet, b.network, b.ports = sv.AutoResume, sv.AllowInternet, sv.Network, sv.Ports
 		if sv.OnTimeout == onTimeoutPause {
-			b.onTimeout = onTimeoutPause
+			b.onTimeout, b.pauseFiles = onTimeoutPause, sv.PauseFiles
+		}
+		if d := sv.PauseSnapshot; d != "" && info.State == sandbox.StateStopped {
+			b.pauseSnap = pauseSnapshotAt(d, info.ID)
 		}
 		if !b.endAt.IsZero() && info.State == sandbox.StateRunning {
 			s.armLocked(b, max(time.Until(b.endAt), time.Millisecond))
@@ -158,5 +168,25 @@ func (s *Server) restore(ctx context.Context, saved *savedState) error {
 		s.log.Info("sandbox taken up from the state file", "id", info.ID, "end", b.endAt)
 	}
 	s.markDirtyLocked()
+	return nil
+}
+
+// pauseSnapshotAt returns the record of the filesystem-only pause
+// snapshot the state file names at dir, if dir is the directory of a
+// snapshot of sandbox id in its store (nil otherwise): the file never
+// makes the server remove anything but such a snapshot.
+func pauseSnapshotAt(dir, id string) *snapRecord {
+	if !filepath.IsAbs(dir) {
+		return nil
+	}
+	snaps, err := sandbox.ListSnapshots(filepath.Dir(dir))
+	if err != nil {
+		return nil
+	}
+	for _, sn := range snaps {
+		if sn.Dir == dir && sn.ID == filepath.Base(dir) && sn.SandboxID == id {
+			return &snapRecord{id: sn.ID, dir: sn.Dir, sandboxID: id, created: sn.Created}
+		}
+	}
 	return nil
 }

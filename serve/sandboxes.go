@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tent-sandbox/tent/netpolicy"
@@ -41,7 +43,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout, "network", info.Spec.Network.Mode.Normalize())
 	s.adopt(info.ID, plan.timeout, func(b *box) {
-		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
+		b.onTimeout, b.pauseFiles, b.autoResume = plan.onTimeout, plan.pauseFiles, plan.autoResume
 		b.allowInternet, b.network, b.ports = plan.allowInternet, plan.network, plan.ports
 	})
 	resp := s.sandboxResponse(info.ID, plan.template)
@@ -96,6 +98,12 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	if spec.Workdir == "" {
 		spec.Workdir = e2bHome
 	}
+	// Root's home, for commands and files of E2B's user "root" (see
+	// package envd): a writable tmpfs, unless the template mounts
+	// something there.
+	if spec.Root == nil && !mountsAt(spec, rootHome) {
+		spec.Tmpfs = append(slices.Clip(spec.Tmpfs), rootHome)
+	}
 	info, err := s.b.Provision(ctx, spec)
 	if errors.Is(err, sandbox.ErrUnsupported) {
 		// No user namespaces here: the template's sandbox as it is, as
@@ -107,6 +115,20 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	}
 	return info, err
 }
+
+// mountsAt reports whether spec mounts something at target or above it.
+func mountsAt(spec sandbox.Spec, target string) bool {
+	under := func(t string) bool { return t == target || t == "/" || strings.HasPrefix(target, t+"/") }
+	for _, m := range spec.Mounts {
+		if under(m.Target) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(spec.Tmpfs, under)
+}
+
+// rootHome is the home of E2B's user "root".
+const rootHome = "/root"
 
 // E2B's sandbox user: what the server's sandboxes run as unless their
 // template names a user.
@@ -282,17 +304,15 @@ func (s *Server) setEnd(info sandbox.Info, d time.Duration, onlyLonger bool) {
 
 // handlePause serves POST /sandboxes/{sandboxID}/pause: the sandbox's
 // processes are frozen (the cgroup freezer) until a connect resumes
-// them; its timeout stops meanwhile. 409 when it is not running.
+// them; its timeout stops meanwhile. With memory: false only its files
+// are kept (see pauseFiles). 409 when it is not running.
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	var req pauseRequest
 	if err := readJSON(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Memory != nil && !*req.Memory {
-		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: tent pauses by freezing the sandbox's processes, keeping their memory; a filesystem-only pause is not supported"))
-		return
-	}
+	filesOnly := req.Memory != nil && !*req.Memory
 	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -300,6 +320,21 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	if info.State != sandbox.StateRunning {
 		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s is %s, not running", info.ID, stateOf(info.State)))
+		return
+	}
+	if filesOnly {
+		if caps := s.b.Capabilities(); !caps.Snapshot || !caps.Resume {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: a filesystem-only pause needs snapshots and resume, which this backend does not offer"))
+			return
+		}
+		ctx, cancel := s.detached(r)
+		defer cancel()
+		if err := s.pauseFiles(ctx, info.ID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.Info("sandbox paused, its files kept", "id", info.ID)
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if caps := s.b.Capabilities(); !caps.Suspend {
@@ -359,12 +394,21 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, runningOK bool)
 		writeJSON(w, http.StatusOK, s.sandboxResponse(info.ID, tmpl))
 		return
 	}
-	if req.Memory != nil && !*req.Memory {
-		s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: tent resumes a paused sandbox with its memory (a thaw); a cold boot from its files is not supported"))
-		return
-	}
 	ctx, cancel := s.detached(r)
 	defer cancel()
+	if req.Memory != nil && !*req.Memory && info.State == sandbox.StateSuspended {
+		// connect({onResume: 'reboot'}) of a sandbox paused with its
+		// memory: a cold boot from its files, as after a filesystem-only
+		// pause.
+		if caps := s.b.Capabilities(); !caps.Snapshot || !caps.Resume {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "memory: false: a cold boot from the sandbox's files needs snapshots and resume, which this backend does not offer"))
+			return
+		}
+		if err := s.pauseFiles(ctx, info.ID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	if _, err := s.resume(ctx, info.ID, d, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -393,7 +437,11 @@ func (s *Server) resume(ctx context.Context, id string, d time.Duration, onlyLon
 	if !s.closed {
 		s.armLocked(b, d)
 	}
+	snap := b.pauseSnap // resumed from: no longer needed
+	b.pauseSnap = nil
+	s.markDirtyLocked()
 	s.mu.Unlock()
+	s.dropPauseSnapshot(snap)
 	s.log.Info("sandbox resumed", "id", id, "timeout", d)
 	return info, nil
 }

@@ -398,7 +398,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"envVars":{"1A":"x"}}`, "not a valid variable name"},
 		{`{"metadata":{"tent.template":"x"}}`, "reserved"},
 		{`{"metadata":{"k":"a\u001b[2J"}}`, "control characters"},
-		{`{"autoPauseMemory":false,"autoPause":true}`, "filesystem-only"},
+		{`{"autoPauseMemory":false,"autoPause":true,"autoResume":{"enabled":true}}`, "resumed by connect only"},
 		{`{"autoResume":{"enabled":true}}`, "autoResume needs autoPause"},
 		{`{"network":{"allowOut":["example.com"]}}`, "denyOut 0.0.0.0/0"},
 		{`{"network":{"denyOut":["0.0.0.0/0"],"allowOut":["*.com"]}}`, "allowOut[0]"},

@@ -196,7 +196,7 @@ func (s *Server) forkOne(ctx context.Context, snapID, tmpl string, d time.Durati
 		return fail(err)
 	}
 	s.adopt(info.ID, d, func(b *box) {
-		b.onTimeout, b.autoResume = src.onTimeout, src.autoResume
+		b.onTimeout, b.pauseFiles, b.autoResume = src.onTimeout, src.pauseFiles, src.autoResume
 		b.allowInternet, b.network, b.ports = src.allowInternet, src.network, src.ports
 	})
 	s.log.Info("sandbox forked", "id", info.ID, "snapshot", snapID)

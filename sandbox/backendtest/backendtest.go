@@ -8,8 +8,8 @@
 // sandbox.Init first, as any program that embeds tent does) and check
 // what the interface documents: references and their sentinel errors, an
 // exec's status, output and refusals, attached mounts, the files API,
-// network rules, snapshots and forks, suspend where the backend can, and
-// that Terminate forgets the sandbox. Each leaves nothing behind: Run's
+// network rules, snapshots and forks, suspend where the backend can, stop
+// and resume, and that Terminate forgets the sandbox. Each leaves nothing behind: Run's
 // caller gets a fresh backend per test and closes it.
 package backendtest
 
@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 		{"NetworkPolicy", network},
 		{"SnapshotFork", snapshotFork},
 		{"SuspendResume", suspendResume},
+		{"StopResume", stopResume},
 		{"Terminate", terminate},
 		{"CancelledContext", cancelled},
 		{"Dial", dial},
@@ -138,6 +139,24 @@ func execs(t *testing.T, b sandbox.Backend) {
 	}
 	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("no args: %v, want ErrInvalidSpec", err)
+	}
+	// AsRoot: uid and gid 0 in the command's view, the sandbox user's
+	// (1000 here) on disk, no capability; the caller's environment and
+	// stdin reach it.
+	s = provision(t, b, sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000}})
+	user := out(t, b, s.ID, "sh", "-c", "id -u")
+	if user != "1000" {
+		t.Fatalf("the sandbox user is %s, want 1000", user)
+	}
+	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "id -u; id -g; read l; echo $l $A; grep CapEff /proc/self/status; touch /tmp/by-root"},
+		AsRoot: true, Env: []string{"A=b"}, Stdin: strings.NewReader("in\n")})
+	if err != nil {
+		t.Errorf("AsRoot: %v", err)
+	} else if string(res.Stdout) != "0\n0\nin b\nCapEff:\t0000000000000000\n" {
+		t.Errorf("AsRoot: %+v (stdout %q)", res, res.Stdout)
+	}
+	if got := out(t, b, s.ID, "stat", "-c", "%u", "/tmp/by-root"); got != user {
+		t.Errorf("a file root made is owned by %s, want the sandbox user's %s", got, user)
 	}
 }
 
@@ -302,6 +321,49 @@ func suspendResume(t *testing.T, b sandbox.Backend) {
 	}
 	if got := out(t, b, s.ID, "echo", "thawed"); got != "thawed" {
 		t.Errorf("after Resume: %q", got)
+	}
+}
+
+// Stop ends every process and keeps the sandbox, stopped; Resume brings
+// it back under the same id from its latest snapshot: its files are
+// there, its processes are not.
+func stopResume(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	s := provision(t, b, sandbox.Spec{})
+	procs := func() string {
+		return out(t, b, s.ID, "sh", "-c", "for p in /proc/[0-9]*; do cat $p/comm; done 2>/dev/null | grep -c '^sleep$' || true")
+	}
+	out(t, b, s.ID, "sh", "-c", "echo kept > /tmp/kept; sleep 1000 >/dev/null 2>&1 &")
+	if got := procs(); got != "1" {
+		t.Fatalf("%s sleep processes before Stop, want 1", got)
+	}
+	if !b.Capabilities().Resume {
+		t.Skip("the backend cannot resume a stopped sandbox")
+	}
+	if _, err := b.Snapshot(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, s.ID); err != nil || got.State != sandbox.StateStopped {
+		t.Fatalf("after Stop: state %q, %v; want stopped", got.State, err)
+	}
+	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrStopped) && !errors.Is(err, sandbox.ErrTerminated) {
+		t.Errorf("exec in a stopped sandbox: %v, want ErrStopped or ErrTerminated", err)
+	}
+	if err := b.Stop(ctx, s.ID); err != nil {
+		t.Errorf("Stop of a stopped sandbox: %v, want nil", err)
+	}
+	got, err := b.Resume(ctx, s.ID)
+	if err != nil || got.ID != s.ID || got.State != sandbox.StateRunning {
+		t.Fatalf("Resume: %+v, %v; want %s running", got, err, s.ID)
+	}
+	if got := out(t, b, s.ID, "cat", "/tmp/kept"); got != "kept" {
+		t.Errorf("after Resume /tmp/kept holds %q", got)
+	}
+	if got := procs(); got != "0" {
+		t.Errorf("%s sleep processes after Stop and Resume, want 0", got)
 	}
 }
 

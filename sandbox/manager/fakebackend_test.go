@@ -133,6 +133,17 @@ func (f *fakeBackend) Suspend(ctx context.Context, id string) error {
 	return nil
 }
 
+func (f *fakeBackend) Stop(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := f.box(id)
+	if err != nil {
+		return err
+	}
+	b.s.State = sandbox.StateStopped
+	return nil
+}
+
 func (f *fakeBackend) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -346,6 +346,37 @@ func (b *Backend) Resume(ctx context.Context, ref string) (sandbox.Info, error) 
 	return b.spawn(ctx, launch{ID: rec.ID, Spec: spec, FromSnapshot: latest.Dir, Overrides: fo})
 }
 
+// StopReason is the Reason of a sandbox stopped by Backend.Stop.
+const StopReason = "stopped"
+
+// Stop ends the sandbox and keeps its record, stopped (Reason
+// StopReason), as its Limits.Timeout running out does; Resume provisions
+// it again from its latest snapshot. A sandbox whose supervisor is gone
+// is stopped already.
+func (b *Backend) Stop(ctx context.Context, ref string) error {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return err
+	}
+	if !rec.live() {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, removeAnswerTimeout)
+	_, err = call(rctx, rec, request{Op: opStop}, nil)
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, sandbox.ErrStopped):
+		return nil
+	default:
+		return err
+	}
+	if !waitGone(rec) { // the supervisor exits once its teardown is done
+		return fmt.Errorf("sandbox %s: its supervisor (pid %d) did not exit after stopping it", rec.ID, rec.Supervisor)
+	}
+	return nil
+}
+
 // Terminate ends the sandbox and removes its record. Of a sandbox whose
 // supervisor is gone (killed: its processes died with it, or die once
 // their frozen cgroup is thawed) it reclaims what is left first.

@@ -91,6 +91,9 @@ func (b *Backend) SetNetworkPolicy(context.Context, string, sandbox.NetworkPolic
 // Suspend fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) Suspend(context.Context, string) error { return errNotLinux }
 
+// Stop is not supported off Linux.
+func (b *Backend) Stop(context.Context, string) error { return errNotLinux }
+
 // Snapshot fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) Snapshot(context.Context, string) (*sandbox.Snapshot, error) {
 	return nil, errNotLinux

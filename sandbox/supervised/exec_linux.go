@@ -62,7 +62,7 @@ func (b *Backend) Exec(ctx context.Context, ref string, req sandbox.ExecRequest)
 		return nil, err
 	}
 	defer conn.Close()
-	r := request{Op: opExec, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput}
+	r := request{Op: opExec, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput, AsRoot: req.AsRoot}
 	if err := ctlmsg.Send(conn, r, []int{int(stdin.Fd()), int(files[0].Fd()), int(files[1].Fd())}); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (b *Backend) ExecDetached(ctx context.Context, ref string, req sandbox.Exec
 	if err != nil {
 		return 0, err
 	}
-	rep, err := call(ctx, rec, request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, Tag: o.Tag}, nil)
+	rep, err := call(ctx, rec, request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, AsRoot: req.AsRoot, Tag: o.Tag}, nil)
 	if err != nil {
 		return 0, err
 	}

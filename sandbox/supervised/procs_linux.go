@@ -69,7 +69,7 @@ func (t *procTable) start(sb *sandbox.Sandbox, req request) (int, error) {
 	}
 	out := [2]*outRing{newOutRing(MaxDetachedOutput), newOutRing(MaxDetachedOutput)}
 	p, err := sb.Start(context.Background(), sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout,
-		Stdout: out[0], Stderr: out[1]})
+		AsRoot: req.AsRoot, Stdout: out[0], Stderr: out[1]})
 	if err != nil {
 		return 0, err
 	}

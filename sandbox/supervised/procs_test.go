@@ -69,6 +69,21 @@ func TestDetachedCommands(t *testing.T) {
 	}
 }
 
+// A detached command as root (ExecRequest.AsRoot) is root inside.
+func TestDetachedAsRoot(t *testing.T) {
+	ctx := context.Background()
+	b := open(t)
+	info := provision(t, b, sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000}})
+	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"id", "-u"}, AsRoot: true}, DetachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if res, err := b.Attach(ctx, info.ID, pid, &out, nil, nil); err != nil || res.ExitCode != 0 || out.String() != "0\n" {
+		t.Errorf("a detached command as root: %+v, %v, output %q; want uid 0", res, err, out.String())
+	}
+}
+
 // An attach that goes away leaves the command running; the next one gets
 // what the first did not read; output beyond the bound is dropped and
 // counted, never blocking the command.

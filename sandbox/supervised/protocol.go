@@ -27,7 +27,8 @@ const (
 	opSnapshot = "snapshot" // snapshot into the state directory
 	opSuspend  = "suspend"
 	opResume   = "resume"
-	opRemove   = "rm" // terminate; answered before the teardown
+	opRemove   = "rm"   // terminate; answered before the teardown
+	opStop     = "stop" // end the sandbox but keep it, stopped; answered before the teardown
 	// Detached commands (see procs_linux.go).
 	opStart  = "start"  // start a command detached: its pid in reply.Pid
 	opPs     = "ps"     // reply.Procs
@@ -48,9 +49,11 @@ type request struct {
 	Dir     string        `json:"dir,omitempty"`
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
 	// MaxOutput caps each output stream (see ExecRequest.MaxOutput).
-	MaxOutput int64                  `json:"max_output,omitempty"`
-	Network   *sandbox.NetworkPolicy `json:"network,omitempty"`
-	Mount     *sandbox.Mount         `json:"mount,omitempty"`
+	MaxOutput int64 `json:"max_output,omitempty"`
+	// AsRoot runs the command as root inside (ExecRequest.AsRoot).
+	AsRoot  bool                   `json:"as_root,omitempty"`
+	Network *sandbox.NetworkPolicy `json:"network,omitempty"`
+	Mount   *sandbox.Mount         `json:"mount,omitempty"`
 	// IncludeReadWrite asks a snapshot to archive the rw mounts too.
 	IncludeReadWrite bool `json:"include_rw,omitempty"`
 	// Pid and Signal name a detached command and a signal for it.

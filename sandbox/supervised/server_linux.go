@@ -57,7 +57,7 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l *net.UnixListener, o launch) error {
 	defer sb.Terminate(context.Background())
 	defer l.Close()
-	ended := false
+	ended, reason := false, ""
 	var recMu sync.Mutex // the record's updates and saves
 	defer func() {
 		if !ended {
@@ -66,9 +66,12 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 		}
 		recMu.Lock()
 		defer recMu.Unlock()
-		_ = st.keepEnded(rec, handoff.Ended(sb))
+		if reason == "" {
+			reason = handoff.Ended(sb)
+		}
+		_ = st.keepEnded(rec, reason)
 	}()
-	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1)}
+	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1), stopped: make(chan struct{}, 1)}
 	activity := make(chan struct{}, 1)
 	var inflight atomic.Int64
 	var accepting chan struct{} // closed when the accept loop returns
@@ -104,6 +107,9 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 			return nil
 		case <-s.removed:
 			return nil
+		case <-s.stopped:
+			ended, reason = true, StopReason
+			return nil
 		case <-sb.Done():
 			ended = true
 			return nil
@@ -137,7 +143,8 @@ type server struct {
 	sb      *sandbox.Sandbox
 	recMu   *sync.Mutex
 	removed chan struct{}
-	procs   procTable // detached commands
+	stopped chan struct{} // Backend.Stop: ended, its record kept
+	procs   procTable     // detached commands
 }
 
 // save applies update to the record and saves it, one at a time.
@@ -180,11 +187,15 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		s.serveDial(conn, req.Port)
 		return
 	}
-	if req.Op == opRemove {
+	if req.Op == opRemove || req.Op == opStop {
 		// Answer first: the caller then waits for the supervisor to exit,
 		// which it does once the teardown is done.
 		_ = ctlmsg.Send(conn, reply{}, nil)
-		s.removed <- struct{}{}
+		if req.Op == opStop {
+			s.stopped <- struct{}{}
+		} else {
+			s.removed <- struct{}{}
+		}
 		return
 	}
 	var rep reply

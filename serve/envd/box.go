@@ -35,6 +35,7 @@ type box struct {
 	watchers map[string]*watcher
 	home     string   // the sandbox user's $HOME, once read
 	user     identity // the sandbox user, read with home
+	rootHome bool     // /root is a directory, read with home
 }
 
 // identity is the sandbox user's uid, gid and name ($USER): what file
@@ -194,9 +195,12 @@ func (bx *box) resolve(ctx context.Context, p string) (string, error) {
 	} else if strings.HasPrefix(p, "~") {
 		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path %q: only the sandbox's own user (~) is known", p))
 	}
-	home, err := bx.homeDir(ctx)
-	if err != nil {
-		return "", err
+	home := rootHome
+	if !asRoot(ctx) {
+		var err error
+		if home, err = bx.homeDir(ctx); err != nil {
+			return "", err
+		}
 	}
 	return path.Join(home, rest), nil
 }
@@ -209,8 +213,9 @@ func (bx *box) homeDir(ctx context.Context) (string, error) {
 	if home != "" {
 		return home, nil
 	}
-	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s\n%s\n%s\n%s' "$HOME" "$(id -u)" "$(id -g)" "$USER"`}, Stderr: io.Discard, MaxOutput: 4096})
+	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s\n%s\n%s\n%s\n%s' "$HOME" "$(id -u)" "$(id -g)" "$USER" "$(test -d /root && echo y)"`}, Stderr: io.Discard, MaxOutput: 4096})
 	user := identity{uid: -1, gid: -1}
+	rootHome := false
 	switch {
 	case errors.Is(err, sandbox.ErrCommandNotFound), errors.Is(err, sandbox.ErrNotExecutable):
 		home = "/" // no shell to ask
@@ -222,7 +227,8 @@ func (bx *box) homeDir(ctx context.Context) (string, error) {
 		if res.ExitCode != 0 || !strings.HasPrefix(home, "/") {
 			home = "/"
 		}
-		if len(lines) == 4 {
+		rootHome = len(lines) == 5 && lines[4] == "y"
+		if len(lines) == 5 {
 			uid, uerr := strconv.Atoi(lines[1])
 			gid, gerr := strconv.Atoi(lines[2])
 			if uerr == nil && gerr == nil && lines[3] != "" {
@@ -232,9 +238,20 @@ func (bx *box) homeDir(ctx context.Context) (string, error) {
 	}
 	home = path.Clean(home)
 	bx.mu.Lock()
-	bx.home, bx.user = home, user
+	bx.home, bx.user, bx.rootHome = home, user, rootHome
 	bx.mu.Unlock()
 	return home, nil
+}
+
+// hasRootHome reports whether the sandbox has a /root directory, the
+// working directory of commands run as root.
+func (bx *box) hasRootHome(ctx context.Context) bool {
+	if _, err := bx.homeDir(ctx); err != nil {
+		return false
+	}
+	bx.mu.Lock()
+	defer bx.mu.Unlock()
+	return bx.rootHome
 }
 
 // entryInfo is envd's EntryInfo of fi: its owner and group named as the
@@ -246,6 +263,11 @@ func (bx *box) entryInfo(ctx context.Context, fi tentfs.FileInfo) *filesystempb.
 		bx.mu.Lock()
 		user := bx.user
 		bx.mu.Unlock()
+		if asRoot(ctx) && user.name != "" {
+			// In root's view (its nested user namespace) the sandbox
+			// user's files are root's.
+			user.name = rootUser
+		}
 		if user.name != "" && fi.UID == user.uid {
 			e.Owner = user.name
 		}

@@ -21,9 +21,9 @@
 // Not served: POST /files/compose, GET /envs, GET /metrics (envd's own;
 // tent serve's control plane reports sandbox metrics), POST /init and
 // any other procedure: each answers a clear "unimplemented" (Connect) or
-// 501 (REST). The username parameter and
-// the Basic user of E2B's requests are ignored: a tent sandbox has one
-// user, and every command and file operation runs as it.
+// 501 (REST). The user a request names (the username parameter, or the
+// Basic user of its Authorization header) is the sandbox's own unless it
+// is "root": see user.go.
 //
 // A download sends Content-Length; should the file change while it is
 // read, the response is cut with http.ErrAbortHandler (a middleware
@@ -181,7 +181,8 @@ type ctxKey struct{}
 // filesystem services, /files, /health) for an already-authenticated
 // sandbox id.
 func (h *Handler) ServeSandbox(w http.ResponseWriter, r *http.Request, sandboxID string) {
-	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, sandboxID)))
+	ctx := withUser(context.WithValue(r.Context(), ctxKey{}, sandboxID), r)
+	h.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // Forget kills and forgets the processes and watchers of a sandbox being

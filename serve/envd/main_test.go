@@ -40,12 +40,18 @@ type env struct {
 // when it is not nil) and serves it.
 func newEnv(t *testing.T, opts envd.Options, wrap func(sandbox.Backend) sandbox.Backend) *env {
 	t.Helper()
+	return newEnvSpec(t, sandbox.Spec{}, opts, wrap)
+}
+
+// newEnvSpec is newEnv with a sandbox of spec.
+func newEnvSpec(t *testing.T, spec sandbox.Spec, opts envd.Options, wrap func(sandbox.Backend) sandbox.Backend) *env {
+	t.Helper()
 	l, err := sandbox.NewLocal(sandbox.LocalOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
-	info, err := l.Provision(context.Background(), sandbox.Spec{})
+	info, err := l.Provision(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}

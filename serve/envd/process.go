@@ -163,11 +163,16 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	if cfg.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command"))
 	}
-	xreq := sandbox.ExecRequest{Args: append([]string{cfg.GetCmd()}, cfg.GetArgs()...)}
+	xreq := sandbox.ExecRequest{Args: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), AsRoot: asRoot(ctx)}
 	if cfg.Cwd != nil && cfg.GetCwd() != "" {
 		if xreq.Dir, err = bx.resolve(ctx, cfg.GetCwd()); err != nil {
 			return err
 		}
+	} else if xreq.AsRoot && bx.hasRootHome(ctx) {
+		xreq.Dir = rootHome
+	}
+	if xreq.AsRoot {
+		xreq.Env = append(xreq.Env, rootEnv...)
 	}
 	keys := make([]string, 0, len(cfg.GetEnvs()))
 	for k := range cfg.GetEnvs() {
