@@ -34,6 +34,14 @@ func (p *Proxy) serveTransparentConn(c net.Conn) {
 		resetConn(c)
 		return
 	}
+	if p.Policy().Intercepts(host, port) {
+		if err := p.upstreamTLS(u, host); err != nil {
+			resetConn(c)
+			return
+		}
+		p.intercept(c, nil, u, host, port)
+		return
+	}
 	p.tunnel(c, u, nil)
 }
 
