@@ -132,6 +132,9 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 	if req.Method == http.MethodConnect {
 		return s.interceptRefusal(req, http.StatusMethodNotAllowed, ReasonHostMismatch, "", "tent: CONNECT inside an intercepted connection\n")
 	}
+	if req.Header.Get("Upgrade") != "" || req.Method == "PRI" {
+		return s.interceptRefusal(req, http.StatusNotImplemented, ReasonUpgrade, "", "tent: "+ReasonUpgrade+": "+ic.host+" is intercepted because a secret or an HTTP rule names it\n")
+	}
 	if hasField(head, "content-length") && hasField(head, "transfer-encoding") {
 		return s.interceptRefusal(req, http.StatusBadRequest, ReasonSmuggling, "", "tent: refused a request with both Content-Length and Transfer-Encoding\n")
 	}
@@ -140,9 +143,6 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 	}
 	if !sameHost(req.Host, ic.host, ic.port) {
 		return s.interceptRefusal(req, http.StatusForbidden, ReasonHostMismatch, "", fmt.Sprintf("tent: this connection is to %s: the Host header names %s\n", ic.host, clampText(req.Host, maxNameLen)))
-	}
-	if req.Header.Get("Upgrade") != "" || req.Method == "PRI" {
-		return s.interceptRefusal(req, http.StatusNotImplemented, ReasonUpgrade, "", "tent: "+ReasonUpgrade+": "+ic.host+" is intercepted because a secret or an HTTP rule names it\n")
 	}
 	pol := s.p.Policy()
 	d, ok := s.checkRequest(req, pol, ic.host, ic.port)

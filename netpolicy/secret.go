@@ -183,35 +183,32 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 	for i := range secrets {
 		s := &secrets[i]
 		bound := inject && s.boundTo(host, port)
-		found := false
+		inHeader := false
 		for name, vs := range req.Header {
 			for j, v := range vs {
-				nv, hit := replaceIn(v, s, bound, name)
-				if hit {
-					found = true
+				if nv, hit := replaceIn(v, s, bound, name); hit {
+					inHeader = true
 					vs[j] = nv
 				}
 			}
 		}
-		if strings.Contains(req.URL.RawPath, s.Placeholder) || strings.Contains(req.URL.Path, s.Placeholder) ||
-			strings.Contains(req.URL.RawQuery, s.Placeholder) {
-			found = true
-			if bound && s.InURL {
-				req.URL.Path = strings.ReplaceAll(req.URL.Path, s.Placeholder, s.Value)
-				if req.URL.RawPath != "" {
-					req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
-				}
-				req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, queryEscape(s.Value))
-			} else if bound {
-				sub.kept = append(sub.kept, s.Name+" (in the URL, which it may not enter)")
-				continue
+		inURL := strings.Contains(req.URL.RawPath, s.Placeholder) || strings.Contains(req.URL.Path, s.Placeholder) ||
+			strings.Contains(req.URL.RawQuery, s.Placeholder)
+		if inURL && bound && s.InURL {
+			req.URL.Path = strings.ReplaceAll(req.URL.Path, s.Placeholder, s.Value)
+			if req.URL.RawPath != "" {
+				req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
 			}
+			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, queryEscape(s.Value))
 		}
 		switch {
-		case found && bound:
+		case bound && (inHeader || inURL && s.InURL):
 			sub.injected = append(sub.injected, s.Name)
-		case found:
+		case inHeader || inURL:
 			sub.kept = append(sub.kept, s.Name)
+		}
+		if bound && inURL && !s.InURL {
+			sub.kept = append(sub.kept, s.Name+" (in the URL, where its secret does not go)")
 		}
 	}
 	return sub
