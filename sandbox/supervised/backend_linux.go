@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -82,8 +83,28 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 // Provision starts a supervisor that provisions spec, and returns once the
 // sandbox is served (or refused: nothing is left behind then). A
 // Spec.Name must be free in the state directory.
+//
+// Secrets and HTTP rules (netpolicy.Secret, netpolicy.ParseHTTPRule) are
+// refused with an error wrapping [sandbox.ErrUnsupported] for now: a
+// supervised sandbox's spec travels and is kept as JSON, which never
+// holds a secret's value, and its proxy is handed over when it idles.
 func (b *Backend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
+	if err := refuseInterception(spec.Network); err != nil {
+		return sandbox.Info{}, err
+	}
 	return b.spawn(ctx, launch{ID: newID(), Spec: spec})
+}
+
+// refuseInterception refuses a policy with secrets or HTTP rules.
+func refuseInterception(p sandbox.NetworkPolicy) error {
+	if len(p.Secrets) > 0 {
+		return fmt.Errorf("%w: secrets (--secret) work with tent run and the library's one-shot and in-process sandboxes, not yet with tent create or tent serve", sandbox.ErrUnsupported)
+	}
+	c, err := netpolicy.Compile(p)
+	if err == nil && c.NeedsInterception() {
+		return fmt.Errorf("%w: HTTP rules (methods and paths) work with tent run and the library's one-shot and in-process sandboxes, not yet with tent create or tent serve", sandbox.ErrUnsupported)
+	}
+	return nil
 }
 
 // Fork starts a new sandbox from the snapshot ref names (an id or a
@@ -94,6 +115,11 @@ func (b *Backend) Fork(ctx context.Context, ref string, o sandbox.ForkOverrides)
 		return sandbox.Info{}, err
 	}
 	fo := forkOverrides(o)
+	if o.Network != nil {
+		if err := refuseInterception(*o.Network); err != nil {
+			return sandbox.Info{}, err
+		}
+	}
 	return b.spawn(ctx, launch{ID: newID(), Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo})
 }
 
