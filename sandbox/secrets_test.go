@@ -1,0 +1,184 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+const sandboxSecret = "ghp_REAL-secret-value-0123456789"
+
+// secretOrigin is an HTTPS server (its certificate covers *.example.com)
+// that records the Authorization header of every request by path, and
+// serves a git repository under /repo.git through git http-backend.
+type secretOrigin struct {
+	srv  *httptest.Server
+	port string
+	mu   sync.Mutex
+	auth map[string]string // path -> Authorization
+}
+
+func newSecretOrigin(t *testing.T) *secretOrigin {
+	t.Helper()
+	o := &secretOrigin{auth: map[string]string{}}
+	var git http.Handler = http.NotFoundHandler()
+	if backend, err := exec.LookPath("/usr/lib/git-core/git-http-backend"); err == nil {
+		root := t.TempDir()
+		repo := filepath.Join(root, "repo.git")
+		for _, args := range [][]string{{"init", "-q", "--bare", repo}, {"-C", repo, "config", "http.receivepack", "false"}} {
+			if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v %s", args, err, out)
+			}
+		}
+		git = &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	}
+	o.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		key := r.URL.Path
+		if strings.HasPrefix(key, "/repo.git/") {
+			key = "/repo.git"
+		}
+		if _, seen := o.auth[key]; !seen || r.Header.Get("Authorization") != "" {
+			o.auth[key] = r.Host + " " + r.Header.Get("Authorization")
+		}
+		o.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/repo.git/") {
+			git.ServeHTTP(w, r)
+			return
+		}
+		fmt.Fprintf(w, "ok %s\n", r.URL.Path)
+	}))
+	t.Cleanup(o.srv.Close)
+	_, o.port, _ = net.SplitHostPort(o.srv.Listener.Addr().String())
+	pool := x509.NewCertPool()
+	pool.AddCert(o.srv.Certificate())
+	t.Cleanup(sandbox.SetTestUpstreamRoots(pool))
+	return o
+}
+
+func (o *secretOrigin) got(path string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.auth[path]
+}
+
+// secretSpec allows api.example.com and other.example.com on the
+// origin's port (so that programs ignoring the proxy variables are caught
+// on it) and binds TOKEN to api.example.com.
+func secretSpec(port string) sandbox.Spec {
+	return sandbox.Spec{Network: sandbox.NetworkPolicy{
+		Mode:         netpolicy.Limited,
+		AllowedHosts: []string{"api.example.com:" + port, "other.example.com:" + port, "127.0.0.1"},
+		Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: sandboxSecret}},
+	}}
+}
+
+func TestSecretReachesOnlyItsHost(t *testing.T) {
+	o := newSecretOrigin(t)
+	base := "https://api.example.com:" + o.port
+	script := strings.Join([]string{
+		`set -e`,
+		`curl -sS --fail -H "Authorization: Bearer $TOKEN" ` + base + `/curl`,
+		`python3 -c 'import os, urllib.request; urllib.request.urlopen(urllib.request.Request("` + base + `/python", headers={"Authorization": "Bearer " + os.environ["TOKEN"]})).read()'`,
+		`node -e 'fetch("` + base + `/node", {headers: {Authorization: "Bearer " + process.env.TOKEN}}).then(r => { if (!r.ok) process.exit(3) }, e => { console.error(e); process.exit(4) })'`,
+		`git -c http.extraHeader="Authorization: Bearer $TOKEN" clone -q ` + base + `/repo.git /tmp/repo 2>&1 || echo git failed`,
+		`curl -sS --fail -k -H "Authorization: Bearer $TOKEN" https://other.example.com:` + o.port + `/other`,
+		`echo "env=$TOKEN"`,
+		`cat /proc/self/environ | tr '\0' '\n' | grep '^TOKEN='`,
+		`grep -rl "` + sandboxSecret + `" /proc/self/environ /run/tent/ca /tmp /etc/hostname 2>/dev/null || echo "value nowhere"`,
+	}, "\n")
+	cmd := sandbox.Command(context.Background(), secretSpec(o.port), "/bin/sh", "-c", script)
+	var out, errOut bytes.Buffer
+	audit := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr, cmd.Resolver, cmd.NetLog = &out, &errOut, &fakeResolver{}, audit
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out.String(), errOut.String())
+	}
+	if strings.Contains(out.String()+errOut.String(), sandboxSecret) {
+		t.Fatalf("the value reached the sandbox:\n%s%s", out.String(), errOut.String())
+	}
+	var placeholder string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "env="); ok {
+			placeholder = v
+		}
+	}
+	if !strings.HasPrefix(placeholder, "tent_") || !strings.Contains(out.String(), "TOKEN="+placeholder+"\n") || !strings.Contains(out.String(), "value nowhere") {
+		t.Fatalf("placeholder %q; output:\n%s", placeholder, out.String())
+	}
+	want := "api.example.com:" + o.port + " Bearer " + sandboxSecret
+	for _, client := range []string{"/curl", "/python", "/node", "/repo.git"} {
+		if got := o.got(client); got != want {
+			t.Errorf("%s: the origin received %q, want %q (stderr: %s)", client, got, want, errOut.String())
+		}
+	}
+	if got := o.got("/other"); got != "other.example.com:"+o.port+" Bearer "+placeholder {
+		t.Errorf("other.example.com received %q, want the placeholder", got)
+	}
+	if strings.Contains(audit.String(), sandboxSecret) || strings.Contains(fmt.Sprintf("%+v", cmd.Report), sandboxSecret) {
+		t.Error("the audit log or the report holds the value")
+	}
+	if !strings.Contains(audit.String(), `"secrets":["TOKEN"]`) {
+		t.Errorf("no audit record of the injection:\n%s", audit.String())
+	}
+}
+
+func TestHTTPRuleInSandbox(t *testing.T) {
+	o := newSecretOrigin(t)
+	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+		AllowedHosts: []string{"GET api.example.com:" + o.port + "/repos/org/", "127.0.0.1"}}}
+	base := "https://api.example.com:" + o.port
+	script := `curl -sS -o /dev/null -w "%{http_code}\n" ` + base + `/repos/org/x
+curl -sS -o /dev/null -w "%{http_code}\n" -X POST ` + base + `/repos/org/x
+curl -sS -o /dev/null -w "%{http_code}\n" --path-as-is ` + base + `/repos/org/%2e%2e/other
+curl -sS -D - -o /dev/null ` + base + `/repos/other | grep -i x-tent-denied`
+	cmd := sandbox.Command(context.Background(), spec, "/bin/sh", "-c", script)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Resolver = &out, &errOut, &fakeResolver{}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s%s", err, out.String(), errOut.String())
+	}
+	want := "200\n403\n403\nX-Tent-Denied: method or path not allowed; rule=GET api.example.com:" + o.port + "/repos/org/"
+	if got := strings.TrimSpace(strings.ReplaceAll(out.String(), "\r", "")); got != want {
+		t.Errorf("got\n%s\nwant\n%s\n(stderr %s)", got, want, errOut.String())
+	}
+}
+
+func TestSecretRefusals(t *testing.T) {
+	ok := netpolicy.Secret{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: sandboxSecret}
+	for _, tc := range []struct {
+		name string
+		spec sandbox.Spec
+		want string
+	}{
+		{"mode none", sandbox.Spec{Network: sandbox.NetworkPolicy{Secrets: []netpolicy.Secret{ok}}}, "limited"},
+		{"env conflict", sandbox.Spec{Env: []string{"TOKEN=x"}, Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, Secrets: []netpolicy.Secret{ok}}}, "TOKEN is a secret"},
+		{"no value", sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, Secrets: []netpolicy.Secret{{Name: "T", Hosts: []string{"a.example"}}}}}, "has no value"},
+	} {
+		err := sandbox.Command(context.Background(), tc.spec, "/bin/true").Run()
+		if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalidSpec naming %q", tc.name, err, tc.want)
+		}
+	}
+	// Nothing of a refused or finished sandbox's CA directory is left.
+	if m, _ := filepath.Glob(filepath.Join(os.TempDir(), "tent-ca-*")); len(m) > 0 {
+		t.Errorf("left behind: %v", m)
+	}
+}
