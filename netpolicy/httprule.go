@@ -63,6 +63,9 @@ func ParseHTTPRule(s string) (HTTPRule, bool, error) {
 		}
 	}
 	host := rest
+	if r.Methods == nil && strings.Contains(rest, "://") {
+		return HTTPRule{}, false, nil // a URL: ParseRule says what to write
+	}
 	if i := strings.IndexByte(rest, '/'); i >= 0 {
 		host, r.Path = rest[:i], rest[i:]
 		if r.Methods == nil && isCIDR(rest) {

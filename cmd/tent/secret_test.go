@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const cliSecret = "cli-REAL-secret-0123456789abcdef"
+
+func TestSecretFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	report, netLog := filepath.Join(dir, "report.json"), filepath.Join(dir, "net.jsonl")
+	r := invocation{args: []string{"run", "--secret", "TOKEN@api.example.com", "--report", report, "--net-log", netLog,
+		"--", "sh", "-c", `echo "$TOKEN"; cat /proc/self/environ | tr '\0' '\n' | grep -c "` + cliSecret + `"; test -s "$SSL_CERT_FILE" && grep -c BEGIN "$TENT_CA_CERT"`},
+		env: []string{"TOKEN=" + cliSecret}}.run(t)
+	// grep -c finds 0 lines of the value (exit 1 would end the script; the
+	// last grep counts the CA's one certificate).
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "tent_") || lines[1] != "0" || lines[2] != "1" {
+		t.Errorf("stdout %q, want a placeholder, 0 and 1", r.stdout)
+	}
+	for _, f := range []string{report, netLog} {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), cliSecret) {
+			t.Errorf("%s holds the value", f)
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, cliSecret) {
+		t.Error("the output holds the value")
+	}
+}
+
+func TestSecretFlagRefusals(t *testing.T) {
+	t.Parallel()
+	r := tent(t, "run", "--secret", "TOKEN="+cliSecret+"@api.example.com", "--", "true")
+	r.expect(t, 125, "command line")
+	if strings.Contains(r.stderr, cliSecret) {
+		t.Errorf("the error repeats the value: %s", r.stderr)
+	}
+	tent(t, "run", "--secret", "UNSET_VAR_XYZ@api.example.com", "--", "true").expect(t, 125, "UNSET_VAR_XYZ is set neither")
+	tent(t, "run", "--secret", "TOKEN", "--", "true").expect(t, 125, "NAME@HOST")
+	invocation{args: []string{"run", "--secret", "TOKEN@10.0.0.1", "--", "true"}, env: []string{"TOKEN=x"}}.run(t).expect(t, 125, "not IP addresses")
+	invocation{args: []string{"run", "--net", "none", "--secret", "TOKEN@a.example", "--", "true"}, env: []string{"TOKEN=x"}}.run(t).expect(t, 125, "limited")
+	dir := t.TempDir()
+	loose := writeFile(t, filepath.Join(dir, "loose.env"), "TOKEN="+cliSecret+"\n")
+	os.Chmod(loose, 0o644)
+	tent(t, "run", "--secret-file", loose, "--secret", "TOKEN@a.example", "--", "true").expect(t, 125, "chmod 600")
+	tight := writeFile(t, filepath.Join(dir, "tight.env"), "TOKEN="+cliSecret+"\n")
+	os.Chmod(tight, 0o600)
+	r = tent(t, "run", "--secret-file", tight, "--secret", "TOKEN@a.example", "--", "sh", "-c", `echo "$TOKEN"`)
+	r.expect(t, 0)
+	if !strings.HasPrefix(r.stdout, "tent_") {
+		t.Errorf("stdout %q, want the placeholder", r.stdout)
+	}
+	// Long-lived sandboxes (tent create) refuse secrets for now.
+	l := newLife(t)
+	invocation{args: []string{"--state-dir", l.dir, "create", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x"}}.run(t).expect(t, 125, "not yet with tent create")
+}
+
+func TestSecretInPolicyFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "key.txt"), cliSecret+"\n")
+	pol := writeFile(t, filepath.Join(dir, "p.yaml"), "secrets:\n  - name: KEY\n    hosts: [api.example.com]\n    file: key.txt\n  - name: TOKEN\n    hosts: [api.example.com]\n")
+	r := invocation{args: []string{"run", "--policy", pol, "--", "sh", "-c", `echo "$KEY $TOKEN"`}, env: []string{"TOKEN=" + cliSecret}}.run(t)
+	r.expect(t, 0)
+	if f := strings.Fields(r.stdout); len(f) != 2 || !strings.HasPrefix(f[0], "tent_") || !strings.HasPrefix(f[1], "tent_") || f[0] == f[1] {
+		t.Errorf("stdout %q, want two placeholders", r.stdout)
+	}
+	pol = writeFile(t, filepath.Join(dir, "q.yaml"), "secrets:\n  - name: NOPE_UNSET\n    hosts: [api.example.com]\n")
+	tent(t, "run", "--policy", pol, "--", "true").expect(t, 125, "NOPE_UNSET is not set")
+}
