@@ -29,7 +29,8 @@ type httpConn struct {
 	upIn  int64 // bytes read from up
 	upOut int64 // bytes written to up
 
-	icpt *interception // a TLS connection the proxy terminated, or nil
+	icpt  *interception // a TLS connection the proxy terminated, or nil
+	scrub []scrubPair   // secret values to keep out of the next response
 }
 
 // serveHTTPConn serves one client connection: requests, each head within
@@ -200,6 +201,11 @@ func (s *httpConn) exchange(req *http.Request, host string, port int, key string
 		}
 		resp, err = s.roundTrip(req)
 	}
+	if err == nil && len(s.scrub) > 0 {
+		if err = scrubResponse(resp, s.scrub); err != nil {
+			resp.Body.Close()
+		}
+	}
 	if err != nil {
 		s.dropUpstream()
 		return s.reply(http.StatusBadGateway, nil, fmt.Sprintf("tent: %s: %v\n", key, err), true)
@@ -280,6 +286,7 @@ func (s *httpConn) roundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		removeHopHeaders(resp.Header)
+		scrubHeader(resp.Header, s.scrub)
 		if err := resp.Write(s.bw); err != nil {
 			return nil, err
 		}

@@ -150,6 +150,10 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 		return false
 	}
 	sub := substitute(pol.secrets, req, ic.host, ic.port, true)
+	s.scrub = scrubPairs(pol.secrets, ic.host, ic.port)
+	if len(s.scrub) > 0 {
+		req.Header.Del("Accept-Encoding")
+	}
 	s.recordRequest(req, ic.proto, ic.host, ic.port, d, sub.injected)
 	if len(sub.kept) > 0 {
 		s.p.keptPlaceholders("https", ic.host, ic.port, req, sub.kept)

@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"bufio"
+	"compress/gzip"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +47,27 @@ func newRecOrigin(t testing.TB, ca *CA) *recOrigin {
 		o.mu.Lock()
 		o.got = append(o.got, seen{r.Method, r.Host, r.RequestURI, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")})
 		o.mu.Unlock()
-		fmt.Fprintf(w, "ok %s", r.URL.Path)
+		auth := r.Header.Get("Authorization")
+		switch r.URL.Path {
+		case "/echo": // what an echo API or a verbose error page does
+			w.Header().Set("X-Echo", auth)
+			w.Header().Set("Content-Length", strconv.Itoa(len("you sent ")+len(auth)))
+			fmt.Fprintf(w, "you sent %s", auth)
+		case "/echo-split": // the value across two writes (and reads)
+			io.WriteString(w, auth[:len(auth)-5])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, auth[len(auth)-5:]+"\n")
+		case "/echo-gzip": // compressed although not asked for
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			fmt.Fprintf(zw, "you sent %s", auth)
+			zw.Close()
+		case "/echo-br":
+			w.Header().Set("Content-Encoding", "br")
+			io.WriteString(w, auth)
+		default:
+			fmt.Fprintf(w, "ok %s", r.URL.Path)
+		}
 	}))
 	o.srv.TLS = &tls.Config{GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return ca.leaf(hello.ServerName)
@@ -591,4 +614,78 @@ func TestHTTPRuleParse(t *testing.T) {
 	}
 }
 
-var _ = time.Second
+
+func TestSecretNeverEchoedBack(t *testing.T) {
+	ih := newInterceptHarness(t, false)
+	c := ih.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: ih.pool}, DisableCompression: false})
+	for _, path := range []string{"/echo", "/echo-split", "/echo-gzip"} {
+		resp, body := get(t, c, fmt.Sprintf("https://api.example.com:%d%s", ih.o.port, path), "Authorization", "Bearer "+testPlaceholder)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %s", path, resp.Status)
+		}
+		if got := ih.o.last(t); got.Auth != "Bearer "+testSecret {
+			t.Fatalf("%s: the origin received %q", path, got.Auth)
+		}
+		if strings.Contains(body, testSecret) || strings.Contains(fmt.Sprint(resp.Header), testSecret) {
+			t.Errorf("%s: the value came back: %q %v", path, body, resp.Header)
+		}
+		if !strings.Contains(body, "Bearer "+testPlaceholder) {
+			t.Errorf("%s: body %q, want the placeholder in place of the value", path, body)
+		}
+		if path == "/echo" && resp.Header.Get("X-Echo") != "Bearer "+testPlaceholder {
+			t.Errorf("X-Echo %q", resp.Header.Get("X-Echo"))
+		}
+	}
+	resp, body := get(t, c, fmt.Sprintf("https://api.example.com:%d/echo-br", ih.o.port), "Authorization", "Bearer "+testPlaceholder)
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, testSecret) {
+		t.Errorf("a body tent cannot read: %s %q, want 502", resp.Status, body)
+	}
+}
+
+func TestScrubReaderSplits(t *testing.T) {
+	pairs := []scrubPair{{[]byte("SECRET"), []byte("ph_long_placeholder")}, {[]byte("AB"), []byte("x")}}
+	in := "..SECRET..SECRETSECRET.AB.SECRE"
+	want := "..ph_long_placeholder..ph_long_placeholderph_long_placeholder.x.SECRE"
+	for size := 1; size <= len(in); size++ {
+		r := &scrubReader{r: &chunkReader{s: in, n: size}, pairs: pairs}
+		got, err := io.ReadAll(r)
+		if err != nil || string(got) != want {
+			t.Errorf("reads of %d: %q %v, want %q", size, got, err, want)
+		}
+	}
+}
+
+// chunkReader returns s n bytes per read.
+type chunkReader struct {
+	s string
+	n int
+}
+
+func (c *chunkReader) Read(b []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	k := copy(b[:min(len(b), c.n)], c.s)
+	c.s = c.s[k:]
+	return k, nil
+}
+
+func TestInterceptLeavesNothing(t *testing.T) {
+	ih := newInterceptHarness(t, false)
+	base := runtime.NumGoroutine()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ih.pool}}
+	c := ih.client(tr)
+	tr.DisableKeepAlives = false // an intercepted connection kept open at Close
+	for range 3 {
+		get(t, c, fmt.Sprintf("https://api.example.com:%d/x", ih.o.port), "Authorization", "Bearer "+testPlaceholder)
+	}
+	if ih.proxy.Active() == 0 {
+		t.Fatal("no connection kept alive")
+	}
+	closeWithin(t, ih.proxy, 5*time.Second)
+	tr.CloseIdleConnections()
+	if n := ih.proxy.Active(); n != 0 {
+		t.Errorf("%d connections left", n)
+	}
+	waitGoroutines(t, base)
+}
