@@ -284,4 +284,3 @@ func recordPath(req *http.Request) string {
 	}
 	return clampText(p, 512)
 }
-

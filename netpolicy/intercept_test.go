@@ -614,7 +614,6 @@ func TestHTTPRuleParse(t *testing.T) {
 	}
 }
 
-
 func TestSecretNeverEchoedBack(t *testing.T) {
 	ih := newInterceptHarness(t, false)
 	c := ih.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: ih.pool}, DisableCompression: false})

@@ -42,11 +42,11 @@ type plan struct {
 	cowRoot        string              // host directory of the cow layers ("" without cow mounts)
 	// ca is the proxy's CA when the policy has secrets or HTTP rules, and
 	// caDir the host directory of its certificate, mounted at caTarget.
-	ca    *netpolicy.CA
-	caDir string
-	layers         []CowLayer
-	report         Report
-	missing        []Missing
+	ca      *netpolicy.CA
+	caDir   string
+	layers  []CowLayer
+	report  Report
+	missing []Missing
 }
 
 // validName accepts host and user names: a letter or digit, then up to 62
