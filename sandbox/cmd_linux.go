@@ -139,9 +139,6 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if err := p.makeLayers(bio.prefill); err != nil {
 		return nil, err
 	}
-	if p.ca != nil && bio.idleAfter > 0 {
-		return nil, fmt.Errorf("%w: secrets and HTTP rules need the sandbox's proxy for its whole life, which an idle sandbox hands over: not with IdleAfter", ErrUnsupported)
-	}
 	if err := p.makeCADir(); err != nil {
 		return nil, err
 	}

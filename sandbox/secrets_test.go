@@ -182,3 +182,50 @@ func TestSecretRefusals(t *testing.T) {
 		t.Errorf("left behind: %v", m)
 	}
 }
+
+// A long-lived sandbox: execs see the placeholder, and neither the
+// snapshot nor anything else written of it holds the value.
+func TestSecretNotInSnapshot(t *testing.T) {
+	o := newSecretOrigin(t)
+	sb, err := sandbox.Provision(context.Background(), secretSpec(o.port), sandbox.ProvisionOptions{Resolver: &fakeResolver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Terminate(context.Background())
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c",
+		`echo "$TOKEN" > /tmp/token; echo "$TOKEN" > "$HOME/token"; curl -sS --fail -H "Authorization: Bearer $TOKEN" https://api.example.com:` + o.port + `/exec`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if got := o.got("/exec"); !strings.HasSuffix(got, "Bearer "+sandboxSecret) {
+		t.Errorf("the origin received %q", got)
+	}
+	dir := filepath.Join(t.TempDir(), "snap")
+	if _, err := sb.Snapshot(context.Background(), dir, sandbox.SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files++
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte(sandboxSecret)) {
+			t.Errorf("%s holds the value", path)
+		}
+		return err
+	})
+	if err != nil || files == 0 {
+		t.Fatalf("walked %d files: %v", files, err)
+	}
+	if err := sb.Terminate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(os.TempDir(), "tent-ca-*")); len(m) > 0 {
+		t.Errorf("left behind: %v", m)
+	}
+}
