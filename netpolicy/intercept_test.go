@@ -542,12 +542,13 @@ func TestSecretPolicyValidation(t *testing.T) {
 		s    Secret
 		want string
 	}{
-		{Secret{Name: "1X", Hosts: []string{"a.example"}, Value: "v"}, "name"},
+		{Secret{Name: "1X", Hosts: []string{"a.example"}, Value: "value-0123456789"}, "name"},
 		{Secret{Name: "X", Hosts: []string{"a.example"}}, "has no value"},
+		{Secret{Name: "X", Hosts: []string{"a.example"}, Value: "abc12"}, "shorter than 8"},
 		{Secret{Name: "X", Hosts: []string{"a.example"}, Value: "a\r\nInjected: 1"}, "CR, LF"},
-		{Secret{Name: "X", Value: "v"}, "names no host"},
-		{Secret{Name: "X", Hosts: []string{"10.0.0.1"}, Value: "v"}, "not IP addresses"},
-		{Secret{Name: "X", Hosts: []string{"*.com"}, Value: "v"}, "public suffix"},
+		{Secret{Name: "X", Value: "value-0123456789"}, "names no host"},
+		{Secret{Name: "X", Hosts: []string{"10.0.0.1"}, Value: "value-0123456789"}, "not IP addresses"},
+		{Secret{Name: "X", Hosts: []string{"*.com"}, Value: "value-0123456789"}, "public suffix"},
 	} {
 		_, err := Compile(Policy{Mode: Limited, Secrets: []Secret{tc.s}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -557,7 +558,7 @@ func TestSecretPolicyValidation(t *testing.T) {
 			t.Errorf("the error holds the value: %v", err)
 		}
 	}
-	c, err := Compile(Policy{Mode: Limited, Secrets: []Secret{{Name: "A", Hosts: []string{"a.example"}, Value: "v"}}})
+	c, err := Compile(Policy{Mode: Limited, Secrets: []Secret{{Name: "A", Hosts: []string{"a.example"}, Value: "value-0123456789"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +568,7 @@ func TestSecretPolicyValidation(t *testing.T) {
 	if !c.Intercepts("A.example.", 443) || c.Intercepts("b.example", 443) {
 		t.Error("Intercepts")
 	}
-	if _, err := Compile(Policy{Mode: None, Secrets: []Secret{{Name: "A", Hosts: []string{"a.example"}, Value: "v"}}}); err == nil {
+	if _, err := Compile(Policy{Mode: None, Secrets: []Secret{{Name: "A", Hosts: []string{"a.example"}, Value: "value-0123456789"}}}); err == nil {
 		t.Error("secrets with mode none accepted")
 	}
 }

@@ -82,18 +82,20 @@ type scrubReader struct {
 	pairs []scrubPair
 	buf   []byte // read, not yet scanned (the held-back tail first)
 	out   []byte // scanned, not yet returned
+	obuf  []byte // out's storage, reused
 	err   error
 }
+
+// scrubBuf is how much a scrubReader reads at once.
+const scrubBuf = 256 << 10
 
 func (s *scrubReader) Read(b []byte) (int, error) {
 	for len(s.out) == 0 {
 		if s.err != nil {
 			return 0, s.err
 		}
-		if cap(s.buf)-len(s.buf) < 16<<10 {
-			nb := make([]byte, len(s.buf), len(s.buf)+32<<10)
-			copy(nb, s.buf)
-			s.buf = nb
+		if s.buf == nil {
+			s.buf = make([]byte, 0, scrubBuf)
 		}
 		n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
 		s.buf = s.buf[:len(s.buf)+n]
@@ -106,14 +108,15 @@ func (s *scrubReader) Read(b []byte) (int, error) {
 }
 
 // scan moves what of buf can no longer be the start of a value to out,
-// replacing values; with final, all of it.
+// replacing values; with final, all of it. What it holds back is less
+// than the longest value, so buf always has room to read more.
 func (s *scrubReader) scan(final bool) {
 	longest := 0
 	for _, p := range s.pairs {
 		longest = max(longest, len(p.value))
 	}
 	data := s.buf
-	var out []byte
+	out := s.obuf[:0]
 	for {
 		best, which := -1, 0
 		for k, p := range s.pairs {
@@ -134,8 +137,8 @@ func (s *scrubReader) scan(final bool) {
 		data = data[cut:]
 		break
 	}
-	s.out = out
-	s.buf = append(s.buf[:0], data...)
+	s.obuf, s.out = out, out
+	s.buf = s.buf[:copy(s.buf, data)]
 }
 
 // scrubHeader replaces the values of pairs in every field of h.

@@ -31,8 +31,7 @@ type Secret struct {
 	// InURL also replaces the placeholder in the request's path and query;
 	// otherwise only header fields are rewritten.
 	InURL bool `json:"in_url,omitempty"`
-	// Value is the credential. It must not be empty, nor hold CR, LF or
-	// NUL.
+	// Value is the credential: 8 bytes to 16 KiB, without CR, LF or NUL.
 	Value string `json:"-"`
 	// Placeholder is what the sandbox sees; empty means [Compile] makes a
 	// random one ([Compiled.Secrets] returns it).
@@ -56,6 +55,7 @@ func (s Secret) LogValue() slog.Value {
 const (
 	maxSecrets     = 64
 	maxSecretLen   = 16 << 10
+	minSecretLen   = 8
 	placeholderLen = 40 // "tent_" and 35 more characters
 )
 
@@ -109,6 +109,8 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 		switch {
 		case s.Value == "":
 			bad("has no value (values never travel in JSON: give it again where the sandbox starts)")
+		case len(s.Value) < minSecretLen:
+			bad("value shorter than %d bytes: too short to tell apart from other text in responses, where the proxy replaces it", minSecretLen)
 		case len(s.Value) > maxSecretLen:
 			bad("value longer than %d bytes", maxSecretLen)
 		case strings.ContainsAny(s.Value, "\r\n\x00"):

@@ -45,8 +45,8 @@ func TestSecretFlagRefusals(t *testing.T) {
 	}
 	tent(t, "run", "--secret", "UNSET_VAR_XYZ@api.example.com", "--", "true").expect(t, 125, "UNSET_VAR_XYZ is set neither")
 	tent(t, "run", "--secret", "TOKEN", "--", "true").expect(t, 125, "NAME@HOST")
-	invocation{args: []string{"run", "--secret", "TOKEN@10.0.0.1", "--", "true"}, env: []string{"TOKEN=x"}}.run(t).expect(t, 125, "not IP addresses")
-	invocation{args: []string{"run", "--net", "none", "--secret", "TOKEN@a.example", "--", "true"}, env: []string{"TOKEN=x"}}.run(t).expect(t, 125, "limited")
+	invocation{args: []string{"run", "--secret", "TOKEN@10.0.0.1", "--", "true"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "not IP addresses")
+	invocation{args: []string{"run", "--net", "none", "--secret", "TOKEN@a.example", "--", "true"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "limited")
 	dir := t.TempDir()
 	loose := writeFile(t, filepath.Join(dir, "loose.env"), "TOKEN="+cliSecret+"\n")
 	os.Chmod(loose, 0o644)
@@ -60,7 +60,7 @@ func TestSecretFlagRefusals(t *testing.T) {
 	}
 	// Long-lived sandboxes (tent create) refuse secrets for now.
 	l := newLife(t)
-	invocation{args: []string{"--state-dir", l.dir, "create", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x"}}.run(t).expect(t, 125, "not yet with tent create")
+	invocation{args: []string{"--state-dir", l.dir, "create", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "not yet with tent create")
 }
 
 func TestSecretInPolicyFile(t *testing.T) {
