@@ -138,6 +138,10 @@ func TestSecretReachesOnlyItsHost(t *testing.T) {
 	if !strings.Contains(audit.String(), `"secrets":["TOKEN"]`) {
 		t.Errorf("no audit record of the injection:\n%s", audit.String())
 	}
+	// node's fetch ignores the proxy variables: it was caught.
+	if !strings.Contains(audit.String(), `"event":"decision","proto":"transparent","host":"api.example.com"`) {
+		t.Errorf("no caught connection to api.example.com in the audit log:\n%s", audit.String())
+	}
 }
 
 func TestHTTPRuleInSandbox(t *testing.T) {
@@ -227,5 +231,47 @@ func TestSecretNotInSnapshot(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(os.TempDir(), "tent-ca-*")); len(m) > 0 {
 		t.Errorf("left behind: %v", m)
+	}
+}
+
+// The policy of a running sandbox can change; its secrets stay, and
+// neither new secrets nor (without a CA from the start) HTTP rules come.
+func TestSecretSurvivesPolicyChange(t *testing.T) {
+	o := newSecretOrigin(t)
+	spec := secretSpec(o.port)
+	sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{Resolver: &fakeResolver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Terminate(context.Background())
+	p := spec.Network
+	p.Secrets = nil
+	p.AllowedHosts = []string{"api.example.com:" + o.port, "127.0.0.1", "GET other.example.com:" + o.port + "/only/"}
+	if err := sb.SetNetworkPolicy(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c",
+		`curl -sS --fail -H "Authorization: Bearer $TOKEN" https://api.example.com:` + o.port + `/after; curl -sS -o /dev/null -w "%{http_code}" https://other.example.com:` + o.port + `/not-only`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.got("/after"); !strings.HasSuffix(got, "Bearer "+sandboxSecret) {
+		t.Errorf("after the change the origin received %q (exit %d, %s)", got, res.ExitCode, res.Stderr)
+	}
+	if !strings.HasSuffix(string(res.Stdout), "403") {
+		t.Errorf("the new HTTP rule: %q", res.Stdout)
+	}
+	p.Secrets = []netpolicy.Secret{{Name: "OTHER", Hosts: []string{"api.example.com"}, Value: sandboxSecret}}
+	if err := sb.SetNetworkPolicy(context.Background(), p); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("a new secret at run time: %v, want ErrUnsupported", err)
+	}
+	plain, err := sandbox.Provision(context.Background(), limited(), sandbox.ProvisionOptions{Resolver: &fakeResolver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Terminate(context.Background())
+	err = plain.SetNetworkPolicy(context.Background(), sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"GET a.example/x/"}})
+	if !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("an HTTP rule for a sandbox without a CA: %v, want ErrUnsupported", err)
 	}
 }

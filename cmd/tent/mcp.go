@@ -19,6 +19,8 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/tent-sandbox/tent/mcp"
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
@@ -99,6 +101,9 @@ func runMCP(c *cobra.Command, g *globalOptions, o *mcpOptions) error {
 	spec, err := buildSpec(f, &o.runOptions, os.LookupEnv, cwd, log)
 	if err != nil {
 		return refuse("%v", err)
+	}
+	if len(spec.Network.Secrets) > 0 || hasHTTPRules(spec.Network) {
+		return refuse("secrets (--secret) and HTTP rules need tent run for now: tent mcp's sandboxes are supervised, whose specs never hold a secret's value (see docs/secrets.md)")
 	}
 	useTLS := o.tlsCert != "" || o.tlsKey != ""
 	if useTLS && (o.tlsCert == "" || o.tlsKey == "") {
@@ -199,4 +204,11 @@ func serveMCPHTTP(ctx context.Context, g *globalOptions, o *mcpOptions, srv *mcp
 	}
 	<-errc
 	return nil
+}
+
+// hasHTTPRules reports whether p has allow rules that name methods or
+// paths (which make the proxy intercept TLS).
+func hasHTTPRules(p sandbox.NetworkPolicy) bool {
+	c, err := netpolicy.Compile(p)
+	return err == nil && c.NeedsInterception()
 }

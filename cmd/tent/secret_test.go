@@ -61,6 +61,11 @@ func TestSecretFlagRefusals(t *testing.T) {
 	// Long-lived sandboxes (tent create) refuse secrets for now.
 	l := newLife(t)
 	invocation{args: []string{"--state-dir", l.dir, "create", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "not yet with tent create")
+	l.tent(t, "create", "--allow-host", "GET a.example/x/").expect(t, 125, "HTTP rules")
+	invocation{args: []string{"--state-dir", l.dir, "mcp", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "need tent run")
+	if out := l.tent(t, "ls", "-q"); strings.TrimSpace(out.stdout) != "" {
+		t.Errorf("refused sandboxes were created: %q", out.stdout)
+	}
 }
 
 func TestSecretInPolicyFile(t *testing.T) {
