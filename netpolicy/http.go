@@ -243,7 +243,7 @@ func (s *httpConn) dial(host string, port int, key string) error {
 	if err != nil {
 		return err
 	}
-	if s.icpt != nil {
+	if s.icpt != nil && !s.icpt.plain {
 		if err := s.p.upstreamTLS(u, host); err != nil {
 			return err
 		}

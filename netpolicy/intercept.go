@@ -38,6 +38,17 @@ type interception struct {
 	proto string // how the connection came: "connect", "socks5" or "transparent"
 	host  string // normalised name the connection was opened to
 	port  int
+	// plain is a caught connection that did not start with TLS: HTTP in
+	// clear text, held to the HTTP rules, never given a secret.
+	plain bool
+}
+
+// scheme is what the requests of ic speak, as the audit log names it.
+func (ic *interception) scheme() string {
+	if ic.plain {
+		return "http"
+	}
+	return "https"
 }
 
 // upstreamTLS starts TLS on u to host, verifying the certificate against
@@ -130,7 +141,7 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 	ic := s.icpt
 	head := s.hr.captured()
 	if req.Method == http.MethodConnect {
-		return s.interceptRefusal(req, http.StatusMethodNotAllowed, ReasonHostMismatch, "", "tent: CONNECT inside an intercepted connection\n")
+		return s.interceptRefusal(req, http.StatusMethodNotAllowed, ReasonUpgrade, "", "tent: CONNECT inside an intercepted connection\n")
 	}
 	if req.Header.Get("Upgrade") != "" || req.Method == "PRI" {
 		return s.interceptRefusal(req, http.StatusNotImplemented, ReasonUpgrade, "", "tent: "+ReasonUpgrade+": "+ic.host+" is intercepted because a secret or an HTTP rule names it\n")
@@ -138,7 +149,7 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 	if hasField(head, "content-length") && hasField(head, "transfer-encoding") {
 		return s.interceptRefusal(req, http.StatusBadRequest, ReasonSmuggling, "", "tent: refused a request with both Content-Length and Transfer-Encoding\n")
 	}
-	if req.URL.Scheme != "" && (req.URL.Scheme != "https" || !sameHost(req.URL.Host, ic.host, ic.port)) {
+	if req.URL.Scheme != "" && (req.URL.Scheme != ic.scheme() || !sameHost(req.URL.Host, ic.host, ic.port)) {
 		return s.interceptRefusal(req, http.StatusForbidden, ReasonHostMismatch, "", fmt.Sprintf("tent: this connection is to %s: the request names %s\n", ic.host, clampText(req.URL.Host, maxNameLen)))
 	}
 	if !sameHost(req.Host, ic.host, ic.port) {
@@ -149,17 +160,24 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 	if !ok {
 		return false
 	}
-	sub := substitute(pol.secrets, req, ic.host, ic.port, true)
+	key := ic.host + ":" + strconv.Itoa(ic.port)
+	reused := s.up != nil
+	if !reused { // the last upstream connection ended: a new one, checked afresh
+		if err := s.dial(ic.host, ic.port, key); err != nil {
+			return s.refused(err, req)
+		}
+	}
+	sub := substitute(pol.secrets, req, ic.host, ic.port, !ic.plain)
 	s.scrub = scrubPairs(pol.secrets, ic.host, ic.port)
 	if len(s.scrub) > 0 {
 		req.Header.Del("Accept-Encoding")
 	}
 	s.recordRequest(req, ic.proto, ic.host, ic.port, d, sub.injected)
 	if len(sub.kept) > 0 {
-		s.p.keptPlaceholders("https", ic.host, ic.port, req, sub.kept)
+		s.p.keptPlaceholders(ic.scheme(), ic.host, ic.port, req, sub.kept)
 	}
 	req.URL.Scheme, req.URL.Host = "", ""
-	return s.exchange(req, ic.host, ic.port, s.upKey, true)
+	return s.exchange(req, ic.host, ic.port, key, reused)
 }
 
 // checkRequest applies pol to req, sent to host:port over the upstream
@@ -207,7 +225,7 @@ func (s *httpConn) checkRequest(req *http.Request, pol *Compiled, host string, p
 // recordRequest audits an allowed request.
 func (s *httpConn) recordRequest(req *http.Request, proto, host string, port int, d Decision, secrets []string) {
 	if s.icpt != nil {
-		proto = "https"
+		proto = s.icpt.scheme()
 	}
 	s.p.record(AuditRecord{Event: EventRequest, Proto: proto, Host: recordHost(host), Port: port, Verdict: VerdictAllow,
 		Rule: d.Rule, Reason: d.Reason, Method: recordMethod(req.Method), Path: recordPath(req), Secrets: secrets})
@@ -220,7 +238,7 @@ func (s *httpConn) interceptRefusal(req *http.Request, code int, reason, rule, b
 	host, port := "", 0
 	proto := "http"
 	if s.icpt != nil {
-		host, port, proto = s.icpt.host, s.icpt.port, "https"
+		host, port, proto = s.icpt.host, s.icpt.port, s.icpt.scheme()
 	} else if h, pt, err := splitHostPort(req.URL.Host, 80); err == nil {
 		host, port = recordHost(h), pt
 	}

@@ -62,6 +62,9 @@ func newRecOrigin(t testing.TB, ca *CA) *recOrigin {
 			zw := gzip.NewWriter(w)
 			fmt.Fprintf(zw, "you sent %s", auth)
 			zw.Close()
+		case "/close": // the server ends every connection after its answer
+			w.Header().Set("Connection", "close")
+			fmt.Fprintf(w, "ok %s", auth)
 		case "/echo-br":
 			w.Header().Set("Content-Encoding", "br")
 			io.WriteString(w, auth)
@@ -688,4 +691,44 @@ func TestInterceptLeavesNothing(t *testing.T) {
 		t.Errorf("%d connections left", n)
 	}
 	waitGoroutines(t, base)
+}
+
+// An upstream that closes after each response while the client keeps its
+// connection: the next request gets a new upstream connection, checked
+// and intercepted again.
+func TestInterceptUpstreamClosesBetweenRequests(t *testing.T) {
+	ih := newInterceptHarness(t, false)
+	tc, err := ih.dialTLS("api.example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	br := bufio.NewReader(tc)
+	for i := range 3 {
+		fmt.Fprintf(tc, "GET /close HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer %s\r\n\r\n", testPlaceholder)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "ok Bearer "+testPlaceholder || resp.Close {
+			t.Fatalf("request %d: %s %q close=%v", i, resp.Status, body, resp.Close)
+		}
+		if got := ih.o.last(t); got.Auth != "Bearer "+testSecret {
+			t.Fatalf("request %d: the origin received %q", i, got.Auth)
+		}
+	}
+	// Once the policy no longer allows the host, the next request is
+	// refused though the client connection was open.
+	ih.setPolicy([]string{"127.0.0.1"}, nil)
+	fmt.Fprintf(tc, "GET /close HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 || resp.Header.Get("X-Tent-Denied") != ReasonNotAllowed+"; rule=none" {
+		t.Errorf("after the rule was removed: %s %q", resp.Status, resp.Header.Get("X-Tent-Denied"))
+	}
 }

@@ -1,7 +1,11 @@
 package netpolicy
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"net"
+	"strconv"
 	"net/netip"
 	"time"
 )
@@ -35,11 +39,7 @@ func (p *Proxy) serveTransparentConn(c net.Conn) {
 		return
 	}
 	if p.Policy().Intercepts(host, port) {
-		if err := p.upstreamTLS(u, host); err != nil {
-			resetConn(c)
-			return
-		}
-		p.intercept(c, nil, u, host, port)
+		p.interceptCaught(c, u, host, port)
 		return
 	}
 	p.tunnel(c, u, nil)
@@ -77,4 +77,35 @@ func resetConn(c net.Conn) {
 	}
 	_ = c.SetDeadline(time.Now())
 	c.Close()
+}
+
+// interceptCaught serves a caught connection to a host the proxy
+// intercepts: TLS is terminated as for a CONNECT; a connection that does
+// not start with a TLS record (plain HTTP to port 80, say) is served as
+// clear-text HTTP, held to the HTTP rules and never given a secret.
+func (p *Proxy) interceptCaught(c net.Conn, u *upstream, host string, port int) {
+	var first [1]byte
+	_ = c.SetReadDeadline(p.lim.deadline(time.Now()))
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		p.finish(u, 0, 0)
+		resetConn(c)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if first[0] == 0x16 { // a TLS handshake record
+		if err := p.upstreamTLS(u, host); err != nil {
+			resetConn(c)
+			return
+		}
+		p.intercept(c, first[:], u, host, port)
+		return
+	}
+	defer c.Close()
+	pc := &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(first[:]), c)}
+	s := &httpConn{p: p, c: pc, hr: &headReader{r: pc, capture: true},
+		icpt: &interception{proto: u.rec.Proto, host: normalizeHost(host), port: port, plain: true}}
+	s.br = bufio.NewReader(s.hr)
+	s.bw = bufio.NewWriter(c)
+	s.setUpstream(u, s.icpt.host+":"+strconv.Itoa(port))
+	s.serve(time.Now())
 }

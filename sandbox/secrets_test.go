@@ -146,12 +146,19 @@ func TestSecretReachesOnlyItsHost(t *testing.T) {
 
 func TestHTTPRuleInSandbox(t *testing.T) {
 	o := newSecretOrigin(t)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "plain") }))
+	defer plain.Close()
+	_, plainPort, _ := net.SplitHostPort(plain.Listener.Addr().String())
 	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
-		AllowedHosts: []string{"GET api.example.com:" + o.port + "/repos/org/", "127.0.0.1"}}}
+		AllowedHosts: []string{"GET api.example.com:" + o.port + "/repos/org/", "GET api.example.com:" + plainPort + "/repos/org/", "127.0.0.1"}}}
 	base := "https://api.example.com:" + o.port
+	// The last two: plain HTTP from a program that ignores the proxy
+	// variables, caught transparently, is held to the rules too.
 	script := `curl -sS -o /dev/null -w "%{http_code}\n" ` + base + `/repos/org/x
 curl -sS -o /dev/null -w "%{http_code}\n" -X POST ` + base + `/repos/org/x
 curl -sS -o /dev/null -w "%{http_code}\n" --path-as-is ` + base + `/repos/org/%2e%2e/other
+curl -sS -o /dev/null -w "%{http_code}\n" --noproxy '*' http://api.example.com:` + plainPort + `/repos/org/x
+curl -sS -o /dev/null -w "%{http_code}\n" --noproxy '*' http://api.example.com:` + plainPort + `/other
 curl -sS -D - -o /dev/null ` + base + `/repos/other | grep -i x-tent-denied`
 	cmd := sandbox.Command(context.Background(), spec, "/bin/sh", "-c", script)
 	var out, errOut bytes.Buffer
@@ -159,7 +166,7 @@ curl -sS -D - -o /dev/null ` + base + `/repos/other | grep -i x-tent-denied`
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v\n%s%s", err, out.String(), errOut.String())
 	}
-	want := "200\n403\n403\nX-Tent-Denied: method or path not allowed; rule=GET api.example.com:" + o.port + "/repos/org/"
+	want := "200\n403\n403\n200\n403\nX-Tent-Denied: method or path not allowed; rule=GET api.example.com:" + o.port + "/repos/org/"
 	if got := strings.TrimSpace(strings.ReplaceAll(out.String(), "\r", "")); got != want {
 		t.Errorf("got\n%s\nwant\n%s\n(stderr %s)", got, want, errOut.String())
 	}
