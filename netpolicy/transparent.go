@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"io"
 	"net"
-	"strconv"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
