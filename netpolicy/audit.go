@@ -190,7 +190,7 @@ type denialKey struct {
 
 // denials accumulates refusals in order of first occurrence: at most max
 // destinations, then one entry per reason (host "") for the rest. Reasons
-// are the package's constants, so the list has at most max+10 entries.
+// are the package's constants, so the list has at most max+16 entries.
 type denials struct {
 	mu    sync.Mutex
 	max   int64 // destinations kept

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -73,7 +74,7 @@ func (p *Proxy) upstreamTLS(u *upstream, host string) error {
 		p.untrack(u.Conn)
 		rec := u.rec
 		rec.Event, rec.Verdict = EventDecision, VerdictError
-		rec.Reason = "failed to verify TLS: " + err.Error()
+		rec.Reason = clampText("failed to verify TLS: "+err.Error(), 512)
 		p.record(rec)
 		return &failure{op: "verify the TLS of", dest: net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)), err: err}
 	}
@@ -265,7 +266,11 @@ func (s *httpConn) interceptRefusal(req *http.Request, code int, reason, rule, b
 func (p *Proxy) keptPlaceholders(proto, host string, port int, req *http.Request, names []string) {
 	p.record(AuditRecord{Event: EventRequest, Proto: proto, Host: recordHost(host), Port: port, Verdict: VerdictAllow,
 		Method: recordMethod(req.Method), Path: recordPath(req), Reason: "placeholders kept: not a host of their secrets", Kept: names})
-	p.log.Warn("netpolicy: a request carried the placeholder of a secret to a host it is not bound to; sent as a placeholder",
+	level := slog.LevelDebug // once per proxy as a warning: a sandbox could flood the log
+	if p.count.keptWarned.CompareAndSwap(false, true) {
+		level = slog.LevelWarn
+	}
+	p.log.Log(context.Background(), level, "netpolicy: a request carried the placeholder of a secret to a host it is not bound to, or in clear text; sent as a placeholder (further ones are debug records)",
 		"sandbox", p.id, "host", recordHost(host), "port", port, "secrets", names)
 }
 

@@ -2,12 +2,15 @@ package netpolicy
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -193,6 +196,17 @@ func (ih *interceptHarness) noValueAnywhere(t *testing.T) {
 	}
 	if d := fmt.Sprintf("%v %+v %#v", ih.proxy.Denied(), ih.proxy.Policy().Policy(), ih.proxy.Policy().Secrets()); strings.Contains(d, testSecret) {
 		t.Errorf("the denials or the printed policy hold the value: %s", d)
+	}
+	j, err := json.Marshal(ih.proxy.Policy().Policy())
+	if err != nil || strings.Contains(string(j), testSecret) || strings.Contains(string(j), testPlaceholder) || !strings.Contains(string(j), `"name":"TOKEN"`) {
+		t.Errorf("the policy in JSON: %s %v", j, err)
+	}
+	var logged bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewTextHandler(&logged, nil), slog.NewJSONHandler(&logged, nil)} {
+		slog.New(h).Info("policy", "policy", ih.proxy.Policy().Policy(), "secret", ih.proxy.Policy().Secrets()[0])
+	}
+	if strings.Contains(logged.String(), testSecret) {
+		t.Errorf("a log record holds the value: %s", logged.String())
 	}
 }
 

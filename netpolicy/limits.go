@@ -111,6 +111,7 @@ type counters struct {
 	refusedConns atomic.Int64 // connections over MaxConns
 	headTooLarge atomic.Int64 // HTTP request heads over MaxHeaderBytes
 	headTimeouts atomic.Int64 // heads (HTTP or SOCKS5) not complete within HeadTimeout
+	keptWarned   atomic.Bool  // a kept placeholder was logged as a warning
 }
 
 // maxHeaderFields caps the header fields of a head wherever MaxHeaderBytes

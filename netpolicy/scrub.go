@@ -86,8 +86,9 @@ type scrubReader struct {
 	err   error
 }
 
-// scrubBuf is how much a scrubReader reads at once.
-const scrubBuf = 256 << 10
+// scrubBuf is how much a scrubReader reads at once: with what it has
+// scanned, at most twice that is held per response being relayed.
+const scrubBuf = 32 << 10
 
 func (s *scrubReader) Read(b []byte) (int, error) {
 	for len(s.out) == 0 {
