@@ -159,9 +159,9 @@ func (s *httpConn) forward(req *http.Request) bool {
 	}
 	pol := s.p.Policy()
 	if pol.hasHTTPRules(host, port) {
-		d, ok := s.checkRequest(req, pol, host, port)
+		d, ok, keep := s.checkRequest(req, pol, host, port)
 		if !ok {
-			return false
+			return keep
 		}
 		s.recordRequest(req, "http", host, port, d, nil)
 	}

@@ -157,9 +157,9 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 		return s.interceptRefusal(req, http.StatusForbidden, ReasonHostMismatch, "", fmt.Sprintf("tent: this connection is to %s: the Host header names %s\n", ic.host, clampText(req.Host, maxNameLen)))
 	}
 	pol := s.p.Policy()
-	d, ok := s.checkRequest(req, pol, ic.host, ic.port)
+	d, ok, keep := s.checkRequest(req, pol, ic.host, ic.port)
 	if !ok {
-		return false
+		return keep
 	}
 	key := ic.host + ":" + strconv.Itoa(ic.port)
 	reused := s.up != nil
@@ -185,28 +185,21 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 // connection s holds: the host rules, the address of the connection and,
 // for a host with HTTP rules, those rules, after normalising req's path
 // (which req then carries upstream). It answers a refusal itself, and
-// returns the decision and whether the request may go on.
-func (s *httpConn) checkRequest(req *http.Request, pol *Compiled, host string, port int) (Decision, bool) {
+// returns the decision, whether the request may go on and, when it may
+// not, whether the connection may carry another.
+func (s *httpConn) checkRequest(req *http.Request, pol *Compiled, host string, port int) (d Decision, ok, keep bool) {
 	np := ""
 	if pol.hasHTTPRules(host, port) {
-		raw := req.RequestURI
-		if req.URL.Scheme != "" || raw == "" || raw[0] != '/' { // absolute form
-			raw = req.URL.EscapedPath()
-		}
-		raw, _, _ = strings.Cut(raw, "?")
-		if raw == "" {
-			raw = "/"
-		}
-		var ok bool
+		raw := requestPath(req.RequestURI)
 		if np, ok = NormalizePath(raw); !ok {
-			s.interceptRefusal(req, http.StatusBadRequest, ReasonBadPath, "", "tent: refused an ambiguous path (an encoded / or \\, a bad escape, a .. above the root)\n")
-			return Decision{}, false
+			keep = s.interceptRefusal(req, http.StatusBadRequest, ReasonBadPath, "", "tent: refused an ambiguous path (an encoded / or \\, a bad escape, a .. above the root)\n")
+			return Decision{}, false, keep
 		}
 		if p, err := url.PathUnescape(np); err == nil {
 			req.URL.Path, req.URL.RawPath = p, np
 		}
 	}
-	d := pol.CheckRequest(host, port, req.Method, np)
+	d = pol.CheckRequest(host, port, req.Method, np)
 	if d.Allowed && s.up != nil {
 		if ad := pol.CheckAddr(s.up.addr, port); !ad.Allowed {
 			d = ad
@@ -218,9 +211,29 @@ func (s *httpConn) checkRequest(req *http.Request, pol *Compiled, host string, p
 			body = fmt.Sprintf("tent: blocked %s %s on %s: no HTTP rule of the sandbox's network policy allows it (this host's rules: %s)\n",
 				recordMethod(req.Method), clampText(np, 256), net.JoinHostPort(normalizeHost(host), strconv.Itoa(port)), d.Rule)
 		}
-		return d, s.interceptRefusal(req, http.StatusForbidden, d.Reason, d.Rule, body) && false
+		return d, false, s.interceptRefusal(req, http.StatusForbidden, d.Reason, d.Rule, body)
 	}
-	return d, true
+	return d, true, false
+}
+
+// requestPath returns the path of a request target as the client sent
+// it, escapes and all: origin form "/a/b?q" or absolute form
+// "http://host/a/b?q" ("/" when it has none).
+func requestPath(target string) string {
+	if !strings.HasPrefix(target, "/") {
+		if _, rest, ok := strings.Cut(target, "://"); ok {
+			if i := strings.IndexByte(rest, '/'); i >= 0 {
+				target = rest[i:]
+			} else {
+				target = "/"
+			}
+		}
+	}
+	target, _, _ = strings.Cut(target, "?")
+	if target == "" {
+		target = "/"
+	}
+	return target
 }
 
 // recordRequest audits an allowed request.

@@ -746,3 +746,30 @@ func TestInterceptUpstreamClosesBetweenRequests(t *testing.T) {
 		t.Errorf("after the rule was removed: %s %q", resp.Status, resp.Header.Get("X-Tent-Denied"))
 	}
 }
+
+// FuzzNormalizePath: a normalised path is its own normal form, starts
+// with "/", and has no dot segment, empty segment, backslash or escaped
+// slash left for a server to read otherwise.
+func FuzzNormalizePath(f *testing.F) {
+	for _, s := range []string{"/", "/a/b/", "/a/../b", "/%2e%2e/x", "/a//b/./c", "/%2F", "/a%5cb", "/%zz", "/a/%2E%2e/", "/~%41%7e", "/a?b", "/.%2e/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		np, ok := NormalizePath(p)
+		if !ok {
+			return
+		}
+		again, ok := NormalizePath(np)
+		if !ok || again != np {
+			t.Fatalf("%q -> %q -> %q %v", p, np, again, ok)
+		}
+		if np[0] != '/' || strings.Contains(np, "//") || strings.Contains(np, "\\") || strings.Contains(strings.ToUpper(np), "%2F") {
+			t.Fatalf("%q -> %q", p, np)
+		}
+		for _, seg := range strings.Split(np[1:], "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("%q -> %q keeps a dot segment", p, np)
+			}
+		}
+	})
+}
