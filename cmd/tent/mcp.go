@@ -103,7 +103,7 @@ func runMCP(c *cobra.Command, g *globalOptions, o *mcpOptions) error {
 		return refuse("%v", err)
 	}
 	if len(spec.Network.Secrets) > 0 || hasHTTPRules(spec.Network) {
-		return refuse("secrets (--secret) and HTTP rules need tent run for now: tent mcp's sandboxes are supervised, whose specs never hold a secret's value (see docs/secrets.md)")
+		return refuse("secrets (--secret) and HTTP rules are not part of tent mcp's operator policy yet: use them with tent run or tent create (see docs/secrets.md)")
 	}
 	useTLS := o.tlsCert != "" || o.tlsKey != ""
 	if useTLS && (o.tlsCert == "" || o.tlsKey == "") {

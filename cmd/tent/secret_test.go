@@ -58,14 +58,59 @@ func TestSecretFlagRefusals(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "tent_") {
 		t.Errorf("stdout %q, want the placeholder", r.stdout)
 	}
-	// Long-lived sandboxes (tent create) refuse secrets for now.
+	// tent mcp refuses them for now.
 	l := newLife(t)
-	invocation{args: []string{"--state-dir", l.dir, "create", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "not yet with tent create")
-	l.tent(t, "create", "--allow-host", "GET a.example/x/").expect(t, 125, "HTTP rules")
-	invocation{args: []string{"--state-dir", l.dir, "mcp", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "need tent run")
-	if out := l.tent(t, "ls", "-q"); strings.TrimSpace(out.stdout) != "" {
-		t.Errorf("refused sandboxes were created: %q", out.stdout)
+	invocation{args: []string{"--state-dir", l.dir, "mcp", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "not part of tent mcp's operator policy yet")
+}
+
+// A long-lived sandbox: its execs get the placeholder, and nothing its
+// supervisor writes (the record, tent inspect, a snapshot, the log) holds
+// the value; a fork from the snapshot, which has no value, is refused.
+func TestSecretInLongLivedSandbox(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	r := invocation{args: []string{"--state-dir", l.dir, "create", "--name", "sec", "--secret", "TOKEN@api.example.com",
+		"--allow-host", "GET api.example.com/repos/"}, env: []string{"TOKEN=" + cliSecret}}.run(t)
+	r.expect(t, 0)
+	id := strings.TrimSpace(r.stdout)
+	out := l.tent(t, "exec", id, "--", "sh", "-c", `echo "$TOKEN"; cat /run/tent/ca/ca.pem | head -1`)
+	out.expect(t, 0)
+	if f := strings.Split(strings.TrimSpace(out.stdout), "\n"); len(f) != 2 || !strings.HasPrefix(f[0], "tent_") || f[1] != "-----BEGIN CERTIFICATE-----" {
+		t.Errorf("exec: %q", out.stdout)
 	}
+	insp := l.tent(t, "inspect", "-o", "json", id)
+	insp.expect(t, 0)
+	if !strings.Contains(insp.stdout, `"name": "TOKEN"`) && !strings.Contains(insp.stdout, `"name":"TOKEN"`) {
+		t.Errorf("inspect does not name the secret: %s", insp.stdout)
+	}
+	l.tent(t, "snapshot", id).expect(t, 0)
+	snaps := l.tent(t, "snapshot", "ls", "-q")
+	snaps.expect(t, 0)
+	for _, r := range []result{insp, out, snaps} {
+		if strings.Contains(r.stdout+r.stderr, cliSecret) {
+			t.Errorf("output holds the value: %s%s", r.stdout, r.stderr)
+		}
+	}
+	files := 0
+	filepath.WalkDir(l.dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		files++
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), cliSecret) {
+			t.Errorf("%s holds the value", path)
+		}
+		return nil
+	})
+	if files < 3 {
+		t.Errorf("only %d files in the state directory", files)
+	}
+	snap := strings.Fields(snaps.stdout)
+	if len(snap) != 1 {
+		t.Fatalf("snapshots: %q", snaps.stdout)
+	}
+	l.tent(t, "fork", snap[0]).expect(t, 125, "has no value")
+	l.tent(t, "rm", id).expect(t, 0)
 }
 
 func TestSecretInPolicyFile(t *testing.T) {

@@ -57,7 +57,7 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.net, "net", "none", "network: `none` (loopback only), limited (allowed hosts through tent's proxy) or host")
 	f.StringArrayVar(&o.allowHosts, "allow-host", nil, "allow `PATTERN`: host, *.example.com, IP or CIDR, optional :PORT (repeatable; implies --net limited)")
 	f.StringArrayVar(&o.denyHosts, "deny-host", nil, "deny `PATTERN` (repeatable; wins over --allow-host)")
-	f.StringArrayVar(&o.secrets, "secret", nil, "give the sandbox the secret in tent's variable `NAME@HOST[,HOST]`: inside, NAME holds a placeholder that tent's proxy replaces with the value only in HTTPS requests to those hosts (repeatable; implies --net limited; see docs/secrets.md)")
+	f.StringArrayVar(&o.secrets, "secret", nil, "give the sandbox the secret in tent's variable `NAME@HOST[,HOST]`: inside, NAME holds a placeholder that tent's proxy replaces with the value only in HTTPS requests to those hosts (repeatable; implies --net limited; the value is never written: see docs/secrets.md)")
 	f.StringArrayVar(&o.secretFile, "secret-file", nil, "read --secret values from `FILE` of NAME=VALUE lines (mode 0600) instead of tent's environment (repeatable)")
 	f.StringVar(&o.netLog, "net-log", "", "append every network decision to `FILE` as JSON lines (limited mode)")
 	f.StringVar(&o.memory, "memory", "", "memory limit `SIZE`, e.g. 256M or 1G (powers of 1024)")
