@@ -66,15 +66,18 @@ func (p *Proxy) upstreamTLS(u *upstream, host string) error {
 	tc := tls.Client(u.Conn, cfg)
 	ctx, cancel := context.WithTimeout(p.ctx, dialTimeout)
 	defer cancel()
-	err := tc.HandshakeContext(ctx)
-	if err == nil && p.ca == nil {
-		err = errNoCA
+	err := errNoCA
+	if p.ca != nil {
+		err = tc.HandshakeContext(ctx)
 	}
 	if err != nil {
 		p.untrack(u.Conn)
 		rec := u.rec
 		rec.Event, rec.Verdict = EventDecision, VerdictError
-		rec.Reason = clampText("failed to verify TLS: "+err.Error(), 512)
+		rec.Reason = "cannot intercept: " + errNoCA.Error()
+		if p.ca != nil {
+			rec.Reason = clampText("failed to verify TLS: "+err.Error(), 512)
+		}
 		p.record(rec)
 		return &failure{op: "verify the TLS of", dest: net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)), err: err}
 	}
@@ -111,12 +114,13 @@ func (p *Proxy) intercept(client net.Conn, pending []byte, u *upstream, host str
 	_ = client.SetDeadline(p.lim.deadline(accepted))
 	if err := ts.Handshake(); err != nil {
 		p.finish(u, 0, 0)
+		rec := AuditRecord{Event: EventDecision, Proto: u.rec.Proto, Host: u.rec.Host, Port: port, Verdict: VerdictError,
+			Reason: clampText("the program's TLS handshake with the proxy failed (does it trust the proxy's CA, $TENT_CA_CERT?): "+err.Error(), 512)}
 		if mismatch != "" {
-			rec := AuditRecord{Event: EventDecision, Proto: u.rec.Proto, Host: u.rec.Host, Port: port, Verdict: VerdictDeny,
-				Reason: ReasonHostMismatch + ": TLS server name " + storedHost(mismatch)}
-			p.record(rec)
+			rec.Verdict, rec.Reason = VerdictDeny, ReasonHostMismatch+": TLS server name "+storedHost(mismatch)
 			p.denials.add(u.rec.Host, port, ReasonHostMismatch)
 		}
+		p.record(rec)
 		return
 	}
 	_ = client.SetDeadline(time.Time{})

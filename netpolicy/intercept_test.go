@@ -520,6 +520,19 @@ func TestNotInterceptedHostKeepsItsCertificate(t *testing.T) {
 	if issuer := tc2.ConnectionState().PeerCertificates[0].Issuer.CommonName; !strings.Contains(issuer, "sbx-test") {
 		t.Errorf("issuer %q, want the proxy's CA", issuer)
 	}
+	// A program pinning the origin's CA cannot talk to an intercepted
+	// host, and the log says why.
+	if _, err := ih.dialTLS("api.example.com", &tls.Config{RootCAs: ih.o.roots}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a pinned client to an intercepted host: %v", err)
+	}
+	ih.proxy.Close()
+	found := false
+	for _, r := range ih.audit.records(t) {
+		found = found || (r.Verdict == VerdictError && strings.Contains(r.Reason, "trust the proxy's CA"))
+	}
+	if !found {
+		t.Errorf("no record of the failed handshake: %+v", ih.audit.records(t))
+	}
 }
 
 func TestSecretOverSOCKS5(t *testing.T) {
