@@ -191,6 +191,8 @@ func main() {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
+	case "req": // req [-k] [-noproxy] METHOD URL [NAME=VALUE...]: one request, header values $-expanded; print status, denial header, body
+		request(args)
 	case "direct": // direct URL: GET with a bare http.Transport (no proxy); print status and body
 		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
 		resp, err := client.Get(args[0])
@@ -344,4 +346,40 @@ func parseIP4(s string) []byte {
 		out = append(out, byte(n))
 	}
 	return out
+}
+
+// request makes one HTTP request as a program in the sandbox would: through
+// the environment's proxy (unless -noproxy: then a program that ignores
+// it, caught transparently), verifying TLS against the system roots (which
+// Go reads from SSL_CERT_FILE, as OpenSSL does) unless -k. Header values
+// are expanded from the environment, so "Authorization=Bearer $TOKEN"
+// sends the variable's value.
+func request(args []string) {
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment}
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-k":
+			tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // a host the proxy does not intercept: the tests' own server
+		case "-noproxy":
+			tr.Proxy = nil
+		}
+		args = args[1:]
+	}
+	req, err := http.NewRequest(args[0], args[1], nil)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for _, h := range args[2:] {
+		k, v, _ := strings.Cut(h, "=")
+		req.Header.Set(k, os.ExpandEnv(v))
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
 }
