@@ -36,6 +36,20 @@ func TestSecretFlag(t *testing.T) {
 	}
 }
 
+// --env-inherit brings tent's environment in, where --secret found the
+// value: the variable still holds a placeholder, in both tiers.
+func TestSecretWithInheritedEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, tier := range [][]string{{"--tier", "full"}, {"--tier", "reduced", "--best-effort"}} {
+		args := append(append([]string{"run"}, tier...), "--env-inherit", "--secret", "TOKEN@api.example.com", "--", "sh", "-c", `echo "$TOKEN"`)
+		r := invocation{args: args, env: []string{"TOKEN=" + cliSecret}}.run(t)
+		r.expect(t, 0)
+		if !strings.HasPrefix(r.stdout, "tent_") || strings.Contains(r.stdout, cliSecret) {
+			t.Errorf("%v: stdout %q, want the placeholder", tier, r.stdout)
+		}
+	}
+}
+
 func TestSecretFlagRefusals(t *testing.T) {
 	t.Parallel()
 	r := tent(t, "run", "--secret", "TOKEN="+cliSecret+"@api.example.com", "--", "true")
