@@ -786,3 +786,49 @@ func FuzzNormalizePath(f *testing.F) {
 		}
 	})
 }
+
+// A host nothing intercepts that wants a client certificate (mTLS) gets
+// it: the tunnel is end to end, so the program's own key signs the
+// handshake.
+func TestNotInterceptedHostKeepsMutualTLS(t *testing.T) {
+	ih := newInterceptHarness(t, false, "mtls.example.com")
+	clientCA, err := NewCA("client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert, err := clientCA.leaf("client.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientPool := x509.NewCertPool()
+	clientPool.AddCert(clientCA.Certificate())
+	upCA, err := NewCA("mtls-upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello %s", r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	// The server demands a certificate of the client's CA (the test's
+	// certificates are minted for servers, so any key usage is accepted).
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert,
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return upCA.leaf(h.ServerName) },
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			c, err := x509.ParseCertificate(raw[0])
+			if err != nil {
+				return err
+			}
+			_, err = c.Verify(x509.VerifyOptions{Roots: clientPool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+			return err
+		}}
+	srv.StartTLS()
+	defer srv.Close()
+	ih.res.set("mtls.example.com", "127.0.0.1")
+	roots := x509.NewCertPool()
+	roots.AddCert(upCA.Certificate())
+	c := ih.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{*clientCert}}})
+	resp, body := get(t, c, fmt.Sprintf("https://mtls.example.com:%d/", port(t, srv.URL)))
+	if resp.StatusCode != 200 || body != "hello client.example" {
+		t.Errorf("mTLS through the proxy: %s %q", resp.Status, body)
+	}
+}
