@@ -80,9 +80,12 @@ func resetConn(c net.Conn) {
 }
 
 // interceptCaught serves a caught connection to a host the proxy
-// intercepts: TLS is terminated as for a CONNECT; a connection that does
-// not start with a TLS record (plain HTTP to port 80, say) is served as
-// clear-text HTTP, held to the HTTP rules and never given a secret.
+// intercepts, by its first byte: TLS is terminated as for a CONNECT.
+// Anything else is not HTTPS, so no secret goes in: to a host with HTTP
+// rules it is read as clear-text HTTP and held to them (plain HTTP to
+// port 80, say; other protocols fail as bad requests), to a host that only
+// a secret names it is tunnelled as any host's would be (git over SSH to
+// a host whose HTTPS API has a token, say).
 func (p *Proxy) interceptCaught(c net.Conn, u *upstream, host string, port int) {
 	var first [1]byte
 	_ = c.SetReadDeadline(p.lim.deadline(time.Now()))
@@ -98,6 +101,10 @@ func (p *Proxy) interceptCaught(c net.Conn, u *upstream, host string, port int) 
 			return
 		}
 		p.intercept(c, first[:], u, host, port)
+		return
+	}
+	if !p.Policy().hasHTTPRules(host, port) {
+		p.tunnel(c, u, first[:])
 		return
 	}
 	defer c.Close()

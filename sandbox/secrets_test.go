@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -324,5 +325,34 @@ func TestSecretSurvivesPolicyChange(t *testing.T) {
 	err = plain.SetNetworkPolicy(context.Background(), sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"GET a.example/x/"}})
 	if !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("an HTTP rule for a sandbox without a CA: %v, want ErrUnsupported", err)
+	}
+}
+
+// A caught connection to a secret's host that is not TLS (git over SSH,
+// say) is tunnelled untouched; to a host with HTTP rules it is read as
+// HTTP, and anything else is refused.
+func TestSecretHostOtherProtocols(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+		AllowedHosts: []string{"api.example.com:" + port, "GET rules.example.com:" + port + "/x/", "127.0.0.1"},
+		Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com", "rules.example.com"}, Value: sandboxSecret}}}}
+	out, _ := runNetScript(t, withProbe(t, spec),
+		probeTarget+"/testprobe say api.example.com:"+port+" SSH-2.0-probe; "+probeTarget+"/testprobe say rules.example.com:"+port+" SSH-2.0-probe")
+	if want := "SSH-2.0-probe\nHTTP/1.1 400 Bad Request"; out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
 	}
 }

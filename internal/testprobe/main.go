@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -193,6 +194,21 @@ func main() {
 		fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
 	case "req": // req [-k] [-noproxy] METHOD URL [NAME=VALUE...]: one request, header values $-expanded; print status, denial header, body
 		request(args)
+	case "say": // say HOST:PORT MSG: connect without a proxy, send MSG and a newline, print the first line of the reply
+		c, err := net.DialTimeout("tcp", args[0], 10*time.Second)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "%s\r\n", args[1])
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil && line == "" {
+			fmt.Println("error:", err)
+			return
+		}
+		fmt.Println(strings.TrimSpace(line))
 	case "direct": // direct URL: GET with a bare http.Transport (no proxy); print status and body
 		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
 		resp, err := client.Get(args[0])
