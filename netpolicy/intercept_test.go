@@ -832,3 +832,27 @@ func TestNotInterceptedHostKeepsMutualTLS(t *testing.T) {
 		t.Errorf("mTLS through the proxy: %s %q", resp.Status, body)
 	}
 }
+
+// Over SOCKS5 too, what is not TLS is never given a secret: SSH to a
+// secret's host is tunnelled, anything but HTTP to a host with HTTP rules
+// refused.
+func TestSecretHostOtherProtocolsOverSOCKS5(t *testing.T) {
+	ih := newInterceptHarness(t, false)
+	echoPort := tcpServer(t, echo)
+	for _, tc := range []struct{ host, want string }{
+		{"api.example.com", "SSH-2.0-probe\r\n"},
+		{"rules.example.com", "HTTP/1.1 400 Bad Request\r\n"},
+	} {
+		c, code := ih.socks5(tc.host, echoPort)
+		if code != 0 {
+			t.Fatalf("%s: SOCKS5 reply %d", tc.host, code)
+		}
+		io.WriteString(c, "SSH-2.0-probe\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if line != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.host, line, err, tc.want)
+		}
+	}
+}

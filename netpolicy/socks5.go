@@ -46,10 +46,6 @@ func (p *Proxy) serveSOCKS5Conn(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	u, err := p.open(p.ctx, "socks5", host, port)
-	icpt := err == nil && p.Policy().Intercepts(host, port)
-	if icpt {
-		err = p.upstreamTLS(u, host)
-	}
 	if err != nil {
 		socksReply(c, socksFailureCode(err))
 		return
@@ -59,8 +55,10 @@ func (p *Proxy) serveSOCKS5Conn(c net.Conn) {
 		return
 	}
 	pending, _ := br.Peek(br.Buffered())
-	if icpt {
-		p.intercept(c, pending, u, host, port)
+	if p.Policy().Intercepts(host, port) {
+		// By what the client sends: TLS is intercepted, SSH to a
+		// secret's host tunnelled (see interceptByFirstByte).
+		p.interceptByFirstByte(c, append([]byte(nil), pending...), u, host, port)
 		return
 	}
 	p.tunnel(c, u, pending)
