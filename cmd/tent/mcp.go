@@ -19,8 +19,6 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/tent-sandbox/tent/mcp"
-	"github.com/tent-sandbox/tent/netpolicy"
-	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
@@ -101,9 +99,6 @@ func runMCP(c *cobra.Command, g *globalOptions, o *mcpOptions) error {
 	spec, err := buildSpec(f, &o.runOptions, os.LookupEnv, cwd, log)
 	if err != nil {
 		return refuse("%v", err)
-	}
-	if len(spec.Network.Secrets) > 0 || hasHTTPRules(spec.Network) {
-		return refuse("secrets (--secret) and HTTP rules are not part of tent mcp's operator policy yet: use them with tent run or tent create (see docs/secrets.md)")
 	}
 	useTLS := o.tlsCert != "" || o.tlsKey != ""
 	if useTLS && (o.tlsCert == "" || o.tlsKey == "") {
@@ -204,11 +199,4 @@ func serveMCPHTTP(ctx context.Context, g *globalOptions, o *mcpOptions, srv *mcp
 	}
 	<-errc
 	return nil
-}
-
-// hasHTTPRules reports whether p has allow rules that name methods or
-// paths (which make the proxy intercept TLS).
-func hasHTTPRules(p sandbox.NetworkPolicy) bool {
-	c, err := netpolicy.Compile(p)
-	return err == nil && c.NeedsInterception()
 }

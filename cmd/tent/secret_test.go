@@ -2,9 +2,12 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 const cliSecret = "cli-REAL-secret-0123456789abcdef"
@@ -72,9 +75,48 @@ func TestSecretFlagRefusals(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "tent_") {
 		t.Errorf("stdout %q, want the placeholder", r.stdout)
 	}
-	// tent mcp refuses them for now.
-	l := newLife(t)
-	invocation{args: []string{"--state-dir", l.dir, "mcp", "--secret", "TOKEN@a.example"}, env: []string{"TOKEN=x-0123456789"}}.run(t).expect(t, 125, "not part of tent mcp's operator policy yet")
+}
+
+// tent mcp's operator gives a secret: the model's commands see the
+// placeholder, network_status names the variable and its hosts, and the
+// value is in nothing the server or its supervisors write.
+func TestMCPSecret(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := exec.Command(tentBin, "--state-dir", state, "mcp", "--secret", "TOKEN@api.example.com")
+	cmd.Env = append(baseEnv(), "TOKEN="+cliSecret)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cs := mcpClient(t, &sdk.CommandTransport{Command: cmd})
+	var r struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+	}
+	mcpCall(t, cs, "shell", map[string]any{"command": `echo "$TOKEN"`}, &r)
+	if r.ExitCode != 0 || !strings.HasPrefix(r.Stdout, "tent_") {
+		t.Errorf("shell: %+v\n%s", r, stderr.String())
+	}
+	var n struct {
+		Secrets []struct {
+			Variable string
+			Hosts    []string
+		}
+	}
+	mcpCall(t, cs, "network_status", map[string]any{}, &n)
+	if len(n.Secrets) != 1 || n.Secrets[0].Variable != "TOKEN" || len(n.Secrets[0].Hosts) != 1 || n.Secrets[0].Hosts[0] != "api.example.com" {
+		t.Errorf("network_status secrets: %+v", n.Secrets)
+	}
+	cs.Close()
+	filepath.WalkDir(state, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), cliSecret) {
+				t.Errorf("%s holds the value", path)
+			}
+		}
+		return nil
+	})
+	if strings.Contains(stderr.String()+r.Stdout, cliSecret) {
+		t.Error("the server's output holds the value")
+	}
 }
 
 // A long-lived sandbox: its execs get the placeholder, and nothing its

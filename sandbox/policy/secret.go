@@ -108,8 +108,11 @@ func (p *Policy) applySecrets(spec *secretsTarget, getenv func(string) (string, 
 				env = s.Name
 			}
 			var ok bool
-			if v, ok = getenv(env); !ok || v == "" {
-				return policyErr(where, "", fmt.Errorf("the variable %s is not set in tent's environment", env))
+			if getenv != nil { // nil: no environment to read (a template of tent serve or tent mcp)
+				v, ok = getenv(env)
+			}
+			if !ok || v == "" {
+				return policyErr(where, "", fmt.Errorf("the variable %s is not set in tent's environment (a template cannot read it: give file)", env))
 			}
 		}
 		*spec = append(*spec, netpolicy.Secret{Name: s.Name, Hosts: s.Hosts, InURL: s.InURL, Value: v})
