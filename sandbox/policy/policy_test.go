@@ -230,7 +230,9 @@ func TestPolicySecrets(t *testing.T) {
 		{Name: "B", Hosts: []string{"b.example"}, Env: "OTHER"},
 	}}
 	var spec sandbox.Spec
-	env := func(k string) (string, bool) { return map[string]string{"OTHER": "env-value-0123456789"}[k], k == "OTHER" }
+	env := func(k string) (string, bool) {
+		return map[string]string{"OTHER": "env-value-0123456789"}[k], k == "OTHER"
+	}
 	if err := p.Apply(&spec, env); err != nil {
 		t.Fatal(err)
 	}
