@@ -301,12 +301,13 @@ func sameHost(hostport, host string, port int) bool {
 // hasField reports whether head (a request head as read) has a header
 // field called name (lower case).
 func hasField(head []byte, name string) bool {
-	for _, line := range bytes.Split(head, []byte("\n")) {
+	lines := bytes.Split(head, []byte("\n"))
+	for _, line := range lines[1:] { // after the request line
+		if len(bytes.TrimSpace(line)) == 0 {
+			break // the end of the head
+		}
 		if k, _, ok := bytes.Cut(line, []byte(":")); ok && strings.EqualFold(string(bytes.TrimSpace(k)), name) {
 			return true
-		}
-		if len(bytes.TrimSpace(line)) == 0 && len(line) > 0 && line[0] == '\r' {
-			break
 		}
 	}
 	return false

@@ -425,9 +425,14 @@ func TestInterceptRefusesHostHeaderMismatch(t *testing.T) {
 
 func TestInterceptRefusesSmuggling(t *testing.T) {
 	ih := newInterceptHarness(t, false)
-	resp, _ := ih.raw(t, "api.example.com", "POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
-	if resp.StatusCode != 400 || resp.Header.Get("X-Tent-Denied") != ReasonSmuggling+"; rule=none" {
-		t.Errorf("%s %q", resp.Status, resp.Header.Get("X-Tent-Denied"))
+	for _, fields := range []string{
+		"Content-Length: 4\r\nTransfer-Encoding: chunked",
+		"transfer-encoding: chunked\r\ncontent-length: 4",
+	} {
+		resp, _ := ih.raw(t, "api.example.com", "POST / HTTP/1.1\r\nHost: api.example.com\r\n"+fields+"\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+		if resp.StatusCode != 400 || resp.Header.Get("X-Tent-Denied") != ReasonSmuggling+"; rule=none" {
+			t.Errorf("%q: %s %q", fields, resp.Status, resp.Header.Get("X-Tent-Denied"))
+		}
 	}
 	if ih.o.count() != 0 {
 		t.Error("the origin received a request")

@@ -56,7 +56,7 @@ const (
 	maxSecrets     = 64
 	maxSecretLen   = 16 << 10
 	minSecretLen   = 8
-	placeholderLen = 40 // "tent_" and 35 more characters
+	placeholderLen = 40 // len(NewPlaceholder()): "tent_", 32 hex digits, "_ph"
 )
 
 // NewPlaceholder returns a random placeholder: "tent_" followed by 32 hex
@@ -201,7 +201,7 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 			if req.URL.RawPath != "" {
 				req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
 			}
-			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, queryEscape(s.Value))
+			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.Value))
 		}
 		switch {
 		case bound && (inHeader || inURL && s.InURL):
@@ -238,6 +238,8 @@ func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bo
 	return strings.ReplaceAll(v, s.Placeholder, s.Value), true
 }
 
+// pathEscape percent-encodes every byte of s but the unreserved ones: a
+// value put into a path or a query then reads as itself.
 func pathEscape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -249,5 +251,3 @@ func pathEscape(s string) string {
 	}
 	return b.String()
 }
-
-func queryEscape(s string) string { return pathEscape(s) }

@@ -80,8 +80,9 @@ func ReadSecretFile(path string) (map[string]string, error) {
 	return m, nil
 }
 
-// applySecrets adds the policy's secrets to spec, reading their values.
-func (p *Policy) applySecrets(spec *secretsTarget, getenv func(string) (string, bool)) error {
+// applySecrets appends the policy's secrets to secrets, reading their
+// values.
+func (p *Policy) applySecrets(secrets *[]netpolicy.Secret, getenv func(string) (string, bool)) error {
 	for i, s := range p.Secrets {
 		where := fmt.Sprintf("secrets[%d]", i)
 		if !ValidEnvName(s.Name) {
@@ -115,12 +116,10 @@ func (p *Policy) applySecrets(spec *secretsTarget, getenv func(string) (string, 
 				return policyErr(where, "", fmt.Errorf("the variable %s is not set in tent's environment (a template cannot read it: give file)", env))
 			}
 		}
-		*spec = append(*spec, netpolicy.Secret{Name: s.Name, Hosts: s.Hosts, InURL: s.InURL, Value: v})
+		*secrets = append(*secrets, netpolicy.Secret{Name: s.Name, Hosts: s.Hosts, InURL: s.InURL, Value: v})
 	}
 	return nil
 }
-
-type secretsTarget = []netpolicy.Secret
 
 func readSmallFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
