@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"time"
 )
@@ -62,6 +63,10 @@ type Backend interface {
 	// Usage reads what the sandbox uses now from its cgroups
 	// (ErrUnsupported without a cgroup).
 	Usage(ctx context.Context, id string) (Usage, error)
+	// Dial connects to a TCP port of the sandbox's loopback, inside its
+	// network namespace (see [Sandbox.DialPort]); the caller owns the
+	// connection.
+	Dial(ctx context.Context, id string, port int) (net.Conn, error)
 }
 
 // State is where a sandbox is in its lifecycle.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -266,6 +267,16 @@ func (l *Local) Usage(ctx context.Context, id string) (Usage, error) {
 		return Usage{}, err
 	}
 	return sb.Usage()
+}
+
+// Dial connects to port of the sandbox's loopback (see
+// [Sandbox.DialPort]).
+func (l *Local) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	sb, err := l.Sandbox(id)
+	if err != nil {
+		return nil, err
+	}
+	return sb.DialPort(ctx, port)
 }
 
 // Suspend freezes the sandbox (see [Sandbox.Suspend]).

@@ -248,13 +248,20 @@ func (p *publisher) serve(l net.Listener, port int) {
 	}
 }
 
+// connect returns a connection to port of the sandbox's loopback:
+// 127.0.0.1, then ::1 when nothing listens there (a server on ::1 only).
+func (p *publisher) connect(ctx context.Context, port int) (net.Conn, error) {
+	in, err := p.dial(ctx, port, false)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		in, err = p.dial(ctx, port, true)
+	}
+	return in, err
+}
+
 // handle connects c to port inside the sandbox and copies both ways.
 func (p *publisher) handle(c net.Conn, port int) {
 	defer c.Close()
-	in, err := p.dial(port, false)
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		in, err = p.dial(port, true) // a server on ::1 only
-	}
+	in, err := p.connect(context.Background(), port)
 	if err != nil {
 		p.log.Debug("published port: no connection inside", "port", port, "err", err)
 		if tc, ok := c.(*net.TCPConn); ok {
@@ -299,8 +306,12 @@ func copyHalf(dst, src net.Conn) {
 }
 
 // dial asks the init for a connection to port of the sandbox's loopback
-// and waits until it is established.
-func (p *publisher) dial(port int, v6 bool) (net.Conn, error) {
+// and waits until it is established (publishDialTimeout at most, and no
+// longer than ctx).
+func (p *publisher) dial(ctx context.Context, port int, v6 bool) (net.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	fd, err := p.init.Dial("dial-"+strconv.FormatUint(p.next.Add(1), 10), port, v6)
 	if err != nil {
 		return nil, err
@@ -316,7 +327,12 @@ func (p *publisher) dial(port int, v6 bool) (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(publishDialTimeout))
+	deadline := time.Now().Add(publishDialTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetWriteDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = c.SetWriteDeadline(time.Unix(1, 0)) })
 	var soErr error
 	werr := rc.Write(func(fd uintptr) bool {
 		n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
@@ -333,12 +349,42 @@ func (p *publisher) dial(port int, v6 bool) (net.Conn, error) {
 		}
 		return true
 	})
+	cancelled := !stop()
 	_ = c.SetWriteDeadline(time.Time{})
-	if err := errors.Join(werr, soErr); err != nil {
+	if err := errors.Join(werr, soErr); err != nil || cancelled {
 		c.Close()
+		if cancelled {
+			err = ctx.Err()
+		}
 		return nil, fmt.Errorf("connecting to port %d inside: %w", port, err)
 	}
 	return c, nil
+}
+
+// DialPort connects to TCP port of the sandbox's loopback, inside its
+// own network namespace (127.0.0.1, then ::1 when nothing listens
+// there), as a published port's connections are, and returns the
+// connection: the host side of a reverse proxy, for example (tent serve's
+// getHost). The caller owns the connection and bounds how many it holds;
+// it ends when either side closes it or the sandbox is terminated. It
+// fails with ErrUnsupported for a sandbox without a network namespace of
+// its own (mode host, the reduced tier), ErrInvalidSpec for a port
+// outside 1-65535, and a connection refused (syscall.ECONNREFUSED) when
+// nothing listens.
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, invalid(fmt.Errorf("port %d is not in 1-65535", port))
+	}
+	s.mu.Lock()
+	if err := s.checkRunning("connecting to a port"); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.mu.Unlock()
+	if s.run.pub == nil {
+		return nil, fmt.Errorf("%w: connecting to a port inside needs the sandbox's own network namespace (mode none or limited, full tier)", ErrUnsupported)
+	}
+	return s.run.pub.connect(ctx, port)
 }
 
 // Publish publishes m (see [PortMapping]) on the running sandbox and

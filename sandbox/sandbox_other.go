@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"syscall"
 
@@ -196,6 +197,9 @@ func (l *Local) File(context.Context, string, FileRequest) error { return errNot
 // Usage fails with an error wrapping [ErrUnsupported].
 func (l *Local) Usage(context.Context, string) (Usage, error) { return Usage{}, errNotLinux }
 
+// Dial fails with an error wrapping [ErrUnsupported].
+func (l *Local) Dial(context.Context, string, int) (net.Conn, error) { return nil, errNotLinux }
+
 // Suspend fails with an error wrapping [ErrUnsupported].
 func (l *Local) Suspend(context.Context, string) error { return errNotLinux }
 
@@ -241,6 +245,9 @@ func (p *Process) Wait() (*ExecResult, error) { return nil, errNotLinux }
 func (s *Sandbox) Publish(context.Context, PortMapping) (PortMapping, error) {
 	return PortMapping{}, errNotLinux
 }
+
+// DialPort needs Linux.
+func (s *Sandbox) DialPort(context.Context, int) (net.Conn, error) { return nil, errNotLinux }
 
 // Ports needs Linux.
 func (s *Sandbox) Ports() []PortMapping { return nil }

@@ -36,7 +36,8 @@ type box struct {
 	autoResume    bool
 	allowInternet *bool
 	network       *networkConfig
-	cpuNanos      int64 // the last metrics sample, for the CPU percentage
+	ports         *portSettings // nil: public, no mask
+	cpuNanos      int64         // the last metrics sample, for the CPU percentage
 	cpuAt         time.Time
 }
 
@@ -156,6 +157,7 @@ type boxView struct {
 	autoResume    bool
 	allowInternet *bool
 	network       *networkConfig
+	ports         *portSettings
 }
 
 // view returns a copy of sandbox id's settings (the zero view, with
@@ -168,7 +170,7 @@ func (s *Server) view(id string) boxView {
 		return boxView{onTimeout: onTimeoutKill}
 	}
 	return boxView{created: b.created, endAt: b.endAt, onTimeout: b.onTimeout,
-		autoResume: b.autoResume, allowInternet: b.allowInternet, network: b.network}
+		autoResume: b.autoResume, allowInternet: b.allowInternet, network: b.network, ports: b.ports}
 }
 
 // Close stops every timeout and, unless keep is true, terminates the

@@ -68,6 +68,7 @@ type createPlan struct {
 	metadata      map[string]string
 	allowInternet *bool
 	network       *networkConfig
+	ports         *portSettings
 	onTimeout     string
 	autoResume    bool
 }
@@ -80,6 +81,10 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 		// Otherwise the template decides, and getInfo reports what it
 		// gave rather than E2B's defaults.
 		p.allowInternet, p.network = req.AllowInternetAccess, req.Network
+	}
+	p.ports = portSettingsOf(req.Network)
+	if p.ports != nil && !validMaskHost(p.ports.MaskHost) {
+		return p, errorf(http.StatusBadRequest, "network.maskRequestHost %q: want a host name or address with an optional port, ${PORT} standing for the sandbox port", p.ports.MaskHost)
 	}
 	if p.template == "" {
 		p.template = baseTemplate

@@ -89,14 +89,19 @@
 // not create (tent create's) are listed and usable, have no timeout until
 // a client sets one, and are left alone by [Server.Close].
 //
+// # Ports
+//
+// getHost's host names (PORT-ID.DOMAIN, Options.Domain) and requests
+// with E2B's E2b-Sandbox-Port header reach the sandbox's ports through
+// [sandbox.Backend]'s Dial; see Options.PrivatePorts for who may.
+//
 // # Not served
 //
 // Each answers 501 with E2B's error body, or 400 where a create asks for
 // it: templates (build, list, delete, tags, aliases), volumes and volume mounts, secrets, sandbox logs, teams and team
 // metrics, MCP gateways, IAM tokens, network.rules (request transforms)
 // and egressProxy, pause with keepMemory false and connect with onResume
-// "reboot" (a filesystem-only pause), traffic to a sandbox's other
-// ports (getHost), and metrics
+// "reboot" (a filesystem-only pause), and metrics
 // history (getMetrics returns one sample, taken now). See the package
 // serve/envd documentation for the in-sandbox API's own list.
 package serve

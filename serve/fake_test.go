@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -26,6 +27,8 @@ type fakeBackend struct {
 	errs   map[string]error
 	calls  []string
 	policy map[string]sandbox.NetworkPolicy
+	// dial, when set, answers Dial for a sandbox that exists.
+	dial func(id string, port int) (net.Conn, error)
 }
 
 func newFake() *fakeBackend {
@@ -211,6 +214,24 @@ func (f *fakeBackend) Usage(ctx context.Context, id string) (sandbox.Usage, erro
 		return sandbox.Usage{}, err
 	}
 	return sandbox.Usage{MemoryBytes: 3 << 20, MemoryLimit: 256 << 20, CPUNanos: int64(time.Millisecond), Pids: 2}, nil
+}
+
+func (f *fakeBackend) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	f.mu.Lock()
+	if err := f.call("Dial"); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	if _, err := f.lookupLocked(id); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	dial := f.dial
+	f.mu.Unlock()
+	if dial == nil {
+		return nil, sandbox.ErrUnsupported
+	}
+	return dial(id, port)
 }
 
 func (f *fakeBackend) has(id string) bool {

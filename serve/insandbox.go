@@ -67,7 +67,8 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string)
 	}
 	s.conns.authenticated(r)
 	if p := r.Header.Get(headerSandboxPort); p != "" && p != envdPort {
-		s.writeError(w, r, notImplemented("reaching port "+p+" of a sandbox (only the in-sandbox API, port "+envdPort+", is served)"))
+		// portRequest took every valid port.
+		s.writeError(w, r, errorf(http.StatusBadRequest, "%s %q: want a port number, 1-65535", headerSandboxPort, p))
 		return
 	}
 	if err := s.ensureRunning(r.Context(), id); err != nil {

@@ -138,9 +138,10 @@ func checkDenyEntry(d string) error {
 }
 
 // checkUnsupportedNet refuses E2B egress features tent does not have.
-// Settings that concern only traffic into the sandbox's ports
-// (allowPublicTraffic, maskRequestHost, httpsPorts) are accepted and have
-// no effect: the server forwards no such traffic.
+// Of the settings that concern traffic into the sandbox's ports,
+// allowPublicTraffic and maskRequestHost are served (see ports.go);
+// httpsPorts is accepted and has no effect (the server forwards plain
+// HTTP to every port).
 func checkUnsupportedNet(nc *networkConfig) error {
 	switch {
 	case nc.EgressProxy != nil:

@@ -23,6 +23,7 @@ type savedBox struct {
 	AutoResume    bool           `json:"auto_resume,omitempty"`
 	AllowInternet *bool          `json:"allow_internet_access,omitempty"`
 	Network       *networkConfig `json:"network,omitempty"`
+	Ports         *portSettings  `json:"ports,omitempty"`
 }
 
 // savedState is the state file's document.
@@ -72,7 +73,7 @@ func (s *Server) save() {
 			continue
 		}
 		st.Sandboxes[id] = &savedBox{Created: b.created, EndAt: b.endAt, OnTimeout: b.onTimeout,
-			AutoResume: b.autoResume, AllowInternet: b.allowInternet, Network: b.network}
+			AutoResume: b.autoResume, AllowInternet: b.allowInternet, Network: b.network, Ports: b.ports}
 	}
 	s.mu.Unlock()
 	data, err := json.MarshalIndent(st, "", "  ")
@@ -147,7 +148,7 @@ func (s *Server) restore(ctx context.Context, saved *savedState) error {
 		}
 		b := s.boxLocked(info.ID)
 		b.created, b.endAt = sv.Created, sv.EndAt
-		b.autoResume, b.allowInternet, b.network = sv.AutoResume, sv.AllowInternet, sv.Network
+		b.autoResume, b.allowInternet, b.network, b.ports = sv.AutoResume, sv.AllowInternet, sv.Network, sv.Ports
 		if sv.OnTimeout == onTimeoutPause {
 			b.onTimeout = onTimeoutPause
 		}

@@ -42,7 +42,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout, "network", info.Spec.Network.Mode.Normalize())
 	s.adopt(info.ID, plan.timeout, func(b *box) {
 		b.onTimeout, b.autoResume = plan.onTimeout, plan.autoResume
-		b.allowInternet, b.network = plan.allowInternet, plan.network
+		b.allowInternet, b.network, b.ports = plan.allowInternet, plan.network, plan.ports
 	})
 	resp := s.sandboxResponse(info.ID, plan.template)
 	resp.AllowInternetAccess = internetView(info.Spec.Network, plan.allowInternet)
@@ -159,13 +159,24 @@ func (s *Server) adopt(id string, timeout time.Duration, set func(*box)) {
 // sandboxResponse is E2B's Sandbox: how the SDK reaches sandbox id.
 func (s *Server) sandboxResponse(id, template string) sandboxResponse {
 	return sandboxResponse{
-		SandboxID:       id,
-		TemplateID:      template,
-		Alias:           template,
-		ClientID:        clientID,
-		EnvdVersion:     s.opts.EnvdVersion,
-		EnvdAccessToken: s.accessToken(id),
+		SandboxID:          id,
+		TemplateID:         template,
+		Alias:              template,
+		ClientID:           clientID,
+		EnvdVersion:        s.opts.EnvdVersion,
+		EnvdAccessToken:    s.accessToken(id),
+		TrafficAccessToken: s.trafficTokenFor(id),
+		Domain:             s.domain(),
 	}
+}
+
+// domain is what answers carry as the sandboxes' domain (nil: none).
+func (s *Server) domain() *string {
+	if s.opts.Domain == "" {
+		return nil
+	}
+	d := s.opts.Domain
+	return &d
 }
 
 // handleGet serves GET /sandboxes/{sandboxID}: E2B's SandboxDetail.
@@ -180,6 +191,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	d := sandboxDetail{
 		listedSandbox:       s.listed(info, v),
 		EnvdAccessToken:     s.accessToken(info.ID),
+		Domain:              s.domain(),
 		AllowInternetAccess: internetView(info.Spec.Network, v.allowInternet),
 		Network:             networkView(info.Spec.Network, v.network),
 		Lifecycle:           lifecycle{OnTimeout: v.onTimeout, AutoResume: v.autoResume},

@@ -13,12 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/e2bsdk"
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
@@ -101,18 +103,24 @@ func startSDKServer(tb testing.TB, kind string) *sdkEnv {
 			}
 		})
 	}
-	templates := tb.TempDir()
-	writeFile(tb, filepath.Join(templates, "tenttest.yaml"), "hostname: tenttest\nenv: {FROM_TEMPLATE: \"yes\"}\n")
-	e.srv, err = New(backend, Options{APIKey: e.key, TemplatesDir: templates,
-		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	probe, err := sandboxtest.ProbeDir()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	templates := tb.TempDir()
+	writeFile(tb, filepath.Join(templates, "tenttest.yaml"), "hostname: tenttest\nenv: {FROM_TEMPLATE: \"yes\"}\nmounts: [{source: "+probe+", target: "+sandboxtest.ProbeTarget+"}]\n")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	e.url = "http://" + l.Addr().String()
+	e.srv, err = New(backend, Options{APIKey: e.key, TemplatesDir: templates,
+		Domain: "localhost:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port),
+		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		l.Close()
+		tb.Fatal(err)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- e.srv.Serve(ctx, l) }()

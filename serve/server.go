@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -89,6 +90,20 @@ type Options struct {
 	// none, New logs what it cannot bound and base runs unbounded. A
 	// base.* template file replaces them with its own.
 	BaseLimits *sandbox.Limits
+	// Domain is the domain the SDKs' getHost(port) names, as
+	// PORT-ID.DOMAIN (create and connect answers carry it); a request
+	// whose Host has that form reaches the port inside the sandbox (see
+	// PrivatePorts). "" leaves the SDKs to their own (E2B_DOMAIN), and
+	// the form is then recognised whatever the domain follows. tent
+	// serve sets it to localhost:PORT on a loopback address: curl and
+	// browsers resolve every name under localhost to loopback themselves.
+	Domain string
+	// PrivatePorts makes every sandbox's ports answer only requests
+	// carrying its traffic access token (e2b-traffic-access-token), as
+	// E2B's network.allowPublicTraffic false does for one sandbox. By
+	// default, as E2B's, the ports of a sandbox the server created are
+	// open to whoever can reach the server and knows the sandbox's id.
+	PrivatePorts bool
 	// StateFile, when not "", is where the server keeps the settings of
 	// its sandboxes that the backend does not (timeouts, lifecycle,
 	// network settings as given, template), written at each change with
@@ -169,6 +184,9 @@ type Server struct {
 	conns      *connGuard
 	apiKeyHash [32]byte
 	tokenKey   []byte
+	// portTransport and portLog serve requests to sandboxes' ports.
+	portTransport *http.Transport
+	portLog       *log.Logger
 
 	requests  chan struct{} // control-plane requests being served
 	provision chan struct{} // provisions running
@@ -212,6 +230,8 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 	k := hmac.New(sha256.New, []byte("tent serve envd access tokens"))
 	k.Write([]byte(opts.APIKey))
 	s.tokenKey = k.Sum(nil)
+	s.portTransport = newPortTransport(b)
+	s.portLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	if s.api == nil {
 		s.api = newSandboxAPI(b, opts, log)
 	}
@@ -265,6 +285,10 @@ func (s *Server) validKey(key string) bool {
 // an in-sandbox path) to the in-sandbox API, any other to the control
 // plane.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if port, id, ok := portRequest(r, s.opts.Domain); ok {
+		s.servePort(w, r, id, port)
+		return
+	}
 	if id := r.Header.Get(headerSandboxID); id != "" || isSandboxPath(r.URL.Path) {
 		s.serveSandbox(w, r, id)
 		return

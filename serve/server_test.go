@@ -53,6 +53,25 @@ func newTestHTTP(t *testing.T, s *Server) string {
 	return ts.URL
 }
 
+// newLocalHarness is a server with opts (and the test key) over a new
+// Local backend, which it returns too: real sandboxes. Both end with t.
+func newLocalHarness(t *testing.T, opts Options) (*harness, *sandbox.Local) {
+	t.Helper()
+	ctx := context.Background()
+	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close(ctx) })
+	opts.APIKey = testKey
+	s, err := New(local, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(ctx, false) })
+	return &harness{t: t, s: s, url: newTestHTTP(t, s)}, local
+}
+
 // response is a decoded answer.
 type response struct {
 	status int

@@ -197,7 +197,7 @@ func (s *Server) forkOne(ctx context.Context, snapID, tmpl string, d time.Durati
 	}
 	s.adopt(info.ID, d, func(b *box) {
 		b.onTimeout, b.autoResume = src.onTimeout, src.autoResume
-		b.allowInternet, b.network = src.allowInternet, src.network
+		b.allowInternet, b.network, b.ports = src.allowInternet, src.network, src.ports
 	})
 	s.log.Info("sandbox forked", "id", info.ID, "snapshot", snapID)
 	resp := s.sandboxResponse(info.ID, tmpl)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -20,19 +19,7 @@ func TestE2BUserAndHome(t *testing.T) {
 		t.Skip("-short: starts sandboxes")
 	}
 	ctx := context.Background()
-	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = local.Close(ctx) })
-	s, err := New(local, Options{APIKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(ctx, false) })
-	ts := httptest.NewServer(s)
-	t.Cleanup(ts.Close)
-	h := &harness{t: t, s: s, url: ts.URL}
+	h, local := newLocalHarness(t, Options{})
 
 	created := decode[sandboxResponse](t, h.do("POST", "/sandboxes", pythonCreateBody))
 	id := created.SandboxID

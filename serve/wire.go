@@ -41,12 +41,14 @@ type networkConfig struct {
 	AllowOut            []string `json:"allowOut,omitempty"`
 	DenyOut             []string `json:"denyOut,omitempty"`
 	AllowInternetAccess *bool    `json:"allow_internet_access,omitempty"`
+	// Traffic into the sandbox's ports (see ports.go); httpsPorts is
+	// accepted and has no effect.
+	AllowPublicTraffic *bool   `json:"allowPublicTraffic,omitempty"`
+	MaskRequestHost    *string `json:"maskRequestHost,omitempty"`
+	HTTPSPorts         []int   `json:"httpsPorts,omitempty"`
 	// Not served: refused when set.
-	AllowPublicTraffic *bool          `json:"allowPublicTraffic,omitempty"`
-	EgressProxy        any            `json:"egressProxy,omitempty"`
-	MaskRequestHost    *string        `json:"maskRequestHost,omitempty"`
-	HTTPSPorts         []int          `json:"httpsPorts,omitempty"`
-	Rules              map[string]any `json:"rules,omitempty"`
+	EgressProxy any            `json:"egressProxy,omitempty"`
+	Rules       map[string]any `json:"rules,omitempty"`
 }
 
 // sandboxResponse is Sandbox: what create, connect, resume and fork return.

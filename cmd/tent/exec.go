@@ -12,6 +12,7 @@ import (
 
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 func newExecCmd(g *globalOptions) *cobra.Command {
@@ -62,7 +63,7 @@ commands and tent kill signals them.`,
 				if tf.tty || tf.interactive || maxOutput != "" {
 					return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal, its output kept for tent attach: -i, -t and --max-output do not apply"}
 				}
-				pid, err := g.backend().ExecDetached(c.Context(), rec.ID, req)
+				pid, err := g.backend().ExecDetached(c.Context(), rec.ID, req, supervised.DetachOptions{})
 				if err != nil {
 					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 				}

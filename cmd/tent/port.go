@@ -65,16 +65,28 @@ func parsePublish(s string) (sandbox.PortMapping, error) {
 
 func newPortCmd(g *globalOptions) *cobra.Command {
 	var out outputFlags
+	var publish []string
 	c := &cobra.Command{
 		Use:   "port ID [PORT]",
-		Short: "List a sandbox's published ports (tent create -p), or the host address of one",
+		Short: "List a sandbox's published ports (tent create -p), or publish more (-p)",
 		Long: `List the ports a sandbox publishes on the host, one per line as
 "PORT/tcp -> HOSTIP:HOSTPORT" (as docker port does; -o json, --format),
-or with PORT, the host address of that port only.`,
+or with PORT, the host address of that port only.
+
+With -p [HOSTIP:][HOSTPORT:]PORT (repeatable; docker's syntax, loopback by
+default), publish more ports of the running sandbox and print them as
+bound: unlike docker, tent can add a port to a sandbox that runs. They are
+published until the sandbox is removed.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
 				return err
+			}
+			if len(publish) > 0 {
+				if len(args) == 2 {
+					return &exitError{code: exitRefused, msg: "tent port: -p publishes ports; give no PORT with it"}
+				}
+				return publishPorts(c, g, &out, args[0], publish)
 			}
 			rec, err := g.lookup(args[0])
 			if err != nil {
@@ -105,7 +117,31 @@ or with PORT, the host address of that port only.`,
 		},
 	}
 	out.register(c.Flags())
+	c.Flags().StringArrayVarP(&publish, "publish", "p", nil, "publish `[HOSTIP:][HOSTPORT:]PORT` of the running sandbox (repeatable)")
 	return c
+}
+
+// publishPorts publishes each -p value on sandbox ref, all checked
+// before any is published, and prints them as bound.
+func publishPorts(c *cobra.Command, g *globalOptions, out *outputFlags, ref string, specs []string) error {
+	var ms []sandbox.PortMapping
+	for _, s := range specs {
+		m, err := parsePublish(s)
+		if err != nil {
+			return &exitError{code: exitRefused, msg: err.Error()}
+		}
+		ms = append(ms, m)
+	}
+	var got []sandbox.PortMapping
+	for _, m := range ms {
+		b, err := g.backend().Publish(c.Context(), ref, m)
+		if err != nil {
+			return err
+		}
+		got = append(got, b)
+	}
+	w := c.OutOrStdout()
+	return emit(out, w, got, got, func() error { return writePorts(w, got) })
 }
 
 // writePorts prints one mapping a line, as docker port does.

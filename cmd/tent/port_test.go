@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -70,21 +71,7 @@ func TestPublishedPort(t *testing.T) {
 	}
 	l.tent(t, "port", id, "9999").expect(t, exitRefused, "publishes no port 9999")
 	l.tent(t, "exec", id, "--", "sh", "-c", "echo from-inside > /tmp/f; setsid python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp </dev/null >/dev/null 2>&1 &").expect(t, 0)
-	var body string
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + hostAddr + "/f")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if body = string(b); resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET through the published port: %v %q", err, body)
-		}
-	}
-	if body != "from-inside\n" {
+	if body := getUntilOK(t, "http://"+hostAddr+"/f"); body != "from-inside\n" {
 		t.Errorf("through the published port: %q", body)
 	}
 	l.tent(t, "rm", id).expect(t, 0)
@@ -167,5 +154,63 @@ except OSError: pass`, addr)).expect(t, 0)
 	}
 	if !strings.Contains(string(b), `"proto":"transparent","host":"names.example","port":443`) {
 		t.Errorf("the cached address lost its name across the hand-off; net log:\n%s", b)
+	}
+}
+
+// TestPublishOnARunningSandbox: tent port -p adds a port to a sandbox
+// that runs (which docker cannot), reached from the host at once and
+// listed by tent port after; bad values are refused before anything is
+// published; tent rm closes it.
+func TestPublishOnARunningSandbox(t *testing.T) {
+	t.Parallel()
+	probe, err := sandboxtest.ProbeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLife(t)
+	id := l.create(t, "--ro", probe+":"+sandboxtest.ProbeTarget)
+	l.tent(t, "port", id, "-p", "8000", "-p", "8080:0").expect(t, exitRefused, `-p "8080:0": port "0" is not a port`)
+	l.tent(t, "port", id, "8000", "-p", "8000").expect(t, exitRefused, "give no PORT with it")
+	if r := l.tent(t, "port", id); r.code != 0 || r.stdout != "" {
+		t.Fatalf("tent port after refusals: %+v, want no port", r)
+	}
+	l.tent(t, "exec", id, "--", "sh", "-c", "setsid "+sandboxtest.ProbeTarget+"/testprobe httpserve 127.0.0.1:8000 </dev/null >/dev/null 2>&1 &").expect(t, 0)
+	r := l.tent(t, "port", id, "-p", "127.0.0.1::8000")
+	r.expect(t, 0)
+	hostAddr, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "8000/tcp -> 127.0.0.1:")
+	if !ok {
+		t.Fatalf("tent port -p: %q", r.stdout)
+	}
+	hostAddr = "127.0.0.1:" + hostAddr
+	if got := strings.TrimSpace(l.tent(t, "port", id, "8000").stdout); got != "8000/tcp -> "+hostAddr {
+		t.Errorf("tent port ID 8000 after -p: %q", got)
+	}
+	if body := getUntilOK(t, "http://"+hostAddr+"/f"); !strings.HasPrefix(body, "GET /f\nHost: "+hostAddr+"\n") {
+		t.Errorf("the server inside received: %q", body)
+	}
+	l.tent(t, "rm", id).expect(t, 0)
+	if c, err := net.Dial("tcp", hostAddr); err == nil {
+		c.Close()
+		t.Errorf("%s still listens after tent rm", hostAddr)
+	}
+}
+
+// getUntilOK GETs url until it answers 200 (a server inside is starting),
+// within a minute, and returns the body.
+func getUntilOK(t *testing.T, url string) string {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if body = string(b); resp.StatusCode == 200 {
+				return body
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v %q", url, err, body)
+		}
 	}
 }

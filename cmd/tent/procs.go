@@ -94,7 +94,7 @@ command; killing tent attach leaves the command running.`,
 				default:
 				}
 			})
-			res, err := g.backend().Attach(context.Background(), rec.ID, pid, os.Stdout, fwd)
+			res, err := g.backend().Attach(context.Background(), rec.ID, pid, os.Stdout, os.Stderr, fwd)
 			sigs.stop()
 			if err != nil {
 				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}

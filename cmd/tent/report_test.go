@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 func readReport(t *testing.T, path string) map[string]any {
@@ -121,7 +120,7 @@ func TestSignalsAreForwarded(t *testing.T) {
 			t.Parallel()
 			// The script says when its traps are set, so a slow start
 			// cannot make the signal arrive first.
-			script := `trap "exit 7" INT; trap "exit 8" TERM; trap "exit 9" USR1; echo ready; sleep 5 & wait`
+			script := `trap "exit 7" INT; trap "exit 8" TERM; trap "exit 9" USR1; echo ready; sleep 60 & wait`
 			cmd := exec.Command(tentBin, "run", "--", "sh", "-c", script)
 			cmd.Env = baseEnv()
 			var stderr strings.Builder
@@ -130,7 +129,6 @@ func TestSignalsAreForwarded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -147,9 +145,8 @@ func TestSignalsAreForwarded(t *testing.T) {
 			if !errors.As(err, &ee) || ee.ExitCode() != code {
 				t.Errorf("tent ended with %v, want exit status %d; stderr: %s", err, code, stderr.String())
 			}
-			if elapsed := time.Since(start); elapsed > 4*time.Second {
-				t.Errorf("took %v: the signal was not forwarded promptly", elapsed)
-			}
+			// Not forwarded, the script would end with sleep's status, 0,
+			// a minute later: the status says it was, at no assumed speed.
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,8 @@ type serveOptions struct {
 	tlsCert   string
 	tlsKey    string
 	insecure  bool
+	domain    string
+	private   bool
 }
 
 // pythonKey is the form of API key E2B's Python SDK accepts.
@@ -83,6 +86,8 @@ state directory (serve-state.json) for the next tent serve to take up.`,
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with the certificate in `FILE` (with --tls-key)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "the TLS private key `FILE`")
 	f.BoolVar(&o.insecure, "insecure", false, "allow plain HTTP on an address other than loopback (the API key crosses the network in clear)")
+	f.StringVar(&o.domain, "domain", "", "the `DOMAIN` the SDKs' getHost(port) names (PORT-ID.DOMAIN); default localhost:PORT on a loopback address")
+	f.BoolVar(&o.private, "private-ports", false, "every sandbox's ports need its traffic access token (e2b-traffic-access-token), as E2B's allowPublicTraffic: false")
 	return c
 }
 
@@ -176,12 +181,6 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 	if o.keep && !durable {
 		log.Warn("--keep-sandboxes: this backend's sandboxes live in the server's process and end with it anyway", "backend", b.Name())
 	}
-	srv, err := serve.New(b, serve.Options{APIKey: key, TemplatesDir: o.templates, Logger: log,
-		StateFile: filepath.Join(stateDir, "serve-state.json")})
-	if err != nil {
-		_ = closeBackend(context.Background())
-		return refuse("%v", err)
-	}
 	var l net.Listener
 	if isUnix {
 		l, err = listenUnix(unixPath)
@@ -189,6 +188,14 @@ func runServe(ctx context.Context, g *globalOptions, o *serveOptions) error {
 		l, err = net.Listen("tcp", o.listen)
 	}
 	if err != nil {
+		_ = closeBackend(context.Background())
+		return refuse("%v", err)
+	}
+	srv, err := serve.New(b, serve.Options{APIKey: key, TemplatesDir: o.templates, Logger: log,
+		StateFile: filepath.Join(stateDir, "serve-state.json"),
+		Domain:    serveDomain(o.domain, l.Addr()), PrivatePorts: o.private})
+	if err != nil {
+		l.Close()
 		_ = closeBackend(context.Background())
 		return refuse("%v", err)
 	}
@@ -234,4 +241,18 @@ func listenUnix(path string) (net.Listener, error) {
 	l, err := net.Listen("unix", path)
 	syscall.Umask(old)
 	return l, err
+}
+
+// serveDomain is the domain getHost names: the one given, else
+// localhost:PORT when the server listens on loopback (curl and browsers
+// take every name under localhost for loopback), else none.
+func serveDomain(given string, addr net.Addr) string {
+	if given != "" {
+		return given
+	}
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok || !ta.IP.IsLoopback() {
+		return ""
+	}
+	return "localhost:" + strconv.Itoa(ta.Port)
 }

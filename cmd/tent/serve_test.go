@@ -173,9 +173,17 @@ func TestServeStartsServesAndStops(t *testing.T) {
 		return res.StatusCode, b
 	}
 	code, body := do("POST", "/v2/sandboxes", `{"timeout":60,"metadata":{"from":"cli-test"}}`)
-	var created struct{ SandboxID, EnvdAccessToken string }
+	var created struct {
+		SandboxID, EnvdAccessToken string
+		Domain                     *string
+	}
 	if code != http.StatusCreated || json.Unmarshal(body, &created) != nil || created.SandboxID == "" || created.EnvdAccessToken == "" {
 		t.Fatalf("create: %d %s", code, body)
+	}
+	// getHost's domain is the server's own loopback address.
+	port := url[strings.LastIndex(url, ":")+1:]
+	if created.Domain == nil || *created.Domain != "localhost:"+port {
+		t.Errorf("domain: %v, want localhost:%s", created.Domain, port)
 	}
 	if code, body = do("GET", "/sandboxes/"+created.SandboxID, ""); code != http.StatusOK || !strings.Contains(string(body), `"from":"cli-test"`) {
 		t.Fatalf("get: %d %s", code, body)
@@ -191,6 +199,15 @@ func TestServeStartsServesAndStops(t *testing.T) {
 	other := strings.TrimSpace(tent(t, "--state-dir", state, "create").stdout)
 	if code, body = do("GET", "/sandboxes/"+other, ""); code != http.StatusOK {
 		t.Errorf("the server does not see tent create's sandbox %s: %d %s", other, code, body)
+	}
+	// The ports of a sandbox the server did not create need a traffic
+	// token, which only the API key's holder can get (none was asked).
+	req, _ := http.NewRequest("GET", url+"/", nil)
+	req.Host = "8000-" + other + ".localhost:" + port
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusForbidden {
+		t.Errorf("a port of tent create's sandbox through the server: %v %v, want 403", res, err)
+	} else {
+		res.Body.Close()
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

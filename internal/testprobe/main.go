@@ -321,6 +321,8 @@ func main() {
 			return
 		}
 		fmt.Println("ok")
+	case "httpserve": // httpserve ADDR: an HTTP server that echoes requests (see httpServe)
+		httpServe(args[0])
 	case "nofile":
 		var err error
 		for i := 0; i < 100000; i++ {

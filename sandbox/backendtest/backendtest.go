@@ -17,12 +17,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -44,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 		{"SuspendResume", suspendResume},
 		{"Terminate", terminate},
 		{"CancelledContext", cancelled},
+		{"Dial", dial},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
 	}
@@ -336,5 +341,48 @@ func cancelled(t *testing.T, b sandbox.Backend) {
 	}
 	if list, err := b.List(context.Background()); err != nil || len(list) != 1 {
 		t.Errorf("List: %+v, %v; want the one sandbox", list, err)
+	}
+}
+
+// Dial reaches a server on the sandbox's loopback from the host; a port
+// nothing listens on is ECONNREFUSED, a port outside 1-65535
+// ErrInvalidSpec, and a terminated sandbox ErrNotFound.
+func dial(t *testing.T, b sandbox.Backend) {
+	ctx := context.Background()
+	probe, err := sandboxtest.ProbeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := provision(t, b, sandbox.Spec{Mounts: []sandbox.Mount{{Source: probe, Target: sandboxtest.ProbeTarget}}})
+	if _, err := b.Dial(ctx, info.ID, 8000); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("Dial with nothing listening: %v, want ECONNREFUSED", err)
+	}
+	if _, err := b.Dial(ctx, info.ID, 70000); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("Dial of port 70000: %v, want ErrInvalidSpec", err)
+	}
+	out(t, b, info.ID, "sh", "-c", "setsid "+sandboxtest.ProbeTarget+"/testprobe httpserve 127.0.0.1:8000 </dev/null >/dev/null 2>&1 &")
+	var c net.Conn
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err = b.Dial(ctx, info.ID, 8000); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("Dial once the server listens: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, "GET /x HTTP/1.0\r\nHost: from-the-host\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := io.ReadAll(c)
+	if err != nil || !strings.HasPrefix(string(resp), "HTTP/1.0 200") || !strings.Contains(string(resp), "GET /x\nHost: from-the-host\n") {
+		t.Errorf("the server's answer: %q, %v", resp, err)
+	}
+	if err := b.Terminate(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Dial(ctx, info.ID, 8000); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Dial after Terminate: %v, want ErrNotFound", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -231,4 +232,11 @@ func (f *fakeBackend) File(ctx context.Context, id string, req sandbox.FileReque
 func (f *fakeBackend) Usage(ctx context.Context, id string) (sandbox.Usage, error) {
 	_, err := f.Get(ctx, id)
 	return sandbox.Usage{}, err
+}
+
+func (f *fakeBackend) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
+	if _, err := f.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	return nil, sandbox.ErrUnsupported
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -445,6 +447,49 @@ func (b *Backend) Usage(ctx context.Context, ref string) (sandbox.Usage, error) 
 		return sandbox.Usage{}, err
 	}
 	return b.st.Usage(rec)
+}
+
+// Dial connects to port of the sandbox's loopback, inside its network
+// namespace (see [sandbox.Sandbox.DialPort]): the supervisor makes the
+// connection and passes its descriptor on, so that it lives on whatever
+// becomes of the supervisor (an idle hand-off) until either side closes
+// it or the sandbox ends.
+func (b *Backend) Dial(ctx context.Context, ref string, port int) (net.Conn, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return nil, err
+	}
+	_, fds, err := exchange(ctx, rec, request{Op: opDial, Port: port}, nil)
+	if err != nil {
+		ctlmsg.Close(fds)
+		return nil, err
+	}
+	if len(fds) != 1 {
+		ctlmsg.Close(fds)
+		return nil, fmt.Errorf("sandbox %s: its supervisor answered a dial with %d descriptors, want 1", rec.ID, len(fds))
+	}
+	f := os.NewFile(uintptr(fds[0]), "tent-dial")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// Publish publishes m on the running sandbox (see
+// [sandbox.Sandbox.Publish]) and returns it with the host port bound; the
+// record keeps it, so that tent port lists it and an idle hand-off keeps
+// serving it.
+func (b *Backend) Publish(ctx context.Context, ref string, m sandbox.PortMapping) (sandbox.PortMapping, error) {
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return sandbox.PortMapping{}, err
+	}
+	rep, err := call(ctx, rec, request{Op: opPublish, Publish: &m}, nil)
+	if err != nil {
+		return sandbox.PortMapping{}, err
+	}
+	if rep.Published == nil {
+		return sandbox.PortMapping{}, fmt.Errorf("sandbox %s: its supervisor answered a publish without the port", rec.ID)
+	}
+	return *rep.Published, nil
 }
 
 // simple sends a request without descriptors to ref's supervisor.

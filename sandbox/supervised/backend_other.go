@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"syscall"
 
@@ -68,6 +69,14 @@ func (b *Backend) Exec(context.Context, string, sandbox.ExecRequest) (*sandbox.E
 	return nil, errNotLinux
 }
 
+// Publish fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Publish(context.Context, string, sandbox.PortMapping) (sandbox.PortMapping, error) {
+	return sandbox.PortMapping{}, errNotLinux
+}
+
+// Dial fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Dial(context.Context, string, int) (net.Conn, error) { return nil, errNotLinux }
+
 // File fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) File(context.Context, string, sandbox.FileRequest) error { return errNotLinux }
 
@@ -106,7 +115,7 @@ func (b *Backend) Usage(context.Context, string) (sandbox.Usage, error) {
 }
 
 // ExecDetached fails outside Linux.
-func (b *Backend) ExecDetached(context.Context, string, sandbox.ExecRequest) (int, error) {
+func (b *Backend) ExecDetached(context.Context, string, sandbox.ExecRequest, DetachOptions) (int, error) {
 	return 0, errNotLinux
 }
 
@@ -119,6 +128,6 @@ func (b *Backend) SignalProcess(context.Context, string, int, syscall.Signal) er
 }
 
 // Attach fails outside Linux.
-func (b *Backend) Attach(context.Context, string, int, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
+func (b *Backend) Attach(context.Context, string, int, io.Writer, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
 	return nil, errNotLinux
 }

@@ -30,12 +30,20 @@ func dial(rec *record) (*net.UnixConn, error) {
 // short, with an error that matches ctx.Err() (a stopped or stuck
 // supervisor does not hang the caller).
 func call(ctx context.Context, rec *record, req request, fds []int) (reply, error) {
+	rep, got, err := exchange(ctx, rec, req, fds)
+	ctlmsg.Close(got) // none expected
+	return rep, err
+}
+
+// exchange is call, returning the descriptors the answer carried too
+// (the caller's to close, failure or not).
+func exchange(ctx context.Context, rec *record, req request, fds []int) (reply, []int, error) {
 	if err := ctx.Err(); err != nil {
-		return reply{}, err
+		return reply{}, nil, err
 	}
 	conn, err := dial(rec)
 	if err != nil {
-		return reply{}, err
+		return reply{}, nil, err
 	}
 	defer conn.Close()
 	if d, ok := ctx.Deadline(); ok {
@@ -44,16 +52,17 @@ func call(ctx context.Context, rec *record, req request, fds []int) (reply, erro
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
 	defer stop()
 	if err := ctlmsg.Send(conn, req, fds); err != nil {
-		return reply{}, ctxErr(ctx, rec, err)
+		return reply{}, nil, ctxErr(ctx, rec, err)
 	}
 	var rep reply
-	if _, err := ctlmsg.Recv(conn, &rep); err != nil {
-		return reply{}, ctxErr(ctx, rec, fmt.Errorf("sandbox %s: no answer from its supervisor: %w", rec.ID, err))
+	got, err := ctlmsg.Recv(conn, &rep)
+	if err != nil {
+		return reply{}, got, ctxErr(ctx, rec, fmt.Errorf("sandbox %s: no answer from its supervisor: %w", rec.ID, err))
 	}
 	if rep.Error != "" {
-		return rep, remoteError(rep)
+		return rep, got, remoteError(rep)
 	}
-	return rep, nil
+	return rep, got, nil
 }
 
 // ctxErr is err, or, when ctx has ended (which is what cut the exchange

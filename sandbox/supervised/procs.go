@@ -19,8 +19,12 @@ const (
 // ProcessInfo describes a detached command (see [Backend.ExecDetached]).
 type ProcessInfo struct {
 	// Pid is the command's pid inside the sandbox.
-	Pid     int       `json:"pid"`
-	Args    []string  `json:"args"`
+	Pid  int      `json:"pid"`
+	Args []string `json:"args"`
+	// Dir is the working directory it was started in ("": the
+	// sandbox's), Tag the caller's name for it (DetachOptions).
+	Dir     string    `json:"dir,omitempty"`
+	Tag     string    `json:"tag,omitempty"`
 	Started time.Time `json:"started"`
 	// Running is true until the command has exited; then Ended, Exit
 	// and Signal say how.
@@ -29,9 +33,17 @@ type ProcessInfo struct {
 	Exit    int        `json:"exit"`
 	Signal  string     `json:"signal,omitempty"`
 	// Unread is how many bytes of output the next attach gets (at most
-	// MaxDetachedOutput); Dropped how many were dropped unread.
+	// MaxDetachedOutput of each stream); Dropped how many were dropped
+	// unread.
 	Unread  int64 `json:"unread"`
 	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// DetachOptions are a detached command's own settings.
+type DetachOptions struct {
+	// Tag names the command for whoever lists it (E2B's process tag);
+	// two running commands of one sandbox cannot share one.
+	Tag string
 }
 
 // ErrNoProcess is returned for a pid that names no detached command of

@@ -13,12 +13,12 @@ import (
 
 // ExecDetached starts req.Args in the sandbox as a command its supervisor
 // owns (docker exec -d) and returns the command's pid inside at once. It
-// outlives the caller; its output (stdout and stderr as one stream) is
+// outlives the caller; its output (stdout and stderr, each kept apart) is
 // kept for [Backend.Attach], its exit for [Backend.Processes] (see
 // MaxDetached, MaxDetachedOutput). Of req, Args, Env, Dir and Timeout are
 // used; a detached command has no stdin and no terminal, so Stdin, TTY
 // and the caller's Stdout and Stderr are refused (ErrInvalidSpec).
-func (b *Backend) ExecDetached(ctx context.Context, ref string, req sandbox.ExecRequest) (int, error) {
+func (b *Backend) ExecDetached(ctx context.Context, ref string, req sandbox.ExecRequest, o DetachOptions) (int, error) {
 	if req.Stdin != nil || req.TTY != nil || req.Stdout != nil || req.Stderr != nil {
 		return 0, fmt.Errorf("%w: a detached command has no stdin, terminal or caller's output (tent attach reads its output)", sandbox.ErrInvalidSpec)
 	}
@@ -29,7 +29,7 @@ func (b *Backend) ExecDetached(ctx context.Context, ref string, req sandbox.Exec
 	if err != nil {
 		return 0, err
 	}
-	rep, err := call(ctx, rec, request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout}, nil)
+	rep, err := call(ctx, rec, request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, Tag: o.Tag}, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -61,31 +61,41 @@ func (b *Backend) SignalProcess(ctx context.Context, ref string, pid int, sig sy
 	return err
 }
 
-// Attach writes the detached command pid's output to out — what no
-// earlier reader got (the last MaxDetachedOutput bytes of it at most),
-// then what it writes — until it exits, and returns its result (its
-// output is in out, not in the result). Signals received on signals are
+// Attach writes the detached command pid's output to stdout and stderr
+// (both to stdout when stderr is nil) — what no earlier reader got (the
+// last MaxDetachedOutput bytes of each at most), then what it writes —
+// until it exits, and returns its result (its output is in the writers,
+// not in the result). While attached, a command that writes faster than
+// the writers take waits for them. Signals received on signals are
 // delivered to it meanwhile. ctx's end detaches: the command goes on.
-func (b *Backend) Attach(ctx context.Context, ref string, pid int, out io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error) {
+func (b *Backend) Attach(ctx context.Context, ref string, pid int, stdout, stderr io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error) {
 	rec, err := b.st.Get(ref)
 	if err != nil {
 		return nil, err
 	}
 	var st stdio
 	defer st.close()
-	if out == nil {
-		out = io.Discard
+	if stdout == nil {
+		stdout = io.Discard
 	}
-	f, err := st.out(out)
+	f, err := st.out(stdout)
 	if err != nil {
 		return nil, err
+	}
+	fds := []int{int(f.Fd())}
+	if stderr != nil {
+		ef, err := st.out(stderr)
+		if err != nil {
+			return nil, err
+		}
+		fds = append(fds, int(ef.Fd()))
 	}
 	conn, err := dial(rec)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	if err := ctlmsg.Send(conn, request{Op: opAttach, Pid: pid}, []int{int(f.Fd())}); err != nil {
+	if err := ctlmsg.Send(conn, request{Op: opAttach, Pid: pid}, fds); err != nil {
 		return nil, err
 	}
 	st.sent()

@@ -14,11 +14,14 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// Detached commands (tent exec -d) belong to the supervisor, not to the
-// connection that started them: the caller gets the command's pid and
-// goes; the supervisor keeps its output (stdout and stderr as one stream,
-// the last MaxDetachedOutput bytes) and its exit, for tent ps, tent
-// attach and tent kill from any process of the sandbox's owner. Bounds:
+// Detached commands (tent exec -d, and tent serve's commands) belong to
+// the supervisor, not to the connection that started them: the caller
+// gets the command's pid and goes; the supervisor keeps its output
+// (stdout and stderr apart, the last MaxDetachedOutput bytes of each) and
+// its exit, for tent ps, tent attach and tent kill from any process of
+// the sandbox's owner. While a reader is attached, a command that writes
+// faster than the reader reads waits, as on a pipe; with none, its oldest
+// unread output is dropped (and counted) and it never waits. Bounds:
 // MaxDetached records per sandbox (a full table drops its oldest finished
 // record; with MaxDetached running it refuses), finished records for an
 // hour, and only while the supervisor is awake: one hands off to its idle
@@ -29,10 +32,11 @@ import (
 type detached struct {
 	pid     int
 	args    []string
+	dir     string
+	tag     string
 	started time.Time
 	proc    *sandbox.Process
-	out     *outRing
-	read    int64         // the output offset the last reader reached
+	out     [2]*outRing   // stdout, stderr
 	done    chan struct{} // closed once res and ended are set
 	res     *sandbox.ExecResult
 	ended   time.Time
@@ -56,13 +60,20 @@ func (t *procTable) start(sb *sandbox.Sandbox, req request) (int, error) {
 		}
 		t.procs = slices.Delete(t.procs, i, i+1)
 	}
-	out := newOutRing(MaxDetachedOutput)
+	if req.Tag != "" {
+		for _, d := range t.procs {
+			if d.tag == req.Tag && !d.finished() {
+				return 0, fmt.Errorf("%w: the detached command %d runs with tag %q", sandbox.ErrInvalidSpec, d.pid, req.Tag)
+			}
+		}
+	}
+	out := [2]*outRing{newOutRing(MaxDetachedOutput), newOutRing(MaxDetachedOutput)}
 	p, err := sb.Start(context.Background(), sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout,
-		Stdout: out, Stderr: out})
+		Stdout: out[0], Stderr: out[1]})
 	if err != nil {
 		return 0, err
 	}
-	d := &detached{pid: p.Pid, args: req.Args, started: time.Now(), proc: p, out: out, done: make(chan struct{})}
+	d := &detached{pid: p.Pid, args: req.Args, dir: req.Dir, tag: req.Tag, started: time.Now(), proc: p, out: out, done: make(chan struct{})}
 	t.procs = append(t.procs, d)
 	go func() {
 		res, _ := p.Wait()
@@ -73,7 +84,8 @@ func (t *procTable) start(sb *sandbox.Sandbox, req request) (int, error) {
 		t.mu.Lock()
 		d.res, d.ended = res, time.Now()
 		t.mu.Unlock()
-		out.close()
+		out[0].close()
+		out[1].close()
 		close(d.done)
 	}()
 	return p.Pid, nil
@@ -116,8 +128,12 @@ func (t *procTable) list() []ProcessInfo {
 	t.pruneLocked(time.Now())
 	out := make([]ProcessInfo, 0, len(t.procs))
 	for _, d := range t.procs {
-		total, dropped := d.out.stats(d.read)
-		pi := ProcessInfo{Pid: d.pid, Args: d.args, Started: d.started, Running: !d.finished(), Unread: total, Dropped: dropped}
+		pi := ProcessInfo{Pid: d.pid, Args: d.args, Dir: d.dir, Tag: d.tag, Started: d.started, Running: !d.finished()}
+		for _, r := range d.out {
+			unread, dropped := r.stats()
+			pi.Unread += unread
+			pi.Dropped += dropped
+		}
 		if !pi.Running {
 			ended := d.ended
 			pi.Ended, pi.Exit, pi.Signal = &ended, d.res.ExitCode, d.res.Signal
@@ -140,10 +156,10 @@ func (t *procTable) signal(pid int, sig syscall.Signal) error {
 }
 
 // serveAttach streams a detached command's output since its last reader
-// to out (the caller's descriptor) until it exits, forwards the signals
-// the caller sends, and answers with its result. The caller leaving
-// leaves the command running.
-func (t *procTable) serveAttach(conn *net.UnixConn, pid int, out *os.File) {
+// to outs (the caller's descriptors: stdout and stderr, or one for both)
+// until it exits, forwards the signals the caller sends, and answers with
+// its result. The caller leaving leaves the command running.
+func (t *procTable) serveAttach(conn *net.UnixConn, pid int, outs []*os.File) {
 	d, err := t.find(pid)
 	if err != nil {
 		_ = ctlmsg.Send(conn, failure(err), nil)
@@ -164,25 +180,31 @@ func (t *procTable) serveAttach(conn *net.UnixConn, pid int, out *os.File) {
 			}
 		}
 	}()
-	t.mu.Lock()
-	off := d.read
-	t.mu.Unlock()
+	var readers [2]*ringReader
+	for i, r := range d.out {
+		readers[i] = r.attach()
+		defer r.detach(readers[i])
+	}
 	for {
-		data, next, changed, closed := d.out.since(off)
-		if len(data) > 0 {
-			if _, err := out.Write(data); err != nil {
-				return // the caller's output is gone: so is the caller
+		ended := true
+		var waits [2]<-chan struct{}
+		for i, r := range d.out {
+			data, changed, closed := r.next(readers[i])
+			if len(data) > 0 {
+				if _, err := outs[min(i, len(outs)-1)].Write(data); err != nil {
+					return // the caller's output is gone: so is the caller
+				}
+				r.advance(readers[i], len(data))
 			}
+			ended = ended && closed && len(data) == 0
+			waits[i] = changed
 		}
-		off = next
-		t.mu.Lock()
-		d.read = max(d.read, off)
-		t.mu.Unlock()
-		if closed && len(data) == 0 {
+		if ended {
 			break
 		}
 		select {
-		case <-changed:
+		case <-waits[0]:
+		case <-waits[1]:
 		case <-gone:
 			return
 		}
@@ -191,25 +213,62 @@ func (t *procTable) serveAttach(conn *net.UnixConn, pid int, out *os.File) {
 	_ = ctlmsg.Send(conn, reply{Result: d.res}, nil)
 }
 
-// outRing keeps the last max bytes written to it, and how many were
-// written in all; readers follow it by offset.
+// outRing keeps the last max bytes written to it that no reader got,
+// and how many were written in all. Readers follow it by offset: the
+// next reader starts where the last one left; while any is attached, a
+// write that does not fit waits for them to read.
 type outRing struct {
 	mu      sync.Mutex
 	buf     []byte
 	total   int64 // bytes ever written; buf holds the last len(buf)
+	read    int64 // where the last reader left
 	max     int
-	changed chan struct{} // closed (and replaced) at each write and at close
+	changed chan struct{} // closed (and replaced) at each write, read and at close
+	readers map[*ringReader]struct{}
 	closed  bool
 }
 
-func newOutRing(max int) *outRing { return &outRing{max: max, changed: make(chan struct{})} }
+// ringReader is one attached reader's position.
+type ringReader struct{ off int64 }
 
-// Write keeps p's tail within the bound; it never fails, so the command
-// never blocks on its output.
+func newOutRing(max int) *outRing {
+	return &outRing{max: max, changed: make(chan struct{}), readers: map[*ringReader]struct{}{}}
+}
+
+// notify wakes every wait; r.mu is held.
+func (r *outRing) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// slowest is the lowest offset of an attached reader; r.mu is held.
+func (r *outRing) slowest() (int64, bool) {
+	low, any := int64(0), false
+	for rd := range r.readers {
+		if !any || rd.off < low {
+			low, any = rd.off, true
+		}
+	}
+	return low, any
+}
+
+// Write keeps p's tail within the bound. With a reader attached it waits
+// until the readers have read enough for p to fit; with none it never
+// waits, and drops the oldest bytes.
 func (r *outRing) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := len(p)
+	for {
+		low, attached := r.slowest()
+		if !attached || r.closed || r.total-low == 0 || r.total-low+int64(len(p)) <= int64(r.max) {
+			break
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		<-ch
+		r.mu.Lock()
+	}
 	if len(p) > r.max {
 		p = p[len(p)-r.max:]
 	}
@@ -218,8 +277,7 @@ func (r *outRing) Write(p []byte) (int, error) {
 	}
 	r.buf = append(r.buf, p...)
 	r.total += int64(n)
-	close(r.changed)
-	r.changed = make(chan struct{})
+	r.notify()
 	return n, nil
 }
 
@@ -229,29 +287,65 @@ func (r *outRing) close() {
 	defer r.mu.Unlock()
 	if !r.closed {
 		r.closed = true
-		close(r.changed)
+		r.notify()
 	}
 }
 
-// since returns the output from offset off that is still kept (a copy),
-// the offset after it, a channel closed at the next change, and whether
-// the output has ended.
-func (r *outRing) since(off int64) (data []byte, next int64, changed <-chan struct{}, closed bool) {
+// attach adds a reader, starting where the last one left.
+func (r *outRing) attach() *ringReader {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	first := r.total - int64(len(r.buf))
-	off = max(off, first)
-	data = slices.Clone(r.buf[off-first:])
-	return data, r.total, r.changed, r.closed
+	rd := &ringReader{off: r.read}
+	r.readers[rd] = struct{}{}
+	return rd
 }
 
-// stats returns how many bytes a reader at off would get, and how many
-// it missed.
-func (r *outRing) stats(off int64) (unread, dropped int64) {
+// detach removes a reader; writes waiting for it go on.
+func (r *outRing) detach(rd *ringReader) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.readers, rd)
+	r.notify()
+}
+
+// next returns what rd has not read that is still kept (a copy), a
+// channel closed at the next change, and whether the output has ended.
+func (r *outRing) next(rd *ringReader) (data []byte, changed <-chan struct{}, closed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	first := r.total - int64(len(r.buf))
-	if off < first {
+	rd.off = max(rd.off, first)
+	return slices.Clone(r.buf[rd.off-first:]), r.changed, r.closed
+}
+
+// advance records that rd has read n more bytes, and lets go of what
+// every reader has read: no later reader gets it.
+func (r *outRing) advance(rd *ringReader, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rd.off += int64(n)
+	r.read = max(r.read, rd.off)
+	keep := r.read
+	if low, ok := r.slowest(); ok {
+		keep = min(keep, low)
+	}
+	if first := r.total - int64(len(r.buf)); keep > first {
+		if keep == r.total {
+			r.buf = nil
+		} else {
+			r.buf = r.buf[keep-first:]
+		}
+	}
+	r.notify()
+}
+
+// stats returns how many bytes the next reader gets, and how many were
+// dropped unread.
+func (r *outRing) stats() (unread, dropped int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	off := r.read
+	if first := r.total - int64(len(r.buf)); off < first {
 		dropped = first - off
 		off = first
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,21 +22,21 @@ func TestDetachedCommands(t *testing.T) {
 	ctx := context.Background()
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
-	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; exit 7"}})
+	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; exit 7"}}, DetachOptions{})
 	if err != nil || pid <= 1 {
 		t.Fatalf("ExecDetached: pid %d, %v", pid, err)
 	}
 	var out bytes.Buffer
-	res, err := b.Attach(ctx, info.ID, pid, &out, nil)
+	res, err := b.Attach(ctx, info.ID, pid, &out, nil, nil)
 	if err != nil || res.ExitCode != 7 || out.String() != "one\ntwo\n" {
 		t.Fatalf("Attach: %+v, %v, output %q; want exit 7 and both streams", res, err, out.String())
 	}
 	out.Reset()
-	if res, err := b.Attach(ctx, info.ID, pid, &out, nil); err != nil || res.ExitCode != 7 || out.Len() != 0 {
+	if res, err := b.Attach(ctx, info.ID, pid, &out, nil, nil); err != nil || res.ExitCode != 7 || out.Len() != 0 {
 		t.Errorf("a second Attach: %+v, %v, output %q; want the exit and no output again", res, err, out.String())
 	}
 
-	sleeper, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}})
+	sleeper, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +58,13 @@ func TestDetachedCommands(t *testing.T) {
 	for _, err := range []error{
 		b.SignalProcess(ctx, info.ID, sleeper, syscall.SIGTERM),
 		b.SignalProcess(ctx, info.ID, 99999, syscall.SIGTERM),
-		func() error { _, err := b.Attach(ctx, info.ID, 99999, &out, nil); return err }(),
+		func() error { _, err := b.Attach(ctx, info.ID, 99999, &out, nil, nil); return err }(),
 	} {
 		if !errors.Is(err, ErrNoProcess) {
 			t.Errorf("a finished or unknown pid: %v, want ErrNoProcess", err)
 		}
 	}
-	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}, Stdin: strings.NewReader("x")}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}, Stdin: strings.NewReader("x")}, DetachOptions{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a detached command with stdin: %v, want ErrInvalidSpec", err)
 	}
 }
@@ -75,7 +76,7 @@ func TestDetachedOutlivesItsReaders(t *testing.T) {
 	ctx := context.Background()
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
-	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo early; until [ -e /tmp/go ]; do sleep 0.05; done; echo late"}})
+	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo early; until [ -e /tmp/go ]; do sleep 0.05; done; echo late"}}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,19 +86,19 @@ func TestDetachedOutlivesItsReaders(t *testing.T) {
 	})
 	actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	var first bytes.Buffer
-	_, err = b.Attach(actx, info.ID, pid, &first, nil)
+	_, err = b.Attach(actx, info.ID, pid, &first, nil, nil)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || first.String() != "early\n" {
 		t.Fatalf("a reader that leaves: %v, %q", err, first.String())
 	}
 	execOut(t, b, info.ID, "touch", "/tmp/go")
 	var second bytes.Buffer
-	res, err := b.Attach(ctx, info.ID, pid, &second, nil)
+	res, err := b.Attach(ctx, info.ID, pid, &second, nil, nil)
 	if err != nil || res.ExitCode != 0 || second.String() != "late\n" {
 		t.Errorf("the next reader: %+v, %v, %q; want only what the first did not read", res, err, second.String())
 	}
 
-	big, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo end"}})
+	big, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo end"}}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestDetachedOutlivesItsReaders(t *testing.T) {
 		t.Errorf("after 3 MB: unread %d, dropped %d; want %d kept", p.Unread, p.Dropped, MaxDetachedOutput)
 	}
 	var tail bytes.Buffer
-	if _, err := b.Attach(ctx, info.ID, big, &tail, nil); err != nil || tail.Len() != MaxDetachedOutput || !strings.HasSuffix(tail.String(), "x\nend\n") {
+	if _, err := b.Attach(ctx, info.ID, big, &tail, nil, nil); err != nil || tail.Len() != MaxDetachedOutput || !strings.HasSuffix(tail.String(), "x\nend\n") {
 		t.Errorf("attach after the bound: %d bytes, %v", tail.Len(), err)
 	}
 }
@@ -121,11 +122,11 @@ func TestDetachedIsBounded(t *testing.T) {
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
 	for i := range MaxDetached {
-		if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}); err != nil {
+		if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{}); err != nil {
 			t.Fatalf("command %d: %v", i+1, err)
 		}
 	}
-	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "tent kill") {
+	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{}); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "tent kill") {
 		t.Errorf("command %d: %v, want a refusal", MaxDetached+1, err)
 	}
 	procs, _ := b.Processes(ctx, info.ID)
@@ -133,9 +134,87 @@ func TestDetachedIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.Eventually(t, "a finished record to make room", func() bool {
-		_, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}})
+		_, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}}, DetachOptions{})
 		return err == nil
 	})
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// signalWriter is a slow bytes.Buffer (2 ms a write) that closes first
+// at its first write.
+type signalWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	first chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	if w.buf.Len() == 0 {
+		close(w.first)
+	}
+	w.buf.Write(p)
+	w.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	return len(p), nil
+}
+
+// A detached command's stdout and stderr reach their own writers, its tag
+// and directory are listed (a running command's tag is its own), and an
+// attached reader gets every byte: the command waits for it rather than
+// losing output beyond the bound.
+func TestDetachedStreamsTagsAndBackPressure(t *testing.T) {
+	ctx := context.Background()
+	b := open(t)
+	info := provision(t, b, sandbox.Spec{})
+	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; sleep 60"}, Dir: "/tmp"}, DetachOptions{Tag: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}}, DetachOptions{Tag: "web"}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("a second running command tagged web: %v, want ErrInvalidSpec", err)
+	}
+	procs, err := b.Processes(ctx, info.ID)
+	if err != nil || len(procs) != 1 || procs[0].Tag != "web" || procs[0].Dir != "/tmp" || procs[0].Pid != pid {
+		t.Fatalf("Processes: %+v, %v", procs, err)
+	}
+	sandboxtest.Eventually(t, "both lines", func() bool {
+		procs, _ := b.Processes(ctx, info.ID)
+		return len(procs) == 1 && procs[0].Unread == 8
+	})
+	if err := b.SignalProcess(ctx, info.ID, pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	res, err := b.Attach(ctx, info.ID, pid, &stdout, &stderr, nil)
+	if err != nil || res.Signal != "killed" || stdout.String() != "one\n" || stderr.String() != "two\n" {
+		t.Fatalf("Attach with two writers: %+v, %v, stdout %q, stderr %q", res, err, stdout.String(), stderr.String())
+	}
+
+	big, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo ready; until [ -e /tmp/go ]; do sleep 0.05; done; head -c 3000000 /dev/zero | tr '\\0' x; echo end"}}, DetachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &signalWriter{first: make(chan struct{})}
+	attached := make(chan error, 1)
+	go func() {
+		_, err := b.Attach(ctx, info.ID, big, w, nil, nil)
+		attached <- err
+	}()
+	<-w.first
+	execOut(t, b, info.ID, "touch", "/tmp/go")
+	if err := <-attached; err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	got := w.buf.Len()
+	w.mu.Unlock()
+	if want := len("ready\n") + 3000000 + len("end\n"); got != want {
+		t.Errorf("an attached reader got %d bytes, want all %d", got, want)
+	}
+	procs, _ = b.Processes(ctx, info.ID)
+	if p := procs[len(procs)-1]; p.Pid != big || p.Dropped != 0 || p.Unread != 0 {
+		t.Errorf("after an attached read: %+v, want nothing dropped or left", p)
+	}
+}

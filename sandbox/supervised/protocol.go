@@ -33,6 +33,11 @@ const (
 	opPs     = "ps"     // reply.Procs
 	opSignal = "signal" // Signal to detached command Pid
 	opAttach = "attach" // a session: Pid's output to the caller's fd, then its result
+	// opDial connects to Port of the sandbox's loopback; the reply
+	// carries the connection's descriptor.
+	opDial = "dial"
+	// opPublish publishes Publish on the host (reply.Published: as bound).
+	opPublish = "publish"
 )
 
 // request is one request to a supervisor.
@@ -51,6 +56,12 @@ type request struct {
 	// Pid and Signal name a detached command and a signal for it.
 	Pid    int `json:"pid,omitempty"`
 	Signal int `json:"signal,omitempty"`
+	// Port is a dial's TCP port inside.
+	Port int `json:"port,omitempty"`
+	// Tag names a detached command (start), for its readers.
+	Tag string `json:"tag,omitempty"`
+	// Publish is a port to publish.
+	Publish *sandbox.PortMapping `json:"publish,omitempty"`
 }
 
 // reply is a supervisor's answer. A failure has Error, its Kind (the
@@ -68,6 +79,8 @@ type reply struct {
 	// Pid is a detached command's, Procs the detached commands.
 	Pid   int           `json:"pid,omitempty"`
 	Procs []ProcessInfo `json:"procs,omitempty"`
+	// Published is a port just published, with its host port bound.
+	Published *sandbox.PortMapping `json:"published,omitempty"`
 }
 
 // kinds are the sentinel errors that cross the socket, so that

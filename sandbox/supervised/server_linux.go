@@ -3,6 +3,7 @@ package supervised
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/namespaces"
@@ -166,11 +169,15 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		return
 	}
 	if req.Op == opAttach {
-		if len(files) != 1 {
-			_ = ctlmsg.Send(conn, reply{Code: 125, Kind: "invalid", Error: "an attach needs the caller's output"}, nil)
+		if len(files) != 1 && len(files) != 2 {
+			_ = ctlmsg.Send(conn, reply{Code: 125, Kind: "invalid", Error: "an attach needs the caller's output (one descriptor, or stdout and stderr)"}, nil)
 			return
 		}
-		s.procs.serveAttach(conn, req.Pid, files[0])
+		s.procs.serveAttach(conn, req.Pid, files)
+		return
+	}
+	if req.Op == opDial {
+		s.serveDial(conn, req.Port)
 		return
 	}
 	if req.Op == opRemove {
@@ -185,6 +192,30 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		rep = failure(err)
 	}
 	_ = ctlmsg.Send(conn, rep, nil)
+}
+
+// serveDial connects to port inside the sandbox and answers with the
+// connection's descriptor.
+func (s *server) serveDial(conn *net.UnixConn, port int) {
+	c, err := s.sb.DialPort(context.Background(), port)
+	if err != nil {
+		_ = ctlmsg.Send(conn, failure(err), nil)
+		return
+	}
+	defer c.Close()
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		_ = ctlmsg.Send(conn, failure(err), nil)
+		return
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
+		_ = ctlmsg.Send(conn, failure(os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", errors.Join(err, derr))), nil)
+		return
+	}
+	defer unix.Close(fd)
+	_ = ctlmsg.Send(conn, reply{}, []int{fd})
 }
 
 // do runs one request that is not a session.
@@ -220,6 +251,16 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		rep.Snapshot = snap.ID
 		return nil
+	case opPublish:
+		if req.Publish == nil {
+			return fmt.Errorf("%w: publish needs a port", sandbox.ErrInvalidSpec)
+		}
+		m, err := sb.Publish(ctx, *req.Publish)
+		if err != nil {
+			return err
+		}
+		rep.Published = &m
+		return s.save(func() { s.rec.Spec = sb.Spec() })
 	case opStart:
 		if len(req.Args) == 0 {
 			return fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)

@@ -25,6 +25,8 @@ type box struct {
 	id      string
 	fileSem chan struct{}
 
+	adoptOnce sync.Once // the supervisor's detached commands taken up
+
 	mu       sync.Mutex
 	closed   bool
 	procs    map[uint32]*proc
@@ -44,7 +46,8 @@ type identity struct {
 }
 
 func newBox(h *Handler, id string) *box {
-	return &box{h: h, id: id, fileSem: make(chan struct{}, h.opts.MaxFileOps), procs: map[uint32]*proc{}, watchers: map[string]*watcher{}}
+	return &box{h: h, id: id, fileSem: make(chan struct{}, h.opts.MaxFileOps), procs: map[uint32]*proc{}, watchers: map[string]*watcher{},
+		nextPID: firstHandlerPID}
 }
 
 // errSandboxGone ends the stream of a command whose sandbox was killed,
@@ -114,6 +117,7 @@ func errGone() error {
 // Close.
 func (h *Handler) boxFor(ctx context.Context) (*box, error) {
 	if bx := h.box(ctx); bx != nil {
+		bx.adopt(ctx)
 		return bx, nil
 	}
 	return nil, errGone()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 	"github.com/tent-sandbox/tent/serve/envd/processpb"
 )
 
@@ -47,6 +48,7 @@ type proc struct {
 	tag     *string
 	config  *processpb.ProcessConfig
 	pty     bool
+	det     detacher // the supervisor owns the command (see detached.go)
 	cancel  context.CancelFunc
 	signals chan os.Signal
 	resize  chan sandbox.WindowSize
@@ -368,7 +370,16 @@ func (p *proc) closeInput() {
 
 // signal delivers sig to the command's foreground process group; a
 // SIGKILL also kills the whole command, as cancelling its Exec does.
-func (p *proc) signal(sig syscall.Signal) {
+func (p *proc) signal(ctx context.Context, sig syscall.Signal) error {
+	if p.det != nil {
+		ctx, cancel := context.WithTimeout(ctx, supervisorCallTimeout)
+		defer cancel()
+		err := p.det.SignalProcess(ctx, p.bx.id, int(p.pid), sig)
+		if errors.Is(err, supervised.ErrNoProcess) {
+			return nil // it has just ended: its end is on its way
+		}
+		return err
+	}
 	select {
 	case p.signals <- sig:
 	default: // a burst of signals: the pending ones stand for it
@@ -376,6 +387,7 @@ func (p *proc) signal(sig syscall.Signal) {
 	if sig == syscall.SIGKILL {
 		p.cancel()
 	}
+	return nil
 }
 
 // setSize resizes the terminal: the latest size wins.

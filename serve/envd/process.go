@@ -76,7 +76,11 @@ func (k *keepalive) stop() {
 
 // addProc gives p a pid and registers it, within the sandbox's bound
 // (ended processes kept for a Connect make room, oldest first).
-func (bx *box) addProc(p *proc) error {
+func (bx *box) addProc(p *proc) error { return bx.addProcPID(p, 0) }
+
+// addProcPID registers p as addProc does, with pid its pid (0: one of the
+// handler's).
+func (bx *box) addProcPID(p *proc, pid uint32) error {
 	bx.mu.Lock()
 	defer bx.mu.Unlock()
 	if bx.closed {
@@ -104,8 +108,13 @@ func (bx *box) addProc(p *proc) error {
 	if len(bx.procs) >= bx.h.opts.MaxProcesses {
 		return errResourceExhausted(fmt.Sprintf("the sandbox runs %d processes, its limit", len(bx.procs)))
 	}
-	bx.nextPID++
-	p.pid = bx.nextPID
+	if pid == 0 {
+		bx.nextPID++
+		pid = bx.nextPID
+	} else if bx.procs[pid] != nil {
+		return connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("process %d is known already", pid))
+	}
+	p.pid = pid
 	bx.procs[p.pid] = p
 	return nil
 }
@@ -172,9 +181,15 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 		xreq.Env = append(xreq.Env, k+"="+cfg.GetEnvs()[k])
 	}
 	pty := req.Msg.Pty != nil
+	wantsInput := pty || req.Msg.Stdin == nil || req.Msg.GetStdin()
+	if det, ok := s.h.b.(detacher); ok && !wantsInput {
+		if done, err := s.startDetached(ctx, bx, det, cfg, xreq, req, stream); done {
+			return err
+		}
+	}
 	p := newProc(bx, cfg, req.Msg.Tag, pty)
 	var inR *os.File
-	if pty || req.Msg.Stdin == nil || req.Msg.GetStdin() {
+	if wantsInput {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return connect.NewError(connect.CodeInternal, err)
@@ -215,6 +230,55 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 		return err
 	}
 	return p.follow(ctx, sub, send, keepaliveInterval(req.Header()))
+}
+
+// startDetached starts a command the supervisor owns (see detached.go)
+// and follows it for the client. done is false when the supervisor could
+// not start it (its table full, the sandbox paused, the command
+// missing...): Start then runs it the handler's way, which reports such
+// failures as the command's end.
+func (s *processService) startDetached(ctx context.Context, bx *box, det detacher, cfg *processpb.ProcessConfig, xreq sandbox.ExecRequest,
+	req *connect.Request[processpb.StartRequest], stream *connect.ServerStream[processpb.StartResponse]) (done bool, err error) {
+	tag := ""
+	if req.Msg.Tag != nil {
+		tag = *req.Msg.Tag
+		if _, err := bx.lookup(&processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Tag{Tag: tag}}, false); err == nil {
+			return true, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("a process runs with tag %q", tag))
+		}
+	}
+	if d, ok := ctx.Deadline(); ok {
+		// The command lives as long as the request's deadline allows.
+		xreq.Timeout = max(time.Until(d), time.Millisecond)
+	}
+	pid, err := bx.startDetached(ctx, det, xreq, tag)
+	if err != nil && ctx.Err() != nil {
+		// Whether it started is not known: not run a second time.
+		return true, connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	if err != nil {
+		s.h.log.Debug("the supervisor did not start the command; the handler runs it", "sandbox", bx.id, "err", err)
+		return false, nil
+	}
+	p := newProc(bx, cfg, req.Msg.Tag, false)
+	p.det = det
+	pctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	if err := bx.addProcPID(p, uint32(pid)); err != nil {
+		cancel()
+		kctx, kcancel := context.WithTimeout(context.Background(), supervisorCallTimeout)
+		_ = det.SignalProcess(kctx, bx.id, pid, syscall.SIGKILL)
+		kcancel()
+		return true, err
+	}
+	sub := p.subscribe()
+	go p.followDetached(pctx)
+	s.h.log.Debug("process started by the supervisor", "sandbox", bx.id, "pid", p.pid, "cmd", cfg.GetCmd())
+	send := func(ev *processpb.ProcessEvent) error { return stream.Send(&processpb.StartResponse{Event: ev}) }
+	if err := send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_Start{Start: &processpb.ProcessEvent_StartEvent{Pid: p.pid}}}); err != nil {
+		p.unsubscribe(sub)
+		return true, err
+	}
+	return true, p.follow(ctx, sub, send, keepaliveInterval(req.Header()))
 }
 
 // clampSize keeps a terminal dimension within what the kernel takes (0:
@@ -342,7 +406,9 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 	if err != nil {
 		return nil, err
 	}
-	p.signal(sig)
+	if err := p.signal(ctx, sig); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
 	return connect.NewResponse(&processpb.SendSignalResponse{}), nil
 }
 

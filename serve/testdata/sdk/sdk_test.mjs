@@ -17,6 +17,7 @@ import {
   SandboxNotFoundError,
   TimeoutError,
 } from 'e2b'
+import http from 'node:http'
 
 const env = process.env
 const RUN = env.RUN ?? String(Date.now())
@@ -251,6 +252,39 @@ await step('a template from the templates directory', async () => {
     eq((await t.getInfo()).templateId, 'tenttest', 'templateId')
   } finally {
     await t.kill()
+  }
+})
+
+await step('getHost reaches a port inside, with the trafficAccessToken', async () => {
+  const w = await Sandbox.create('tenttest', { timeoutMs: 60_000, network: { allowPublicTraffic: false } })
+  try {
+    await w.commands.run('/opt/probe/testprobe httpserve 0.0.0.0:8000', { background: true })
+    const host = w.getHost(8000)
+    const api = new URL(env.E2B_API_URL)
+    eq(host, `8000-${w.sandboxId}.localhost:${api.port}`, 'getHost')
+    ok(typeof w.trafficAccessToken === 'string' && w.trafficAccessToken.length > 20, 'trafficAccessToken')
+    // Node resolves names through the system, which may not take
+    // *.localhost for loopback: the request goes to the server's address
+    // with getHost's name as its Host.
+    const get = (headers) => new Promise((resolve, reject) => {
+      const req = http.request({ host: api.hostname, port: api.port, path: '/hello', headers: { Host: host, ...headers } }, (res) => {
+        let body = ''
+        res.on('data', (d) => { body += d })
+        res.on('end', () => resolve({ status: res.statusCode, body }))
+      })
+      req.on('error', reject)
+      req.end()
+    })
+    let r
+    await until('the server inside answers', async () => {
+      r = await get({ 'e2b-traffic-access-token': w.trafficAccessToken })
+      return r.status === 200
+    }, 30_000)
+    ok(r.body.startsWith(`GET /hello\nHost: ${host}\n`), `the request inside: ${r.body}`)
+    ok(!r.body.includes(w.trafficAccessToken), 'the token stays outside')
+    eq((await get({})).status, 403, 'without the traffic access token')
+  } finally {
+    await w.kill()
   }
 })
 
