@@ -75,7 +75,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'Transparent' -benchtime 5x ./sandbox/
 	$(GO) test -run '^$$' -bench 'IdleMemory' -benchtime 1x ./sandbox/
 	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CLIIdleMemory' -benchtime 1x ./cmd/tent/
-	$(GO) test -run '^$$' -bench 'Connect' -benchtime 20x ./netpolicy/
+	$(GO) test -run '^$$' -bench 'Connect|Intercept' -benchtime 20x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'ProxySlowHeadersMemory|DenialsMemory' -benchtime 1x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./cmd/tent/
 	$(GO) test -run '^$$' -bench 'E2BSDK' -benchtime 1x ./serve/

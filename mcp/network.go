@@ -13,7 +13,14 @@ type networkOut struct {
 	AllowedHosts []string     `json:"allowed_hosts" jsonschema:"in limited mode, the hosts that may be reached (*.example.com: its subdomains; :PORT limits the port)"`
 	DeniedHosts  []string     `json:"denied_hosts" jsonschema:"hosts refused even when an allowed pattern matches"`
 	Denied       []denialView `json:"recent_denials" jsonschema:"destinations refused during this server's commands in the sandbox, oldest first (the last 64)"`
+	Secrets      []secretView `json:"secrets,omitempty" jsonschema:"credentials the sandbox uses without holding them: its variable holds a placeholder, which tent's proxy replaces with the real value in HTTPS requests to the hosts listed, and nowhere else"`
 	Advice       string       `json:"advice"`
+}
+
+// secretView is a secret as network_status shows it: never its value.
+type secretView struct {
+	Variable string   `json:"variable"`
+	Hosts    []string `json:"hosts"`
 }
 
 func (s *Server) addNetworkTools() {
@@ -40,6 +47,9 @@ func (s *Server) addNetworkTools() {
 			}
 			if out.DeniedHosts == nil {
 				out.DeniedHosts = []string{}
+			}
+			for _, sec := range p.Secrets {
+				out.Secrets = append(out.Secrets, secretView{Variable: sec.Name, Hosts: sec.Hosts})
 			}
 			s.mu.Lock()
 			out.Denied = denialViews(bx.denials)

@@ -59,6 +59,18 @@ type AuditRecord struct {
 	BytesDown int64  `json:"bytes_down,omitempty"` // close: destination to program
 	Limit     int64  `json:"limit,omitempty"`      // limit: its configured value
 	Count     int64  `json:"count,omitempty"`      // limit, at Close: connections refused or records dropped
+	// Method and Path describe one request of event "request": a request
+	// on an intercepted connection (proto "https"), or a plain HTTP one
+	// to a host with HTTP rules. Path is without the query, escaped, at
+	// most 512 bytes.
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// Secrets names the secrets whose values the proxy put into the
+	// request; Kept those whose placeholders it left as they were,
+	// because the host is not one of theirs (or the request was in clear
+	// text). Values never appear in records.
+	Secrets []string `json:"secrets,omitempty"`
+	Kept    []string `json:"placeholders_kept,omitempty"`
 }
 
 // Audit event and verdict values.
@@ -178,7 +190,7 @@ type denialKey struct {
 
 // denials accumulates refusals in order of first occurrence: at most max
 // destinations, then one entry per reason (host "") for the rest. Reasons
-// are the package's constants, so the list has at most max+10 entries.
+// are the package's constants, so the list has at most max+16 entries.
 type denials struct {
 	mu    sync.Mutex
 	max   int64 // destinations kept

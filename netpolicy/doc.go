@@ -52,6 +52,37 @@
 // Tunnels copy with splice(2) when both ends are TCP sockets and propagate
 // half-closes.
 //
+// # Secrets, interception and HTTP rules
+//
+// A [Secret] binds a credential to hosts: the sandbox's variable holds a
+// placeholder ([NewPlaceholder]), and the proxy replaces it with the
+// value in the header fields (and, with [Secret.InURL], the path and
+// query) of HTTPS requests to those hosts only; elsewhere, and in clear
+// text, the placeholder stays and an audit record says so
+// ([AuditRecord.Kept]). Responses from a secret's hosts get the
+// placeholder back in place of the value, in header fields and bodies.
+// An allowed host may also be an [HTTPRule] ("GET,HEAD
+// api.github.com/repos/org/"): requests there must match a rule's
+// methods and path prefix, the path normalised by [NormalizePath] first
+// ([Compiled.CheckRequest]); others get 403 with the host's rules.
+//
+// # Interception
+//
+// Both need to read HTTPS, so the proxy terminates TLS for exactly the
+// hosts a secret or an HTTP rule names ([Compiled.Intercepts]), whichever
+// way the connection came (CONNECT, SOCKS5, caught transparently); every
+// other host keeps an end-to-end tunnel. It presents certificates minted
+// by [ProxyConfig.CA], a per-sandbox [CA] whose key stays in memory,
+// offers only http/1.1 by ALPN, and connects to the host with TLS
+// verified against [ProxyConfig.UpstreamRoots] (the host's roots by
+// default); a host that does not verify is refused. On an intercepted
+// connection it refuses a TLS server name or Host header naming another
+// host ([ReasonHostMismatch]), a request with both Content-Length and
+// Transfer-Encoding ([ReasonSmuggling]), protocol upgrades
+// ([ReasonUpgrade]) and ambiguous paths on hosts with HTTP rules
+// ([ReasonBadPath]), and audits each request with its method and path
+// ([EventRequest]). Without a CA, connections to such hosts are refused.
+//
 // # Transparent egress
 //
 // One policy engine, several ways in. In tent, a limited sandbox's own

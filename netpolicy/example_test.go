@@ -72,3 +72,56 @@ func ExampleProxy() {
 		fmt.Fprintln(os.Stderr, "tent:", s)
 	}
 }
+
+func ExampleParseHTTPRule() {
+	for _, s := range []string{"get,HEAD api.github.com/repos/my-org/", "api.example.com/v1/../v2/", "api.example.com"} {
+		r, isHTTP, err := netpolicy.ParseHTTPRule(s)
+		switch {
+		case err != nil:
+			fmt.Println(err)
+		case !isHTTP:
+			fmt.Println(s, "is a plain host rule")
+		default:
+			fmt.Println(r)
+		}
+	}
+	// Output:
+	// GET,HEAD api.github.com/repos/my-org/
+	// api.example.com/v2/
+	// api.example.com is a plain host rule
+}
+
+func ExampleNormalizePath() {
+	for _, p := range []string{"/repos/org/./a//b", "/repos/%6Frg/%2e%2e/other", "/repos/org%2F..%2Fother", "/../etc"} {
+		np, ok := netpolicy.NormalizePath(p)
+		fmt.Printf("%s -> %q %v\n", p, np, ok)
+	}
+	// Output:
+	// /repos/org/./a//b -> "/repos/org/a/b" true
+	// /repos/%6Frg/%2e%2e/other -> "/repos/other" true
+	// /repos/org%2F..%2Fother -> "" false
+	// /../etc -> "" false
+}
+
+// A policy with a secret and an HTTP rule: which hosts the proxy
+// intercepts, and what it decides on requests there.
+func ExampleCompiled_CheckRequest() {
+	c, err := netpolicy.Compile(netpolicy.Policy{
+		Mode:         netpolicy.Limited,
+		AllowedHosts: []string{"GET,HEAD api.github.com/repos/my-org/", "pypi.org"},
+		Secrets:      []netpolicy.Secret{{Name: "GITHUB_TOKEN", Hosts: []string{"api.github.com"}, Value: "ghp_example-not-a-real-token"}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(c.Intercepts("api.github.com", 443), c.Intercepts("pypi.org", 443))
+	fmt.Println(c.CheckRequest("api.github.com", 443, "GET", "/repos/my-org/tent"))
+	fmt.Println(c.CheckRequest("api.github.com", 443, "DELETE", "/repos/my-org/tent"))
+	fmt.Println(c.Secrets()[0]) // a secret prints its name and hosts, never its value
+	// Output:
+	// true false
+	// allow (allowed by rule GET,HEAD api.github.com/repos/my-org/)
+	// deny (method or path not allowed GET,HEAD api.github.com/repos/my-org/)
+	// secret GITHUB_TOKEN for api.github.com
+}

@@ -28,6 +28,9 @@ type httpConn struct {
 	upBW  *bufio.Writer
 	upIn  int64 // bytes read from up
 	upOut int64 // bytes written to up
+
+	icpt  *interception // a TLS connection the proxy terminated, or nil
+	scrub []scrubPair   // secret values to keep out of the next response
 }
 
 // serveHTTPConn serves one client connection: requests, each head within
@@ -38,8 +41,13 @@ func (p *Proxy) serveHTTPConn(c net.Conn) {
 	s := &httpConn{p: p, c: c, hr: &headReader{r: c}}
 	s.br = bufio.NewReader(s.hr)
 	s.bw = bufio.NewWriter(c)
+	s.serve(time.Now())
+}
+
+// serve reads and answers requests on s until the connection ends.
+func (s *httpConn) serve(accepted time.Time) {
+	p, c := s.p, s.c
 	defer s.dropUpstream()
-	accepted := time.Now()
 	for first := true; ; first = false {
 		s.hr.start(p.lim.maxHead)
 		if first && p.lim.headTimeout > 0 {
@@ -71,6 +79,12 @@ func (p *Proxy) serveHTTPConn(c net.Conn) {
 		}
 		c.SetReadDeadline(time.Time{})
 		s.hr.end()
+		if s.icpt != nil {
+			if !s.forwardIntercepted(req) {
+				return
+			}
+			continue
+		}
 		if req.Method == http.MethodConnect {
 			if !s.connect(req) {
 				return
@@ -101,12 +115,22 @@ func (s *httpConn) connect(req *http.Request) bool {
 		return s.refused(err, req)
 	}
 	s.dropUpstream()
+	icpt := s.p.Policy().Intercepts(host, port)
+	if icpt {
+		if err := s.p.upstreamTLS(u, host); err != nil {
+			return s.refused(err, req)
+		}
+	}
 	s.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
 	if err := s.bw.Flush(); err != nil {
 		s.p.finish(u, 0, 0)
 		return false
 	}
 	pending, _ := s.br.Peek(s.br.Buffered())
+	if icpt {
+		s.p.intercept(s.c, pending, u, host, port)
+		return false
+	}
 	s.p.tunnel(s.c, u, pending)
 	return false
 }
@@ -133,7 +157,24 @@ func (s *httpConn) forward(req *http.Request) bool {
 		s.dropUpstream()
 		return s.refused(err, req)
 	}
+	pol := s.p.Policy()
+	if pol.hasHTTPRules(host, port) {
+		d, ok, keep := s.checkRequest(req, pol, host, port)
+		if !ok {
+			return keep
+		}
+		s.recordRequest(req, "http", host, port, d, nil)
+	}
+	if sub := substitute(pol.secrets, req, normalizeHost(host), port, false); len(sub.kept) > 0 {
+		s.p.keptPlaceholders("http", host, port, req, sub.kept)
+	}
+	return s.exchange(req, host, port, key, reused)
+}
 
+// exchange relays req to the upstream connection s holds for host:port
+// (key) and the response back. It reports whether the client connection
+// may carry another request.
+func (s *httpConn) exchange(req *http.Request, host string, port int, key string, reused bool) bool {
 	clientClose := req.Close
 	removeHopHeaders(req.Header)
 	if _, ok := req.Header["User-Agent"]; !ok {
@@ -159,6 +200,11 @@ func (s *httpConn) forward(req *http.Request) bool {
 			return s.refused(err, req)
 		}
 		resp, err = s.roundTrip(req)
+	}
+	if err == nil && len(s.scrub) > 0 {
+		if err = scrubResponse(resp, s.scrub); err != nil {
+			resp.Body.Close()
+		}
 	}
 	if err != nil {
 		s.dropUpstream()
@@ -189,21 +235,35 @@ func (s *httpConn) forward(req *http.Request) bool {
 // dial opens a new upstream connection for plain forwarding.
 func (s *httpConn) dial(host string, port int, key string) error {
 	s.dropUpstream()
-	u, err := s.p.open(s.p.ctx, "http", host, port)
+	proto := "http"
+	if s.icpt != nil {
+		proto = s.icpt.proto
+	}
+	u, err := s.p.open(s.p.ctx, proto, host, port)
 	if err != nil {
 		return err
 	}
-	s.up, s.upKey = u, key
-	s.upHR = &headReader{r: countReader{u, &s.upIn}}
-	s.upBR = bufio.NewReader(s.upHR)
-	s.upBW = bufio.NewWriter(countWriter{u, &s.upOut})
+	if s.icpt != nil && !s.icpt.plain {
+		if err := s.p.upstreamTLS(u, host); err != nil {
+			return err
+		}
+	}
+	s.setUpstream(u, key)
 	return nil
+}
+
+// setUpstream makes u the upstream connection of s.
+func (s *httpConn) setUpstream(u *upstream, key string) {
+	s.up, s.upKey = u, key
+	s.upHR = &headReader{r: countReader{u.stream(), &s.upIn}}
+	s.upBR = bufio.NewReader(s.upHR)
+	s.upBW = bufio.NewWriter(countWriter{u.stream(), &s.upOut})
 }
 
 // roundTrip sends req upstream and reads the final response, relaying
 // informational (1xx) responses to the client on the way.
 func (s *httpConn) roundTrip(req *http.Request) (*http.Response, error) {
-	if err := req.Write(relayWriter{s.p, s.upBW, countWriter{s.up, &s.upOut}}); err != nil {
+	if err := req.Write(relayWriter{s.p, s.upBW, countWriter{s.up.stream(), &s.upOut}}); err != nil {
 		return nil, fmt.Errorf("failed to send the request: %w", err)
 	}
 	if err := s.upBW.Flush(); err != nil {
@@ -226,6 +286,7 @@ func (s *httpConn) roundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		removeHopHeaders(resp.Header)
+		scrubHeader(resp.Header, s.scrub)
 		if err := resp.Write(s.bw); err != nil {
 			return nil, err
 		}

@@ -111,6 +111,7 @@ type counters struct {
 	refusedConns atomic.Int64 // connections over MaxConns
 	headTooLarge atomic.Int64 // HTTP request heads over MaxHeaderBytes
 	headTimeouts atomic.Int64 // heads (HTTP or SOCKS5) not complete within HeadTimeout
+	keptWarned   atomic.Bool  // a kept placeholder was logged as a warning
 }
 
 // maxHeaderFields caps the header fields of a head wherever MaxHeaderBytes
@@ -135,12 +136,19 @@ type headReader struct {
 	read      int64 // bytes of this head read
 	lineStart bool  // the last byte ended a line
 	over      bool  // a budget ran out
+	capture   bool  // keep the bytes of the head read (see captured)
+	head      []byte
 }
+
+// captured returns the bytes read while in the head (with capture set),
+// which may run past its end into what was read with it.
+func (h *headReader) captured() []byte { return h.head }
 
 // start begins a head of at most limit bytes; math.MaxInt64 lifts both
 // budgets.
 func (h *headReader) start(limit int64) {
 	h.inHead, h.bytes, h.lines, h.read, h.lineStart, h.over = true, limit, 1+maxHeaderFields, 0, false, false
+	h.head = h.head[:0]
 	if limit == math.MaxInt64 {
 		h.lines = math.MaxInt64
 	}
@@ -164,6 +172,9 @@ func (h *headReader) Read(b []byte) (int, error) {
 	n, err := h.r.Read(b)
 	h.bytes -= int64(n)
 	h.read += int64(n)
+	if h.capture {
+		h.head = append(h.head, b[:n]...)
+	}
 	for i, c := range b[:n] {
 		switch c {
 		case '\n':

@@ -30,10 +30,17 @@ const (
 // AllowedHosts and DeniedHosts hold patterns in the syntax of [ParseRule]
 // and apply only in mode [Limited], where a deny rule always wins over an
 // allow rule and a limited policy without allowed hosts reaches nothing.
+//
+// An allowed host may also be an HTTP rule naming methods and a path
+// prefix ("GET,HEAD api.github.com/repos/org/", see [ParseHTTPRule]), and
+// Secrets bind credentials to hosts (see [Secret]). Both make the proxy
+// terminate TLS for the hosts they name (see "Interception" in the
+// package documentation).
 type Policy struct {
 	Mode         Mode     `json:"mode"`
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 	DeniedHosts  []string `json:"denied_hosts,omitempty"`
+	Secrets      []Secret `json:"secrets,omitempty"`
 }
 
 // Validate checks the mode and parses every pattern. Host patterns with
@@ -47,9 +54,16 @@ func (p Policy) Validate() error {
 // Compiled is an immutable, validated policy ready for matching. It is
 // safe for concurrent use. A nil *Compiled denies everything.
 type Compiled struct {
-	policy Policy
-	allow  []compiledRule
-	deny   []compiledRule
+	policy    Policy
+	allow     []compiledRule
+	deny      []compiledRule
+	httpRules []compiledHTTPRule
+	secrets   []compiledSecret
+}
+
+type compiledHTTPRule struct {
+	HTTPRule
+	text string
 }
 
 type compiledRule struct {
@@ -64,6 +78,9 @@ func Compile(p Policy) (*Compiled, error) {
 	case None, Host:
 		if len(p.AllowedHosts)+len(p.DeniedHosts) > 0 {
 			return nil, fmt.Errorf("net mode %s takes no host rules: allowed and denied hosts need mode limited", mode)
+		}
+		if len(p.Secrets) > 0 {
+			return nil, fmt.Errorf("net mode %s takes no secrets: secrets are added by the proxy of mode limited", mode)
 		}
 	case Limited:
 	default:
@@ -86,8 +103,27 @@ func Compile(p Policy) (*Compiled, error) {
 			*canon = append(*canon, r.String())
 		}
 	}
-	parse("allowed_hosts", p.AllowedHosts, &c.allow, &c.policy.AllowedHosts)
+	var plain []string
+	for _, s := range p.AllowedHosts {
+		hr, isHTTP, err := ParseHTTPRule(s)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("allowed_hosts: %w", err))
+		case isHTTP:
+			c.httpRules = append(c.httpRules, compiledHTTPRule{hr, hr.String()})
+			c.policy.AllowedHosts = append(c.policy.AllowedHosts, hr.String())
+		default:
+			plain = append(plain, s)
+		}
+	}
+	parse("allowed_hosts", plain, &c.allow, &c.policy.AllowedHosts)
 	parse("denied_hosts", p.DeniedHosts, &c.deny, &c.policy.DeniedHosts)
+	var serrs []error
+	c.secrets, serrs = compileSecrets(p.Secrets)
+	errs = append(errs, serrs...)
+	for _, s := range c.secrets {
+		c.policy.Secrets = append(c.policy.Secrets, s.Secret)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -111,7 +147,92 @@ func (c *Compiled) Policy() Policy {
 	p := c.policy
 	p.AllowedHosts = append([]string(nil), p.AllowedHosts...)
 	p.DeniedHosts = append([]string(nil), p.DeniedHosts...)
+	p.Secrets = append([]Secret(nil), p.Secrets...)
 	return p
+}
+
+// Secrets returns the policy's secrets with their placeholders (those
+// [Compile] made where none was given) and values.
+func (c *Compiled) Secrets() []Secret {
+	if c == nil {
+		return nil
+	}
+	return append([]Secret(nil), c.policy.Secrets...)
+}
+
+// Intercepts reports whether the proxy terminates TLS for connections to
+// host (a name as the client gave it) on port: a secret is bound to it or
+// an HTTP rule names it. Other hosts get a plain tunnel.
+func (c *Compiled) Intercepts(host string, port int) bool {
+	if c.Mode() != Limited {
+		return false
+	}
+	h := normalizeHost(host)
+	for i := range c.secrets {
+		if c.secrets[i].boundTo(h, port) {
+			return true
+		}
+	}
+	for _, r := range c.httpRules {
+		if r.Host.matchName(h, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// NeedsInterception reports whether any host of c is intercepted: c has
+// secrets or HTTP rules, so the sandbox must trust the proxy's CA.
+func (c *Compiled) NeedsInterception() bool {
+	return c != nil && c.Mode() == Limited && len(c.secrets)+len(c.httpRules) > 0
+}
+
+// CheckRequest decides on one HTTP request, with its method and its path
+// normalised by [NormalizePath], to a host that [Compiled.CheckName]
+// allowed. A plain allow rule for the host allows every request; else an
+// HTTP rule must allow the method and path, and when none does the
+// verdict is [ReasonHTTPRule] with Rule listing the host's HTTP rules
+// ("; "-separated). A host no HTTP rule names is decided by CheckName
+// alone.
+func (c *Compiled) CheckRequest(host string, port int, method, path string) Decision {
+	d := c.CheckName(host, port)
+	if !d.Allowed || c.Mode() != Limited {
+		return d
+	}
+	h := normalizeHost(host)
+	for _, r := range c.allow {
+		if r.matchName(h, port) {
+			return d
+		}
+	}
+	var named []string
+	for _, r := range c.httpRules {
+		if !r.Host.matchName(h, port) {
+			continue
+		}
+		if r.allows(method, path) {
+			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+		named = append(named, r.text)
+	}
+	if named == nil {
+		return d
+	}
+	return Decision{Rule: strings.Join(named, "; "), Reason: ReasonHTTPRule}
+}
+
+// hasHTTPRules reports whether an HTTP rule names host:port.
+func (c *Compiled) hasHTTPRules(host string, port int) bool {
+	if c.Mode() != Limited {
+		return false
+	}
+	h := normalizeHost(host)
+	for _, r := range c.httpRules {
+		if r.Host.matchName(h, port) {
+			return true
+		}
+	}
+	return false
 }
 
 // Decision is the verdict for one destination.
@@ -175,6 +296,11 @@ func (c *Compiled) CheckName(host string, port int) Decision {
 	}
 	for _, r := range c.allow {
 		if r.matchName(h, port) {
+			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+	}
+	for _, r := range c.httpRules {
+		if r.Host.matchName(h, port) {
 			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
 		}
 	}
@@ -257,7 +383,14 @@ func (c *Compiled) CatchPorts() []int {
 			ports = append(ports, p)
 		}
 	}
+	rules := make([]Rule, 0, len(c.allow)+len(c.httpRules))
 	for _, r := range c.allow {
+		rules = append(rules, r.Rule)
+	}
+	for _, r := range c.httpRules {
+		rules = append(rules, r.Host)
+	}
+	for _, r := range rules {
 		if r.port != 0 {
 			add(int(r.port))
 			continue
@@ -292,6 +425,11 @@ func (c *Compiled) CheckDNS(name string) Decision {
 	}
 	for _, r := range c.allow {
 		if r.kind != rulePrefix && r.matchName(h, int(max(r.port, 1))) {
+			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+	}
+	for _, r := range c.httpRules {
+		if r.Host.matchName(h, int(max(r.Host.port, 1))) {
 			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
 		}
 	}

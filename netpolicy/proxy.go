@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,16 @@ type ProxyConfig struct {
 	// FakeNames are the stub DNS's earlier answers ([Proxy.FakeNames] of
 	// the proxy this one takes over from), kept with the same meaning.
 	FakeNames []FakeName
+
+	// CA mints the certificates of the hosts the proxy intercepts (those
+	// a secret or an HTTP rule of the policy names; see "Interception" in
+	// the package documentation). Without one, connections to such hosts
+	// are refused (502): the proxy never lets them through unchecked.
+	CA *CA
+	// UpstreamRoots are the certificate authorities an intercepted host's
+	// certificate must chain to; nil means the host's trust store (Go's
+	// system roots). Tests and private deployments add their own here.
+	UpstreamRoots *x509.CertPool
 }
 
 // Proxy is the host side of a limited sandbox's network: it serves HTTP
@@ -110,6 +121,8 @@ type Proxy struct {
 	lim      limits
 	count    counters
 	fake     fakeNames // the stub DNS's answers (transparent sandboxes)
+	ca       *CA
+	roots    *x509.CertPool
 
 	ctx    context.Context // cancelled by Close: aborts lookups and dials
 	cancel context.CancelFunc
@@ -142,6 +155,8 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		conns:     make(map[net.Conn]struct{}),
 		bulk:      make(chan struct{}, largeBudget),
 		lim:       resolveLimits(&cfg),
+		ca:        cfg.CA,
+		roots:     cfg.UpstreamRoots,
 	}
 	p.denials.max = p.lim.maxDenials
 	p.fake.max = cfg.MaxNames

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -290,7 +291,7 @@ func TestAuditLog(t *testing.T) {
 			t.Errorf("close record: bytes up %d down %d, want a TLS handshake's worth", r.BytesUp, r.BytesDown)
 		}
 		r.Time, r.BytesUp, r.BytesDown = time.Time{}, 0, 0
-		if r != want[i] {
+		if !reflect.DeepEqual(r, want[i]) {
 			t.Errorf("record %d:\n got %+v\nwant %+v", i, r, want[i])
 		}
 	}

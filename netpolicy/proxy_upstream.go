@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,16 @@ type upstream struct {
 	net.Conn
 	addr netip.Addr  // the checked address c is connected to
 	rec  AuditRecord // the allow decision, reused for the close record
+	tls  *tls.Conn   // over Conn, for an intercepted host (upstreamTLS)
+}
+
+// stream is what requests are written to and responses read from: the
+// TLS connection over u for an intercepted host, else u itself.
+func (u *upstream) stream() net.Conn {
+	if u.tls != nil {
+		return u.tls
+	}
+	return u.Conn
 }
 
 // open decides on host:port, resolves allowed names, checks every address

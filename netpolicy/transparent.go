@@ -1,8 +1,12 @@
 package netpolicy
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -32,6 +36,10 @@ func (p *Proxy) serveTransparentConn(c net.Conn) {
 	u, err := p.open(p.ctx, "transparent", host, port)
 	if err != nil {
 		resetConn(c)
+		return
+	}
+	if p.Policy().Intercepts(host, port) {
+		p.interceptByFirstByte(c, nil, u, host, port)
 		return
 	}
 	p.tunnel(c, u, nil)
@@ -69,4 +77,47 @@ func resetConn(c net.Conn) {
 	}
 	_ = c.SetDeadline(time.Now())
 	c.Close()
+}
+
+// interceptByFirstByte serves a connection to a host the proxy
+// intercepts (caught, or a SOCKS5 one; pending is what the client sent
+// already), by its first byte: TLS is terminated as for a CONNECT.
+// Anything else is not HTTPS, so no secret goes in: to a host with HTTP
+// rules it is read as clear-text HTTP and held to them (plain HTTP to
+// port 80, say; other protocols fail as bad requests), to a host that only
+// a secret names it is tunnelled as any host's would be (git over SSH to
+// a host whose HTTPS API has a token, say).
+func (p *Proxy) interceptByFirstByte(c net.Conn, pending []byte, u *upstream, host string, port int) {
+	first := pending
+	if len(first) == 0 {
+		var b [1]byte
+		_ = c.SetReadDeadline(p.lim.deadline(time.Now()))
+		if _, err := io.ReadFull(c, b[:]); err != nil {
+			p.finish(u, 0, 0)
+			resetConn(c)
+			return
+		}
+		first = b[:]
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if first[0] == 0x16 { // a TLS handshake record
+		if err := p.upstreamTLS(u, host); err != nil {
+			resetConn(c)
+			return
+		}
+		p.intercept(c, first, u, host, port)
+		return
+	}
+	if !p.Policy().hasHTTPRules(host, port) {
+		p.tunnel(c, u, first)
+		return
+	}
+	defer c.Close()
+	pc := &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(append([]byte(nil), first...)), c)}
+	s := &httpConn{p: p, c: pc, hr: &headReader{r: pc, capture: true},
+		icpt: &interception{proto: u.rec.Proto, host: normalizeHost(host), port: port, plain: true}}
+	s.br = bufio.NewReader(s.hr)
+	s.bw = bufio.NewWriter(c)
+	s.setUpstream(u, s.icpt.host+":"+strconv.Itoa(port))
+	s.serve(time.Now())
 }

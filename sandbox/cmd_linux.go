@@ -139,6 +139,9 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if err := p.makeLayers(bio.prefill); err != nil {
 		return nil, err
 	}
+	if err := p.makeCADir(); err != nil {
+		return nil, err
+	}
 	if err := r.createCgroup(spec, log); err != nil {
 		return nil, err
 	}
@@ -215,7 +218,9 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 			}
 			r.proxyFDs = append(r.proxyFDs, d)
 		}
-		if r.proxy, err = startProxy(bio.proxyLimits.proxyConfig(bio.id), p.network, listeners, bio.netLog, bio.resolver, log); err != nil {
+		cfg := bio.proxyLimits.proxyConfig(bio.id)
+		cfg.CA, cfg.UpstreamRoots = p.ca, testUpstreamRoots
+		if r.proxy, err = startProxy(cfg, p.network, listeners, bio.netLog, bio.resolver, log); err != nil {
 			return nil, err
 		}
 	}
@@ -378,7 +383,7 @@ func (r *running) teardown(ctx context.Context) error {
 	}
 	closeFDs(r.proxyFDs)
 	r.proxyFDs = nil
-	errs = append(errs, removeLayers(r.plan.cowRoot))
+	errs = append(errs, removeLayers(r.plan.cowRoot), removeCADir(r.plan.caDir))
 	if r.cg != nil {
 		errs = append(errs, r.cg.Destroy(ctx))
 	}

@@ -40,12 +40,19 @@ func (r *running) setNetworkPolicy(p NetworkPolicy) error {
 	if r.proxy == nil || p.Mode == netpolicy.Host {
 		return fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
 	}
+	if len(p.Secrets) > 0 {
+		return fmt.Errorf("%w: secrets are given when the sandbox starts (their variables hold placeholders from then on); they cannot change", ErrUnsupported)
+	}
 	if p.Mode == netpolicy.None || p.Mode == "" {
 		p = NetworkPolicy{Mode: netpolicy.Limited} // no allowed host: everything denied
 	}
+	p.Secrets = r.proxy.Policy().Secrets() // kept, with their placeholders and values
 	compiled, err := netpolicy.Compile(p)
 	if err != nil {
 		return invalid(fmt.Errorf("network: %w", err))
+	}
+	if compiled.NeedsInterception() && r.plan.ca == nil {
+		return fmt.Errorf("%w: HTTP rules need the proxy to intercept TLS, which the sandbox must trust from its start: give a secret or an HTTP rule when it is created", ErrUnsupported)
 	}
 	r.proxy.SetPolicy(compiled)
 	return nil

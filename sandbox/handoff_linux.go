@@ -144,6 +144,10 @@ func (s *Sandbox) endReason() string {
 // state descriptor added. It returns only when that failed, having closed
 // what it opened (listener stays the caller's).
 func (s *Sandbox) handOff(store, id string, listener int, argv []string) error {
+	if s.run.plan.ca != nil {
+		// Its CA's key and its secrets' values live in this process only.
+		return errors.New("a sandbox whose proxy holds secrets or intercepts TLS keeps its supervisor")
+	}
 	st, fds, err := s.captureState()
 	if err != nil {
 		return err

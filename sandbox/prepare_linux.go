@@ -40,9 +40,13 @@ type plan struct {
 	limits         cgroups.Limits
 	network        *netpolicy.Compiled // limited mode only
 	cowRoot        string              // host directory of the cow layers ("" without cow mounts)
-	layers         []CowLayer
-	report         Report
-	missing        []Missing
+	// ca is the proxy's CA when the policy has secrets or HTTP rules, and
+	// caDir the host directory of its certificate, mounted at caTarget.
+	ca      *netpolicy.CA
+	caDir   string
+	layers  []CowLayer
+	report  Report
+	missing []Missing
 }
 
 // validName accepts host and user names: a letter or digit, then up to 62
@@ -196,6 +200,31 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	if err != nil {
 		return nil, invalid(err)
 	}
+	var netEnv []string
+	if len(s.Network.Secrets) > 0 && s.Network.Mode != netpolicy.Limited {
+		return nil, invalid(errors.New("network: secrets need --net limited: the proxy of limited mode adds them"))
+	}
+	if s.Network.Mode == netpolicy.Limited {
+		if p.network, err = netpolicy.Compile(s.Network); err != nil {
+			return nil, invalid(fmt.Errorf("network: %w", err))
+		}
+		netEnv = proxyEnv(namespaces.ProxyHTTPPort, namespaces.ProxySOCKSPort)
+		if n := len(catchPorts(p.network)); n > maxCatchPorts {
+			return nil, invalid(fmt.Errorf("network: the allowed hosts name %d ports; at most %d can be caught for programs that ignore the proxy", n, maxCatchPorts))
+		}
+		if p.network.NeedsInterception() {
+			secretEnv, err := secretsEnv(p.network.Secrets(), s.Env)
+			if err != nil {
+				return nil, invalid(err)
+			}
+			if p.ca, err = netpolicy.NewCA("sandbox"); err != nil {
+				return nil, err
+			}
+			p.caDir = filepath.Join(os.TempDir(), "tent-ca-"+randomID())
+			all = append(all, fs.Mount{Source: p.caDir, Target: caTarget, Access: fs.ReadOnly})
+			netEnv = append(append(netEnv, caEnv()...), secretEnv...)
+		}
+	}
 	planInput := fs.PlanInput{Mounts: all, System: probeSystem(), Home: home, PreOpened: p.privileged}
 	planInput.Tmpfs, planInput.Masked, planInput.ReadOnly = s.Tmpfs, s.MaskedPaths, s.ReadOnlyPaths
 	if s.Root != nil {
@@ -227,16 +256,6 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 			if inside, ok := mounts.InsidePath(cwd); ok {
 				workdir = inside
 			}
-		}
-	}
-	var netEnv []string
-	if s.Network.Mode == netpolicy.Limited {
-		if p.network, err = netpolicy.Compile(s.Network); err != nil {
-			return nil, invalid(fmt.Errorf("network: %w", err))
-		}
-		netEnv = proxyEnv(namespaces.ProxyHTTPPort, namespaces.ProxySOCKSPort)
-		if n := len(catchPorts(p.network)); n > maxCatchPorts {
-			return nil, invalid(fmt.Errorf("network: the allowed hosts name %d ports; at most %d can be caught for programs that ignore the proxy", n, maxCatchPorts))
 		}
 	}
 	hostname := s.Hostname
@@ -277,6 +296,9 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		r.add("network namespace", Enforced, fmt.Sprintf("limited: loopback only, allowed hosts through tent's proxy (%d allow, %d deny rules; caught without a proxy on ports %s)", len(s.Network.AllowedHosts), len(s.Network.DeniedHosts), portList(p.cfg.CatchPorts)))
 	default:
 		r.add("network namespace", Enforced, "loopback only")
+	}
+	if p.ca != nil {
+		r.add("secrets and HTTP rules", Enforced, fmt.Sprintf("%d secrets as placeholders, added by the proxy for their hosts only; TLS intercepted for the hosts of secrets and HTTP rules (proxy CA at %s/ca.pem)", len(s.Network.Secrets), caTarget))
 	}
 	switch {
 	case s.Root == nil:

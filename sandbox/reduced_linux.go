@@ -306,6 +306,12 @@ func (c *Cmd) startReduced(ctx context.Context, why string) (err error) {
 	// HOME and TMPDIR are layered over an inherited environment too (the
 	// caller's HOME is denied anyway); the spec's Env still wins.
 	private := []string{"HOME=" + d.tmp, "TMPDIR=" + d.tmp}
+	// No network here (limited mode is refused or degraded to none), but
+	// a secret's variable still holds a placeholder, never a value an
+	// inherited environment would bring (--secret reads tent's own).
+	for _, sec := range c.Spec.Network.Secrets {
+		private = append(private, sec.Name+"="+netpolicy.NewPlaceholder())
+	}
 	rp.direct.Exec.Env = buildEnv(c.Spec.EnvInherit, private, c.Spec.Env, d.tmp, rp.user, os.Environ())
 	if rp.direct.Exec.Dir == "" {
 		rp.direct.Exec.Dir = d.tmp

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -21,6 +24,8 @@ type runOptions struct {
 	net        string
 	allowHosts []string
 	denyHosts  []string
+	secrets    []string
+	secretFile []string
 	netLog     string
 	memory     string
 	pids       string
@@ -52,6 +57,8 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.net, "net", "none", "network: `none` (loopback only), limited (allowed hosts through tent's proxy) or host")
 	f.StringArrayVar(&o.allowHosts, "allow-host", nil, "allow `PATTERN`: host, *.example.com, IP or CIDR, optional :PORT (repeatable; implies --net limited)")
 	f.StringArrayVar(&o.denyHosts, "deny-host", nil, "deny `PATTERN` (repeatable; wins over --allow-host)")
+	f.StringArrayVar(&o.secrets, "secret", nil, "give the sandbox the secret in tent's variable `NAME@HOST[,HOST]`: inside, NAME holds a placeholder that tent's proxy replaces with the value only in HTTPS requests to those hosts (repeatable; implies --net limited; the value is never written: see docs/secrets.md)")
+	f.StringArrayVar(&o.secretFile, "secret-file", nil, "read --secret values from `FILE` of NAME=VALUE lines (mode 0600) instead of tent's environment (repeatable)")
 	f.StringVar(&o.netLog, "net-log", "", "append every network decision to `FILE` as JSON lines (limited mode)")
 	f.StringVar(&o.memory, "memory", "", "memory limit `SIZE`, e.g. 256M or 1G (powers of 1024)")
 	f.StringVar(&o.pids, "pids", "", "maximum number of processes `N`")
@@ -106,7 +113,10 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 			return spec, fmt.Errorf("--net: %w", err)
 		}
 	}
-	if len(o.allowHosts)+len(o.denyHosts) > 0 {
+	if err := o.applySecrets(&spec, getenv); err != nil {
+		return spec, err
+	}
+	if len(o.allowHosts)+len(o.denyHosts)+len(o.secrets) > 0 {
 		if !f.Changed("net") && spec.Network.Mode != "host" {
 			spec.Network.Mode = "limited" // host rules imply limited
 		}
@@ -114,7 +124,7 @@ func buildSpec(f *pflag.FlagSet, o *runOptions, getenv lookupEnv, cwd string, lo
 		spec.Network.DeniedHosts = append(spec.Network.DeniedHosts, o.denyHosts...)
 	}
 	if err := spec.Network.Validate(); err != nil {
-		return spec, fmt.Errorf("--net/--allow-host/--deny-host: %w", err)
+		return spec, fmt.Errorf("--net/--allow-host/--deny-host/--secret: %w", err)
 	}
 	if f.Changed("user") {
 		if spec.User, err = policy.ParseUser(o.user); err != nil {
@@ -256,4 +266,33 @@ func warnUnset(log *slog.Logger, what string, names []string, getenv lookupEnv) 
 			log.Warn(what+": variable is not set in tent's environment; not passed", "name", name)
 		}
 	}
+}
+
+// applySecrets adds --secret's secrets, their values from --secret-file
+// or tent's environment. A --secret replaces a policy secret of the same
+// name.
+func (o *runOptions) applySecrets(spec *sandbox.Spec, getenv lookupEnv) error {
+	values := map[string]string{}
+	for _, path := range o.secretFile {
+		m, err := policy.ReadSecretFile(path)
+		if err != nil {
+			return fmt.Errorf("--secret-file: %w", err)
+		}
+		for k, v := range m {
+			values[k] = v
+		}
+	}
+	for _, v := range o.secrets {
+		s, err := policy.ParseSecretFlag(v, values, getenv)
+		if err != nil {
+			shown := v
+			if i := strings.IndexByte(v, '='); i >= 0 {
+				shown = v[:i] + "=..." // never repeat a value
+			}
+			return fmt.Errorf("--secret %q: %w", shown, err)
+		}
+		spec.Network.Secrets = slices.DeleteFunc(spec.Network.Secrets, func(p netpolicy.Secret) bool { return p.Name == s.Name })
+		spec.Network.Secrets = append(spec.Network.Secrets, s)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -191,6 +192,23 @@ func main() {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
+	case "req": // req [-k] [-noproxy] METHOD URL [NAME=VALUE...]: one request, header values $-expanded; print status, denial header, body
+		request(args)
+	case "say": // say HOST:PORT MSG: connect without a proxy, send MSG and a newline, print the first line of the reply
+		c, err := net.DialTimeout("tcp", args[0], 10*time.Second)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "%s\r\n", args[1])
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil && line == "" {
+			fmt.Println("error:", err)
+			return
+		}
+		fmt.Println(strings.TrimSpace(line))
 	case "direct": // direct URL: GET with a bare http.Transport (no proxy); print status and body
 		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
 		resp, err := client.Get(args[0])
@@ -346,4 +364,40 @@ func parseIP4(s string) []byte {
 		out = append(out, byte(n))
 	}
 	return out
+}
+
+// request makes one HTTP request as a program in the sandbox would: through
+// the environment's proxy (unless -noproxy: then a program that ignores
+// it, caught transparently), verifying TLS against the system roots (which
+// Go reads from SSL_CERT_FILE, as OpenSSL does) unless -k. Header values
+// are expanded from the environment, so "Authorization=Bearer $TOKEN"
+// sends the variable's value.
+func request(args []string) {
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment}
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-k":
+			tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // a host the proxy does not intercept: the tests' own server
+		case "-noproxy":
+			tr.Proxy = nil
+		}
+		args = args[1:]
+	}
+	req, err := http.NewRequest(args[0], args[1], nil)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for _, h := range args[2:] {
+		k, v, _ := strings.Cut(h, "=")
+		req.Header.Set(k, os.ExpandEnv(v))
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
 }

@@ -48,6 +48,9 @@ import (
 //	hostname: box
 //	seccomp: default         # default | unconfined | PATH to an OCI/Docker profile
 //	best_effort: false
+//	secrets:                 # see Secret: values come from the environment
+//	  - name: GITHUB_TOKEN   # or a file, never from the policy itself
+//	    hosts: [api.github.com]
 //
 // The same document in JSON uses the same keys. Sizes, durations and
 // the user may be written as strings or numbers. Environment layers
@@ -62,6 +65,7 @@ type Policy struct {
 	Net        string   `json:"net,omitempty" yaml:"net,omitempty"`
 	AllowHosts []string `json:"allowed_hosts,omitempty" yaml:"allowed_hosts,omitempty"`
 	DenyHosts  []string `json:"denied_hosts,omitempty" yaml:"denied_hosts,omitempty"`
+	Secrets    []Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
 	Memory     Scalar   `json:"memory,omitempty" yaml:"memory,omitempty"`
 	Pids       int64    `json:"pids,omitempty" yaml:"pids,omitempty"`
 	CPUs       float64  `json:"cpus,omitempty" yaml:"cpus,omitempty"`
@@ -295,14 +299,17 @@ func (p *Policy) Apply(spec *sandbox.Spec, getenv func(string) (string, bool)) e
 		}
 		spec.Network.Mode = mode
 	}
-	if len(p.AllowHosts)+len(p.DenyHosts) > 0 {
+	if err := p.applySecrets(&spec.Network.Secrets, getenv); err != nil {
+		return err
+	}
+	if len(p.AllowHosts)+len(p.DenyHosts)+len(p.Secrets) > 0 {
 		if p.Net == "" { // host rules imply limited
 			spec.Network.Mode = netpolicy.Limited
 		}
 		spec.Network.AllowedHosts = append(spec.Network.AllowedHosts, p.AllowHosts...)
 		spec.Network.DeniedHosts = append(spec.Network.DeniedHosts, p.DenyHosts...)
 		if err := spec.Network.Validate(); err != nil {
-			return policyErr("allowed_hosts/denied_hosts", "", err)
+			return policyErr("allowed_hosts/denied_hosts/secrets", "", err)
 		}
 	}
 	if err := p.applyLimits(&spec.Limits); err != nil {

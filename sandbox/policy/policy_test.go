@@ -219,3 +219,40 @@ func TestPolicyEnvFileErrorNamesLine(t *testing.T) {
 		t.Errorf("err = %v; want the file and line 2 named", err)
 	}
 }
+
+func TestPolicySecrets(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "key.txt"), []byte("file-value-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &policy.Policy{Dir: dir, Secrets: []policy.Secret{
+		{Name: "A", Hosts: []string{"a.example"}, File: "key.txt", InURL: true},
+		{Name: "B", Hosts: []string{"b.example"}, Env: "OTHER"},
+	}}
+	var spec sandbox.Spec
+	env := func(k string) (string, bool) {
+		return map[string]string{"OTHER": "env-value-0123456789"}[k], k == "OTHER"
+	}
+	if err := p.Apply(&spec, env); err != nil {
+		t.Fatal(err)
+	}
+	s := spec.Network.Secrets
+	if spec.Network.Mode != "limited" || len(s) != 2 || s[0].Value != "file-value-0123456789" || !s[0].InURL || s[1].Value != "env-value-0123456789" || s[1].Hosts[0] != "b.example" {
+		t.Errorf("spec network %+v", spec.Network)
+	}
+	// A template (no environment) reads files, never variables.
+	var tmpl sandbox.Spec
+	err := p.Apply(&tmpl, nil)
+	if err == nil || !strings.Contains(err.Error(), "secrets[1] (B)") || !strings.Contains(err.Error(), "give file") {
+		t.Errorf("a variable with no environment: %v", err)
+	}
+	p.Secrets = p.Secrets[:1]
+	tmpl = sandbox.Spec{}
+	if err := p.Apply(&tmpl, nil); err != nil || tmpl.Network.Secrets[0].Value != "file-value-0123456789" {
+		t.Errorf("a file secret in a template: %v %+v", err, tmpl.Network.Secrets)
+	}
+	p.Secrets = []policy.Secret{{Name: "C", Hosts: []string{"c.example"}, File: "key.txt", Env: "OTHER"}}
+	if err := p.Apply(&sandbox.Spec{}, env); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("env and file: %v", err)
+	}
+}

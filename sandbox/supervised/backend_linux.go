@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -84,8 +85,44 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 // Provision starts a supervisor that provisions spec, and returns once the
 // sandbox is served (or refused: nothing is left behind then). A
 // Spec.Name must be free in the state directory.
+//
+// The values of the spec's secrets (netpolicy.Secret) travel to the
+// supervisor with the rest of the launch, through a pipe, and stay in its
+// memory: the sandbox's record (and so tent inspect, tent ls) and its
+// snapshots keep the secrets' names and hosts only. A sandbox with
+// secrets or HTTP rules never idles (its proxy holds the CA's key and the
+// values), and cannot be brought back from its record or a snapshot
+// without the values given again.
 func (b *Backend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
-	return b.spawn(ctx, launch{ID: newID(), Spec: spec})
+	return b.spawn(ctx, launch{ID: newID(), Spec: spec, SecretValues: secretValues(spec.Network)})
+}
+
+// secretValues returns the values of p's secrets by name, nil without.
+func secretValues(p sandbox.NetworkPolicy) map[string]string {
+	if len(p.Secrets) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(p.Secrets))
+	for _, s := range p.Secrets {
+		m[s.Name] = s.Value
+	}
+	return m
+}
+
+// fillSecretValues gives p's secrets their values from m.
+func fillSecretValues(p *sandbox.NetworkPolicy, m map[string]string) {
+	for i := range p.Secrets {
+		if v, ok := m[p.Secrets[i].Name]; ok {
+			p.Secrets[i].Value = v
+		}
+	}
+}
+
+// intercepts reports whether spec's proxy terminates TLS (secrets or
+// HTTP rules).
+func intercepts(spec sandbox.Spec) bool {
+	c, err := netpolicy.Compile(spec.Network)
+	return err == nil && c.NeedsInterception()
 }
 
 // Fork starts a new sandbox from the snapshot ref names (an id or a
@@ -96,7 +133,11 @@ func (b *Backend) Fork(ctx context.Context, ref string, o sandbox.ForkOverrides)
 		return sandbox.Info{}, err
 	}
 	fo := forkOverrides(o)
-	return b.spawn(ctx, launch{ID: newID(), Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo})
+	var values map[string]string
+	if o.Network != nil {
+		values = secretValues(*o.Network)
+	}
+	return b.spawn(ctx, launch{ID: newID(), Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo, SecretValues: values})
 }
 
 // Snapshots lists the state directory's snapshots, oldest first.

@@ -54,6 +54,10 @@ type launch struct {
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Overrides apply to the snapshot's spec.
 	Overrides *forkOverrides `json:"overrides,omitempty"`
+	// SecretValues are the values of the spec's secrets by name, which
+	// the spec's JSON never holds (netpolicy.Secret.Value): the launch
+	// is the only place they are written, on the launch pipe.
+	SecretValues map[string]string `json:"secret_values,omitempty"`
 	resumeOptions
 }
 
@@ -187,12 +191,23 @@ func superviseMain() int {
 		if o.Overrides != nil {
 			snap.Spec = sandbox.ForkOverrides(*o.Overrides).Apply(snap.Spec)
 		}
+		fillSecretValues(&snap.Spec.Network, o.SecretValues)
+		if intercepts(snap.Spec) {
+			o.IdleAfter = -1 // the proxy's CA and secrets live in this process only
+		}
 		if sb, err = sandbox.Fork(ctx, snap, popts); err != nil {
 			return fail(err)
 		}
-	} else if sb, err = sandbox.Provision(ctx, o.Spec, popts); err != nil {
-		return fail(err)
+	} else {
+		fillSecretValues(&o.Spec.Network, o.SecretValues)
+		if intercepts(o.Spec) {
+			o.IdleAfter = -1
+		}
+		if sb, err = sandbox.Provision(ctx, o.Spec, popts); err != nil {
+			return fail(err)
+		}
 	}
+	o.SecretValues = nil
 	st := stateDir{Dir: o.Store}
 	rec := &record{ID: o.ID, Name: sb.Spec().Name, Labels: sb.Spec().Labels, Created: time.Now().UTC()}
 	err = superviseNew(ctx, st, rec, sb, o, func() {

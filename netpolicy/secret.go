@@ -1,0 +1,253 @@
+package netpolicy
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// Secret is a credential the sandbox may use without ever holding it. The
+// sandbox's environment variable Name holds a placeholder, a random string
+// unique to the sandbox; the proxy replaces the placeholder with Value in
+// the requests it sees to one of Hosts, and nowhere else. See "Secrets" in
+// the package documentation.
+//
+// Value and Placeholder never appear in JSON (nor does fmt or log/slog
+// print Value): a Policy that went through JSON (a state record, a
+// snapshot, tent inspect) has secrets without values, which [Compile]
+// refuses, so such a policy cannot silently send placeholders where the
+// caller meant a credential.
+type Secret struct {
+	// Name is the variable inside the sandbox, a shell name such as
+	// GITHUB_TOKEN.
+	Name string `json:"name"`
+	// Hosts are the host patterns (names and "*.example.com" wildcards of
+	// [ParseRule], optional ports) of the hosts the value may be sent to.
+	Hosts []string `json:"hosts"`
+	// InURL also replaces the placeholder in the request's path and query;
+	// otherwise only header fields are rewritten.
+	InURL bool `json:"in_url,omitempty"`
+	// Value is the credential: 8 bytes to 16 KiB, without CR, LF or NUL.
+	Value string `json:"-"`
+	// Placeholder is what the sandbox sees; empty means [Compile] makes a
+	// random one ([Compiled.Secrets] returns it).
+	Placeholder string `json:"-"`
+}
+
+// String shows the secret's name and hosts, never its value.
+func (s Secret) String() string {
+	return fmt.Sprintf("secret %s for %s", s.Name, strings.Join(s.Hosts, ","))
+}
+
+// GoString is String, so that %#v does not print the value either.
+func (s Secret) GoString() string { return s.String() }
+
+// LogValue keeps the value out of log/slog records.
+func (s Secret) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", s.Name), slog.Any("hosts", s.Hosts))
+}
+
+// maxSecrets bounds the secrets of one policy, maxSecretLen a value.
+const (
+	maxSecrets     = 64
+	maxSecretLen   = 16 << 10
+	minSecretLen   = 8
+	placeholderLen = 40 // len(NewPlaceholder()): "tent_", 32 hex digits, "_ph"
+)
+
+// NewPlaceholder returns a random placeholder: "tent_" followed by 32 hex
+// digits and "_ph", letters, digits and underscores only, so it passes
+// through headers, URLs and basic auth unchanged.
+func NewPlaceholder() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return "tent_" + hex.EncodeToString(b[:]) + "_ph"
+}
+
+// compiledSecret is a validated secret.
+type compiledSecret struct {
+	Secret
+	hosts []Rule
+}
+
+func (s *compiledSecret) boundTo(host string, port int) bool {
+	for _, r := range s.hosts {
+		if r.matchName(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// compileSecrets validates secrets, making placeholders where missing.
+func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
+	if len(secrets) > maxSecrets {
+		return nil, []error{fmt.Errorf("secrets: at most %d", maxSecrets)}
+	}
+	var errs []error
+	var out []compiledSecret
+	seen := map[string]bool{}
+	for i, s := range secrets {
+		field := fmt.Sprintf("secrets[%d]", i)
+		bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(field+" "+format, a...)) }
+		switch {
+		case !validEnvName(s.Name):
+			bad("name %q: want a variable name such as GITHUB_TOKEN (letters, digits, _)", s.Name)
+			continue
+		case seen[s.Name]:
+			bad("%s: given twice", s.Name)
+			continue
+		}
+		seen[s.Name] = true
+		field += " (" + s.Name + ")"
+		switch {
+		case s.Value == "":
+			bad("has no value (values never travel in JSON: give it again where the sandbox starts)")
+		case len(s.Value) < minSecretLen:
+			bad("value shorter than %d bytes: too short to tell apart from other text in responses, where the proxy replaces it", minSecretLen)
+		case len(s.Value) > maxSecretLen:
+			bad("value longer than %d bytes", maxSecretLen)
+		case strings.ContainsAny(s.Value, "\r\n\x00"):
+			bad("value holds CR, LF or NUL, which no header may carry")
+		}
+		if s.Placeholder == "" {
+			s.Placeholder = NewPlaceholder()
+		} else if len(s.Placeholder) < 16 || strings.Trim(s.Placeholder, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != "" {
+			bad("placeholder: want at least 16 letters, digits or _")
+		}
+		if len(s.Hosts) == 0 {
+			bad("names no host: say where the value may be sent, as NAME@api.example.com")
+		}
+		cs := compiledSecret{Secret: s}
+		cs.Hosts = nil
+		for _, h := range s.Hosts {
+			r, err := ParseRule(h)
+			if err != nil {
+				bad("host: %v", err)
+				continue
+			}
+			if r.IsAddr() {
+				bad("host %q: a secret is bound to host names, not IP addresses (TLS certificates name hosts)", h)
+				continue
+			}
+			cs.hosts = append(cs.hosts, r)
+			cs.Hosts = append(cs.Hosts, r.String())
+		}
+		out = append(out, cs)
+	}
+	for i := range out {
+		for j := range out {
+			if i != j && strings.Contains(out[i].Placeholder, out[j].Placeholder) {
+				errs = append(errs, fmt.Errorf("secrets: the placeholder of %s contains that of %s", out[i].Name, out[j].Name))
+			}
+		}
+	}
+	return out, errs
+}
+
+func validEnvName(s string) bool {
+	if s == "" || len(s) > 128 || '0' <= s[0] && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// substitution is the outcome of rewriting one request: the secrets whose
+// value went in, and those whose placeholder was left because the host is
+// not theirs.
+type substitution struct {
+	injected []string
+	kept     []string
+}
+
+// substitute replaces, in req's header fields (and URL where a secret
+// asks for it), the placeholders of the secrets bound to host:port with
+// their values. Placeholders of other secrets are left as they are and
+// reported in kept. A basic-auth Authorization field is decoded, rewritten
+// and encoded again.
+//
+// With inject false (a request in clear text) nothing is replaced: every
+// placeholder found is reported in kept.
+func substitute(secrets []compiledSecret, req *http.Request, host string, port int, inject bool) substitution {
+	var sub substitution
+	for i := range secrets {
+		s := &secrets[i]
+		bound := inject && s.boundTo(host, port)
+		inHeader := false
+		for name, vs := range req.Header {
+			for j, v := range vs {
+				if nv, hit := replaceIn(v, s, bound, name); hit {
+					inHeader = true
+					vs[j] = nv
+				}
+			}
+		}
+		inURL := strings.Contains(req.URL.RawPath, s.Placeholder) || strings.Contains(req.URL.Path, s.Placeholder) ||
+			strings.Contains(req.URL.RawQuery, s.Placeholder)
+		if inURL && bound && s.InURL {
+			req.URL.Path = strings.ReplaceAll(req.URL.Path, s.Placeholder, s.Value)
+			if req.URL.RawPath != "" {
+				req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
+			}
+			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.Value))
+		}
+		switch {
+		case bound && (inHeader || inURL && s.InURL):
+			sub.injected = append(sub.injected, s.Name)
+		case inHeader || inURL:
+			sub.kept = append(sub.kept, s.Name)
+		}
+		if bound && inURL && !s.InURL {
+			sub.kept = append(sub.kept, s.Name+" (in the URL, where its secret does not go)")
+		}
+	}
+	return sub
+}
+
+// replaceIn rewrites one header value; hit reports that s's placeholder
+// was there (replaced only when bound).
+func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bool) {
+	if strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Proxy-Authorization") {
+		if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
+			if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil && strings.Contains(string(raw), s.Placeholder) {
+				if !bound {
+					return v, true
+				}
+				return scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.Placeholder, s.Value))), true
+			}
+		}
+	}
+	if !strings.Contains(v, s.Placeholder) {
+		return v, false
+	}
+	if !bound {
+		return v, true
+	}
+	return strings.ReplaceAll(v, s.Placeholder, s.Value), true
+}
+
+// pathEscape percent-encodes every byte of s but the unreserved ones: a
+// value put into a path or a query then reads as itself.
+func pathEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; unreserved(c) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,12 @@
+package sandbox
+
+import "crypto/x509"
+
+// SetTestUpstreamRoots makes the proxies of sandboxes started from now on
+// verify intercepted hosts against pool instead of the host's roots; the
+// function it returns restores them. Tests only.
+func SetTestUpstreamRoots(pool *x509.CertPool) (restore func()) {
+	old := testUpstreamRoots
+	testUpstreamRoots = pool
+	return func() { testUpstreamRoots = old }
+}

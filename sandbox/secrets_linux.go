@@ -1,0 +1,103 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+)
+
+// caTarget is where a sandbox whose proxy intercepts TLS finds the
+// proxy's CA certificate (ca.pem) and the host's trust store with it
+// (bundle.pem), read-only.
+const caTarget = "/run/tent/ca"
+
+// hostBundles are the host's CA bundles, the first that exists is used.
+var hostBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
+
+// testUpstreamRoots, when set (by tests only), are the roots the proxy
+// verifies intercepted hosts against instead of the host's.
+var testUpstreamRoots *x509.CertPool
+
+// caEnv points the trust settings of common tools at the bundle (the
+// host's roots and the proxy's CA), so that intercepted hosts verify and
+// every other host still does: OpenSSL and curl, Python's requests, git;
+// node adds NODE_EXTRA_CA_CERTS to its own roots.
+func caEnv() []string {
+	bundle, ca := caTarget+"/bundle.pem", caTarget+"/ca.pem"
+	return []string{
+		"SSL_CERT_FILE=" + bundle, "CURL_CA_BUNDLE=" + bundle, "REQUESTS_CA_BUNDLE=" + bundle,
+		"GIT_SSL_CAINFO=" + bundle, "NODE_EXTRA_CA_CERTS=" + ca, "TENT_CA_CERT=" + ca,
+	}
+}
+
+// secretsEnv gives each secret's variable its placeholder. A variable the
+// spec also sets is an error: one of the two would be silently lost.
+func secretsEnv(secrets []netpolicy.Secret, env []string) ([]string, error) {
+	var out []string
+	for _, s := range secrets {
+		for _, kv := range env {
+			if k, _, _ := strings.Cut(kv, "="); k == s.Name {
+				return nil, fmt.Errorf("env: %s is a secret of the network policy: its variable holds the placeholder, so the environment cannot set it too", s.Name)
+			}
+		}
+		out = append(out, s.Name+"="+s.Placeholder)
+	}
+	return out, nil
+}
+
+// makeCADir writes the CA certificate and the bundle into p.caDir, a new
+// directory only the host writes, readable by the sandbox's user.
+func (p *plan) makeCADir() error {
+	if p.caDir == "" {
+		return nil
+	}
+	if err := os.Mkdir(p.caDir, 0o755); err != nil {
+		return fmt.Errorf("proxy CA: %w", err)
+	}
+	if err := os.Chmod(p.caDir, 0o755); err != nil { // whatever the umask
+		return fmt.Errorf("proxy CA: %w", err)
+	}
+	ca := p.ca.CertPEM()
+	var bundle []byte
+	for _, b := range hostBundles {
+		if data, err := os.ReadFile(b); err == nil {
+			bundle = append(bytes.TrimRight(data, "\n"), '\n')
+			break
+		}
+	}
+	bundle = append(bundle, ca...)
+	for name, data := range map[string][]byte{"ca.pem": ca, "bundle.pem": bundle} {
+		f, err := os.OpenFile(filepath.Join(p.caDir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("proxy CA: %w", err)
+		}
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(f.Name(), 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("proxy CA: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeCADir removes what makeCADir made.
+func removeCADir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("proxy CA: %w", err)
+	}
+	return nil
+}
