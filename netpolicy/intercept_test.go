@@ -861,3 +861,58 @@ func TestSecretHostOtherProtocolsOverSOCKS5(t *testing.T) {
 		}
 	}
 }
+
+// A header transform (E2B's network rules) sets its field on every
+// intercepted request to its host, over whatever the sandbox sent, and
+// on no other host's; its value never comes back in a response; names
+// that frame or route requests are refused.
+func TestSecretHeaderTransform(t *testing.T) {
+	upCA, err := NewCA("upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newRecOrigin(t, upCA)
+	ca, err := NewCA("sbx-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "other.example.com", "127.0.0.1"},
+		Secrets: []Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "X-Api-Key", Value: testSecret}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = pol, ca, o.roots })
+	for _, n := range []string{"api.example.com", "other.example.com"} {
+		h.res.set(n, "127.0.0.1")
+	}
+	c := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	for _, sent := range []string{"", "from-inside"} {
+		var hdr []string
+		if sent != "" {
+			hdr = []string{"X-Api-Key", sent}
+		}
+		resp, _ := get(t, c, fmt.Sprintf("https://api.example.com:%d/x", o.port), hdr...)
+		if resp.StatusCode != 200 {
+			t.Fatal(resp.Status)
+		}
+		if got := o.last(t); got.APIKey != testSecret {
+			t.Errorf("api.example.com received X-Api-Key %q (the sandbox sent %q), want the transform's value", got.APIKey, sent)
+		}
+	}
+	// Another host gets nothing (and is not intercepted).
+	oc := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.roots}})
+	if resp, _ := get(t, oc, fmt.Sprintf("https://other.example.com:%d/x", o.port)); resp.StatusCode != 200 || o.last(t).APIKey != "" {
+		t.Errorf("other.example.com: %s, X-Api-Key %q", resp.Status, o.last(t).APIKey)
+	}
+	for _, bad := range []string{"Host", "content-length", "Transfer-Encoding", "Proxy-Authorization", "X Bad"} {
+		if _, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com"},
+			Secrets: []Secret{{Name: "R", Hosts: []string{"api.example.com"}, Header: bad, Value: testSecret}}}); err == nil || !strings.Contains(err.Error(), "header") {
+			t.Errorf("a transform of header %q: %v, want a refusal naming the header", bad, err)
+		}
+	}
+	if s := fmt.Sprint(pol.Secrets()[0]); strings.Contains(s, testSecret) || !strings.Contains(s, "X-Api-Key") {
+		t.Errorf("printed: %q", s)
+	}
+}

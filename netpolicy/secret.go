@@ -31,6 +31,12 @@ type Secret struct {
 	// InURL also replaces the placeholder in the request's path and query;
 	// otherwise only header fields are rewritten.
 	InURL bool `json:"in_url,omitempty"`
+	// Header, when set, makes the secret a header transform (E2B's
+	// network rules): the proxy sets this header field to Value on every
+	// request to Hosts it sees (intercepted HTTPS), replacing whatever the
+	// request carried there. The sandbox gets no variable Name then:
+	// nothing inside needs to send it.
+	Header string `json:"header,omitempty"`
 	// Value is the credential: 8 bytes to 16 KiB, without CR, LF or NUL.
 	Value string `json:"-"`
 	// Placeholder is what the sandbox sees; empty means [Compile] makes a
@@ -40,6 +46,9 @@ type Secret struct {
 
 // String shows the secret's name and hosts, never its value.
 func (s Secret) String() string {
+	if s.Header != "" {
+		return fmt.Sprintf("secret %s (header %s) for %s", s.Name, s.Header, strings.Join(s.Hosts, ","))
+	}
 	return fmt.Sprintf("secret %s for %s", s.Name, strings.Join(s.Hosts, ","))
 }
 
@@ -124,6 +133,9 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 		if len(s.Hosts) == 0 {
 			bad("names no host: say where the value may be sent, as NAME@api.example.com")
 		}
+		if s.Header != "" && !validHeaderName(s.Header) {
+			bad("header %q: want a header field name (letters, digits, '-'), not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Te, Trailer, Proxy-*)", s.Header)
+		}
 		cs := compiledSecret{Secret: s}
 		cs.Hosts = nil
 		for _, h := range s.Hosts {
@@ -151,6 +163,27 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 	return out, errs
 }
 
+// validHeaderName reports whether h may be a header transform's field:
+// a token of letters, digits and '-', and none that frames, routes or
+// hops the request.
+func validHeaderName(h string) bool {
+	if h == "" || len(h) > 128 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	switch c := http.CanonicalHeaderKey(h); {
+	case c == "Host", c == "Content-Length", c == "Transfer-Encoding", c == "Connection", c == "Upgrade",
+		c == "Te", c == "Trailer", c == "Keep-Alive", strings.HasPrefix(c, "Proxy-"):
+		return false
+	}
+	return true
+}
+
 func validEnvName(s string) bool {
 	if s == "" || len(s) > 128 || '0' <= s[0] && s[0] <= '9' {
 		return false
@@ -176,7 +209,7 @@ type substitution struct {
 // asks for it), the placeholders of the secrets bound to host:port with
 // their values. Placeholders of other secrets are left as they are and
 // reported in kept. A basic-auth Authorization field is decoded, rewritten
-// and encoded again.
+// and encoded again. A header transform bound to host:port sets its field.
 //
 // With inject false (a request in clear text) nothing is replaced: every
 // placeholder found is reported in kept.
@@ -202,6 +235,10 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 				req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
 			}
 			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.Value))
+		}
+		if bound && s.Header != "" {
+			req.Header.Set(s.Header, s.Value)
+			inHeader = true
 		}
 		switch {
 		case bound && (inHeader || inURL && s.InURL):

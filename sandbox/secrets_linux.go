@@ -41,6 +41,9 @@ func caEnv() []string {
 func secretsEnv(secrets []netpolicy.Secret, env []string) ([]string, error) {
 	var out []string
 	for _, s := range secrets {
+		if s.Header != "" {
+			continue // a header transform: nothing inside sends it
+		}
 		for _, kv := range env {
 			if k, _, _ := strings.Cut(kv, "="); k == s.Name {
 				return nil, fmt.Errorf("env: %s is a secret of the network policy: its variable holds the placeholder, so the environment cannot set it too", s.Name)

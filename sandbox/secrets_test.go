@@ -356,3 +356,34 @@ func TestSecretHostOtherProtocols(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
 	}
 }
+
+// TestHeaderTransformInSandbox: a header transform (Secret.Header, E2B's
+// network rules) reaches its host's requests from inside, whatever the
+// sandbox sends, and gives the sandbox no variable and no value.
+func TestHeaderTransformInSandbox(t *testing.T) {
+	o := newSecretOrigin(t)
+	spec := secretSpec(o.port)
+	spec.Network.Secrets = []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: "Bearer " + sandboxSecret}}
+	script := strings.Join([]string{
+		`set -e`,
+		probeReq("GET", "https://api.example.com:"+o.port+"/plain"),
+		probeReq("GET", "https://api.example.com:"+o.port+"/overridden", "Authorization=Bearer from-inside"),
+		`env | grep -c E2B_RULE || true`,
+		`grep -rl "` + sandboxSecret + `" /proc/self/environ /run/tent/ca /tmp 2>/dev/null || echo "value nowhere"`,
+	}, "\n")
+	cmd := sandbox.Command(context.Background(), withProbe(t, spec), "/bin/sh", "-c", script)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Resolver = &out, &errOut, &fakeResolver{}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out.String(), errOut.String())
+	}
+	if strings.Contains(out.String()+errOut.String(), sandboxSecret) || !strings.Contains(out.String(), "\n0\nvalue nowhere") {
+		t.Fatalf("inside, the variable or the value:\n%s%s", out.String(), errOut.String())
+	}
+	want := "api.example.com:" + o.port + " Bearer " + sandboxSecret
+	for _, path := range []string{"/plain", "/overridden"} {
+		if got := o.got(path); got != want {
+			t.Errorf("%s: the origin received %q, want %q", path, got, want)
+		}
+	}
+}

@@ -102,7 +102,7 @@
 //
 // Each answers 501 with E2B's error body, or 400 where a create asks for
 // it: templates (build, list, delete, tags, aliases), volumes and volume mounts, secrets, sandbox logs, teams and team
-// metrics, MCP gateways, IAM tokens, network.rules (request transforms)
+// metrics, MCP gateways, IAM tokens, network.rules other than header transforms
 // and egressProxy, and metrics
 // history (getMetrics returns one sample, taken now). See the package
 // serve/envd documentation for the in-sandbox API's own list.

@@ -57,6 +57,24 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 	if err := checkUnsupportedNet(nc); err != nil {
 		return sandbox.NetworkPolicy{}, err
 	}
+	if update && len(nc.Rules) > 0 {
+		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.rules: header transforms are set when the sandbox is created, not changed at run time")
+	}
+	secrets, err := ruleSecrets(nc.Rules)
+	if err != nil {
+		return sandbox.NetworkPolicy{}, err
+	}
+	if len(secrets) > 0 {
+		p, err := networkPolicy(base, allowInternet, &networkConfig{AllowOut: nc.AllowOut, DenyOut: nc.DenyOut, AllowInternetAccess: nc.AllowInternetAccess}, update, limitedOK)
+		if err != nil {
+			return p, err
+		}
+		if p.Mode.Normalize() != netpolicy.Limited {
+			return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.rules: header transforms are made by tent's proxy, which only a limited sandbox has: list the hosts in network.allowOut with denyOut: [\"0.0.0.0/0\"] (ALL_TRAFFIC)")
+		}
+		p.Secrets = append(slices.Clip(p.Secrets), secrets...)
+		return p, nil
+	}
 	if len(nc.AllowOut) > maxNetRules || len(nc.DenyOut) > maxNetRules {
 		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network: at most %d allowOut and %d denyOut entries", maxNetRules, maxNetRules)
 	}
@@ -146,11 +164,83 @@ func checkUnsupportedNet(nc *networkConfig) error {
 	switch {
 	case nc.EgressProxy != nil:
 		return notImplemented("network.egressProxy (tent's limited mode has its own proxy)")
-	case len(nc.Rules) > 0:
-		return notImplemented("network.rules (request transforms)")
 	}
 	return nil
 }
+
+// maxRuleHeaders bounds the header transforms of one sandbox.
+const maxRuleHeaders = 32
+
+// ruleSecrets turns network.rules' header transforms into secrets of the
+// sandbox's policy (netpolicy.Secret with Header): tent's proxy sets each
+// header on every HTTPS request to its host, which it intercepts for
+// that, and the value never enters the sandbox, its records or answers
+// (see redactRules). A rule without a transform, or with another kind, is
+// refused.
+func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
+	hosts := make([]string, 0, len(rules))
+	for h := range rules {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	var out []netpolicy.Secret
+	for _, h := range hosts {
+		r, err := netpolicy.ParseRule(h)
+		if err != nil || r.IsAddr() {
+			return nil, errorf(http.StatusBadRequest, "network.rules[%q]: want a host name (header transforms need TLS to a named host)", h)
+		}
+		for i, rule := range rules[h] {
+			if rule.Transform == nil || len(rule.Transform.Headers) == 0 {
+				return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d]: only transform.headers is served", h, i)
+			}
+			names := make([]string, 0, len(rule.Transform.Headers))
+			for k := range rule.Transform.Headers {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			for _, k := range names {
+				out = append(out, netpolicy.Secret{Name: fmt.Sprintf("E2B_RULE_%d", len(out)+1), Hosts: []string{h}, Header: k, Value: rule.Transform.Headers[k]})
+			}
+		}
+	}
+	if len(out) > maxRuleHeaders {
+		return nil, errorf(http.StatusBadRequest, "network.rules: at most %d header transforms", maxRuleHeaders)
+	}
+	if len(out) > 0 {
+		// The proxy's own checks, with the field each refusal names.
+		if _, err := netpolicy.Compile(netpolicy.Policy{Mode: netpolicy.Limited, Secrets: out}); err != nil {
+			return nil, errorf(http.StatusBadRequest, "network.rules: %v", err)
+		}
+	}
+	return out, nil
+}
+
+// redactRules is nc with its header transforms' values replaced: what
+// the server keeps, saves and answers.
+func redactRules(nc *networkConfig) *networkConfig {
+	if nc == nil || len(nc.Rules) == 0 {
+		return nc
+	}
+	c := *nc
+	c.Rules = make(map[string][]networkRule, len(nc.Rules))
+	for h, rs := range nc.Rules {
+		for _, r := range rs {
+			if r.Transform != nil {
+				hs := make(map[string]string, len(r.Transform.Headers))
+				for k := range r.Transform.Headers {
+					hs[k] = redacted
+				}
+				r = networkRule{Transform: &ruleTransform{Headers: hs}}
+			}
+			c.Rules[h] = append(c.Rules[h], r)
+		}
+	}
+	return &c
+}
+
+// redacted stands for a header transform's value in what the server
+// keeps and answers.
+const redacted = "[redacted]"
 
 // internetView is what getInfo reports as allowInternetAccess: the
 // setting given when the server keeps one, else whether the sandbox's

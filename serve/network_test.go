@@ -1,8 +1,11 @@
 package serve
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,5 +77,53 @@ func TestNetworkPolicyMapping(t *testing.T) {
 				t.Errorf("%s: the policy is invalid: %v", c.name, verr)
 			}
 		}
+	}
+}
+
+// TestNetworkRulesHeaderTransforms: E2B's network.rules header transforms
+// become header secrets of the sandbox's limited policy (tent's proxy
+// sets them on the host's HTTPS requests); their values are in no answer
+// and not in the state file; what tent cannot do is refused with 400
+// naming the field.
+func TestNetworkRulesHeaderTransforms(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.json")
+	h := newHarness(t, Options{StateFile: state})
+	const value = "e2b-transform-value-123"
+	body := `{"templateID":"base","network":{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],
+		"rules":{"api.example.com":[{"transform":{"headers":{"X-Test-Token":"` + value + `"}}}]}}}`
+	r := h.do("POST", "/v2/sandboxes", body)
+	if r.status != http.StatusCreated || strings.Contains(string(r.body), value) || !strings.Contains(string(r.body), redacted) {
+		t.Fatalf("create with a header transform: %d %s", r.status, r.body)
+	}
+	id := decode[sandboxResponse](t, r).SandboxID
+	info, err := h.f.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := info.Spec.Network
+	if p.Mode != "limited" || len(p.Secrets) != 1 || p.Secrets[0].Header != "X-Test-Token" || p.Secrets[0].Value != value ||
+		len(p.Secrets[0].Hosts) != 1 || p.Secrets[0].Hosts[0] != "api.example.com" {
+		t.Errorf("the sandbox's policy: %+v", p)
+	}
+	if r := h.do("GET", "/sandboxes/"+id, ""); r.status != http.StatusOK || strings.Contains(string(r.body), value) {
+		t.Errorf("getInfo: %d %s", r.status, r.body)
+	}
+	h.s.save()
+	if b, err := os.ReadFile(state); err != nil || strings.Contains(string(b), value) || !strings.Contains(string(b), "X-Test-Token") {
+		t.Errorf("the state file: %v\n%s", err, b)
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"network":{"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"` + value + `"}}}]}}}`, "only a limited sandbox"},
+		{`{"network":{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"Host":"` + value + `"}}}]}}}`, "header"},
+		{`{"network":{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{}]}}}`, "only transform.headers"},
+		{`{"network":{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"10.0.0.1":[{"transform":{"headers":{"X-A":"` + value + `"}}}]}}}`, "host name"},
+		{`{"network":{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"short"}}}]}}}`, "shorter"},
+	} {
+		if r := h.do("POST", "/v2/sandboxes", c.body); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), c.want) {
+			t.Errorf("%s: %d %s, want 400 with %q", c.body, r.status, r.body, c.want)
+		}
+	}
+	if r := h.do("PUT", "/sandboxes/"+id+"/network", `{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"`+value+`"}}}]}}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "when the sandbox is created") {
+		t.Errorf("rules in an update: %d %s", r.status, r.body)
 	}
 }

@@ -44,11 +44,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("sandbox created", "id", info.ID, "template", plan.template, "timeout", plan.timeout, "network", info.Spec.Network.Mode.Normalize())
 	s.adopt(info.ID, plan.timeout, func(b *box) {
 		b.onTimeout, b.pauseFiles, b.autoResume = plan.onTimeout, plan.pauseFiles, plan.autoResume
-		b.allowInternet, b.network, b.ports = plan.allowInternet, plan.network, plan.ports
+		b.allowInternet, b.network, b.ports = plan.allowInternet, redactRules(plan.network), plan.ports
 	})
 	resp := s.sandboxResponse(info.ID, plan.template)
 	resp.AllowInternetAccess = internetView(info.Spec.Network, plan.allowInternet)
-	resp.Network = networkView(info.Spec.Network, plan.network)
+	resp.Network = networkView(info.Spec.Network, redactRules(plan.network))
 	writeJSON(w, http.StatusCreated, resp)
 }
 

@@ -46,9 +46,21 @@ type networkConfig struct {
 	AllowPublicTraffic *bool   `json:"allowPublicTraffic,omitempty"`
 	MaskRequestHost    *string `json:"maskRequestHost,omitempty"`
 	HTTPSPorts         []int   `json:"httpsPorts,omitempty"`
+	// Rules are E2B's request transforms by host; header transforms are
+	// served (see ruleSecrets).
+	Rules map[string][]networkRule `json:"rules,omitempty"`
 	// Not served: refused when set.
-	EgressProxy any            `json:"egressProxy,omitempty"`
-	Rules       map[string]any `json:"rules,omitempty"`
+	EgressProxy any `json:"egressProxy,omitempty"`
+}
+
+// networkRule is one entry of network.rules[HOST].
+type networkRule struct {
+	Transform *ruleTransform `json:"transform,omitempty"`
+}
+
+// ruleTransform is what a rule changes in the requests to its host.
+type ruleTransform struct {
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // sandboxResponse is Sandbox: what create, connect, resume and fork return.
