@@ -25,6 +25,8 @@ struct tent_clone {
 	char **envp;
 	int fds[4];       // the child's fds 0-3
 	int cgroup_fd;    // a cgroup v2 directory to join before exec, or -1
+	int tasks[8];     // cgroup v1 tasks files to write "0" to before exec
+	int ntasks;
 	int set_ids;      // switch to uid/gid (a root caller's sandbox user)
 	unsigned uid, gid;
 	int last_cap;
@@ -78,6 +80,14 @@ static int tent_child(void *arg) {
 		if (fd < 0) tent_fail(c, 12);
 		if (write(fd, "0", 1) != 1) tent_fail(c, 12);
 		close(fd);
+	}
+	// cgroup v1: into the sandbox's cgroup in every hierarchy through the
+	// tasks files the host opened. "0" to tasks moves the writer (this
+	// process has one thread) without the kernel's global threadgroup
+	// lock, which a pid written by the host, or cgroup.procs, takes.
+	for (i = 0; i < c->ntasks; i++) {
+		if (write(c->tasks[i], "0", 1) != 1) tent_fail(c, 13);
+		close(c->tasks[i]);
 	}
 	if (c->set_ids) {
 		// Keep the capabilities across the uid change (0 -> the sandbox
@@ -191,7 +201,11 @@ const fastCloneAvailable = true
 // cloneSteps names tent_child's steps for errors.
 var cloneSteps = map[int]string{1: "waiting for the id maps", 2: "PR_SET_KEEPCAPS", 3: "setgroups", 4: "setresgid",
 	5: "setresuid", 6: "capset", 7: "PR_CAP_AMBIENT_RAISE", 8: "setsid", 9: "F_DUPFD", 10: "dup3", 11: "execve",
-	12: "joining its cgroup"}
+	12: "joining its cgroup", 13: "joining its cgroup v1 hierarchies"}
+
+// maxCgroupTasks bounds cloneShared's cgroup v1 tasks files (one per
+// hierarchy: tent uses at most four).
+const maxCgroupTasks = 8
 
 // cloneShared starts path as a process in the namespaces of flags with
 // fds as its 0-3, sharing this process's memory until it execs (as
@@ -199,9 +213,13 @@ var cloneSteps = map[int]string{1: "waiting for the id maps", 2: "PR_SET_KEEPCAP
 // namespace flags cannot be a vfork in Go's os/exec, and the copy-on-write
 // faults it leaves behind cost this process ~100 page faults per sandbox.
 // maps writes the child's uid and gid maps while it waits; the child then
-// joins the cgroup v2 directory cgroupFD (when >= 0), switches to uid and
-// gid (with setIDs) and execs.
-func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgroupFD int, setIDs bool, uid, gid uint32, maps func(pid int) error) (int, error) {
+// joins the cgroup v2 directory cgroupFD (when >= 0) and the cgroup v1
+// hierarchies whose tasks files cgroupTasks are (at most maxCgroupTasks,
+// opened close-on-exec), switches to uid and gid (with setIDs) and execs.
+func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgroupFD int, cgroupTasks []int, setIDs bool, uid, gid uint32, maps func(pid int) error) (int, error) {
+	if len(cgroupTasks) > maxCgroupTasks {
+		return 0, fmt.Errorf("starting the sandbox init: %d cgroup v1 hierarchies, at most %d", len(cgroupTasks), maxCgroupTasks)
+	}
 	c := (*C.struct_tent_clone)(C.calloc(1, C.sizeof_struct_tent_clone))
 	defer C.free(unsafe.Pointer(c))
 	cpath := C.CString(path)
@@ -216,6 +234,10 @@ func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgr
 		c.fds[i] = C.int(fd)
 	}
 	c.cgroup_fd = C.int(cgroupFD)
+	for i, fd := range cgroupTasks {
+		c.tasks[i] = C.int(fd)
+	}
+	c.ntasks = C.int(len(cgroupTasks))
 	if setIDs {
 		c.set_ids, c.uid, c.gid = 1, C.uint(uid), C.uint(gid)
 	}

@@ -29,6 +29,15 @@ type Options struct {
 	// before it execs (or is cloned into, clone3 CLONE_INTO_CGROUP, on
 	// os/exec's path), so none of its code runs outside it.
 	CgroupFD int
+	// CgroupTasks, on cgroup v1, are the sandbox cgroup's tasks files
+	// (cgroups.Cgroup.OpenSelfJoin, close-on-exec; at most eight): the
+	// shared-memory clone writes "0" to each before it execs, so that the
+	// init joins every hierarchy without the kernel's global lock that
+	// moving it from the host takes (an RCU grace period per start). The
+	// caller keeps and closes them. [Init.JoinedCgroup] reports whether
+	// they were used; when not (os/exec's path), the caller moves the
+	// init itself before sending its Config.
+	CgroupTasks []int
 	// Stdin, Stdout and Stderr become the command's fds 0, 1 and 2.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -44,6 +53,8 @@ type Init struct {
 	log    *slog.Logger
 	sendMu sync.Mutex
 	tty    *os.File // the one-shot command's terminal master (Exec.TTY)
+	// joined is set when the init joined Options.CgroupTasks itself.
+	joined bool
 
 	// Long-lived sandboxes (see Serve): pending execs by id.
 	mu      sync.Mutex
@@ -102,7 +113,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
 			defer closeAll(fds.opened)
 			pid, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
-				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD,
+				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD, o.CgroupTasks,
 				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
 			if err != nil {
@@ -115,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 				return nil, err
 			}
 			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true)
-			return &Init{proc: proc, conn: conn, log: log}, nil
+			return &Init{proc: proc, conn: conn, log: log, joined: len(o.CgroupTasks) > 0}, nil
 		}
 	}
 	cmd := &exec.Cmd{
@@ -194,6 +205,10 @@ func writeIDMaps(pid int, uid, gid syscall.SysProcIDMap, privileged bool) error 
 
 // helloTimeout bounds the wait for a fresh init's first message.
 const helloTimeout = 10 * time.Second
+
+// JoinedCgroup reports whether the init joined the cgroup v1 hierarchies
+// of Options.CgroupTasks itself, before it exec'd.
+func (i *Init) JoinedCgroup() bool { return i.joined }
 
 // Pid is the init's pid on the host.
 func (i *Init) Pid() int { return i.proc.Pid }

@@ -146,6 +146,12 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if r.cg != nil {
 		if fd, ok := r.cg.FD(); ok {
 			p.opts.CgroupFD = fd
+		} else if tasks, err := r.cg.OpenSelfJoin(); err == nil {
+			// cgroup v1: the init's clone joins it (namespaces.Options).
+			p.opts.CgroupTasks = tasks
+			defer closeFDs(tasks)
+		} else if !errors.Is(err, errors.ErrUnsupported) {
+			return nil, fmt.Errorf("placing the sandbox in its cgroup: %w", err)
 		}
 	}
 	// The init's fds 0-2 are the one-shot command's: the caller's files
@@ -173,9 +179,10 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if err != nil {
 		return nil, hostError(err)
 	}
-	if r.cg != nil && p.opts.CgroupFD < 0 {
-		// cgroup v1: the init waits for its config before doing anything,
-		// so it is in place before any sandboxed code runs.
+	if r.cg != nil && p.opts.CgroupFD < 0 && !r.init.JoinedCgroup() {
+		// cgroup v1 on os/exec's path: the init waits for its config
+		// before doing anything, so it is in place before any sandboxed
+		// code runs.
 		if err := r.cg.AddProc(r.init.Pid()); err != nil {
 			return nil, fmt.Errorf("placing the sandbox in its cgroup: %w", err)
 		}
