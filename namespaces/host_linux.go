@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 )
 
 // Options are the host-side settings of an init process.
@@ -49,7 +50,7 @@ type Init struct {
 	cmd    *exec.Cmd   // nil when cloned by cloneShared
 	proc   *os.Process // the init
 	state  *os.ProcessState
-	conn   *net.UnixConn
+	conn   *os.File // the control socket (ctlmsg.NewConn)
 	log    *slog.Logger
 	sendMu sync.Mutex
 	tty    *os.File // the one-shot command's terminal master (Exec.TTY)
@@ -75,16 +76,13 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("socketpair", err)
 	}
-	hostEnd := os.NewFile(uintptr(pair[0]), "tent-control")
 	initEnd := os.NewFile(uintptr(pair[1]), "tent-control-init")
 	defer initEnd.Close()
-	fc, err := net.FileConn(hostEnd)
-	hostEnd.Close()
+	conn, err := ctlmsg.NewConn(pair[0], "tent-control")
 	if err != nil {
-		initEnd.Close()
+		unix.Close(pair[0])
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	conn := fc.(*net.UnixConn)
 
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if !o.ShareNet {

@@ -3,7 +3,6 @@ package namespaces
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"syscall"
@@ -35,7 +34,7 @@ type idleState struct {
 // init again when the next message arrives, and the init then picks up
 // where it left off (resumeState). The caller must not be reading conn.
 // handOff returns only when the exec failed, having undone what it did.
-func handOff(conn *net.UnixConn, cfg *Config, hostView int, sp *spawner) error {
+func handOff(conn *os.File, cfg *Config, hostView int, sp *spawner) error {
 	self, err := sp.selfFD()
 	if err != nil {
 		return err
