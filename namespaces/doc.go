@@ -23,7 +23,19 @@
 // catch; answered with their listeners) and dial (a port of the
 // sandbox's loopback, for a published port; answered with a socket still
 // connecting) messages, each under an id, and answers started/error,
-// done and exit under it.
+// done and exit under it. A wake message (from the supervisor's idle
+// holder, below) and any other unknown type are ignored.
+//
+// The init is in the sandbox's cgroup before any of its code runs: its
+// shared-memory clone joins it before exec — the cgroup v2 directory
+// through cgroup.procs, or on cgroup v1 each hierarchy through the tasks
+// file the host opened (Options.CgroupTasks: a process moving only itself
+// skips the kernel's global threadgroup lock, and with it an RCU grace
+// period per start) — and on os/exec's path (builds without cgo) the
+// host moves it, or clones it into the v2 directory, before sending its
+// config. The control socket is an *os.File (package net would delay
+// the init's start; see internal/ctlmsg), and the init's environment is
+// GOMAXPROCS=1 and nothing else.
 //
 // # Signals
 //
