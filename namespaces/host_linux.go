@@ -63,13 +63,6 @@ type Init struct {
 	deadErr error // set when the control socket failed
 }
 
-// initEnv is the init's whole environment. One P: the init's work is a
-// few system calls at a time, and every further P its runtime would run
-// starts threads (and faults in their stacks) for nothing on every
-// sandbox start. The command never inherits it (its environment is
-// Exec.Env).
-var initEnv = []string{"GOMAXPROCS=1"}
-
 // Start clones the init into new namespaces. It does not wait for it to
 // set anything up; send a Config with [Init.Run].
 func Start(ctx context.Context, o Options) (*Init, error) {
@@ -117,7 +110,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if fastCloneAvailable {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
 			defer closeAll(fds.opened)
-			pid, err := cloneShared("/proc/self/exe", []string{InitArg0}, initEnv,
+			pid, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
 				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD, o.CgroupTasks,
 				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
@@ -137,7 +130,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{InitArg0},
-		Env:         initEnv,
+		Env:         []string{"GOMAXPROCS=1"},
 		Stdin:       o.Stdin,
 		Stdout:      o.Stdout,
 		Stderr:      o.Stderr,
