@@ -33,9 +33,9 @@
 // skips the kernel's global threadgroup lock, and with it an RCU grace
 // period per start) — and on os/exec's path (builds without cgo, and
 // stdio that needs copy goroutines) the host moves it, or clones it into
-// the v2 directory, before sending its config. The control socket is an *os.File (package net would delay
-// the init's start; see internal/ctlmsg), and the init's environment is
-// GOMAXPROCS=1 and nothing else.
+// the v2 directory, before sending its config. The control socket is an
+// *os.File (package net would delay the init's start; see
+// internal/ctlmsg).
 //
 // # Signals
 //
