@@ -188,6 +188,9 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		}
 	}
 	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
+	if r.cg != nil {
+		reapStaleCgroups(r.cg) // while the init's runtime starts
+	}
 	var fds []int
 	if p.privileged && len(p.userMounts) > 0 {
 		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
