@@ -150,8 +150,10 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 			// cgroup v1: the init's clone joins it (namespaces.Options).
 			p.opts.CgroupTasks = tasks
 			defer closeFDs(tasks)
-		} else if !errors.Is(err, errors.ErrUnsupported) {
-			return nil, fmt.Errorf("placing the sandbox in its cgroup: %w", err)
+		} else {
+			// A delegation that left tasks unwritable (only cgroup.procs
+			// handed over): the host moves the init below, as before.
+			log.Debug("cgroup tasks files", "err", err)
 		}
 	}
 	// The init's fds 0-2 are the one-shot command's: the caller's files
