@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,10 +49,14 @@ func v1Cgroup(t *testing.T) *cgroups.Cgroup {
 	return cg
 }
 
-// cloneCat clones `cat /proc/self/cgroup` in a new user namespace (as
-// root: 0 mapped to 0) with tasks as cloneShared's cgroup v1 files, and
-// returns what it printed.
-func cloneCat(t *testing.T, tasks []int) (string, error) {
+// sandboxCloneFlags are Start's namespaces for an init.
+const sandboxCloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET
+
+// cloneCat clones `cat /proc/self/cgroup` into an init's namespaces (as
+// root: 0 mapped to 0) with cgroupFD and tasks as cloneShared's cgroup v2
+// directory and v1 files, and returns what it printed and whether it was
+// cloned into the v2 directory.
+func cloneCat(t *testing.T, cgroupFD int, tasks []int) (string, bool, error) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -64,12 +69,12 @@ func cloneCat(t *testing.T, tasks []int) (string, error) {
 	}
 	defer null.Close()
 	id := syscall.SysProcIDMap{ContainerID: 0, HostID: 0, Size: 1}
-	pid, err := cloneShared("/bin/cat", []string{"cat", "/proc/self/cgroup"}, []string{},
-		[4]int{int(null.Fd()), int(w.Fd()), int(null.Fd()), int(null.Fd())}, unix.CLONE_NEWUSER, -1, tasks,
+	pid, into, err := cloneShared("/bin/cat", []string{"cat", "/proc/self/cgroup"}, []string{},
+		[4]int{int(null.Fd()), int(w.Fd()), int(null.Fd()), int(null.Fd())}, sandboxCloneFlags, cgroupFD, tasks,
 		false, 0, 0, func(pid int) error { return writeIDMaps(pid, id, id, true) })
 	w.Close()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	out, rerr := io.ReadAll(r)
 	var ws unix.WaitStatus
@@ -79,7 +84,7 @@ func cloneCat(t *testing.T, tasks []int) (string, error) {
 	if rerr != nil || !ws.Exited() || ws.ExitStatus() != 0 {
 		t.Fatalf("cat /proc/self/cgroup: %v, status %v", rerr, ws)
 	}
-	return string(out), nil
+	return string(out), into, nil
 }
 
 // The shared-memory clone joins the cgroup v1 hierarchies whose tasks
@@ -91,7 +96,7 @@ func TestCloneSharedJoinsCgroupV1(t *testing.T) {
 	cg := v1Cgroup(t)
 	name := fmt.Sprintf("/tent-clonetest-%d\n", os.Getpid())
 
-	out, err := cloneCat(t, nil)
+	out, _, err := cloneCat(t, -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +109,7 @@ func TestCloneSharedJoinsCgroupV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeAll(tasks)
-	out, err = cloneCat(t, tasks)
+	out, _, err = cloneCat(t, -1, tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +131,59 @@ func TestCloneSharedJoinsCgroupV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(ro)
-	if _, err := cloneCat(t, []int{ro}); !errors.Is(err, unix.EBADF) || !strings.Contains(err.Error(), "joining its cgroup v1 hierarchies") {
+	if _, _, err := cloneCat(t, -1, []int{ro}); !errors.Is(err, unix.EBADF) || !strings.Contains(err.Error(), "joining its cgroup v1 hierarchies") {
 		t.Errorf("a read-only tasks descriptor: %v, want EBADF while joining its cgroup v1 hierarchies", err)
 	}
+}
+
+// The shared-memory clone with a cgroup v2 directory starts the child in
+// it (clone3 CLONE_INTO_CGROUP: no write to cgroup.procs, so not the
+// kernel's global lock): what it execs lists that directory as its v2
+// cgroup. Needs root and a writable cgroup2 mount: the unified hierarchy
+// of a hybrid host, or a pure v2 host's tree.
+func TestCloneSharedIntoCgroupV2(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("creating a cgroup v2 directory needs root here (euid %d)", os.Geteuid())
+	}
+	h, err := cgroups.Detect("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.V2Root == "" {
+		t.Skip("no cgroup2 hierarchy mounted")
+	}
+	own := h.Self[""]
+	name := fmt.Sprintf("tent-clonetest-v2-%d", os.Getpid())
+	dir := filepath.Join(h.V2Root, own, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot create a cgroup v2 directory here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("removing %s: %v", dir, err)
+		}
+	})
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	out, into, err := cloneCat(t, fd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !into {
+		t.Errorf("not cloned into the cgroup (clone3 CLONE_INTO_CGROUP needs Linux 5.7; this is %s)", kernelRelease(t))
+	}
+	if !strings.Contains(out, "0::"+filepath.Join(own, name)+"\n") {
+		t.Errorf("the child is not in %s:\n%s", dir, out)
+	}
+}
+
+func kernelRelease(t *testing.T) string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

@@ -26,9 +26,10 @@ type Options struct {
 	// Privileged is set when the caller is root on the host: supplementary
 	// groups are cleared and the init switches to the mapped ids.
 	Privileged bool
-	// CgroupFD, when >= 0, is a cgroup v2 directory the init joins
-	// before it execs (or is cloned into, clone3 CLONE_INTO_CGROUP, on
-	// os/exec's path), so none of its code runs outside it.
+	// CgroupFD, when >= 0, is a cgroup v2 directory the init is cloned
+	// into (clone3 CLONE_INTO_CGROUP, Linux 5.7; where the shared-memory
+	// clone's clone3 fails, its child joins it before anything else), so
+	// none of its code runs outside it.
 	CgroupFD int
 	// CgroupTasks, on cgroup v1, are the sandbox cgroup's tasks files
 	// (cgroups.Cgroup.OpenSelfJoin, close-on-exec; at most eight): the
@@ -110,7 +111,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if fastCloneAvailable {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
 			defer closeAll(fds.opened)
-			pid, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
+			pid, intoCgroup, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
 				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD, o.CgroupTasks,
 				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
@@ -123,7 +124,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 				conn.Close()
 				return nil, err
 			}
-			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true)
+			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true, "cloned into its cgroup", intoCgroup)
 			return &Init{proc: proc, conn: conn, log: log, joined: len(o.CgroupTasks) > 0}, nil
 		}
 	}
