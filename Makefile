@@ -69,8 +69,10 @@ test-cri: build bin/crictl
 	./scripts/setup-oci
 	TENT_BINARY=$(CURDIR)/$(BIN) TENT_CRICTL=$(CURDIR)/bin/crictl TENT_REQUIRE_OCI=1 $(GO) test -count=1 -timeout 5m -run 'CRI' ./oci/
 
+# BEFORE=path/to/an/older/tent adds its `tent run` to the start-up
+# comparison, interleaved with the others: a before/after ratio in one run.
 bench: build
-	$(GO) run ./internal/benchcmp -tent $(BIN)
+	$(GO) run ./internal/benchcmp -tent $(BIN) $(if $(BEFORE),-before $(BEFORE))
 	$(GO) test -run '^$$' -bench 'RunTrue|HostTrue|ExecLatency|ProvisionTerminate|Limited' -benchtime 20x ./sandbox/
 	$(GO) test -run '^$$' -bench 'Transparent' -benchtime 5x ./sandbox/
 	$(GO) test -run '^$$' -bench 'IdleMemory' -benchtime 1x ./sandbox/

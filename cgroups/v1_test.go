@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestV1Lifecycle(t *testing.T) {
@@ -312,4 +314,94 @@ func TestCanCreateHere(t *testing.T) {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// A single-threaded process that writes "0" to the descriptors of
+// OpenSelfJoin is then in the cgroup in every hierarchy (its
+// /proc/PID/cgroup names the cgroup's directory in each), without the
+// host writing its pid anywhere; a write of another process's pid
+// through the same descriptors would move that process, which is why
+// they are close-on-exec and the caller closes them. On v2 and after
+// Destroy it is ErrUnsupported.
+func TestV1OpenSelfJoin(t *testing.T) {
+	h := requireV1(t)
+	c, err := Create(h, testName(), Limits{Memory: 64 << 20, Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyOnCleanup(t, c)
+	fds, err := c.OpenSelfJoin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fds) != len(c.Paths()) {
+		t.Fatalf("OpenSelfJoin: %d descriptors for %d hierarchies", len(fds), len(c.Paths()))
+	}
+	files := make([]*os.File, len(fds))
+	var script strings.Builder
+	for i, fd := range fds {
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("descriptor %d: flags %#x (%v), want close-on-exec", fd, flags, err)
+		}
+		files[i] = os.NewFile(uintptr(fd), "tasks")
+		defer files[i].Close()
+		// The shell's own write moves the shell (one thread); then it
+		// becomes sleep, which stays where it is.
+		fmt.Fprintf(&script, "echo 0 >&%d || exit 1; ", 3+i)
+	}
+	script.WriteString("exec sleep 30")
+	cmd := exec.Command("sh", "-c", script.String())
+	cmd.ExtraFiles = files
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for _, dir := range c.Paths() {
+		for {
+			procs, err := readPids(filepath.Join(dir, "cgroup.procs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(procs, pid) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d never joined %s (holds %v)", pid, dir, procs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Every hierarchy the process is in, as the kernel lists it, is the
+	// cgroup's directory there (for the hierarchies the cgroup has).
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range c.Paths() {
+		if !strings.Contains(string(own), ":"+strings.TrimPrefix(dir, mountOf(h, dir))+"\n") {
+			t.Errorf("/proc/%d/cgroup does not name %s:\n%s", pid, dir, own)
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err := c.Destroy(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if fds, err := c.OpenSelfJoin(); !errors.Is(err, errors.ErrUnsupported) || fds != nil {
+		t.Errorf("OpenSelfJoin after Destroy = %v, %v; want ErrUnsupported", fds, err)
+	}
+}
+
+// mountOf is the v1 mount point dir lies beneath.
+func mountOf(h *Host, dir string) string {
+	best := ""
+	for _, m := range h.V1Mounts {
+		if strings.HasPrefix(dir, m+"/") && len(m) > len(best) {
+			best = m
+		}
+	}
+	return best
 }

@@ -3,8 +3,9 @@ package namespaces
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 )
@@ -18,16 +19,14 @@ func Adopt(pid, fd int, log *slog.Logger) (*Init, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := os.NewFile(uintptr(fd), "tent-control")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("adopting the init's control socket: %w", err)
-	}
-	conn, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
+	if domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || domain != unix.AF_UNIX {
+		unix.Close(fd)
 		return nil, fmt.Errorf("adopting the init: descriptor %d is not a unix socket", fd)
+	}
+	conn, err := ctlmsg.NewConn(fd, "tent-control")
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("adopting the init's control socket: %w", err)
 	}
 	proc, err := os.FindProcess(pid) // a pidfd: a recycled pid cannot be mistaken for it
 	if err != nil {

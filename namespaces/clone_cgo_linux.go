@@ -16,6 +16,11 @@ package namespaces
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/capability.h>
+#include <linux/sched.h>
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
 
 // tent_clone is one init being started: shared, under CLONE_VM, between
 // the host thread that clones and the child until it execs.
@@ -25,6 +30,9 @@ struct tent_clone {
 	char **envp;
 	int fds[4];       // the child's fds 0-3
 	int cgroup_fd;    // a cgroup v2 directory to join before exec, or -1
+	int in_cgroup;    // set by the host: cloned into cgroup_fd already
+	int tasks[8];     // cgroup v1 tasks files to write "0" to before exec
+	int ntasks;
 	int set_ids;      // switch to uid/gid (a root caller's sandbox user)
 	unsigned uid, gid;
 	int last_cap;
@@ -70,7 +78,7 @@ static int tent_child(void *arg) {
 		tent_fail(c, 1);
 	}
 	close(c->go_pipe[0]);
-	if (c->cgroup_fd >= 0) {
+	if (c->cgroup_fd >= 0 && !c->in_cgroup) {
 		// Into the sandbox's cgroup before anything of the init runs (as
 		// CLONE_INTO_CGROUP would put it), while this process still has
 		// the caller's ids: "0" is the writer itself.
@@ -78,6 +86,14 @@ static int tent_child(void *arg) {
 		if (fd < 0) tent_fail(c, 12);
 		if (write(fd, "0", 1) != 1) tent_fail(c, 12);
 		close(fd);
+	}
+	// cgroup v1: into the sandbox's cgroup in every hierarchy through the
+	// tasks files the host opened. "0" to tasks moves the writer (this
+	// process has one thread) without the kernel's global threadgroup
+	// lock, which a pid written by the host, or cgroup.procs, takes.
+	for (i = 0; i < c->ntasks; i++) {
+		if (write(c->tasks[i], "0", 1) != 1) tent_fail(c, 13);
+		close(c->tasks[i]);
 	}
 	if (c->set_ids) {
 		// Keep the capabilities across the uid change (0 -> the sandbox
@@ -114,9 +130,43 @@ static int tent_child(void *arg) {
 	return 0;
 }
 
+// tent_clone3 is clone3(2) sharing this process's memory: the child
+// starts on args->stack, calls fn(arg) and exits with its result (fn
+// execs or _exits). It returns the child's pid, or -errno. glibc has no
+// clone3 wrapper that takes a function: the child's first instructions,
+// on a stack with no frame of this function, are written here.
+static long tent_clone3(struct clone_args *args, int (*fn)(void *), void *arg) {
+	long ret;
+	register long r8 __asm__("r8") = (long)fn;
+	register long r9 __asm__("r9") = (long)arg;
+	__asm__ volatile(
+		"syscall\n\t"
+		"test %%rax, %%rax\n\t"
+		"jnz 1f\n\t"
+		// The child: rsp is the top of args->stack (16-byte aligned);
+		// syscall kept every register but rax, rcx and r11.
+		"xor %%ebp, %%ebp\n\t"
+		"mov %%r9, %%rdi\n\t"
+		"call *%%r8\n\t"
+		"mov %%eax, %%edi\n\t"
+		"mov $60, %%eax\n\t" // SYS_exit
+		"syscall\n\t"
+		"hlt\n\t"
+		"1:\n\t"
+		: "=a"(ret)
+		: "0"((long)SYS_clone3), "D"(args), "S"(sizeof *args), "r"(r8), "r"(r9)
+		: "rcx", "r11", "memory");
+	return ret;
+}
+
 // tent_clone_start clones the child into flags' namespaces, sharing this
 // process's memory (no copy of the page tables, no copy-on-write faults
-// afterwards, unlike fork). The child waits for tent_clone_finish.
+// afterwards, unlike fork). The child waits for tent_clone_finish. With a
+// cgroup v2 directory the child is cloned into it (clone3
+// CLONE_INTO_CGROUP, Linux 5.7): writing "0" to cgroup.procs afterwards
+// would take the kernel's global threadgroup lock, which waits for an RCU
+// grace period; where clone3 fails (an older kernel, ...) the child
+// writes "0" itself, as before.
 static int tent_clone_start(struct tent_clone *c, int flags) {
 	c->stack_size = 64 << 10;
 	c->stack = mmap(NULL, c->stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -129,8 +179,26 @@ static int tent_clone_start(struct tent_clone *c, int flags) {
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	c->pid = clone(tent_child, (char *)c->stack + c->stack_size, flags | CLONE_VM | SIGCHLD, c);
-	int e = errno;
+	c->pid = -1;
+	int e = 0;
+	if (c->cgroup_fd >= 0) {
+		struct clone_args args;
+		memset(&args, 0, sizeof args);
+		args.flags = (unsigned long long)(unsigned)flags | CLONE_VM | CLONE_INTO_CGROUP;
+		args.exit_signal = SIGCHLD;
+		args.stack = (unsigned long long)(unsigned long)c->stack;
+		args.stack_size = c->stack_size;
+		args.cgroup = (unsigned long long)c->cgroup_fd;
+		long r = tent_clone3(&args, tent_child, c);
+		if (r > 0) {
+			c->pid = (int)r;
+			c->in_cgroup = 1; // read by the child after go_pipe
+		}
+	}
+	if (c->pid < 0) {
+		c->pid = clone(tent_child, (char *)c->stack + c->stack_size, flags | CLONE_VM | SIGCHLD, c);
+		e = errno;
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	close(c->go_pipe[0]);
 	close(c->exec_pipe[1]);
@@ -191,7 +259,11 @@ const fastCloneAvailable = true
 // cloneSteps names tent_child's steps for errors.
 var cloneSteps = map[int]string{1: "waiting for the id maps", 2: "PR_SET_KEEPCAPS", 3: "setgroups", 4: "setresgid",
 	5: "setresuid", 6: "capset", 7: "PR_CAP_AMBIENT_RAISE", 8: "setsid", 9: "F_DUPFD", 10: "dup3", 11: "execve",
-	12: "joining its cgroup"}
+	12: "joining its cgroup", 13: "joining its cgroup v1 hierarchies"}
+
+// maxCgroupTasks bounds cloneShared's cgroup v1 tasks files (one per
+// hierarchy: tent uses at most four).
+const maxCgroupTasks = 8
 
 // cloneShared starts path as a process in the namespaces of flags with
 // fds as its 0-3, sharing this process's memory until it execs (as
@@ -199,9 +271,15 @@ var cloneSteps = map[int]string{1: "waiting for the id maps", 2: "PR_SET_KEEPCAP
 // namespace flags cannot be a vfork in Go's os/exec, and the copy-on-write
 // faults it leaves behind cost this process ~100 page faults per sandbox.
 // maps writes the child's uid and gid maps while it waits; the child then
-// joins the cgroup v2 directory cgroupFD (when >= 0), switches to uid and
-// gid (with setIDs) and execs.
-func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgroupFD int, setIDs bool, uid, gid uint32, maps func(pid int) error) (int, error) {
+// joins the cgroup v1 hierarchies whose tasks files cgroupTasks are (at
+// most maxCgroupTasks, opened close-on-exec), switches to uid and gid
+// (with setIDs) and execs. With a cgroup v2 directory cgroupFD (>= 0) the
+// child is cloned into it (intoCgroup), or where clone3 cannot, joins it
+// before everything else.
+func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgroupFD int, cgroupTasks []int, setIDs bool, uid, gid uint32, maps func(pid int) error) (pid int, intoCgroup bool, err error) {
+	if len(cgroupTasks) > maxCgroupTasks {
+		return 0, false, fmt.Errorf("starting the sandbox init: %d cgroup v1 hierarchies, at most %d", len(cgroupTasks), maxCgroupTasks)
+	}
 	c := (*C.struct_tent_clone)(C.calloc(1, C.sizeof_struct_tent_clone))
 	defer C.free(unsafe.Pointer(c))
 	cpath := C.CString(path)
@@ -216,6 +294,10 @@ func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgr
 		c.fds[i] = C.int(fd)
 	}
 	c.cgroup_fd = C.int(cgroupFD)
+	for i, fd := range cgroupTasks {
+		c.tasks[i] = C.int(fd)
+	}
+	c.ntasks = C.int(len(cgroupTasks))
 	if setIDs {
 		c.set_ids, c.uid, c.gid = 1, C.uint(uid), C.uint(gid)
 	}
@@ -223,20 +305,21 @@ func cloneShared(path string, argv, env []string, fds [4]int, flags uintptr, cgr
 	// Fork-like operations and os/exec serialise on ForkLock, so that no
 	// descriptor is inherited half-created.
 	syscall.ForkLock.Lock()
-	pid := int(C.tent_clone_start(c, C.int(flags)))
+	pid = int(C.tent_clone_start(c, C.int(flags)))
 	syscall.ForkLock.Unlock()
 	if pid < 0 {
-		return 0, os.NewSyscallError("clone", syscall.Errno(-pid))
+		return 0, false, os.NewSyscallError("clone", syscall.Errno(-pid))
 	}
+	intoCgroup = c.in_cgroup != 0
 	if err := maps(pid); err != nil {
 		C.tent_clone_abort(c)
-		return 0, err
+		return 0, false, err
 	}
 	var step C.int
 	if r := C.tent_clone_finish(c, &step); r < 0 {
-		return 0, fmt.Errorf("starting the sandbox init: %s: %w", cloneSteps[int(step)], syscall.Errno(-r))
+		return 0, false, fmt.Errorf("starting the sandbox init: %s: %w", cloneSteps[int(step)], syscall.Errno(-r))
 	}
-	return pid, nil
+	return pid, intoCgroup, nil
 }
 
 // cStrings copies ss into a NULL-terminated C array.

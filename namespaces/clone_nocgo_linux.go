@@ -8,6 +8,6 @@ import "errors"
 // os/exec.
 const fastCloneAvailable = false
 
-func cloneShared(string, []string, []string, [4]int, uintptr, int, bool, uint32, uint32, func(int) error) (int, error) {
-	return 0, errors.New("shared-memory clone unavailable in this build")
+func cloneShared(string, []string, []string, [4]int, uintptr, int, []int, bool, uint32, uint32, func(int) error) (int, bool, error) {
+	return 0, false, errors.New("shared-memory clone unavailable in this build")
 }

@@ -198,6 +198,9 @@ const (
 	msgDone    = "done"
 	msgListen  = "listen"
 	msgDial    = "dial"
+	// msgWake, from the supervisor's idle holder, only wakes an idle init
+	// (see ExecSupervisorHolder); the init ignores it.
+	msgWake = "wake"
 )
 
 // Attach is a mount to add to a running sandbox: the plan step, and the

@@ -23,7 +23,22 @@
 // catch; answered with their listeners) and dial (a port of the
 // sandbox's loopback, for a published port; answered with a socket still
 // connecting) messages, each under an id, and answers started/error,
-// done and exit under it.
+// done and exit under it. A wake message (from the supervisor's idle
+// holder, below) and any other unknown type are ignored.
+//
+// The init is in the sandbox's cgroup before any of its code runs. On
+// cgroup v2 it is cloned into the directory (clone3 CLONE_INTO_CGROUP;
+// where that fails, the shared-memory clone's child writes "0" to
+// cgroup.procs before anything else). On cgroup v1 the shared-memory
+// clone joins each hierarchy before exec through the tasks file the host
+// opened (Options.CgroupTasks), and on os/exec's path (builds without
+// cgo, and stdio that needs copy goroutines) the host moves it before
+// sending its config. A write to cgroup.procs, or of another process's
+// pid to tasks, takes the kernel's global threadgroup lock and waits for
+// an RCU grace period (milliseconds per start); cloning into a cgroup,
+// or a process moving only itself through tasks, does not. The control socket is an
+// *os.File (package net would delay the init's start; see
+// internal/ctlmsg).
 //
 // # Signals
 //

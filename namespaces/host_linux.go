@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 )
 
 // Options are the host-side settings of an init process.
@@ -25,10 +26,20 @@ type Options struct {
 	// Privileged is set when the caller is root on the host: supplementary
 	// groups are cleared and the init switches to the mapped ids.
 	Privileged bool
-	// CgroupFD, when >= 0, is a cgroup v2 directory the init joins
-	// before it execs (or is cloned into, clone3 CLONE_INTO_CGROUP, on
-	// os/exec's path), so none of its code runs outside it.
+	// CgroupFD, when >= 0, is a cgroup v2 directory the init is cloned
+	// into (clone3 CLONE_INTO_CGROUP, Linux 5.7; where the shared-memory
+	// clone's clone3 fails, its child joins it before anything else), so
+	// none of its code runs outside it.
 	CgroupFD int
+	// CgroupTasks, on cgroup v1, are the sandbox cgroup's tasks files
+	// (cgroups.Cgroup.OpenSelfJoin, close-on-exec; at most eight): the
+	// shared-memory clone writes "0" to each before it execs, so that the
+	// init joins every hierarchy without the kernel's global lock that
+	// moving it from the host takes (an RCU grace period per start). The
+	// caller keeps and closes them. [Init.JoinedCgroup] reports whether
+	// they were used; when not (os/exec's path), the caller moves the
+	// init itself before sending its Config.
+	CgroupTasks []int
 	// Stdin, Stdout and Stderr become the command's fds 0, 1 and 2.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -40,10 +51,12 @@ type Init struct {
 	cmd    *exec.Cmd   // nil when cloned by cloneShared
 	proc   *os.Process // the init
 	state  *os.ProcessState
-	conn   *net.UnixConn
+	conn   *os.File // the control socket (ctlmsg.NewConn)
 	log    *slog.Logger
 	sendMu sync.Mutex
 	tty    *os.File // the one-shot command's terminal master (Exec.TTY)
+	// joined is set when the init joined Options.CgroupTasks itself.
+	joined bool
 
 	// Long-lived sandboxes (see Serve): pending execs by id.
 	mu      sync.Mutex
@@ -64,16 +77,13 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("socketpair", err)
 	}
-	hostEnd := os.NewFile(uintptr(pair[0]), "tent-control")
 	initEnd := os.NewFile(uintptr(pair[1]), "tent-control-init")
 	defer initEnd.Close()
-	fc, err := net.FileConn(hostEnd)
-	hostEnd.Close()
+	conn, err := ctlmsg.NewConn(pair[0], "tent-control")
 	if err != nil {
-		initEnd.Close()
+		unix.Close(pair[0])
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	conn := fc.(*net.UnixConn)
 
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if !o.ShareNet {
@@ -101,8 +111,8 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if fastCloneAvailable {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
 			defer closeAll(fds.opened)
-			pid, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
-				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD,
+			pid, intoCgroup, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{},
+				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD, o.CgroupTasks,
 				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
 			if err != nil {
@@ -114,8 +124,8 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 				conn.Close()
 				return nil, err
 			}
-			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true)
-			return &Init{proc: proc, conn: conn, log: log}, nil
+			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true, "cloned into its cgroup", intoCgroup)
+			return &Init{proc: proc, conn: conn, log: log, joined: len(o.CgroupTasks) > 0}, nil
 		}
 	}
 	cmd := &exec.Cmd{
@@ -194,6 +204,10 @@ func writeIDMaps(pid int, uid, gid syscall.SysProcIDMap, privileged bool) error 
 
 // helloTimeout bounds the wait for a fresh init's first message.
 const helloTimeout = 10 * time.Second
+
+// JoinedCgroup reports whether the init joined the cgroup v1 hierarchies
+// of Options.CgroupTasks itself, before it exec'd.
+func (i *Init) JoinedCgroup() bool { return i.joined }
 
 // Pid is the init's pid on the host.
 func (i *Init) Pid() int { return i.proc.Pid }

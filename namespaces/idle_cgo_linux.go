@@ -12,6 +12,7 @@ package namespaces
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +21,9 @@ package namespaces
 #define TENT_IDLE_ARG0 "tent-idle"
 #define TENT_IDLE_SUPERVISOR_ARG0 "tent-idle-supervisor"
 #define TENT_EXIT_PROTOCOL 121
+// TENT_WAKE is the control message the supervisor's holder sends the
+// init (message{Type: msgWake}, which the init ignores).
+#define TENT_WAKE "{\"type\":\"wake\"}"
 
 // tent_idle_fd parses a descriptor number; -1 when s is not one.
 static int tent_idle_fd(const char *s) {
@@ -110,19 +114,26 @@ static void tent_idle_trim(void) {
 // exits, and the kernel kills the sandbox's processes with it.
 // tent_idle_supervisor is the idle holder of a CLI sandbox's supervisor
 // (see sandbox.SuperviseOptions): argv is {TENT_IDLE_SUPERVISOR_ARG0,
-// deadline, fd..., "--", binary fd, argv of the Go supervisor...}. It
-// waits until one of the fds is readable or hung up, the deadline (ms
-// since the epoch, 0 for none) passes, or SIGTERM, SIGINT, SIGHUP or
-// SIGCHLD arrives, then execs the Go supervisor with one argument more:
-// the number of the signal that woke it (SIGTERM, SIGINT, SIGHUP), or 0.
+// deadline, wake fd or "-", fd..., "--", binary fd, argv of the Go
+// supervisor...}. It waits until one of the fds is readable or hung up,
+// the deadline (ms since the epoch, 0 for none) passes, or SIGTERM,
+// SIGINT, SIGHUP or SIGCHLD arrives, then execs the Go supervisor with
+// one argument more: the number of the signal that woke it (SIGTERM,
+// SIGINT, SIGHUP), or 0. Woken by a watched fd other than the wake fd (a
+// client, a proxied connection), it first sends TENT_WAKE on the wake fd
+// (the init's control socket), so that an idle init's holder starts the
+// Go init while the Go supervisor starts, instead of after it.
 static void tent_idle_supervisor(int argc, char **argv, char **envp) {
 	int sep = -1;
-	for (int i = 2; i < argc; i++)
+	for (int i = 3; i < argc; i++)
 		if (strcmp(argv[i], "--") == 0) {
 			sep = i;
 			break;
 		}
-	int nfds = sep - 2;
+	int wake = -1;
+	if (argc > 2 && strcmp(argv[2], "-") != 0 && (wake = tent_idle_fd(argv[2])) < 0)
+		_exit(TENT_EXIT_PROTOCOL);
+	int nfds = sep - 3;
 	if (sep < 0 || nfds < 1 || nfds > 16 || sep + 2 >= argc)
 		_exit(TENT_EXIT_PROTOCOL);
 	long long deadline = 0;
@@ -134,7 +145,7 @@ static void tent_idle_supervisor(int argc, char **argv, char **envp) {
 	int exe = tent_idle_fd(argv[sep + 1]);
 	struct pollfd p[17];
 	for (int i = 0; i < nfds; i++) {
-		p[i].fd = tent_idle_fd(argv[2 + i]);
+		p[i].fd = tent_idle_fd(argv[3 + i]);
 		p[i].events = POLLIN;
 		if (p[i].fd < 0)
 			_exit(TENT_EXIT_PROTOCOL);
@@ -172,6 +183,16 @@ static void tent_idle_supervisor(int argc, char **argv, char **envp) {
 		while (read(sfd, &si, sizeof si) == sizeof si)
 			if (si.ssi_signo != SIGCHLD)
 				reason = (int)si.ssi_signo;
+		int poke = wake >= 0;
+		for (int i = 0; i < nfds; i++)
+			if (p[i].fd == wake && p[i].revents != 0)
+				poke = 0; // the init has something to say: it is awake
+		int other = 0;
+		for (int i = 0; i < nfds; i++)
+			if (p[i].fd != wake && (p[i].revents & POLLIN))
+				other = 1;
+		if (poke && other && reason == 0)
+			send(wake, TENT_WAKE, sizeof TENT_WAKE - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		break;
 	}
 	close(sfd);
@@ -259,3 +280,6 @@ const holderArg0 = C.TENT_IDLE_ARG0
 // supervisorHolderArg0 is the supervisor holder's argv[0], as the C side
 // spells it.
 const supervisorHolderArg0 = C.TENT_IDLE_SUPERVISOR_ARG0
+
+// holderWake is the message the supervisor holder sends the init.
+const holderWake = C.TENT_WAKE

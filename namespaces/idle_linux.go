@@ -3,7 +3,6 @@ package namespaces
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"syscall"
@@ -35,7 +34,7 @@ type idleState struct {
 // init again when the next message arrives, and the init then picks up
 // where it left off (resumeState). The caller must not be reading conn.
 // handOff returns only when the exec failed, having undone what it did.
-func handOff(conn *net.UnixConn, cfg *Config, hostView int, sp *spawner) error {
+func handOff(conn *os.File, cfg *Config, hostView int, sp *spawner) error {
 	self, err := sp.selfFD()
 	if err != nil {
 		return err
@@ -90,11 +89,17 @@ func resumeState(arg string) (*idleState, error) {
 // new image needs, must not be close-on-exec. It returns only when the
 // exec failed.
 //
+// wake, when >= 0, is the sandbox init's control socket (one of watch):
+// woken by another watch descriptor, the holder first sends the init a
+// wake-up message (ignored by the init), so that an init in its own idle
+// holder starts again while the Go supervisor starts, rather than once
+// the supervisor forwards the request that woke it.
+//
 // The calling goroutine must be locked to the OS thread that started the
 // sandbox's init (runtime.LockOSThread before provisioning): the init
 // asks for SIGKILL when the thread that started it ends, and every other
 // thread ends at exec.
-func ExecSupervisorHolder(deadline time.Time, watch []int, goArgv []string) error {
+func ExecSupervisorHolder(deadline time.Time, watch []int, wake int, goArgv []string) error {
 	if !holderAvailable {
 		return fmt.Errorf("idle supervisor holder: %w (built without cgo)", errors.ErrUnsupported)
 	}
@@ -110,7 +115,10 @@ func ExecSupervisorHolder(deadline time.Time, watch []int, goArgv []string) erro
 	if !deadline.IsZero() {
 		ms = strconv.FormatInt(max(1, deadline.UnixMilli()), 10)
 	}
-	argv := []string{IdleSupervisorArg0, ms}
+	argv := []string{IdleSupervisorArg0, ms, "-"}
+	if wake >= 0 {
+		argv[2] = strconv.Itoa(wake)
+	}
 	for _, fd := range watch {
 		argv = append(argv, strconv.Itoa(fd))
 	}

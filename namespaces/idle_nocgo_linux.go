@@ -10,3 +10,4 @@ const holderAvailable = false
 const holderArg0 = IdleArg0
 
 const supervisorHolderArg0 = IdleSupervisorArg0
+const holderWake = `{"type":"wake"}`

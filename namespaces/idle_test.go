@@ -1,6 +1,8 @@
 package namespaces
 
 import (
+	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,5 +93,32 @@ func TestIdleTimerPhases(t *testing.T) {
 			}
 		}
 		off.Stop()
+	}
+}
+
+// The supervisor holder's wake-up message (C) is the init's msgWake, and
+// an init does nothing with it but close what came with it.
+func TestHolderWake(t *testing.T) {
+	b, err := json.Marshal(message{Type: msgWake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != holderWake {
+		t.Fatalf("the C holder sends %s, the init knows %s", holderWake, b)
+	}
+	var m message
+	if err := json.Unmarshal([]byte(holderWake), &m); err != nil || m.Type != msgWake {
+		t.Fatalf("%s decodes as %+v (%v)", holderWake, m, err)
+	}
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &initLoop{execs: map[int]string{}, hostView: -1}
+	if code, done := in.handle(control{m: m, fds: []int{fd}}); done || code != 0 {
+		t.Fatalf("handle(wake) = %d, %v; want 0, false", code, done)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+		t.Errorf("the descriptor sent with the wake-up is still open (%v)", err)
 	}
 }

@@ -3,7 +3,6 @@ package namespaces
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
@@ -62,13 +62,10 @@ func runInit() int {
 		}
 		ctlFD = resumed.Control
 	}
-	f := os.NewFile(uintptr(ctlFD), "tent-control")
-	fc, err := net.FileConn(f)
-	f.Close()
+	conn, err := ctlmsg.NewConn(ctlFD, "tent-control")
 	if err != nil {
 		return ExitProtocol
 	}
-	conn := fc.(*net.UnixConn)
 	defer conn.Close()
 	// Signals for the init itself come only through the socket: catch and
 	// drop the others. (Not signal.Ignore: SIG_IGN would be inherited by
@@ -167,7 +164,7 @@ func runInit() int {
 
 // initLoop is a running init's state between requests.
 type initLoop struct {
-	conn     *net.UnixConn
+	conn     *os.File
 	cfg      *Config
 	sp       *spawner
 	hostView int // fs.SaveHostView's descriptor, or -1

@@ -1,13 +1,20 @@
 package namespaces
 
 import (
+	"encoding/json"
 	"fmt"
-	"net"
+	"os"
+	"strconv"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 )
 
-func send(c *net.UnixConn, m message, fds []int) error {
+// The control socket is an *os.File (ctlmsg.NewConn) rather than a
+// net.UnixConn: the init starts from this package's initialisation, and
+// importing package net would put it behind every package net's imports
+// wait for (see internal/ctlmsg).
+
+func send(c *os.File, m message, fds []int) error {
 	if err := ctlmsg.Send(c, m, fds); err != nil {
 		return fmt.Errorf("sending %s: %w", m.Type, err)
 	}
@@ -15,10 +22,84 @@ func send(c *net.UnixConn, m message, fds []int) error {
 }
 
 // recv reads one message and its descriptors (close-on-exec).
-func recv(c *net.UnixConn) (message, []int, error) {
+func recv(c *os.File) (message, []int, error) {
 	var m message
 	fds, err := ctlmsg.Recv(c, &m)
 	return m, fds, err
 }
 
 func closeAll(fds []int) { ctlmsg.Close(fds) }
+
+// plainMessage is message without its MarshalJSON: what encoding/json
+// makes of it.
+type plainMessage message
+
+// MarshalJSON encodes m exactly as encoding/json encodes plainMessage(m).
+// The messages an init sends (hello, started, exit, error, done) hold
+// only numbers and short strings, and are written here directly:
+// encoding/json would first build an encoder for every type a message
+// can carry — the whole Config with its mount plan — a few hundred
+// microseconds on the path of every sandbox start, in a process that
+// never sends a Config. A message with a nested value, or a string that
+// needs escaping, goes through encoding/json.
+func (m message) MarshalJSON() ([]byte, error) {
+	if m.Exec != nil || m.Attach != nil || m.Config != nil ||
+		!plainJSONString(m.Type) || !plainJSONString(m.ID) || !plainJSONString(m.Stage) || !plainJSONString(m.Error) {
+		return json.Marshal(plainMessage(m))
+	}
+	b := make([]byte, 0, 64+len(m.Error))
+	b = append(b, `{"type":"`...)
+	b = append(b, m.Type...)
+	b = append(b, '"')
+	str := func(key, v string) {
+		if v != "" {
+			b = append(b, `,"`+key+`":"`...)
+			b = append(b, v...)
+			b = append(b, '"')
+		}
+	}
+	num := func(key string, v int64) {
+		if v != 0 {
+			b = append(b, `,"`+key+`":`...)
+			b = strconv.AppendInt(b, v, 10)
+		}
+	}
+	str("id", m.ID)
+	if len(m.Ports) > 0 {
+		b = append(b, `,"ports":[`...)
+		for i, p := range m.Ports {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(p), 10)
+		}
+		b = append(b, ']')
+	}
+	num("port", int64(m.Port))
+	if m.V6 {
+		b = append(b, `,"v6":true`...)
+	}
+	num("pid", int64(m.Pid))
+	num("status", int64(m.Status))
+	num("signal", int64(m.Signal))
+	str("stage", m.Stage)
+	str("error", m.Error)
+	num("errno", int64(m.Errno))
+	if m.TTY {
+		b = append(b, `,"tty":true`...)
+	}
+	return append(b, '}'), nil
+}
+
+// plainJSONString reports whether s is written in JSON as it is between
+// quotes: printable ASCII without '"', '\\' or the characters
+// encoding/json escapes for HTML ('<', '>', '&').
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}

@@ -44,7 +44,6 @@ func (r *running) createCgroup(s *Spec, log interface{ Debug(string, ...any) }) 
 		}
 	}
 	if err == nil {
-		reapStaleCgroups(r.cg)
 		p.report.CgroupVersion = r.cg.Version().String()
 		p.report.CgroupPaths = r.cg.Paths()
 		p.reportCgroupLimits(r.cg.Version())
@@ -101,7 +100,10 @@ const staleAfter = 30 * time.Second
 
 // reapStaleCgroups removes empty sibling tent-* cgroups left by killed
 // owners. rmdir fails on a cgroup that still has processes or children,
-// so a live sandbox is never touched; errors are ignored.
+// so a live sandbox is never touched; errors are ignored. A start calls
+// it once its own cgroup exists, where it costs no time: boot while the
+// init's runtime starts (a stat of every sibling in every hierarchy, a
+// few hundred microseconds on a host with many sandboxes).
 func reapStaleCgroups(cg *cgroups.Cgroup) {
 	mine := map[string]bool{}
 	for _, p := range cg.Paths() {

@@ -149,6 +149,14 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if r.cg != nil {
 		if fd, ok := r.cg.FD(); ok {
 			p.opts.CgroupFD = fd
+		} else if tasks, err := r.cg.OpenSelfJoin(); err == nil {
+			// cgroup v1: the init's clone joins it (namespaces.Options).
+			p.opts.CgroupTasks = tasks
+			defer closeFDs(tasks)
+		} else {
+			// A delegation that left tasks unwritable (only cgroup.procs
+			// handed over): the host moves the init below, as before.
+			log.Debug("cgroup tasks files", "err", err)
 		}
 	}
 	// The init's fds 0-2 are the one-shot command's: the caller's files
@@ -176,14 +184,18 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if err != nil {
 		return nil, hostError(err)
 	}
-	if r.cg != nil && p.opts.CgroupFD < 0 {
-		// cgroup v1: the init waits for its config before doing anything,
-		// so it is in place before any sandboxed code runs.
+	if r.cg != nil && p.opts.CgroupFD < 0 && !r.init.JoinedCgroup() {
+		// cgroup v1 on os/exec's path: the init waits for its config
+		// before doing anything, so it is in place before any sandboxed
+		// code runs.
 		if err := r.cg.AddProc(r.init.Pid()); err != nil {
 			return nil, fmt.Errorf("placing the sandbox in its cgroup: %w", err)
 		}
 	}
 	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
+	if r.cg != nil {
+		reapStaleCgroups(r.cg) // while the init's runtime starts
+	}
 	var fds []int
 	if p.privileged && len(p.userMounts) > 0 {
 		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {

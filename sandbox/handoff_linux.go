@@ -187,7 +187,7 @@ func (s *Sandbox) handOff(store, id string, listener int, argv []string) error {
 	if !s.quiet() { // a proxied connection came in meanwhile
 		return errors.New("the sandbox became busy")
 	}
-	return namespaces.ExecSupervisorHolder(st.Deadline, watch, argv)
+	return namespaces.ExecSupervisorHolder(st.Deadline, watch, st.Control, argv)
 }
 
 // adopt rebuilds, in the process the supervisor's idle holder exec'd, the

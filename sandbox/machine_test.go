@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,6 +87,17 @@ func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 		t.Fatal("the sandbox has no cgroup")
 	}
 	version := cgroupVersionOf(t, paths[0])
+	// The init itself is in the cgroup in every hierarchy (on cgroup v1
+	// its clone joins them before it execs; namespaces.Options).
+	for _, p := range paths {
+		procs, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(sb.InitPID())) {
+			t.Errorf("the init (%d) is not in %s: %q", sb.InitPID(), p, procs)
+		}
+	}
 	want := map[string]bool{}
 	for _, p := range paths {
 		want[devIno(t, p)] = true

@@ -322,6 +322,9 @@ func (c *Cmd) startReduced(ctx context.Context, why string) (err error) {
 	if err := r.createCgroup(&c.Spec, log); err != nil {
 		return err
 	}
+	if r.cg != nil {
+		reapStaleCgroups(r.cg)
+	}
 	p.report.add("process tree kill", Enforced, "")
 	if r.cg == nil {
 		d.subreaper = true

@@ -1,45 +1,67 @@
-// Command benchcmp measures the start-up cost of `tent run -- /bin/true`
-// against /bin/true alone and against bubblewrap with every namespace, in
-// one run, interleaving the three so that machine noise hits them alike.
-// It prints medians and ratios. Used by `make bench`.
+// Command benchcmp measures the start-up cost of a sandbox against
+// /bin/true alone and against bubblewrap with every namespace, in one
+// run, interleaving every case so that machine noise hits them alike. It
+// prints medians and ratios. Used by `make bench`.
+//
+// The cases, each running /bin/true:
+//
+//   - /bin/true itself (the floor: one fork and exec);
+//   - bwrap --unshare-all with a read-only root, /proc and /dev;
+//   - `tent run` with every protection on (seven namespaces, a cgroup,
+//     Landlock, seccomp, the cgroup view), with --net none (the default)
+//     and with --net limited (the proxy's listeners, stub DNS and routes);
+//   - sandbox.Command(...).Run() in this process: a Go program that
+//     embeds the library (its init is this binary, re-executed);
+//   - with -before, an older tent binary's `tent run`, for a before/after
+//     ratio measured in the same run.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
 func main() {
+	sandbox.Init() // this binary is the in-process case's sandbox init
 	tent := flag.String("tent", "bin/tent", "path of the tent binary")
-	n := flag.Int("n", 200, "runs of each command")
+	before := flag.String("before", "", "path of an older tent binary to compare with (optional)")
+	n := flag.Int("n", 200, "runs of each case")
 	flag.Parse()
 
-	cases := []struct {
-		name string
-		argv []string
-	}{
-		{"/bin/true", []string{"/bin/true"}},
-		{"bwrap --unshare-all", []string{"bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "/bin/true"}},
-		{"tent run (all protections)", []string{*tent, "run", "--", "/bin/true"}},
+	bwrap := []string{"bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "/bin/true"}
+	cases := []benchCase{
+		{name: "/bin/true", argv: []string{"/bin/true"}},
+		{name: "bwrap --unshare-all", argv: bwrap},
+		{name: "tent run (all protections)", argv: []string{*tent, "run", "--", "/bin/true"}},
+		{name: "tent run --net limited", argv: []string{*tent, "run", "--allow-host", "example.com", "--", "/bin/true"}},
+		{name: "sandbox.Command().Run()", run: func() error {
+			return sandbox.Command(context.Background(), sandbox.Spec{}, "/bin/true").Run()
+		}},
 	}
-	times := make([][]time.Duration, len(cases))
+	if *before != "" {
+		cases = append(cases, benchCase{name: "tent run, before", argv: []string{*before, "run", "--", "/bin/true"}})
+	}
 	for i, c := range cases {
-		if out, err := exec.Command(c.argv[0], c.argv[1:]...).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "benchcmp: %s does not run: %v\n%s", c.name, err, out)
+		if err := c.check(); err != nil {
+			fmt.Fprintf(os.Stderr, "benchcmp: %s does not run: %v\n", c.name, err)
 			if i == 1 {
 				fmt.Fprintln(os.Stderr, "benchcmp: install bubblewrap (scripts/setup) for the baseline")
 			}
 			os.Exit(1)
 		}
 	}
+	times := make([][]time.Duration, len(cases))
 	for r := 0; r < *n; r++ {
 		for i, c := range cases {
 			start := time.Now()
-			if err := exec.Command(c.argv[0], c.argv[1:]...).Run(); err != nil {
+			if err := c.once(); err != nil {
 				fmt.Fprintf(os.Stderr, "benchcmp: %s: %v\n", c.name, err)
 				os.Exit(1)
 			}
@@ -56,10 +78,43 @@ func main() {
 		p90 := times[i][len(times[i])*9/10]
 		fmt.Printf("  %-28s %8.2f ms   p90 %8.2f ms\n", c.name, ms(med[i]), ms(p90))
 	}
+	ratio := func(a, b int) float64 { return float64(med[a]) / float64(med[b]) }
 	fmt.Printf("ratios:\n")
-	fmt.Printf("  tent / bwrap      %.2fx   (target <= 1.00)\n", float64(med[2])/float64(med[1]))
-	fmt.Printf("  tent / /bin/true  %.2fx\n", float64(med[2])/float64(med[0]))
-	fmt.Printf("  bwrap / /bin/true %.2fx\n", float64(med[1])/float64(med[0]))
+	fmt.Printf("  tent / bwrap                %.2fx   (target <= 1.25)\n", ratio(2, 1))
+	fmt.Printf("  tent --net limited / bwrap  %.2fx\n", ratio(3, 1))
+	fmt.Printf("  in-process / bwrap          %.2fx   (target <= 1.25)\n", ratio(4, 1))
+	fmt.Printf("  tent / /bin/true            %.2fx\n", ratio(2, 0))
+	fmt.Printf("  bwrap / /bin/true           %.2fx\n", ratio(1, 0))
+	if *before != "" {
+		fmt.Printf("  tent / tent before          %.2fx   (before / bwrap %.2fx)\n", ratio(2, 5), ratio(5, 1))
+	}
+}
+
+// benchCase is a command to time as a whole process (argv) or a function
+// run in this process (run).
+type benchCase struct {
+	name string
+	argv []string
+	run  func() error
+}
+
+// once runs c one time, its output discarded.
+func (c benchCase) once() error {
+	if c.run != nil {
+		return c.run()
+	}
+	return exec.Command(c.argv[0], c.argv[1:]...).Run()
+}
+
+// check runs c one time and returns its output with its error.
+func (c benchCase) check() error {
+	if c.run != nil {
+		return c.run()
+	}
+	if out, err := exec.Command(c.argv[0], c.argv[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

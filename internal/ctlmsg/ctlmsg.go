@@ -2,13 +2,21 @@
 // descriptors over SOCK_SEQPACKET unix sockets: one message per packet,
 // descriptors passed with SCM_RIGHTS and received close-on-exec. tent's
 // host/init protocol and its supervisor protocol both use it.
+//
+// A socket is any syscall.Conn: a *net.UnixConn, or the *os.File of
+// [NewConn], which works the same through the runtime's poller
+// (deadlines, Close waking a blocked Recv) without importing package
+// net: the sandbox init starts from package namespaces' initialisation,
+// which runs once every package it imports is initialised, and net's
+// imports are initialised last of all.
 package ctlmsg
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,24 +31,57 @@ const MaxFDs = 64
 // ErrClosed is returned by Recv when the peer closed the socket.
 var ErrClosed = errors.New("control socket closed")
 
+// NewConn returns the socket fd as a *os.File for Send and Recv, in
+// non-blocking mode so that it goes through the runtime's poller as a
+// net.Conn would. The File owns fd.
+func NewConn(fd int, name string) (*os.File, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
 // Send marshals v and sends it with fds attached (the caller keeps them).
-func Send(c *net.UnixConn, v any, fds []int) error {
+func Send(c syscall.Conn, v any, fds []int) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
+	return SendRaw(c, b, fds)
+}
+
+// SendRaw sends b, a message already marshalled, with fds attached (the
+// caller keeps them).
+func SendRaw(c syscall.Conn, b []byte, fds []int) error {
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_, _, err = c.WriteMsgUnix(b, oob, nil)
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Write(func(fd uintptr) bool {
+		for serr = unix.EINTR; serr == unix.EINTR; {
+			serr = unix.Sendmsg(int(fd), b, oob, nil, unix.MSG_NOSIGNAL)
+		}
+		return serr != unix.EAGAIN
+	})
+	if err == nil && serr != nil {
+		err = os.NewSyscallError("sendmsg", serr)
+	}
 	return err
 }
 
 // Recv reads one message into v and returns its descriptors, which the
 // caller owns.
-func Recv(c *net.UnixConn, v any) ([]int, error) {
-	size, err := peekSize(c)
+func Recv(c syscall.Conn, v any) ([]int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	size, err := peekSize(rc)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +90,17 @@ func Recv(c *net.UnixConn, v any) ([]int, error) {
 	// truncated rather than silently cut.
 	buf := make([]byte, size+1)
 	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
-	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	var n, oobn, flags int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for rerr = unix.EINTR; rerr == unix.EINTR; {
+			n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		}
+		return rerr != unix.EAGAIN
+	})
+	if err == nil && rerr != nil {
+		err = os.NewSyscallError("recvmsg", rerr)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -91,15 +142,13 @@ func Recv(c *net.UnixConn, v any) ([]int, error) {
 // rather than MaxMessage every time: the control path runs once per exec
 // and a megabyte per message was most of its cost. A packet longer than
 // MaxMessage is an error; 0 means the peer closed the socket.
-func peekSize(c *net.UnixConn) (int, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
+func peekSize(rc syscall.RawConn) (int, error) {
 	var n int
 	var serr error
-	err = rc.Read(func(fd uintptr) bool {
-		n, _, serr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+	err := rc.Read(func(fd uintptr) bool {
+		for serr = unix.EINTR; serr == unix.EINTR; {
+			n, _, serr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		}
 		return serr != unix.EAGAIN
 	})
 	if err == nil {

@@ -6,7 +6,9 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -102,4 +104,71 @@ func (m *runtimeMem) read() {
 	var s runtime.MemStats
 	runtime.ReadMemStats(&s)
 	m.total = s.TotalAlloc
+}
+
+// filePair is pair's sockets as NewConn's files, without package net.
+func filePair(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files [2]*os.File
+	for i, fd := range fds {
+		if files[i], err = NewConn(fd, "ctl"); err != nil {
+			t.Fatal(err)
+		}
+		f := files[i]
+		t.Cleanup(func() { f.Close() })
+	}
+	return files[0], files[1]
+}
+
+// NewConn's files carry messages and descriptors to a net.UnixConn and
+// back, honour read deadlines, and a Recv blocked on one returns when
+// it is closed; its peer's close is ErrClosed.
+func TestFileConn(t *testing.T) {
+	a, b := filePair(t)
+	var got msg
+	for _, pair := range [][2]syscall.Conn{{a, b}, {b, a}} {
+		if err := Send(pair[0], msg{"over a file"}, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		fds, err := Recv(pair[1], &got)
+		if err != nil || got.Text != "over a file" || len(fds) != 1 {
+			t.Fatalf("Recv: %q, %d fds, %v", got.Text, len(fds), err)
+		}
+		Close(fds)
+	}
+
+	if err := b.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Recv(b, &got); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Recv past its deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	_ = b.SetReadDeadline(time.Time{})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := Recv(b, &got)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	b.Close()
+	select {
+	case err := <-done:
+		// internal/poll's ErrFileClosing, as os.File's Read returns it.
+		if err == nil || !strings.Contains(err.Error(), "use of closed file") {
+			t.Fatalf("Recv on a closed file: %v, want use of closed file", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake a blocked Recv")
+	}
+
+	c, d := filePair(t)
+	c.Close()
+	if _, err := Recv(d, &got); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Recv after the peer closed: %v, want ErrClosed", err)
+	}
 }
