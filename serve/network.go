@@ -175,8 +175,7 @@ const maxRuleHeaders = 32
 // sandbox's policy (netpolicy.Secret with Header): tent's proxy sets each
 // header on every HTTPS request to its host, which it intercepts for
 // that, and the value never enters the sandbox, its records or answers
-// (see redactRules). A rule without a transform, or with another kind, is
-// refused.
+// (see redactRules). A rule of another kind is not implemented (501).
 func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
 	hosts := make([]string, 0, len(rules))
 	for h := range rules {
@@ -191,7 +190,7 @@ func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
 		}
 		for i, rule := range rules[h] {
 			if rule.Transform == nil || len(rule.Transform.Headers) == 0 {
-				return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d]: only transform.headers is served", h, i)
+				return nil, notImplemented(fmt.Sprintf("network.rules[%q][%d]: rules other than transform.headers", h, i))
 			}
 			names := make([]string, 0, len(rule.Transform.Headers))
 			for k := range rule.Transform.Headers {
