@@ -68,6 +68,8 @@ func (b *Backend) SignalProcess(ctx context.Context, ref string, pid int, sig sy
 // not in the result). While attached, a command that writes faster than
 // the writers take waits for them. Signals received on signals are
 // delivered to it meanwhile. ctx's end detaches: the command goes on.
+// A command that ended with its sandbox (terminated under it) has no
+// status of its own: Attach then fails with sandbox.ErrTerminated.
 func (b *Backend) Attach(ctx context.Context, ref string, pid int, stdout, stderr io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error) {
 	rec, err := b.st.Get(ref)
 	if err != nil {

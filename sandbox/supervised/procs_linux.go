@@ -40,6 +40,7 @@ type detached struct {
 	done    chan struct{} // closed once res and ended are set
 	res     *sandbox.ExecResult
 	ended   time.Time
+	lost    bool // it ended with its sandbox: no status of its own
 }
 
 // procTable holds a supervisor's detached commands.
@@ -77,12 +78,13 @@ func (t *procTable) start(sb *sandbox.Sandbox, req request) (int, error) {
 	t.procs = append(t.procs, d)
 	go func() {
 		res, _ := p.Wait()
-		if res == nil { // the sandbox ended under it
+		lost := res == nil
+		if lost { // the sandbox ended under it
 			res = &sandbox.ExecResult{}
 			res.ExitCode = 125
 		}
 		t.mu.Lock()
-		d.res, d.ended = res, time.Now()
+		d.res, d.ended, d.lost = res, time.Now(), lost
 		t.mu.Unlock()
 		out[0].close()
 		out[1].close()
@@ -210,6 +212,10 @@ func (t *procTable) serveAttach(conn *net.UnixConn, pid int, outs []*os.File) {
 		}
 	}
 	<-d.done
+	if d.lost {
+		_ = ctlmsg.Send(conn, failure(fmt.Errorf("%w: the sandbox ended while the command ran", sandbox.ErrTerminated)), nil)
+		return
+	}
 	_ = ctlmsg.Send(conn, reply{Result: d.res}, nil)
 }
 

@@ -63,13 +63,14 @@ func (p *proc) followDetached(ctx context.Context) {
 	defer p.cancel()
 	res, err := p.det.Attach(ctx, p.bx.id, int(p.pid), &outWriter{p, kindStdout}, &outWriter{p, kindStderr}, nil)
 	detachedFrom := res == nil && ctx.Err() != nil
+	lost := errors.Is(err, sandbox.ErrTerminated) // it ended with its sandbox
 	if res == nil && errors.Is(err, supervised.ErrNoProcess) {
 		// Its record is gone (a supervisor restarted by an idle hand-off
 		// keeps none of finished commands).
 		err = errors.New("the command's record is gone: its exit is not known")
 	}
 	end := endEvent(res, err)
-	gone := detachedFrom || p.bx.isClosed()
+	gone := detachedFrom || lost || p.bx.isClosed()
 	if !gone && res == nil {
 		ectx, cancel := context.WithTimeout(context.Background(), supervisorCallTimeout)
 		gone = p.bx.ended(ectx)

@@ -142,4 +142,24 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	if ev4.end.GetStatus() != "signal: killed" {
 		t.Errorf("after SIGKILL: %v", ev4.end)
 	}
+
+	// A command whose sandbox is killed under it has no status of its
+	// own: its stream ends unavailable (the SDKs' TimeoutError, "the
+	// sandbox was killed"), not with an exit status.
+	s5, err := client.Start(ctx, connect.NewRequest(&processpb.StartRequest{Stdin: &no, Process: &processpb.ProcessConfig{Cmd: "sleep", Args: []string{"60"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s5.Close()
+	ev5 := &events{}
+	until(t, s5, ev5, func(ev *events) bool { return ev.pid != 0 })
+	if err := b.Terminate(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	for s5.Receive() {
+		ev5.add(eventOf(s5))
+	}
+	if ev5.end != nil || code(s5.Err()) != connect.CodeUnavailable {
+		t.Errorf("a command whose sandbox was killed: end %v, %v; want the stream unavailable", ev5.end, s5.Err())
+	}
 }
