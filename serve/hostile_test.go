@@ -199,20 +199,11 @@ func TestBaseTemplateIsBounded(t *testing.T) {
 		t.Skip("-short: starts sandboxes")
 	}
 	ctx := context.Background()
-	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = local.Close(ctx) })
+	local := newTestLocal(t, sandbox.LocalOptions{})
 	if cg := local.Capabilities().CgroupVersion; cg == "none" {
 		t.Skip("no cgroup for sandboxes on this host: the server says so at start (TestBaseTemplateLimits)")
 	}
-	s, err := New(local, Options{APIKey: testKey, BaseLimits: &sandbox.Limits{Memory: 64 << 20, Pids: 32, CPUs: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(ctx, false) })
-	h := &harness{t: t, s: s, url: newTestHTTP(t, s)}
+	h := serveOver(t, local, Options{BaseLimits: &sandbox.Limits{Memory: 64 << 20, Pids: 32, CPUs: 1}})
 	run := func(script string) (*sandbox.ExecResult, error) {
 		id := h.create(pythonCreateBody).SandboxID
 		return local.Exec(ctx, id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Timeout: time.Minute})

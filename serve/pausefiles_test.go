@@ -27,27 +27,9 @@ func TestFilesystemOnlyPause(t *testing.T) {
 	}
 	ctx := context.Background()
 	snaps := t.TempDir()
-	local, err := sandbox.NewLocal(sandbox.LocalOptions{SnapshotDir: snaps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = local.Close(ctx) })
-	s, err := New(local, Options{APIKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(ctx, false) })
-	ts := httptest.NewServer(s)
-	t.Cleanup(ts.Close)
-	h := &harness{t: t, s: s, url: ts.URL}
-	sh := func(id, script string) string {
-		t.Helper()
-		res, err := local.Exec(ctx, id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%s in %s: %v %+v", script, id, err, res)
-		}
-		return strings.TrimSpace(string(res.Stdout))
-	}
+	local := newTestLocal(t, sandbox.LocalOptions{SnapshotDir: snaps})
+	h := serveOver(t, local, Options{})
+	sh := func(id, script string) string { t.Helper(); return shIn(t, local, id, script) }
 	sleepers := func(id string) string {
 		return sh(id, `for p in /proc/[0-9]*; do cat $p/comm; done 2>/dev/null | grep -c '^sleep$' || true`)
 	}
@@ -146,11 +128,7 @@ func TestFilesystemOnlyPauseSurvivesRestart(t *testing.T) {
 	}
 	ctx := context.Background()
 	snaps := t.TempDir()
-	local, err := sandbox.NewLocal(sandbox.LocalOptions{SnapshotDir: snaps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = local.Close(ctx) })
+	local := newTestLocal(t, sandbox.LocalOptions{SnapshotDir: snaps})
 	state := filepath.Join(t.TempDir(), "serve-state.json")
 	start := func() (*Server, *harness) {
 		s, err := New(local, Options{APIKey: testKey, StateFile: state})

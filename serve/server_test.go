@@ -53,23 +53,48 @@ func newTestHTTP(t *testing.T, s *Server) string {
 	return ts.URL
 }
 
+// newTestLocal is a Local backend with lo that ends with t: real
+// sandboxes.
+func newTestLocal(t *testing.T, lo sandbox.LocalOptions) *sandbox.Local {
+	t.Helper()
+	local, err := sandbox.NewLocal(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close(context.Background()) })
+	return local
+}
+
 // newLocalHarness is a server with opts (and the test key) over a new
 // Local backend, which it returns too: real sandboxes. Both end with t.
 func newLocalHarness(t *testing.T, opts Options) (*harness, *sandbox.Local) {
 	t.Helper()
-	ctx := context.Background()
-	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = local.Close(ctx) })
+	local := newTestLocal(t, sandbox.LocalOptions{})
+	return serveOver(t, local, opts), local
+}
+
+// serveOver is a server with opts (and the test key) over b, behind
+// httptest; it is closed, without keeping its sandboxes, at t's end.
+func serveOver(t *testing.T, b sandbox.Backend, opts Options) *harness {
+	t.Helper()
 	opts.APIKey = testKey
-	s, err := New(local, opts)
+	s, err := New(b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(ctx, false) })
-	return &harness{t: t, s: s, url: newTestHTTP(t, s)}, local
+	t.Cleanup(func() { _ = s.Close(context.Background(), false) })
+	return &harness{t: t, s: s, url: newTestHTTP(t, s)}
+}
+
+// shIn runs script with sh in sandbox id of b and returns its trimmed
+// stdout, failing the test unless it exits 0.
+func shIn(t *testing.T, b sandbox.Backend, id, script string) string {
+	t.Helper()
+	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%s in %s: %v %+v", script, id, err, res)
+	}
+	return strings.TrimSpace(string(res.Stdout))
 }
 
 // response is a decoded answer.

@@ -1,13 +1,9 @@
 package serve
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
-
-	"github.com/tent-sandbox/tent/sandbox"
 )
 
 // TestE2BUserAndHome: a sandbox of the server runs as E2B's user (uid
@@ -18,19 +14,11 @@ func TestE2BUserAndHome(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts sandboxes")
 	}
-	ctx := context.Background()
 	h, local := newLocalHarness(t, Options{})
 
 	created := decode[sandboxResponse](t, h.do("POST", "/sandboxes", pythonCreateBody))
 	id := created.SandboxID
-	sh := func(id, script string) string {
-		t.Helper()
-		res, err := local.Exec(ctx, id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%s in %s: %v %+v", script, id, err, res)
-		}
-		return strings.TrimSpace(string(res.Stdout))
-	}
+	sh := func(id, script string) string { t.Helper(); return shIn(t, local, id, script) }
 	if got := sh(id, `echo $(id -u) $USER $HOME $(pwd)`); got != "1000 user /home/user /home/user" {
 		t.Errorf("identity, home and working directory: %q, want E2B's: 1000 user /home/user /home/user", got)
 	}
