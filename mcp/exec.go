@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -143,7 +144,7 @@ func (s *Server) run(ctx context.Context, call *sdk.CallToolRequest, o runOpts, 
 	stop := s.progress(ctx, call, func() string {
 		return fmt.Sprintf("running: %d bytes of stdout, %d of stderr so far", stdout.Total(), stderr.Total())
 	})
-	res, err := s.b.Exec(ctx, bx.id, req)
+	res, err := handle.Open(ctx, s.b, bx.id).Exec(ctx, req)
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {

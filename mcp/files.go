@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -117,7 +118,7 @@ func (s *Server) fileJSON(ctx context.Context, id string, op sandbox.FileOp, pat
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &capWriter{max: maxListJSON, stop: cancel}
-	err := s.b.File(ctx, id, sandbox.FileRequest{Op: op, Path: path, Args: args, Out: w})
+	err := handle.Open(ctx, s.b, id).File(ctx, sandbox.FileRequest{Op: op, Path: path, Args: args, Out: w})
 	if w.over {
 		return fmt.Errorf("the answer is over %d MiB: narrow it (a smaller depth, a deeper path)", maxListJSON>>20)
 	}
@@ -190,7 +191,7 @@ func (s *Server) addFileTools() {
 			}
 			var fi sandbox.FileInfo
 			w := &capWriter{max: 1 << 16}
-			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FilePut, Path: in.Path, Args: []string{mode}, In: strings.NewReader(in.Content), Out: w}); err != nil {
+			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: in.Path, Args: []string{mode}, In: strings.NewReader(in.Content), Out: w}); err != nil {
 				return nil, doneOut{}, err
 			}
 			_ = json.Unmarshal(w.buf.Bytes(), &fi)
@@ -251,7 +252,7 @@ func (s *Server) addFileTools() {
 			if in.Recursive {
 				op = sandbox.FileRemoveAll
 			}
-			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: op, Path: in.Path}); err != nil {
+			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: op, Path: in.Path}); err != nil {
 				return nil, doneOut{}, err
 			}
 			return nil, doneOut{Path: in.Path}, nil

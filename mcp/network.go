@@ -4,6 +4,8 @@ import (
 	"context"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tent-sandbox/tent/internal/handle"
 )
 
 // networkOut is a sandbox's network policy and what it refused.
@@ -33,7 +35,7 @@ func (s *Server) addNetworkTools() {
 			if err != nil {
 				return nil, networkOut{}, err
 			}
-			info, err := s.b.Get(ctx, bx.id)
+			info, err := handle.Open(ctx, s.b, bx.id).Info(ctx)
 			if err != nil {
 				return nil, networkOut{}, err
 			}

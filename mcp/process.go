@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -198,7 +199,7 @@ func (s *Server) startProcess(bx *box, o runOpts, command string, args []string)
 	}
 	s.procs = append(s.procs, p)
 	go func() {
-		res, err := s.b.Exec(ctx, bx.id, req)
+		res, err := handle.Open(ctx, s.b, bx.id).Exec(ctx, req)
 		p.in.end()
 		if res != nil {
 			s.noteDenials(bx, res.NetworkDenied)

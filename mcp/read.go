@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -36,7 +37,7 @@ func (s *Server) readWhole(ctx context.Context, id, path string, max int) ([]byt
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &capWriter{max: max, stop: cancel}
-	err = s.b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileRead, Path: path, Out: w})
+	err = handle.Open(ctx, s.b, id).File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: path, Out: w})
 	if w.over {
 		return nil, fi, fmt.Errorf("%s grew past %d bytes while it was read", path, max)
 	}
@@ -179,7 +180,7 @@ func (s *Server) addReadTools(inside string) {
 			rctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			c := &lineCollector{from: from, to: from + limit - 1, max: maxReadBytes, line: 1, stop: cancel}
-			err = s.b.File(rctx, bx.id, sandbox.FileRequest{Op: sandbox.FileRead, Path: in.Path, Out: c})
+			err = handle.Open(rctx, s.b, bx.id).File(rctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: in.Path, Out: c})
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if err != nil && !c.finished {
@@ -241,7 +242,7 @@ func (s *Server) addReadTools(inside string) {
 			if fi.Mode&os.ModeSymlink != 0 {
 				mode = "644" // the target's mode is kept: it exists, it was just read
 			}
-			if err := s.b.File(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileWrite, Path: in.Path, Args: []string{mode}, In: strings.NewReader(text)}); err != nil {
+			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: in.Path, Args: []string{mode}, In: strings.NewReader(text)}); err != nil {
 				return nil, editOut{}, err
 			}
 			return nil, editOut{Path: in.Path, Replacements: n, Size: int64(len(text))}, nil

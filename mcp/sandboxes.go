@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
@@ -120,7 +121,7 @@ func (s *Server) create(ctx context.Context, template, name string) (*box, error
 	}
 	bx := &box{id: info.ID, name: name, template: template, created: info.Created}
 	if s.closed {
-		_ = s.b.Terminate(context.WithoutCancel(ctx), info.ID)
+		_ = handle.Open(context.WithoutCancel(ctx), s.b, info.ID).Terminate(context.WithoutCancel(ctx))
 		return nil, errClosed
 	}
 	s.boxes = append(s.boxes, bx)
@@ -310,7 +311,7 @@ func (s *Server) addSandboxTools() {
 			if err != nil {
 				return nil, sandboxView{}, err
 			}
-			info, err := s.b.Get(ctx, bx.id)
+			info, err := handle.Open(ctx, s.b, bx.id).Info(ctx)
 			if err != nil {
 				return nil, sandboxView{}, err
 			}
@@ -325,7 +326,7 @@ func (s *Server) addSandboxTools() {
 			s.mu.Unlock()
 			out := listOut{Sandboxes: []sandboxView{}, Templates: s.templates()}
 			for _, bx := range boxes {
-				info, err := s.b.Get(ctx, bx.id)
+				info, err := handle.Open(ctx, s.b, bx.id).Info(ctx)
 				if err != nil {
 					continue // killed meanwhile
 				}
@@ -341,7 +342,7 @@ func (s *Server) addSandboxTools() {
 			if err != nil {
 				return nil, sandboxView{}, err
 			}
-			info, err := s.b.Get(ctx, bx.id)
+			info, err := handle.Open(ctx, s.b, bx.id).Info(ctx)
 			if err != nil {
 				return nil, sandboxView{}, err
 			}
@@ -364,7 +365,7 @@ func (s *Server) addSandboxTools() {
 				return nil, killOut{}, err
 			}
 			s.killProcessesOf(bx.id)
-			if err := s.b.Terminate(ctx, bx.id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			if err := handle.Open(ctx, s.b, bx.id).Terminate(ctx); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				return nil, killOut{}, err
 			}
 			s.forget(bx.id)

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -227,7 +228,7 @@ func (s *Server) grep(ctx context.Context, in grepIn) (*sdk.CallToolResult, grep
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := s.b.File(tctx, bx.id, sandbox.FileRequest{Op: sandbox.FileTar, Path: p, Out: pw})
+		err := handle.Open(tctx, s.b, bx.id).File(tctx, sandbox.FileRequest{Op: sandbox.FileTar, Path: p, Out: pw})
 		pw.CloseWithError(err)
 		errc <- err
 	}()

@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -162,7 +163,7 @@ func (s *Server) Close(ctx context.Context) error {
 	var errs []error
 	if !s.opts.Keep {
 		for _, bx := range boxes {
-			if err := s.b.Terminate(ctx, bx.id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			if err := handle.Open(ctx, s.b, bx.id).Terminate(ctx); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				errs = append(errs, fmt.Errorf("terminating sandbox %s: %w", bx.id, err))
 			}
 		}

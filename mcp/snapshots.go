@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -85,7 +86,7 @@ func (s *Server) fork(ctx context.Context, snapID, name, template string) (*box,
 	}
 	bx := &box{id: info.ID, name: name, template: template, created: info.Created}
 	if s.closed {
-		_ = s.b.Terminate(context.WithoutCancel(ctx), info.ID)
+		_ = handle.Open(context.WithoutCancel(ctx), s.b, info.ID).Terminate(context.WithoutCancel(ctx))
 		return nil, info, errClosed
 	}
 	s.boxes = append(s.boxes, bx)
@@ -106,7 +107,7 @@ func (s *Server) addSnapshotTools() {
 			if err != nil {
 				return nil, snapshotOut{}, err
 			}
-			snap, err := s.b.Snapshot(ctx, bx.id)
+			snap, err := handle.Open(ctx, s.b, bx.id).Snapshot(ctx)
 			if err != nil {
 				return nil, snapshotOut{}, fmt.Errorf("snapshotting %s: %w", bx.id, err)
 			}
@@ -155,7 +156,7 @@ func (s *Server) addSnapshotTools() {
 				return nil, restoreOut{}, err
 			}
 			s.killProcessesOf(old.id)
-			if err := s.b.Terminate(ctx, old.id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			if err := handle.Open(ctx, s.b, old.id).Terminate(ctx); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				s.log.Warn("mcp: terminating a restored sandbox", "id", old.id, "err", err)
 			}
 			if wasDefault {

@@ -8,15 +8,19 @@ import (
 	"time"
 )
 
-// Backend is the lifecycle contract every frontend uses (the tent CLI,
-// an HTTP API, an embedding program): [Local] runs sandboxes in the
-// calling process; package supervised runs each under a supervisor
-// process of its own, durable across the caller's exit. A sandbox is
-// named by the id its backend gave it, or by a unique prefix of it (or,
-// where the backend keeps names, by its Spec.Name): an unknown reference
-// fails with [ErrNotFound], an ambiguous one with [ErrAmbiguous]. Errors
-// are the sentinel errors of this package on every backend, whatever
-// process they crossed. Every method is safe for concurrent use.
+// Backend is the set of sandboxes every frontend uses (the tent CLI, an
+// HTTP API, an embedding program): [Local] runs sandboxes in the calling
+// process; package supervised runs each under a supervisor process of its
+// own, durable across the caller's exit. The set provisions, forks and
+// lists sandboxes; [Backend.Open] returns a [Handle] on one of them, which
+// carries everything else, so a verb is written once per backend, on its
+// handle. A sandbox is named by the id its backend gave it, or by a unique
+// prefix of it (or, where the backend keeps names, by its Spec.Name): an
+// unknown reference fails with [ErrNotFound], an ambiguous one with
+// [ErrAmbiguous]. Errors are the sentinel errors of this package on every
+// backend, whatever process they crossed. Every method honours its ctx
+// (its deadline and cancellation, across processes too) and is safe for
+// concurrent use.
 type Backend interface {
 	// Name identifies the backend, for example "local".
 	Name() string
@@ -27,52 +31,63 @@ type Backend interface {
 	// [ErrInvalidSpec] and a protection the host cannot provide with an
 	// [*UnsupportedError]; nothing is left behind either way.
 	Provision(ctx context.Context, spec Spec) (Info, error)
-	// Get returns one sandbox by reference.
-	Get(ctx context.Context, ref string) (Info, error)
+	// Fork provisions a new, independent sandbox from a snapshot (an
+	// exact snapshot id or a unique prefix), with overrides applied to
+	// the snapshot's spec.
+	Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Info, error)
 	// List returns the backend's sandboxes, oldest first.
 	List(ctx context.Context) ([]Info, error)
+	// Open resolves ref once and returns a handle on that sandbox. It
+	// holds nothing: a handle needs no closing, and its calls fail with
+	// [ErrNotFound] once the sandbox is terminated.
+	Open(ctx context.Context, ref string) (Handle, error)
+}
+
+// Handle is one sandbox of a [Backend] (see [Backend.Open]): the verbs
+// that act on a sandbox. Its methods are safe for concurrent use.
+type Handle interface {
+	// ID is the sandbox's id, as the backend names it.
+	ID() string
+	// Info describes the sandbox now.
+	Info(ctx context.Context) (Info, error)
 	// Exec runs one command and waits for it, its stdio streamed and, with
 	// req.TTY, on a terminal (see [Sandbox.Exec]).
-	Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error)
+	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
 	// File runs one file operation inside the sandbox (see [Sandbox.File]).
-	File(ctx context.Context, id string, req FileRequest) error
-	// Mount adds m to a running sandbox (see [Sandbox.Mount]); m is
+	File(ctx context.Context, req FileRequest) error
+	// Mount adds m to the running sandbox (see [Sandbox.Mount]); m is
 	// validated as provisioning validates mounts (ErrInvalidSpec).
-	Mount(ctx context.Context, id string, m Mount) error
+	Mount(ctx context.Context, m Mount) error
 	// SetNetworkPolicy replaces a limited sandbox's rules; the mode itself
 	// is chosen at provision time (ErrUnsupported otherwise).
-	SetNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error
+	SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error
 	// Snapshot saves the sandbox's writable layers and spec (see
 	// [Sandbox.Snapshot]) where Fork and Resume find them.
-	Snapshot(ctx context.Context, id string) (*Snapshot, error)
+	Snapshot(ctx context.Context) (*Snapshot, error)
 	// Suspend freezes every process of the sandbox (ErrUnsupported when
 	// Capabilities().Suspend is false).
-	Suspend(ctx context.Context, id string) error
+	Suspend(ctx context.Context) error
 	// Resume thaws a suspended sandbox; a sandbox that has ended (its
-	// Limits.Timeout, its owner's restart) is provisioned again, under
-	// the same id, from its latest snapshot. With no snapshot to resume
-	// from it fails with [ErrTerminated].
-	Resume(ctx context.Context, id string) (Info, error)
+	// Limits.Timeout, its owner's restart, Stop) is provisioned again,
+	// under the same id, from its latest snapshot. With no snapshot to
+	// resume from it fails with [ErrTerminated].
+	Resume(ctx context.Context) (Info, error)
 	// Stop ends every process of the sandbox and keeps it, stopped
 	// (StateStopped), as its Limits.Timeout running out does: Resume then
 	// provisions it again, under the same id, from its latest snapshot
 	// (take one first to keep its files). Stopping a stopped sandbox does
 	// nothing.
-	Stop(ctx context.Context, id string) error
-	// Fork provisions a new, independent sandbox from a snapshot (an
-	// exact snapshot id or a unique prefix), with overrides applied to
-	// the snapshot's spec.
-	Fork(ctx context.Context, snapshotID string, overrides ForkOverrides) (Info, error)
+	Stop(ctx context.Context) error
 	// Terminate kills every process of the sandbox and removes what it
 	// held; the backend forgets it (its snapshots stay).
-	Terminate(ctx context.Context, id string) error
+	Terminate(ctx context.Context) error
 	// Usage reads what the sandbox uses now from its cgroups
 	// (ErrUnsupported without a cgroup).
-	Usage(ctx context.Context, id string) (Usage, error)
+	Usage(ctx context.Context) (Usage, error)
 	// Dial connects to a TCP port of the sandbox's loopback, inside its
 	// network namespace (see [Sandbox.DialPort]); the caller owns the
 	// connection.
-	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+	Dial(ctx context.Context, port int) (net.Conn, error)
 }
 
 // State is where a sandbox is in its lifecycle.
@@ -115,7 +130,7 @@ type Info struct {
 	// Protections reports how each protection is provided.
 	Protections []Protection `json:"protections,omitempty"`
 	// Layers are the host sides of the sandbox's cow mounts (see
-	// [DiffLayers], [ExportTo]).
+	// [CowLayer]'s Diff, WritePatch and ExportTo).
 	Layers []CowLayer `json:"layers,omitempty"`
 	// Ended, for a stopped sandbox, is when it ended on its own (its
 	// Limits.Timeout ran out, its init died) and Reason says why.

@@ -20,7 +20,7 @@ import (
 func backendOut(t *testing.T, b sandbox.Backend, id string, argv ...string) string {
 	t.Helper()
 	var out bytes.Buffer
-	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: argv, Stdout: &out})
+	res, err := handle(t, b, id).Exec(context.Background(), sandbox.ExecRequest{Args: argv, Stdout: &out})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%v: %+v, %v", argv, res, err)
 	}
@@ -33,6 +33,8 @@ var (
 	assertGone = sandboxtest.AssertGone
 	pidAlive   = sandboxtest.PIDAlive
 	eventually = sandboxtest.Eventually
+	infoOf     = sandboxtest.Info
+	handle     = sandboxtest.Handle
 )
 
 func TestLocalBackendCapabilities(t *testing.T) {
@@ -87,13 +89,13 @@ func TestLocalBackendLifecycle(t *testing.T) {
 	if s.State != sandbox.StateRunning || len(s.ID) != 16 || s.Backend != "local" || !pidAlive(s.InitPID) {
 		t.Fatalf("provisioned %+v", s)
 	}
-	if got, err := l.Get(ctx, s.ID[:3]); err != nil || got.ID != s.ID || got.InitPID != s.InitPID {
+	if got, err := infoOf(ctx, l, s.ID[:3]); err != nil || got.ID != s.ID || got.InitPID != s.InitPID {
 		t.Errorf("get by prefix: %+v, %v", got, err)
 	}
-	if _, err := l.Get(ctx, ""); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := infoOf(ctx, l, ""); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("get \"\": %v, want ErrNotFound", err)
 	}
-	if err := l.Terminate(ctx, s.ID[:6]); err != nil {
+	if err := handle(t, l, s.ID[:6]).Terminate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	assertGone(t, s)
@@ -112,7 +114,7 @@ func TestLocalBackendSnapshotForkResume(t *testing.T) {
 		t.Errorf("fork before any snapshot: %v", err)
 	}
 	backendOut(t, l, s.ID, "sh", "-c", "echo saved > /tmp/state")
-	snap, err := l.Snapshot(ctx, s.ID)
+	snap, err := handle(t, l, s.ID).Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +142,10 @@ func TestLocalBackendSnapshotForkResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the sandbox to read stopped", func() bool {
-		got, err := l.Get(ctx, s.ID)
+		got, err := infoOf(ctx, l, s.ID)
 		return err == nil && got.State == sandbox.StateStopped
 	})
-	back, err := l.Resume(ctx, s.ID)
+	back, err := handle(t, l, s.ID).Resume(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,10 +163,10 @@ func TestLocalBackendSnapshotForkResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the second sandbox's timeout", func() bool {
-		got, err := l.Get(ctx, other.ID)
+		got, err := infoOf(ctx, l, other.ID)
 		return err == nil && got.State == sandbox.StateStopped
 	})
-	if _, err := l.Resume(ctx, other.ID); !errors.Is(err, sandbox.ErrTerminated) || !strings.Contains(err.Error(), "no snapshot") {
+	if _, err := handle(t, l, other.ID).Resume(ctx); !errors.Is(err, sandbox.ErrTerminated) || !strings.Contains(err.Error(), "no snapshot") {
 		t.Errorf("resume without a snapshot: %v", err)
 	}
 
@@ -189,7 +191,7 @@ func TestLocalBackendSnapshotDirOutlivesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := l.Snapshot(ctx, s.ID)
+	snap, err := handle(t, l, s.ID).Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestLocalBackendCloseLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	l0 := newLocal(t, sandbox.LocalOptions{}) // warm up lazily created state
 	if s, err := l0.Provision(ctx, sandbox.Spec{}); err == nil {
-		_ = l0.Terminate(ctx, s.ID)
+		_ = handle(t, l0, s.ID).Terminate(ctx)
 	}
 	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
 	l, err := sandbox.NewLocal(sandbox.LocalOptions{})
@@ -233,7 +235,9 @@ func TestLocalBackendCloseLeavesNothing(t *testing.T) {
 		}
 		sessions = append(sessions, s)
 	}
-	go func() { _, _ = l.Exec(ctx, sessions[0].ID, sandbox.ExecRequest{Args: []string{"sleep", "331"}}) }()
+	go func() {
+		_, _ = handle(t, l, sessions[0].ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sleep", "331"}})
+	}()
 	time.Sleep(200 * time.Millisecond)
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)

@@ -2,51 +2,12 @@ package sandbox
 
 import (
 	"fmt"
-	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/tent-sandbox/tent/fs"
 )
-
-// DiffLayers lists what the sandbox changed in each cow mount, reading
-// the host side only (the sandbox may be running).
-func DiffLayers(layers []CowLayer) ([]MountChanges, error) {
-	var out []MountChanges
-	for _, l := range layers {
-		changes, err := fs.Diff(l.Source, l.Upper)
-		if err != nil {
-			return nil, fmt.Errorf("diff of %s: %w", l.Target, err)
-		}
-		out = append(out, MountChanges{CowLayer: l, Changes: changes})
-	}
-	return out, nil
-}
-
-// WritePatch writes a cow mount's changes as a unified diff that `patch
-// -p1` or `git apply` applies in its source directory.
-func WritePatch(w io.Writer, l CowLayer) error {
-	changes, err := fs.Diff(l.Source, l.Upper)
-	if err != nil {
-		return err
-	}
-	return fs.WritePatch(w, l.Source, l.Upper, changes)
-}
-
-// ExportTo applies a cow mount's changes onto dir (for example a copy of
-// its source, or the source itself to keep the sandbox's work). The
-// upper layer is the sandbox's and may change meanwhile: both trees are
-// walked descriptor-relative without following symlinks, only regular
-// files are copied (holes kept), and a deletion never reaches through a
-// symlink (see fs.ApplyChanges).
-func ExportTo(dir string, l CowLayer) error {
-	changes, err := fs.Diff(l.Source, l.Upper)
-	if err != nil {
-		return err
-	}
-	return fs.ApplyChanges(dir, l.Upper, changes)
-}
 
 // CowLayers returns the sandbox's cow mounts.
 func (s *Sandbox) CowLayers() []CowLayer { return append([]CowLayer(nil), s.run.plan.layers...) }

@@ -66,12 +66,16 @@ func TestCopyOnWriteMount(t *testing.T) {
 		t.Fatalf("the host directory changed: %v", after)
 	}
 
-	mc, err := sandbox.DiffLayers(sb.CowLayers())
-	if err != nil || len(mc) != 1 {
-		t.Fatalf("DiffLayers: %v %v", mc, err)
+	layers := sb.CowLayers()
+	if len(layers) != 1 {
+		t.Fatalf("cow layers: %v", layers)
+	}
+	changes, err := layers[0].Diff()
+	if err != nil {
+		t.Fatalf("Diff: %v %v", changes, err)
 	}
 	got := map[string]string{}
-	for _, c := range mc[0].Changes {
+	for _, c := range changes {
 		got[c.Path] = string(c.Kind)
 	}
 	want := map[string]string{"edit.txt": "modified", "gone.txt": "deleted", "new.txt": "added", "sub": "deleted", "sub/deep.txt": "deleted",
@@ -87,7 +91,7 @@ func TestCopyOnWriteMount(t *testing.T) {
 
 	// The patch applies to a copy of the original with patch -p1 ...
 	var patch bytes.Buffer
-	if err := sandbox.WritePatch(&patch, sb.CowLayers()[0]); err != nil {
+	if err := sb.CowLayers()[0].WritePatch(&patch); err != nil {
 		t.Fatal(err)
 	}
 	copyDir := t.TempDir()
@@ -112,7 +116,7 @@ func TestCopyOnWriteMount(t *testing.T) {
 	// ... and ExportTo reproduces the sandbox's view exactly.
 	exportDir := t.TempDir()
 	exec.Command("cp", "-a", src+"/.", exportDir).Run()
-	if err := sandbox.ExportTo(exportDir, sb.CowLayers()[0]); err != nil {
+	if err := sb.CowLayers()[0].ExportTo(exportDir); err != nil {
 		t.Fatal(err)
 	}
 	listing := mustExecList(t, sb)

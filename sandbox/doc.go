@@ -20,7 +20,9 @@
 // freeze and thaw it.
 //
 // Frontends (the tent CLI, `tent serve`'s HTTP API, an agent) use the
-// [Backend] interface, which names sandboxes by id: [Local] runs them in
+// [Backend] interface: the set of sandboxes (Provision, Fork, List), and
+// [Backend.Open], which resolves an id, a unique prefix or a name once
+// and returns a [Handle] carrying the verbs on that sandbox. [Local] runs them in
 // the calling process; package sandbox/supervised runs each under a
 // supervisor process of its own, durable across the caller's exit and
 // shared by every process that opens the same state directory. Package
@@ -34,7 +36,7 @@
 // sandbox's own view and restrictions: [FileRead], [FileWrite],
 // [FileStat], [FileList], [FileTar], [FileUntar], [FileRemove]. A path the
 // sandbox cannot reach fails as it would inside, with the errno.
-// [DiffLayers], [ExportTo] and [WritePatch] read a sandbox's copy-on-write
+// A [CowLayer]'s Diff, ExportTo and WritePatch read a sandbox's copy-on-write
 // layers from the host, beneath descriptors, never following the
 // sandbox's symlinks.
 //

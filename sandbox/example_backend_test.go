@@ -9,8 +9,8 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// The Local backend behind the Backend interface: sandboxes named by id
-// or a unique prefix of it.
+// The Local backend behind the Backend interface: a sandbox is named by
+// its id or a unique prefix of it, and a Handle carries its verbs.
 func ExampleLocal() {
 	ctx := context.Background()
 	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
@@ -26,17 +26,22 @@ func ExampleLocal() {
 		fmt.Println(err)
 		return
 	}
+	h, err := b.Open(ctx, s.ID[:6])
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	var out bytes.Buffer
-	if _, err := b.Exec(ctx, s.ID[:6], sandbox.ExecRequest{Args: []string{"sh", "-c", "echo $GREETING"}, Stdout: &out}); err != nil {
+	if _, err := h.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo $GREETING"}, Stdout: &out}); err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Print(out.String())
-	if err := b.Terminate(ctx, s.ID); err != nil {
+	if err := h.Terminate(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}
-	_, err = b.Get(ctx, s.ID)
+	_, err = b.Open(ctx, s.ID)
 	fmt.Println("after Terminate:", errors.Is(err, sandbox.ErrNotFound))
 	// Output:
 	// hello

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,17 +187,6 @@ func (l *Local) Sandbox(id string) (*Sandbox, error) {
 	return b.sb, nil
 }
 
-// Get returns the sandbox named by id or a unique prefix of it.
-func (l *Local) Get(ctx context.Context, id string) (Info, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, err := l.lookup(id)
-	if err != nil {
-		return Info{}, err
-	}
-	return b.info(), nil
-}
-
 // List returns every sandbox, oldest first.
 func (l *Local) List(ctx context.Context) ([]Info, error) {
 	l.mu.Lock()
@@ -216,114 +204,16 @@ func (l *Local) List(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
-// Exec runs req in the sandbox (see [Sandbox.Exec]).
-func (l *Local) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
-	sb, err := l.Sandbox(id)
+// Open returns a handle on the sandbox named by ref (an id or a unique
+// prefix of one).
+func (l *Local) Open(ctx context.Context, ref string) (Handle, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, err := l.lookup(ref)
 	if err != nil {
 		return nil, err
 	}
-	return sb.Exec(ctx, req)
-}
-
-// Mount adds m to the running sandbox (see [Sandbox.Mount]:
-// validated as at provisioning, visible to the next exec).
-func (l *Local) Mount(ctx context.Context, id string, m Mount) error {
-	sb, err := l.Sandbox(id)
-	if err != nil {
-		return err
-	}
-	return sb.Mount(ctx, m)
-}
-
-// SetNetworkPolicy replaces a limited sandbox's rules (see
-// [Sandbox.SetNetworkPolicy]).
-func (l *Local) SetNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	sb, err := l.Sandbox(id)
-	if err != nil {
-		return err
-	}
-	return sb.SetNetworkPolicy(ctx, p)
-}
-
-// File runs req inside the sandbox (see [Sandbox.File]).
-func (l *Local) File(ctx context.Context, id string, req FileRequest) error {
-	sb, err := l.Sandbox(id)
-	if err != nil {
-		return err
-	}
-	return sb.File(ctx, req)
-}
-
-// Usage reads what the sandbox uses now (see [Sandbox.Usage]).
-func (l *Local) Usage(ctx context.Context, id string) (Usage, error) {
-	if err := ctx.Err(); err != nil {
-		return Usage{}, err
-	}
-	sb, err := l.Sandbox(id)
-	if err != nil {
-		return Usage{}, err
-	}
-	return sb.Usage()
-}
-
-// Dial connects to port of the sandbox's loopback (see
-// [Sandbox.DialPort]).
-func (l *Local) Dial(ctx context.Context, id string, port int) (net.Conn, error) {
-	sb, err := l.Sandbox(id)
-	if err != nil {
-		return nil, err
-	}
-	return sb.DialPort(ctx, port)
-}
-
-// Suspend freezes the sandbox (see [Sandbox.Suspend]).
-func (l *Local) Suspend(ctx context.Context, id string) error {
-	sb, err := l.Sandbox(id)
-	if err != nil {
-		return err
-	}
-	return sb.Suspend(ctx)
-}
-
-// Stop kills every process of the sandbox and releases what it held,
-// as Terminate does, but keeps it under its id, stopped, for Resume (see
-// [Backend]). It waits for a Resume under way.
-func (l *Local) Stop(ctx context.Context, id string) error {
-	l.mu.Lock()
-	b, err := l.lookup(id)
-	l.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	b.reviving.Lock()
-	defer b.reviving.Unlock()
-	l.mu.Lock()
-	sb, gone := b.sb, b.gone
-	l.mu.Unlock()
-	if gone {
-		return fmt.Errorf("%w: sandbox %s", ErrTerminated, b.id)
-	}
-	l.log.Debug("sandbox stopped", "id", b.id)
-	return sb.Terminate(ctx)
-}
-
-// Terminate kills the sandbox and forgets it; its snapshots stay.
-func (l *Local) Terminate(ctx context.Context, id string) error {
-	l.mu.Lock()
-	b, err := l.lookup(id)
-	if err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	b.gone = true
-	delete(l.boxes, b.id)
-	sb := b.sb
-	l.mu.Unlock()
-	l.log.Debug("sandbox terminated", "id", b.id)
-	return sb.Terminate(ctx)
+	return &localHandle{l: l, id: b.id}, nil
 }
 
 // Health reports whether l can serve: ErrClosed after Close, and an

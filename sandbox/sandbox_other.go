@@ -67,18 +67,6 @@ func ListSnapshots(string) ([]*Snapshot, error) { return nil, errNotLinux }
 // need Linux.
 func FindSnapshot(string, string) (*Snapshot, error) { return nil, errNotLinux }
 
-// DiffLayers fails with an error wrapping [ErrUnsupported]: cow mounts
-// need Linux.
-func DiffLayers([]CowLayer) ([]MountChanges, error) { return nil, errNotLinux }
-
-// WritePatch fails with an error wrapping [ErrUnsupported]: cow mounts
-// need Linux.
-func WritePatch(io.Writer, CowLayer) error { return errNotLinux }
-
-// ExportTo fails with an error wrapping [ErrUnsupported]: cow mounts need
-// Linux.
-func ExportTo(string, CowLayer) error { return errNotLinux }
-
 // ID returns "".
 func (s *Sandbox) ID() string { return "" }
 
@@ -174,51 +162,16 @@ func (l *Local) Sandbox(string) (*Sandbox, error) { return nil, errNotLinux }
 // Provision fails with an error wrapping [ErrUnsupported].
 func (l *Local) Provision(context.Context, Spec) (Info, error) { return Info{}, errNotLinux }
 
-// Get fails with an error wrapping [ErrUnsupported].
-func (l *Local) Get(context.Context, string) (Info, error) { return Info{}, errNotLinux }
-
 // List fails with an error wrapping [ErrUnsupported].
 func (l *Local) List(context.Context) ([]Info, error) { return nil, errNotLinux }
 
-// Exec fails with an error wrapping [ErrUnsupported].
-func (l *Local) Exec(context.Context, string, ExecRequest) (*ExecResult, error) {
-	return nil, errNotLinux
-}
-
-// Mount fails with an error wrapping [ErrUnsupported].
-func (l *Local) Mount(context.Context, string, Mount) error { return errNotLinux }
-
-// SetNetworkPolicy fails with an error wrapping [ErrUnsupported].
-func (l *Local) SetNetworkPolicy(context.Context, string, NetworkPolicy) error { return errNotLinux }
-
-// File fails with an error wrapping [ErrUnsupported].
-func (l *Local) File(context.Context, string, FileRequest) error { return errNotLinux }
-
-// Usage fails with an error wrapping [ErrUnsupported].
-func (l *Local) Usage(context.Context, string) (Usage, error) { return Usage{}, errNotLinux }
-
-// Dial fails with an error wrapping [ErrUnsupported].
-func (l *Local) Dial(context.Context, string, int) (net.Conn, error) { return nil, errNotLinux }
-
-// Suspend fails with an error wrapping [ErrUnsupported].
-func (l *Local) Suspend(context.Context, string) error { return errNotLinux }
-
-// Stop fails with an error wrapping [ErrUnsupported].
-func (l *Local) Stop(context.Context, string) error { return errNotLinux }
-
-// Snapshot fails with an error wrapping [ErrUnsupported].
-func (l *Local) Snapshot(context.Context, string) (*Snapshot, error) { return nil, errNotLinux }
-
-// Resume fails with an error wrapping [ErrUnsupported].
-func (l *Local) Resume(context.Context, string) (Info, error) { return Info{}, errNotLinux }
+// Open fails with an error wrapping [ErrUnsupported].
+func (l *Local) Open(context.Context, string) (Handle, error) { return nil, errNotLinux }
 
 // Fork fails with an error wrapping [ErrUnsupported].
 func (l *Local) Fork(context.Context, string, ForkOverrides) (Info, error) {
 	return Info{}, errNotLinux
 }
-
-// Terminate fails with an error wrapping [ErrUnsupported].
-func (l *Local) Terminate(context.Context, string) error { return errNotLinux }
 
 // Health fails with an error wrapping [ErrUnsupported].
 func (l *Local) Health(context.Context) error { return errNotLinux }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -110,7 +111,7 @@ func (s *Server) expire(id string, gen uint64) {
 			s.log.Warn("pausing at the timeout failed: killing the sandbox", "id", id, "err", err)
 		}
 	} else if action == onTimeoutPause {
-		if err := s.b.Suspend(ctx, id); err == nil {
+		if err := handle.Open(ctx, s.b, id).Suspend(ctx); err == nil {
 			s.log.Info("sandbox paused: its timeout expired", "id", id)
 			return
 		} else {
@@ -126,7 +127,7 @@ func (s *Server) expire(id string, gen uint64) {
 
 // kill terminates sandbox id and forgets it.
 func (s *Server) kill(ctx context.Context, id string) error {
-	err := s.b.Terminate(ctx, id)
+	err := handle.Open(ctx, s.b, id).Terminate(ctx)
 	if err == nil || errors.Is(err, sandbox.ErrNotFound) {
 		var snap *snapRecord
 		s.mu.Lock()
@@ -156,12 +157,12 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 		return err
 	}
 	defer release()
-	snap, err := s.b.Snapshot(ctx, id)
+	snap, err := handle.Open(ctx, s.b, id).Snapshot(ctx)
 	if err != nil {
 		return err
 	}
 	rec := &snapRecord{id: snap.ID, dir: snap.Dir, sandboxID: id, created: time.Now()}
-	if err := s.b.Stop(ctx, id); err != nil {
+	if err := handle.Open(ctx, s.b, id).Stop(ctx); err != nil {
 		s.dropPauseSnapshot(rec)
 		return err
 	}
@@ -191,7 +192,7 @@ func (s *Server) dropPauseSnapshot(rec *snapRecord) {
 // get returns sandbox id, which must be named by its whole id (E2B's
 // ids are never abbreviated): anything else is 404.
 func (s *Server) get(ctx context.Context, id string) (sandbox.Info, error) {
-	info, err := s.b.Get(ctx, id)
+	info, err := handle.Open(ctx, s.b, id).Info(ctx)
 	if err == nil && info.ID != id {
 		err = sandbox.ErrNotFound
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -91,6 +92,17 @@ func (f *fakeBackend) Get(ctx context.Context, ref string) (sandbox.Info, error)
 		return sandbox.Info{}, err
 	}
 	return *i, nil
+}
+
+// Open returns a handle whose verbs are the id-keyed methods of f.
+func (f *fakeBackend) Open(ctx context.Context, ref string) (sandbox.Handle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, err := f.lookupLocked(ref)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxtest.HandleByID(f, i.ID), nil
 }
 
 func (f *fakeBackend) List(ctx context.Context) ([]sandbox.Info, error) {

@@ -206,7 +206,7 @@ func TestBaseTemplateIsBounded(t *testing.T) {
 	h := serveOver(t, local, Options{BaseLimits: &sandbox.Limits{Memory: 64 << 20, Pids: 32, CPUs: 1}})
 	run := func(script string) (*sandbox.ExecResult, error) {
 		id := h.create(pythonCreateBody).SandboxID
-		return local.Exec(ctx, id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Timeout: time.Minute})
+		return handleOf(t, local, id).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Timeout: time.Minute})
 	}
 	// Forty sleepers under a cap of 32 processes: the shell cannot fork
 	// them all.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -98,7 +99,7 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string)
 // it as "the sandbox is not running"); a paused one is resumed first
 // when it auto-resumes, else 502 too.
 func (s *Server) ensureRunning(ctx context.Context, id string) error {
-	info, err := s.b.Get(ctx, id)
+	info, err := handle.Open(ctx, s.b, id).Info(ctx)
 	if err != nil || info.ID != id {
 		if err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrAmbiguous) {
 			return err

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -13,3 +14,9 @@ func TestMain(m *testing.M) {
 	sandbox.Init()
 	os.Exit(m.Run())
 }
+
+// The helpers the sandbox tests share.
+var (
+	handleOf = sandboxtest.Handle
+	infoOf   = sandboxtest.Info
+)

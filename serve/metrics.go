@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -44,7 +45,7 @@ var hostMemory = sync.OnceValue(func() int64 {
 // sandbox started) and the CPUs it may use. ok is false for a sandbox
 // without a cgroup (no usage to report).
 func (s *Server) metric(ctx context.Context, info sandbox.Info) (m sandboxMetric, ok bool, err error) {
-	u, err := s.b.Usage(ctx, info.ID)
+	u, err := handle.Open(ctx, s.b, info.ID).Usage(ctx)
 	if errors.Is(err, sandbox.ErrUnsupported) {
 		return m, false, nil
 	}

@@ -52,7 +52,7 @@ func TestFilesystemOnlyPause(t *testing.T) {
 	if r := h.do("POST", "/sandboxes/"+id+"/pause", `{"memory":false}`); r.status != http.StatusNoContent {
 		t.Fatalf("pause memory:false: %d %s", r.status, r.body)
 	}
-	if info, err := local.Get(ctx, id); err != nil || info.State != sandbox.StateStopped {
+	if info, err := infoOf(ctx, local, id); err != nil || info.State != sandbox.StateStopped {
 		t.Fatalf("after the pause: %s, %v; want stopped", info.State, err)
 	}
 	if d := decode[sandboxDetail](t, h.do("GET", "/sandboxes/"+id, "")); d.State != "paused" {
@@ -97,7 +97,7 @@ func TestFilesystemOnlyPause(t *testing.T) {
 	auto := decode[sandboxResponse](t, h.do("POST", "/sandboxes", `{"templateID":"base","timeout":2,"autoPause":true,"autoPauseMemory":false}`))
 	sh(auto.SandboxID, `echo marker > ~/marker`)
 	waitFor(t, 30*time.Second, func() bool {
-		info, err := local.Get(ctx, auto.SandboxID)
+		info, err := infoOf(ctx, local, auto.SandboxID)
 		return err == nil && info.State == sandbox.StateStopped
 	})
 	if r := h.do("POST", "/v2/sandboxes/"+auto.SandboxID+"/connect", `{"timeout":60}`); r.status != http.StatusCreated {

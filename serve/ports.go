@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -184,7 +185,7 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, id string, po
 	private, known := s.privatePorts(id)
 	if !known {
 		// Only an exact id: a prefix would let a caller probe for ids.
-		info, err := s.b.Get(r.Context(), id)
+		info, err := handle.Open(r.Context(), s.b, id).Info(r.Context())
 		if err != nil || info.ID != id {
 			if err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrAmbiguous) {
 				s.writeError(w, r, err)
@@ -273,7 +274,7 @@ func newPortTransport(b sandbox.Backend) *http.Transport {
 			if err != nil {
 				return nil, err
 			}
-			return b.Dial(ctx, id, port)
+			return handle.Open(ctx, b, id).Dial(ctx, port)
 		},
 		DisableKeepAlives:      true,
 		DisableCompression:     true,

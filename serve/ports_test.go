@@ -229,7 +229,7 @@ func TestGetHostRealSandbox(t *testing.T) {
 
 	sr := h.create(`{"templateID":"web"}`)
 	id := sr.SandboxID
-	res, err := local.Exec(ctx, id, sandbox.ExecRequest{Args: []string{"sh", "-c", "setsid " + sandboxtest.ProbeTarget + "/testprobe httpserve 0.0.0.0:8000 </dev/null >/dev/null 2>&1 &"}})
+	res, err := handleOf(t, local, id).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "setsid " + sandboxtest.ProbeTarget + "/testprobe httpserve 0.0.0.0:8000 </dev/null >/dev/null 2>&1 &"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("starting the server inside: %v %+v", err, res)
 	}

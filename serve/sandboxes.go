@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -343,7 +344,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.detached(r)
 	defer cancel()
-	if err := s.b.Suspend(ctx, info.ID); err != nil {
+	if err := handle.Open(ctx, s.b, info.ID).Suspend(ctx); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -424,7 +425,7 @@ func (s *Server) resume(ctx context.Context, id string, d time.Duration, onlyLon
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	info, err := s.b.Resume(ctx, id)
+	info, err := handle.Open(ctx, s.b, id).Resume(ctx)
 	release()
 	if err != nil {
 		return sandbox.Info{}, err
@@ -468,7 +469,7 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 	switch cur.Mode.Normalize() {
 	case p.Mode.Normalize():
 		if p.Mode.Normalize() == netpolicy.Limited {
-			if err := s.b.SetNetworkPolicy(r.Context(), info.ID, p); err != nil {
+			if err := handle.Open(r.Context(), s.b, info.ID).SetNetworkPolicy(r.Context(), p); err != nil {
 				s.writeError(w, r, err)
 				return
 			}

@@ -41,18 +41,18 @@ func BenchmarkE2BSDK(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.local.Exec(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}}); err != nil {
+		if _, err := handleOf(b, e.local, info.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); err != nil {
 			b.Fatal(err)
 		}
 		localCreateRun = append(localCreateRun, ms(time.Since(t0)))
 		for range 5 {
 			t1 := time.Now()
-			if _, err := e.local.Exec(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}}); err != nil {
+			if _, err := handleOf(b, e.local, info.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); err != nil {
 				b.Fatal(err)
 			}
 			localExec = append(localExec, ms(time.Since(t1)))
 		}
-		if err := e.local.Terminate(ctx, info.ID); err != nil {
+		if err := handleOf(b, e.local, info.ID).Terminate(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

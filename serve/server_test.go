@@ -90,7 +90,7 @@ func serveOver(t *testing.T, b sandbox.Backend, opts Options) *harness {
 // stdout, failing the test unless it exits 0.
 func shIn(t *testing.T, b sandbox.Backend, id, script string) string {
 	t.Helper()
-	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}})
+	res, err := handleOf(t, b, id).Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", script}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%s in %s: %v %+v", script, id, err, res)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -87,7 +88,7 @@ func (s *Server) snapshot(ctx context.Context, id string) (*sandbox.Snapshot, er
 		return nil, err
 	}
 	defer release()
-	return s.b.Snapshot(ctx, id)
+	return handle.Open(ctx, s.b, id).Snapshot(ctx)
 }
 
 // handleListSnapshots serves GET /snapshots: the snapshots taken through

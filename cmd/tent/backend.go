@@ -44,6 +44,8 @@ type sandboxView struct {
 	Supervisor  int                  `json:"supervisor_pid,omitempty"`
 	Ended       *time.Time           `json:"ended,omitempty"`
 	Reason      string               `json:"reason,omitempty"`
+
+	sb *supervised.Sandbox // set by lookup: the handle its verbs act on
 }
 
 func viewOf(i sandbox.Info) *sandboxView {
@@ -53,13 +55,21 @@ func viewOf(i sandbox.Info) *sandboxView {
 		Protections: i.Protections, Layers: i.Layers, Cgroups: i.CgroupPaths, Supervisor: i.SupervisorPID, Ended: i.Ended, Reason: i.Reason}
 }
 
-// lookup finds a sandbox, as tent's exit-125 refusal when missing.
+// lookup opens a sandbox (its view carries the handle its verbs act
+// on), as tent's exit-125 refusal when missing.
 func (g *globalOptions) lookup(ref string) (*sandboxView, error) {
-	i, err := g.backend().Get(context.Background(), ref)
+	ctx := context.Background()
+	sb, err := g.backend().Sandbox(ctx, ref)
 	if err != nil {
 		return nil, &exitError{code: exitRefused, msg: err.Error()}
 	}
-	return viewOf(i), nil
+	i, err := sb.Info(ctx)
+	if err != nil {
+		return nil, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	v := viewOf(i)
+	v.sb = sb
+	return v, nil
 }
 
 // list returns every sandbox of the state directory, oldest first.

@@ -39,7 +39,7 @@ type changeView struct {
 	// Mount is the target of the cow mount it belongs to.
 	Mount string `json:"mount"`
 	// GitControl marks a git hook, config or commondir (see
-	// sandbox.Change): once exported, git on the host runs what it says.
+	// fs.Change): once exported, git on the host runs what it says.
 	GitControl bool `json:"git_control,omitempty"`
 }
 
@@ -59,14 +59,14 @@ func warnGitControl(w io.Writer, views []changeView) {
 
 // changeViews lists the changes of layers as tent diff shows them.
 func changeViews(layers []sandbox.CowLayer) ([]changeView, error) {
-	all, err := sandbox.DiffLayers(layers)
-	if err != nil {
-		return nil, err
-	}
 	views := []changeView{}
-	for _, mc := range all {
-		for _, ch := range mc.Changes {
-			views = append(views, changeView{Kind: string(ch.Kind), Path: path.Join(mc.Target, ch.Path), Dir: ch.Dir, Mount: mc.Target, GitControl: ch.GitControl})
+	for _, l := range layers {
+		changes, err := l.Diff()
+		if err != nil {
+			return nil, err
+		}
+		for _, ch := range changes {
+			views = append(views, changeView{Kind: string(ch.Kind), Path: path.Join(l.Target, ch.Path), Dir: ch.Dir, Mount: l.Target, GitControl: ch.GitControl})
 		}
 	}
 	return views, nil
@@ -157,9 +157,9 @@ func newExportCmd(g *globalOptions) *cobra.Command {
 			}
 			stop := progress("exporting " + rec.ID)
 			if patch {
-				err = sandbox.WritePatch(c.OutOrStdout(), layers[0])
+				err = layers[0].WritePatch(c.OutOrStdout())
 			} else {
-				err = sandbox.ExportTo(to, layers[0])
+				err = layers[0].ExportTo(to)
 			}
 			stop()
 			if err != nil {

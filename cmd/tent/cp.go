@@ -63,17 +63,17 @@ Exit status: 0 on success, 125 when the copy failed or was refused.`,
 			if err != nil {
 				return err
 			}
-			ctx, b := c.Context(), g.backend()
+			ctx := c.Context()
 			opts := xfer.Options{FollowLink: o.follow, MaxSize: limit}
 			switch {
 			case srcIn && dst == "-":
-				err = xfer.CopyOutTo(ctx, b, rec.ID, srcPath, c.OutOrStdout(), opts)
+				err = xfer.CopyOutTo(ctx, rec.sb, srcPath, c.OutOrStdout(), opts)
 			case srcIn:
-				err = xfer.CopyOut(ctx, b, rec.ID, srcPath, dst, opts)
+				err = xfer.CopyOut(ctx, rec.sb, srcPath, dst, opts)
 			case src == "-":
-				err = xfer.CopyInFrom(ctx, b, rec.ID, os.Stdin, dstPath)
+				err = xfer.CopyInFrom(ctx, rec.sb, os.Stdin, dstPath)
 			default:
-				err = xfer.CopyIn(ctx, b, rec.ID, src, dstPath)
+				err = xfer.CopyIn(ctx, rec.sb, src, dstPath)
 			}
 			if err != nil {
 				return &exitError{code: exitRefused, msg: cpMessage(err)}

@@ -63,7 +63,7 @@ commands and tent kill signals them.`,
 				if tf.tty || tf.interactive || maxOutput != "" {
 					return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal, its output kept for tent attach: -i, -t and --max-output do not apply"}
 				}
-				pid, err := g.backend().ExecDetached(c.Context(), rec.ID, req, supervised.DetachOptions{})
+				pid, err := rec.sb.ExecDetached(c.Context(), req, supervised.DetachOptions{})
 				if err != nil {
 					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 				}
@@ -122,7 +122,7 @@ commands and tent kill signals them.`,
 				default:
 				}
 			})
-			res, err := g.backend().Exec(context.Background(), rec.ID, req)
+			res, err := rec.sb.Exec(context.Background(), req)
 			sigs.stop()
 			ct.restore()
 			if err != nil {

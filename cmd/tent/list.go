@@ -194,7 +194,7 @@ func newRmCmd(g *globalOptions) *cobra.Command {
 			}
 			var failed []string
 			for _, rec := range recs {
-				if err := g.backend().Terminate(c.Context(), rec.ID); err != nil {
+				if err := rec.sb.Terminate(c.Context()); err != nil {
 					failed = append(failed, err.Error())
 				}
 			}

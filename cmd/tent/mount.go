@@ -52,7 +52,7 @@ func newMountCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := g.backend().Mount(c.Context(), rec.ID, m); err != nil {
+			if err := rec.sb.Mount(c.Context(), m); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return nil

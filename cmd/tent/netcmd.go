@@ -67,7 +67,7 @@ sandbox created with --net host keeps the host's network.`,
 			if err := p.Validate(); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
-			if err := g.backend().SetNetworkPolicy(c.Context(), rec.ID, p); err != nil {
+			if err := rec.sb.SetNetworkPolicy(c.Context(), p); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
 			}
 			return nil

@@ -132,9 +132,13 @@ func publishPorts(c *cobra.Command, g *globalOptions, out *outputFlags, ref stri
 		}
 		ms = append(ms, m)
 	}
+	rec, err := g.lookup(ref)
+	if err != nil {
+		return err
+	}
 	var got []sandbox.PortMapping
 	for _, m := range ms {
-		b, err := g.backend().Publish(c.Context(), ref, m)
+		b, err := rec.sb.Publish(c.Context(), m)
 		if err != nil {
 			return err
 		}

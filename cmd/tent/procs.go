@@ -34,7 +34,7 @@ func newPsCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			procs, err := g.backend().Processes(c.Context(), rec.ID)
+			procs, err := rec.sb.Processes(c.Context())
 			if err != nil {
 				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 			}
@@ -94,7 +94,7 @@ command; killing tent attach leaves the command running.`,
 				default:
 				}
 			})
-			res, err := g.backend().Attach(context.Background(), rec.ID, pid, os.Stdout, os.Stderr, fwd)
+			res, err := rec.sb.Attach(context.Background(), pid, os.Stdout, os.Stderr, fwd)
 			sigs.stop()
 			if err != nil {
 				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
@@ -130,7 +130,7 @@ func newKillCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := g.backend().SignalProcess(c.Context(), rec.ID, pid, sig); err != nil {
+			if err := rec.sb.SignalProcess(c.Context(), pid, sig); err != nil {
 				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 			}
 			return nil

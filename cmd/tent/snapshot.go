@@ -24,7 +24,7 @@ func newSnapshotCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			stop := progress("snapshotting " + rec.ID)
-			snap, err := g.backend().SnapshotWith(c.Context(), rec.ID, sandbox.SnapshotOptions{IncludeReadWrite: includeRW})
+			snap, err := rec.sb.SnapshotWith(c.Context(), sandbox.SnapshotOptions{IncludeReadWrite: includeRW})
 			stop()
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}

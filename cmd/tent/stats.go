@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -127,7 +128,7 @@ type usageSample struct {
 func sampleUsage(b sandbox.Backend, recs []*sandboxView) usageSample {
 	s := usageSample{at: time.Now(), usage: make([]sandbox.Usage, len(recs)), errs: make([]error, len(recs))}
 	for i, r := range recs {
-		s.usage[i], s.errs[i] = b.Usage(context.Background(), r.ID)
+		s.usage[i], s.errs[i] = handle.Open(context.Background(), b, r.ID).Usage(context.Background())
 	}
 	return s
 }

@@ -18,11 +18,10 @@ func newSuspendCmd(g *globalOptions, suspend bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b := g.backend()
 			if suspend {
-				err = b.Suspend(c.Context(), rec.ID)
+				err = rec.sb.Suspend(c.Context())
 			} else {
-				_, err = b.Resume(c.Context(), rec.ID)
+				_, err = rec.sb.Resume(c.Context())
 			}
 			if err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,4 +183,73 @@ func SameTree(t *testing.T, what string, got, want map[string]string) {
 			t.Errorf("%s: %s is %q, want %q", what, k, got[k], want[k])
 		}
 	}
+}
+
+// Info describes the sandbox ref names in b (Open, then Info).
+func Info(ctx context.Context, b sandbox.Backend, ref string) (sandbox.Info, error) {
+	h, err := b.Open(ctx, ref)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return h.Info(ctx)
+}
+
+// Handle opens the sandbox ref names in b, failing the test otherwise.
+func Handle(t testing.TB, b sandbox.Backend, ref string) sandbox.Handle {
+	t.Helper()
+	h, err := b.Open(context.Background(), ref)
+	if err != nil {
+		t.Fatalf("open %s: %v", ref, err)
+	}
+	return h
+}
+
+// ByID is a test double's verbs keyed by sandbox id, as fakes write them
+// (see HandleByID).
+type ByID interface {
+	Get(ctx context.Context, id string) (sandbox.Info, error)
+	Exec(ctx context.Context, id string, req sandbox.ExecRequest) (*sandbox.ExecResult, error)
+	File(ctx context.Context, id string, req sandbox.FileRequest) error
+	Mount(ctx context.Context, id string, m sandbox.Mount) error
+	SetNetworkPolicy(ctx context.Context, id string, p sandbox.NetworkPolicy) error
+	Snapshot(ctx context.Context, id string) (*sandbox.Snapshot, error)
+	Suspend(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) (sandbox.Info, error)
+	Stop(ctx context.Context, id string) error
+	Terminate(ctx context.Context, id string) error
+	Usage(ctx context.Context, id string) (sandbox.Usage, error)
+	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+}
+
+// HandleByID is the sandbox.Handle of sandbox id whose verbs are b's: a
+// fake backend's Open.
+func HandleByID(b ByID, id string) sandbox.Handle { return byID{b, id} }
+
+type byID struct {
+	b  ByID
+	id string
+}
+
+func (h byID) ID() string                                       { return h.id }
+func (h byID) Info(ctx context.Context) (sandbox.Info, error)   { return h.b.Get(ctx, h.id) }
+func (h byID) Suspend(ctx context.Context) error                { return h.b.Suspend(ctx, h.id) }
+func (h byID) Resume(ctx context.Context) (sandbox.Info, error) { return h.b.Resume(ctx, h.id) }
+func (h byID) Stop(ctx context.Context) error                   { return h.b.Stop(ctx, h.id) }
+func (h byID) Terminate(ctx context.Context) error              { return h.b.Terminate(ctx, h.id) }
+func (h byID) Usage(ctx context.Context) (sandbox.Usage, error) { return h.b.Usage(ctx, h.id) }
+func (h byID) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	return h.b.Exec(ctx, h.id, req)
+}
+func (h byID) File(ctx context.Context, req sandbox.FileRequest) error {
+	return h.b.File(ctx, h.id, req)
+}
+func (h byID) Mount(ctx context.Context, m sandbox.Mount) error { return h.b.Mount(ctx, h.id, m) }
+func (h byID) SetNetworkPolicy(ctx context.Context, p sandbox.NetworkPolicy) error {
+	return h.b.SetNetworkPolicy(ctx, h.id, p)
+}
+func (h byID) Snapshot(ctx context.Context) (*sandbox.Snapshot, error) {
+	return h.b.Snapshot(ctx, h.id)
+}
+func (h byID) Dial(ctx context.Context, port int) (net.Conn, error) {
+	return h.b.Dial(ctx, h.id, port)
 }

@@ -55,6 +55,25 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 	}
 }
 
+// on opens the sandbox ref names in b, failing the test otherwise.
+func on(t *testing.T, b sandbox.Backend, ref string) sandbox.Handle {
+	t.Helper()
+	h, err := b.Open(context.Background(), ref)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", ref, err)
+	}
+	return h
+}
+
+// get describes the sandbox ref names in b: Open, then Info.
+func get(ctx context.Context, b sandbox.Backend, ref string) (sandbox.Info, error) {
+	h, err := b.Open(ctx, ref)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return h.Info(ctx)
+}
+
 // provision provisions spec on b, failing the test on error.
 func provision(t *testing.T, b sandbox.Backend, spec sandbox.Spec) sandbox.Info {
 	t.Helper()
@@ -70,7 +89,7 @@ func provision(t *testing.T, b sandbox.Backend, spec sandbox.Spec) sandbox.Info 
 func out(t *testing.T, b sandbox.Backend, id string, argv ...string) string {
 	t.Helper()
 	var stdout bytes.Buffer
-	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: argv, Stdout: &stdout})
+	res, err := on(t, b, id).Exec(context.Background(), sandbox.ExecRequest{Args: argv, Stdout: &stdout})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%q: %+v, %v", argv, res, err)
 	}
@@ -88,15 +107,15 @@ func references(t *testing.T, b sandbox.Backend) {
 	if got := out(t, b, s.ID[:6], "sh", "-c", "echo $GREETING $(hostname)"); got != "hi box" {
 		t.Errorf("exec by prefix: %q, want the spec's env and hostname", got)
 	}
-	if got, err := b.Get(ctx, s.ID[:6]); err != nil || got.ID != s.ID || got.Spec.Hostname != "box" {
+	if got, err := get(ctx, b, s.ID[:6]); err != nil || got.ID != s.ID || got.Spec.Hostname != "box" {
 		t.Errorf("Get by prefix: %+v, %v", got, err)
 	}
 	for _, ref := range []string{"zz", s.ID + "0"} {
-		if _, err := b.Get(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := get(ctx, b, ref); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("Get(%q): %v, want ErrNotFound", ref, err)
 		}
-		if _, err := b.Exec(ctx, ref, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrNotFound) {
-			t.Errorf("Exec in %q: %v, want ErrNotFound", ref, err)
+		if _, err := b.Open(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("Open(%q): %v, want ErrNotFound", ref, err)
 		}
 	}
 	list, err := b.List(ctx)
@@ -111,33 +130,33 @@ func references(t *testing.T, b sandbox.Backend) {
 func execs(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
 	s := provision(t, b, sandbox.Spec{})
-	res, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
+	res, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
 	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
 		t.Errorf("exit 3: %+v, %v; want status 3 and the captured output", res, err)
 	}
-	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"cat"}, Stdin: strings.NewReader("piped")})
+	res, err = on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"cat"}, Stdin: strings.NewReader("piped")})
 	if err != nil || string(res.Stdout) != "piped" {
 		t.Errorf("stdin: %+v, %v", res, err)
 	}
-	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "pwd; echo $A"}, Dir: "/tmp", Env: []string{"A=b"}})
+	res, err = on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "pwd; echo $A"}, Dir: "/tmp", Env: []string{"A=b"}})
 	if err != nil || string(res.Stdout) != "/tmp\nb\n" {
 		t.Errorf("dir and env: %+v, %v", res, err)
 	}
-	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 100 /dev/zero"}, MaxOutput: 10})
+	res, err = on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 100 /dev/zero"}, MaxOutput: 10})
 	if err != nil || len(res.Stdout) != 10 || !res.StdoutTruncated {
 		t.Errorf("MaxOutput 10: %d bytes, truncated %v, %v", len(res.Stdout), res.StdoutTruncated, err)
 	}
-	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sleep", "10"}, Timeout: 100 * time.Millisecond})
+	res, err = on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sleep", "10"}, Timeout: 100 * time.Millisecond})
 	if err != nil || !res.TimedOut || res.ExitCode != 124 {
 		t.Errorf("timeout: %+v, %v; want TimedOut and 124", res, err)
 	}
-	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"/nonexistent"}}); !errors.Is(err, sandbox.ErrCommandNotFound) {
+	if _, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"/nonexistent"}}); !errors.Is(err, sandbox.ErrCommandNotFound) {
 		t.Errorf("missing command: %v, want ErrCommandNotFound", err)
 	}
-	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}, Dir: "/nonexistent"}); !errors.Is(err, sandbox.ErrWorkDir) || !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if _, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}, Dir: "/nonexistent"}); !errors.Is(err, sandbox.ErrWorkDir) || !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("missing workdir: %v, want ErrWorkDir and ErrInvalidSpec", err)
 	}
-	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if _, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("no args: %v, want ErrInvalidSpec", err)
 	}
 	// AsRoot: uid and gid 0 in the command's view, the sandbox user's
@@ -148,7 +167,7 @@ func execs(t *testing.T, b sandbox.Backend) {
 	if user != "1000" {
 		t.Fatalf("the sandbox user is %s, want 1000", user)
 	}
-	res, err = b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "id -u; id -g; read l; echo $l $A; grep CapEff /proc/self/status; touch /tmp/by-root"},
+	res, err = on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "id -u; id -g; read l; echo $l $A; grep CapEff /proc/self/status; touch /tmp/by-root"},
 		AsRoot: true, Env: []string{"A=b"}, Stdin: strings.NewReader("in\n")})
 	if err != nil {
 		t.Errorf("AsRoot: %v", err)
@@ -196,20 +215,20 @@ func mounts(t *testing.T, b sandbox.Backend) {
 		{Source: "/nonexistent-tent-source", Target: "/x"},
 		{Source: dir, Target: "/x", Access: "rwx"},
 	} {
-		if err := b.Mount(ctx, s.ID, m); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		if err := on(t, b, s.ID).Mount(ctx, m); !errors.Is(err, sandbox.ErrInvalidSpec) {
 			t.Errorf("Mount(%+v): %v, want ErrInvalidSpec", m, err)
 		}
 	}
-	if err := b.Mount(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
+	if err := on(t, b, s.ID).Mount(ctx, sandbox.Mount{Source: dir, Target: "/data", Access: sandbox.ReadOnly}); err != nil {
 		t.Fatalf("Mount of a valid ro mount: %v", err)
 	}
 	if got := out(t, b, s.ID, "cat", "/data/f"); got != "attached" {
 		t.Errorf("reading the attached mount: %q", got)
 	}
-	if err := b.Mount(ctx, s.ID, sandbox.Mount{Source: dir, Target: "/data"}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if err := on(t, b, s.ID).Mount(ctx, sandbox.Mount{Source: dir, Target: "/data"}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a second mount at /data: %v, want ErrInvalidSpec", err)
 	}
-	res, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo x > /data/g"}})
+	res, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo x > /data/g"}})
 	if err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Read-only file system") {
 		t.Errorf("writing the ro mount: %+v, %v; want EROFS", res, err)
 	}
@@ -220,21 +239,21 @@ func mounts(t *testing.T, b sandbox.Backend) {
 func files(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
 	s := provision(t, b, sandbox.Spec{})
-	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"640"}, In: strings.NewReader("content")}); err != nil {
+	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"640"}, In: strings.NewReader("content")}); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 	if got := out(t, b, s.ID, "sh", "-c", "cat /tmp/f; stat -c ' %a' /tmp/f"); got != "content 640" {
 		t.Errorf("the command sees %q", got)
 	}
 	var read bytes.Buffer
-	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &read}); err != nil || read.String() != "content" {
+	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &read}); err != nil || read.String() != "content" {
 		t.Errorf("read: %q, %v", read.String(), err)
 	}
 	var missing *os.PathError
-	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/missing", Out: &read}); !errors.As(err, &missing) || !errors.Is(err, os.ErrNotExist) {
+	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/missing", Out: &read}); !errors.As(err, &missing) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("read of a missing file: %v, want a *PathError matching ErrNotExist", err)
 	}
-	if err := b.File(ctx, s.ID, sandbox.FileRequest{Op: sandbox.FileRemove, Path: "/tmp/f"}); err != nil {
+	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileRemove, Path: "/tmp/f"}); err != nil {
 		t.Errorf("remove: %v", err)
 	}
 	if got := out(t, b, s.ID, "sh", "-c", "test -e /tmp/f && echo there || echo gone"); got != "gone" {
@@ -247,18 +266,18 @@ func files(t *testing.T, b sandbox.Backend) {
 func network(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
 	none := provision(t, b, sandbox.Spec{})
-	if err := b.SetNetworkPolicy(ctx, none.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}); !errors.Is(err, sandbox.ErrUnsupported) {
+	if err := on(t, b, none.ID).SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("rules for a mode-none sandbox: %v, want ErrUnsupported", err)
 	}
 	lim := provision(t, b, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}})
 	p := sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.org"}, DeniedHosts: []string{"bad.example.org"}}
-	if err := b.SetNetworkPolicy(ctx, lim.ID, p); err != nil {
+	if err := on(t, b, lim.ID).SetNetworkPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Get(ctx, lim.ID); err != nil || len(got.Spec.Network.AllowedHosts) != 1 || got.Spec.Network.AllowedHosts[0] != "example.org" || got.Spec.Network.DeniedHosts[0] != "bad.example.org" {
+	if got, err := get(ctx, b, lim.ID); err != nil || len(got.Spec.Network.AllowedHosts) != 1 || got.Spec.Network.AllowedHosts[0] != "example.org" || got.Spec.Network.DeniedHosts[0] != "bad.example.org" {
 		t.Errorf("Get after the change: %+v, %v", got.Spec.Network, err)
 	}
-	if err := b.SetNetworkPolicy(ctx, lim.ID, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"*"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if err := on(t, b, lim.ID).SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"*"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("an allowlist of *: %v, want ErrInvalidSpec", err)
 	}
 }
@@ -272,7 +291,7 @@ func snapshotFork(t *testing.T, b sandbox.Backend) {
 		t.Errorf("fork of an unknown snapshot: %v, want ErrNotFound", err)
 	}
 	out(t, b, s.ID, "sh", "-c", "echo saved > /tmp/state")
-	snap, err := b.Snapshot(ctx, s.ID)
+	snap, err := on(t, b, s.ID).Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,21 +321,21 @@ func suspendResume(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
 	s := provision(t, b, sandbox.Spec{})
 	if !b.Capabilities().Suspend {
-		if err := b.Suspend(ctx, s.ID); !errors.Is(err, sandbox.ErrUnsupported) {
+		if err := on(t, b, s.ID).Suspend(ctx); !errors.Is(err, sandbox.ErrUnsupported) {
 			t.Errorf("suspend without a freezer: %v, want ErrUnsupported", err)
 		}
 		return
 	}
-	if err := b.Suspend(ctx, s.ID); err != nil {
+	if err := on(t, b, s.ID).Suspend(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Get(ctx, s.ID); err != nil || got.State != sandbox.StateSuspended {
+	if got, err := get(ctx, b, s.ID); err != nil || got.State != sandbox.StateSuspended {
 		t.Errorf("state %s, %v; want suspended", got.State, err)
 	}
-	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrSuspended) {
+	if _, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrSuspended) {
 		t.Errorf("exec while suspended: %v, want ErrSuspended", err)
 	}
-	if got, err := b.Resume(ctx, s.ID); err != nil || got.State != sandbox.StateRunning {
+	if got, err := on(t, b, s.ID).Resume(ctx); err != nil || got.State != sandbox.StateRunning {
 		t.Fatalf("Resume: %+v, %v", got, err)
 	}
 	if got := out(t, b, s.ID, "echo", "thawed"); got != "thawed" {
@@ -340,22 +359,22 @@ func stopResume(t *testing.T, b sandbox.Backend) {
 	if !b.Capabilities().Resume {
 		t.Skip("the backend cannot resume a stopped sandbox")
 	}
-	if _, err := b.Snapshot(ctx, s.ID); err != nil {
+	if _, err := on(t, b, s.ID).Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Stop(ctx, s.ID); err != nil {
+	if err := on(t, b, s.ID).Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Get(ctx, s.ID); err != nil || got.State != sandbox.StateStopped {
+	if got, err := get(ctx, b, s.ID); err != nil || got.State != sandbox.StateStopped {
 		t.Fatalf("after Stop: state %q, %v; want stopped", got.State, err)
 	}
-	if _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrStopped) && !errors.Is(err, sandbox.ErrTerminated) {
+	if _, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrStopped) && !errors.Is(err, sandbox.ErrTerminated) {
 		t.Errorf("exec in a stopped sandbox: %v, want ErrStopped or ErrTerminated", err)
 	}
-	if err := b.Stop(ctx, s.ID); err != nil {
+	if err := on(t, b, s.ID).Stop(ctx); err != nil {
 		t.Errorf("Stop of a stopped sandbox: %v, want nil", err)
 	}
-	got, err := b.Resume(ctx, s.ID)
+	got, err := on(t, b, s.ID).Resume(ctx)
 	if err != nil || got.ID != s.ID || got.State != sandbox.StateRunning {
 		t.Fatalf("Resume: %+v, %v; want %s running", got, err, s.ID)
 	}
@@ -367,18 +386,25 @@ func stopResume(t *testing.T, b sandbox.Backend) {
 	}
 }
 
-// Terminate ends the sandbox; the backend forgets it.
+// Terminate ends the sandbox; the backend forgets it, and a handle
+// opened before fails every verb with ErrNotFound.
 func terminate(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
 	s := provision(t, b, sandbox.Spec{})
 	keep := provision(t, b, sandbox.Spec{})
-	if err := b.Terminate(ctx, s.ID[:8]); err != nil {
+	h := on(t, b, s.ID[:8])
+	if h.ID() != s.ID {
+		t.Errorf("a handle opened by prefix has id %q, want %q", h.ID(), s.ID)
+	}
+	if err := h.Terminate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
-		"Get":       func() error { _, err := b.Get(ctx, s.ID); return err }(),
-		"Exec":      func() error { _, err := b.Exec(ctx, s.ID, sandbox.ExecRequest{Args: []string{"true"}}); return err }(),
-		"Terminate": b.Terminate(ctx, s.ID),
+		"Open":      func() error { _, err := b.Open(ctx, s.ID); return err }(),
+		"Info":      func() error { _, err := h.Info(ctx); return err }(),
+		"Exec":      func() error { _, err := h.Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); return err }(),
+		"Usage":     func() error { _, err := h.Usage(ctx); return err }(),
+		"Terminate": h.Terminate(ctx),
 	} {
 		if !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("%s after Terminate: %v, want ErrNotFound", name, err)
@@ -398,8 +424,12 @@ func cancelled(t *testing.T, b sandbox.Backend) {
 	if _, err := b.Provision(ctx, sandbox.Spec{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Provision: %v, want context.Canceled", err)
 	}
-	if err := b.Mount(ctx, s.ID, sandbox.Mount{Source: t.TempDir(), Target: "/m"}); !errors.Is(err, context.Canceled) {
+	h := on(t, b, s.ID)
+	if err := h.Mount(ctx, sandbox.Mount{Source: t.TempDir(), Target: "/m"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Mount: %v, want context.Canceled", err)
+	}
+	if _, err := h.Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Exec: %v, want context.Canceled", err)
 	}
 	if list, err := b.List(context.Background()); err != nil || len(list) != 1 {
 		t.Errorf("List: %+v, %v; want the one sandbox", list, err)
@@ -416,16 +446,16 @@ func dial(t *testing.T, b sandbox.Backend) {
 		t.Fatal(err)
 	}
 	info := provision(t, b, sandbox.Spec{Mounts: []sandbox.Mount{{Source: probe, Target: sandboxtest.ProbeTarget}}})
-	if _, err := b.Dial(ctx, info.ID, 8000); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := on(t, b, info.ID).Dial(ctx, 8000); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("Dial with nothing listening: %v, want ECONNREFUSED", err)
 	}
-	if _, err := b.Dial(ctx, info.ID, 70000); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if _, err := on(t, b, info.ID).Dial(ctx, 70000); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("Dial of port 70000: %v, want ErrInvalidSpec", err)
 	}
 	out(t, b, info.ID, "sh", "-c", "setsid "+sandboxtest.ProbeTarget+"/testprobe httpserve 127.0.0.1:8000 </dev/null >/dev/null 2>&1 &")
 	var c net.Conn
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err = b.Dial(ctx, info.ID, 8000); err == nil || time.Now().After(deadline) {
+		if c, err = on(t, b, info.ID).Dial(ctx, 8000); err == nil || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -441,10 +471,11 @@ func dial(t *testing.T, b sandbox.Backend) {
 	if err != nil || !strings.HasPrefix(string(resp), "HTTP/1.0 200") || !strings.Contains(string(resp), "GET /x\nHost: from-the-host\n") {
 		t.Errorf("the server's answer: %q, %v", resp, err)
 	}
-	if err := b.Terminate(ctx, info.ID); err != nil {
+	h := on(t, b, info.ID)
+	if err := h.Terminate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Dial(ctx, info.ID, 8000); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := h.Dial(ctx, 8000); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Dial after Terminate: %v, want ErrNotFound", err)
 	}
 }

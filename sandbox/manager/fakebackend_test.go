@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -250,4 +251,15 @@ func (f *fakeBackend) Dial(ctx context.Context, id string, port int) (net.Conn, 
 		return nil, err
 	}
 	return nil, sandbox.ErrUnsupported
+}
+
+// Open returns a handle whose verbs are the id-keyed methods above.
+func (f *fakeBackend) Open(ctx context.Context, ref string) (sandbox.Handle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := f.box(ref)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxtest.HandleByID(f, b.s.ID), nil
 }

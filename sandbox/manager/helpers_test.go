@@ -9,4 +9,5 @@ var (
 	assertGone      = sandboxtest.AssertGone
 	pidAlive        = sandboxtest.PIDAlive
 	assertNoProcess = sandboxtest.AssertNoProcess
+	infoOf          = sandboxtest.Info
 )

@@ -36,7 +36,7 @@ type Lease struct {
 	// Client is who holds the lease.
 	Client string `json:"client"`
 	// SandboxID and Backend name the sandbox (see
-	// [sandbox.Backend.Get]).
+	// [sandbox.Backend.Open]).
 	SandboxID string `json:"sandbox_id"`
 	Backend   string `json:"backend"`
 	// Labels are the client's, given to Acquire or Join.
@@ -86,8 +86,8 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	}
 	defer m.busy.Done()
 	if !req.Fresh {
-		if b, s, ok := m.takeWarm(ctx, specKey(req.Spec), req.Selection); ok {
-			l, err := m.register(ctx, b, s, true, req.Client, req.Labels)
+		if w, ok := m.takeWarm(ctx, specKey(req.Spec), req.Selection); ok {
+			l, err := m.register(ctx, w, true, req.Client, req.Labels)
 			m.pool.kick()
 			return l, err
 		}
@@ -97,27 +97,42 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 		return Lease{}, err
 	}
 	start := time.Now()
-	s, err := b.Provision(ctx, req.Spec)
+	s, h, err := provision(ctx, b, req.Spec)
 	if err != nil {
 		return Lease{}, err
 	}
 	m.mu.Lock()
 	m.recordProvision(time.Since(start))
 	m.mu.Unlock()
-	return m.register(ctx, b, s, false, req.Client, req.Labels)
+	return m.register(ctx, warmBox{b, h, s}, false, req.Client, req.Labels)
+}
+
+// provision provisions spec on b and opens the new sandbox's handle; a
+// sandbox it cannot open is terminated.
+func provision(ctx context.Context, b sandbox.Backend, spec sandbox.Spec) (sandbox.Info, sandbox.Handle, error) {
+	s, err := b.Provision(ctx, spec)
+	if err != nil {
+		return sandbox.Info{}, nil, err
+	}
+	h, err := b.Open(context.WithoutCancel(ctx), s.ID)
+	if err != nil {
+		return sandbox.Info{}, nil, fmt.Errorf("opening the new sandbox %s: %w", s.ID, err)
+	}
+	return s, h, nil
 }
 
 // register makes s a managed sandbox with one attached lease; the
 // sandbox is terminated when the manager has closed meanwhile.
-func (m *Manager) register(ctx context.Context, b sandbox.Backend, s sandbox.Info, pooled bool, client string, labels map[string]string) (Lease, error) {
+func (m *Manager) register(ctx context.Context, w warmBox, pooled bool, client string, labels map[string]string) (Lease, error) {
 	now := time.Now()
+	b, s := w.backend, w.info
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		_ = b.Terminate(context.WithoutCancel(ctx), s.ID)
+		_ = w.h.Terminate(context.WithoutCancel(ctx))
 		return Lease{}, sandbox.ErrClosed
 	}
-	box := &managedBox{id: s.ID, backend: b, pooled: pooled, created: now, lastActive: now, leases: map[string]*lease{}}
+	box := &managedBox{id: s.ID, backend: b, h: w.h, pooled: pooled, created: now, lastActive: now, leases: map[string]*lease{}}
 	m.boxes[box.id] = box
 	l := m.newLease(box, client, labels, now)
 	out := m.view(l)

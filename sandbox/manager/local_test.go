@@ -31,11 +31,11 @@ func TestManagerLocalPoolHitIsPreProvisioned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, got, err := m.Lookup(ctx, s.ID)
+	h, got, err := m.Lookup(ctx, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Pooled || s.SandboxID != warm[0].ID || got.InitPID != warm[0].InitPID || b.Name() != "local" {
+	if !s.Pooled || s.SandboxID != warm[0].ID || got.InitPID != warm[0].InitPID || h.ID() != s.SandboxID || got.Backend != "local" {
 		t.Fatalf("acquired %+v (init %d), want the warm %s (init %d)", s, got.InitPID, warm[0].ID, warm[0].InitPID)
 	}
 	var out []byte
@@ -84,7 +84,7 @@ func TestManagerLocalReaperTerminatesIdleSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := l.Get(ctx, s.SandboxID)
+	info, err := infoOf(ctx, l, s.SandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestManagerLocalReaperTerminatesIdleSandbox(t *testing.T) {
 	}
 	// TimeoutKills counts a sandbox once its termination has returned.
 	eventually(t, "the idle sandbox to be terminated", func() bool { return m.Stats().TimeoutKills > 0 })
-	if _, err := l.Get(ctx, s.SandboxID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := infoOf(ctx, l, s.SandboxID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("the backend still has the reaped sandbox: %v", err)
 	}
 	assertGone(t, info)

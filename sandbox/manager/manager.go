@@ -117,6 +117,7 @@ type Manager struct {
 type managedBox struct {
 	id          string
 	backend     sandbox.Backend
+	h           sandbox.Handle
 	pooled      bool
 	created     time.Time
 	lastActive  time.Time
@@ -315,18 +316,18 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	type victim struct {
-		b  sandbox.Backend
+		h  sandbox.Handle
 		id string
 	}
 	var victims []victim
 	for _, box := range m.boxes {
 		if !box.ending {
 			box.ending = true
-			victims = append(victims, victim{box.backend, box.id})
+			victims = append(victims, victim{box.h, box.id})
 		}
 	}
 	for _, w := range m.pool.drain() {
-		victims = append(victims, victim{w.backend, w.info.ID})
+		victims = append(victims, victim{w.h, w.info.ID})
 	}
 	clear(m.boxes)
 	clear(m.leases)
@@ -336,7 +337,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.cancel()
 	var errs []error
 	for _, v := range victims {
-		if err := v.b.Terminate(ctx, v.id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		if err := v.h.Terminate(ctx); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("terminating %s: %w", v.id, err))
 		}
 	}

@@ -39,6 +39,7 @@ type warmSlot struct {
 
 type warmBox struct {
 	backend sandbox.Backend
+	h       sandbox.Handle
 	info    sandbox.Info
 }
 
@@ -140,34 +141,35 @@ func (p *warmPool) health() []error {
 // once it has registered the sandbox (so that the refill's provisioning
 // does not compete with the hand-out). Dead ones (a spec's
 // Limits.Timeout ran out in the pool) are terminated on the way.
-func (m *Manager) takeWarm(ctx context.Context, key string, sel Selection) (sandbox.Backend, sandbox.Info, bool) {
+func (m *Manager) takeWarm(ctx context.Context, key string, sel Selection) (warmBox, bool) {
 	for {
 		m.mu.Lock()
 		slot := m.pool.byKey[key]
 		if slot == nil || key == "" {
 			m.mu.Unlock()
-			return nil, sandbox.Info{}, false
+			return warmBox{}, false
 		}
 		if len(slot.ready) == 0 || !sel.accepts(slot.backend) {
 			m.stats.PoolMisses++
 			m.pool.kick()
 			m.mu.Unlock()
-			return nil, sandbox.Info{}, false
+			return warmBox{}, false
 		}
 		w := slot.ready[0]
 		slot.ready = slot.ready[1:]
 		m.pool.notify()
 		m.mu.Unlock()
-		s, err := w.backend.Get(ctx, w.info.ID)
+		s, err := w.h.Info(ctx)
 		if err == nil && s.State == sandbox.StateRunning {
 			m.mu.Lock()
 			m.stats.PoolHits++
 			m.mu.Unlock()
-			return w.backend, s, true
+			w.info = s
+			return w, true
 		}
 		m.log.Debug("warm sandbox gone", "sandbox", w.info.ID, "state", s.State, "err", err)
 		m.pool.kick()
-		_ = w.backend.Terminate(context.WithoutCancel(ctx), w.info.ID)
+		_ = w.h.Terminate(context.WithoutCancel(ctx))
 	}
 }
 
@@ -239,7 +241,7 @@ func (m *Manager) refill() (failed bool) {
 		}
 		m.mu.Unlock()
 		start := time.Now()
-		s, err := slot.backend.Provision(m.ctx, slot.spec)
+		s, h, err := provision(m.ctx, slot.backend, slot.spec)
 		d := time.Since(start)
 		m.mu.Lock()
 		if err != nil {
@@ -257,10 +259,10 @@ func (m *Manager) refill() (failed bool) {
 		m.recordProvision(d)
 		if m.closed {
 			m.mu.Unlock()
-			_ = slot.backend.Terminate(context.Background(), s.ID)
+			_ = h.Terminate(context.Background())
 			return false
 		}
-		slot.ready = append(slot.ready, warmBox{slot.backend, s})
+		slot.ready = append(slot.ready, warmBox{slot.backend, h, s})
 		slot.lastErr = nil
 		m.pool.notify()
 		m.mu.Unlock()

@@ -117,14 +117,14 @@ func TestManagerSuspendResume(t *testing.T) {
 	if got, _ := m.Lease(l.ID); got.State != manager.LeaseSuspended {
 		t.Errorf("after Suspend: %s, want %s", got.State, manager.LeaseSuspended)
 	}
-	if info, _ := f.Get(ctx, l.SandboxID); info.State != sandbox.StateSuspended {
+	if info, _ := infoOf(ctx, f, l.SandboxID); info.State != sandbox.StateSuspended {
 		t.Errorf("backend state after Suspend: %s", info.State)
 	}
 	back, err := m.Resume(ctx, l.ID[:5])
 	if err != nil || back.ID != l.ID || back.State != manager.LeaseAttached {
 		t.Fatalf("Resume: %+v, %v", back, err)
 	}
-	if info, _ := f.Get(ctx, l.SandboxID); info.State != sandbox.StateRunning {
+	if info, _ := infoOf(ctx, f, l.SandboxID); info.State != sandbox.StateRunning {
 		t.Errorf("backend state after Resume: %s", info.State)
 	}
 	// Resumed, it is under the idle timeout (none) again, not the

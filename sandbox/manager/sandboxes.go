@@ -67,7 +67,7 @@ func (m *Manager) startEnding(box *managedBox) bool {
 // finishEnding terminates box, marked by startEnding, and forgets it.
 func (m *Manager) finishEnding(ctx context.Context, box *managedBox, why string) error {
 	defer m.busy.Done()
-	err := box.backend.Terminate(ctx, box.id)
+	err := box.h.Terminate(ctx)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		err = nil
 	}
@@ -160,21 +160,21 @@ func (m *Manager) Exec(ctx context.Context, leaseID string, req sandbox.ExecRequ
 		box.lastActive = time.Now()
 		m.mu.Unlock()
 	}()
-	return box.backend.Exec(ctx, box.id, req)
+	return box.h.Exec(ctx, req)
 }
 
-// Lookup returns the lease's backend and its description of the
-// sandbox, for what the manager does not wrap (Snapshot, Fork,
-// SetNetworkPolicy, Mount, File, Usage). It counts as activity.
-func (m *Manager) Lookup(ctx context.Context, leaseID string) (sandbox.Backend, sandbox.Info, error) {
+// Lookup returns the lease's sandbox handle and its description of the
+// sandbox, for what the manager does not wrap (Snapshot, SetNetworkPolicy,
+// Mount, File, Usage). It counts as activity.
+func (m *Manager) Lookup(ctx context.Context, leaseID string) (sandbox.Handle, sandbox.Info, error) {
 	m.mu.Lock()
 	box, err := m.activity(leaseID)
 	m.mu.Unlock()
 	if err != nil {
 		return nil, sandbox.Info{}, err
 	}
-	s, err := box.backend.Get(ctx, box.id)
-	return box.backend, s, err
+	s, err := box.h.Info(ctx)
+	return box.h, s, err
 }
 
 // Suspend freezes the lease's sandbox; the suspended timeout applies
@@ -186,7 +186,7 @@ func (m *Manager) Suspend(ctx context.Context, leaseID string) error {
 	if err != nil {
 		return err
 	}
-	if err := box.backend.Suspend(ctx, box.id); err != nil {
+	if err := box.h.Suspend(ctx); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -198,7 +198,7 @@ func (m *Manager) Suspend(ctx context.Context, leaseID string) error {
 }
 
 // Resume thaws the lease's sandbox, or provisions it again from its
-// latest snapshot when it has ended (see [sandbox.Backend.Resume]);
+// latest snapshot when it has ended (see [sandbox.Handle.Resume]);
 // the idle or detached timeout applies again.
 func (m *Manager) Resume(ctx context.Context, leaseID string) (Lease, error) {
 	m.mu.Lock()
@@ -207,7 +207,7 @@ func (m *Manager) Resume(ctx context.Context, leaseID string) (Lease, error) {
 	if err != nil {
 		return Lease{}, err
 	}
-	if _, err := box.backend.Resume(ctx, box.id); err != nil {
+	if _, err := box.h.Resume(ctx); err != nil {
 		return Lease{}, err
 	}
 	m.mu.Lock()

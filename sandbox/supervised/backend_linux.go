@@ -288,14 +288,49 @@ func (b *Backend) info(rec *record) sandbox.Info {
 		SupervisorPID: rec.Supervisor, CgroupPaths: rec.Cgroups, Protections: rec.Protections, Layers: rec.Layers, Ended: rec.Ended, Reason: rec.Reason}
 }
 
-// Get returns the sandbox ref names: an exact id, an exact name or a
-// unique id prefix (sandbox.ErrAmbiguous when several match).
-func (b *Backend) Get(ctx context.Context, ref string) (sandbox.Info, error) {
+// Sandbox is a handle on one sandbox of a [Backend] (see
+// [Backend.Open]): the [sandbox.Handle] verbs, and the supervisor's own
+// (detached commands, ports, snapshots with options). It holds the id
+// alone; each call reads the sandbox's record and talks to its current
+// supervisor, so a handle outlives idle hand-offs and resumes.
+type Sandbox struct {
+	b  *Backend
+	id string
+}
+
+var _ sandbox.Handle = (*Sandbox)(nil)
+
+// Open returns a handle on the sandbox ref names: an exact id, an exact
+// name or a unique id prefix (sandbox.ErrAmbiguous when several match).
+func (b *Backend) Open(ctx context.Context, ref string) (sandbox.Handle, error) {
+	return b.Sandbox(ctx, ref)
+}
+
+// Sandbox is Open with the concrete handle.
+func (b *Backend) Sandbox(ctx context.Context, ref string) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	rec, err := b.st.Get(ref)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{b: b, id: rec.ID}, nil
+}
+
+// ID is the sandbox's id.
+func (s *Sandbox) ID() string { return s.id }
+
+// rec reads the sandbox's record (ErrNotFound once it is removed).
+func (s *Sandbox) rec() (*record, error) { return s.b.st.Get(s.id) }
+
+// Info describes the sandbox as its record has it.
+func (s *Sandbox) Info(ctx context.Context) (sandbox.Info, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	return b.info(rec), nil
+	return s.b.info(rec), nil
 }
 
 // List returns every sandbox of the state directory, oldest first.
@@ -313,30 +348,30 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 
 // Mount adds m to the running sandbox (see sandbox.Sandbox.Mount); its
 // record keeps the new spec.
-func (b *Backend) Mount(ctx context.Context, ref string, m sandbox.Mount) error {
-	return b.simple(ctx, ref, request{Op: opMount, Mount: &m})
+func (s *Sandbox) Mount(ctx context.Context, m sandbox.Mount) error {
+	return s.simple(ctx, request{Op: opMount, Mount: &m})
 }
 
 // SetNetworkPolicy replaces a limited sandbox's rules; its record keeps
 // them.
-func (b *Backend) SetNetworkPolicy(ctx context.Context, ref string, p sandbox.NetworkPolicy) error {
-	return b.simple(ctx, ref, request{Op: opNet, Network: &p})
+func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p sandbox.NetworkPolicy) error {
+	return s.simple(ctx, request{Op: opNet, Network: &p})
 }
 
 // Suspend freezes the sandbox.
-func (b *Backend) Suspend(ctx context.Context, ref string) error {
-	return b.simple(ctx, ref, request{Op: opSuspend})
+func (s *Sandbox) Suspend(ctx context.Context) error {
+	return s.simple(ctx, request{Op: opSuspend})
 }
 
 // Snapshot snapshots the sandbox into the state directory's snapshots.
-func (b *Backend) Snapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
-	return b.SnapshotWith(ctx, ref, sandbox.SnapshotOptions{})
+func (s *Sandbox) Snapshot(ctx context.Context) (*sandbox.Snapshot, error) {
+	return s.SnapshotWith(ctx, sandbox.SnapshotOptions{})
 }
 
 // SnapshotWith is Snapshot with options; of opts only IncludeReadWrite
 // applies (the supervisor names the snapshot).
-func (b *Backend) SnapshotWith(ctx context.Context, ref string, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) SnapshotWith(ctx context.Context, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return nil, err
 	}
@@ -344,21 +379,21 @@ func (b *Backend) SnapshotWith(ctx context.Context, ref string, opts sandbox.Sna
 	if err != nil {
 		return nil, err
 	}
-	return sandbox.FindSnapshot(b.st.SnapshotsDir(), rep.Snapshot)
+	return sandbox.FindSnapshot(s.b.st.SnapshotsDir(), rep.Snapshot)
 }
 
 // Resume thaws a suspended sandbox; a stopped one (its supervisor gone)
 // is provisioned again, under its id and name, from its latest snapshot
 // (sandbox.ErrTerminated without one).
-func (b *Backend) Resume(ctx context.Context, ref string) (sandbox.Info, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Resume(ctx context.Context) (sandbox.Info, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return sandbox.Info{}, err
 	}
 	if rec.live() {
 		_, err := call(ctx, rec, request{Op: opResume}, nil)
 		if err == nil {
-			return b.Get(ctx, rec.ID)
+			return s.Info(ctx)
 		}
 		// A supervisor that was just killed closes its socket before it
 		// is gone: once it is, the sandbox is a stopped one.
@@ -367,7 +402,7 @@ func (b *Backend) Resume(ctx context.Context, ref string) (sandbox.Info, error) 
 		}
 		rec.State = sandbox.StateStopped
 	}
-	snaps, err := b.Snapshots(ctx)
+	snaps, err := s.b.Snapshots(ctx)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
@@ -380,11 +415,11 @@ func (b *Backend) Resume(ctx context.Context, ref string) (sandbox.Info, error) 
 	if latest == nil {
 		return sandbox.Info{}, fmt.Errorf("%w: sandbox %s is stopped and has no snapshot to resume from (tent rm %s)", sandbox.ErrTerminated, rec.ID, rec.ID)
 	}
-	b.st.Reclaim(rec) // the old layers are superseded by the snapshot's
+	s.b.st.Reclaim(rec) // the old layers are superseded by the snapshot's
 	fo := &forkOverrides{Name: rec.Name, Labels: rec.Labels}
 	spec := latest.Spec
 	spec.Name, spec.Labels = rec.Name, rec.Labels
-	return b.spawn(ctx, launch{ID: rec.ID, Spec: spec, FromSnapshot: latest.Dir, Overrides: fo})
+	return s.b.spawn(ctx, launch{ID: rec.ID, Spec: spec, FromSnapshot: latest.Dir, Overrides: fo})
 }
 
 // StopReason is the Reason of a sandbox stopped by Backend.Stop.
@@ -394,8 +429,8 @@ const StopReason = "stopped"
 // StopReason), as its Limits.Timeout running out does; Resume provisions
 // it again from its latest snapshot. A sandbox whose supervisor is gone
 // is stopped already.
-func (b *Backend) Stop(ctx context.Context, ref string) error {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Stop(ctx context.Context) error {
+	rec, err := s.rec()
 	if err != nil {
 		return err
 	}
@@ -421,8 +456,8 @@ func (b *Backend) Stop(ctx context.Context, ref string) error {
 // Terminate ends the sandbox and removes its record. Of a sandbox whose
 // supervisor is gone (killed: its processes died with it, or die once
 // their frozen cgroup is thawed) it reclaims what is left first.
-func (b *Backend) Terminate(ctx context.Context, ref string) error {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Terminate(ctx context.Context) error {
+	rec, err := s.rec()
 	if err != nil {
 		return err
 	}
@@ -437,15 +472,15 @@ func (b *Backend) Terminate(ctx context.Context, ref string) error {
 			// A supervisor that does not answer (stopped, stuck) is
 			// killed: its sandbox's processes die with its init, and
 			// what is left is reclaimed below, as after a crash.
-			b.log.Warn("the supervisor did not answer the removal: killing it", "id", rec.ID, "pid", rec.Supervisor)
+			s.b.log.Warn("the supervisor did not answer the removal: killing it", "id", rec.ID, "pid", rec.Supervisor)
 			killSupervisor(rec)
 		default:
 			return err
 		}
 		waitGone(rec) // the supervisor exits once its teardown is done
 	}
-	b.st.Reclaim(rec)
-	return b.st.removeFiles(rec.ID)
+	s.b.st.Reclaim(rec)
+	return s.b.st.removeFiles(rec.ID)
 }
 
 // removeAnswerTimeout bounds the wait for a supervisor's answer to a
@@ -472,12 +507,12 @@ func killSupervisor(rec *record) {
 
 // Usage reads what the sandbox uses now from its cgroups, without waking
 // its supervisor.
-func (b *Backend) Usage(ctx context.Context, ref string) (sandbox.Usage, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Usage(ctx context.Context) (sandbox.Usage, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return sandbox.Usage{}, err
 	}
-	return b.st.Usage(rec)
+	return s.b.st.Usage(rec)
 }
 
 // Dial connects to port of the sandbox's loopback, inside its network
@@ -485,8 +520,8 @@ func (b *Backend) Usage(ctx context.Context, ref string) (sandbox.Usage, error) 
 // connection and passes its descriptor on, so that it lives on whatever
 // becomes of the supervisor (an idle hand-off) until either side closes
 // it or the sandbox ends.
-func (b *Backend) Dial(ctx context.Context, ref string, port int) (net.Conn, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Dial(ctx context.Context, port int) (net.Conn, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return nil, err
 	}
@@ -508,8 +543,8 @@ func (b *Backend) Dial(ctx context.Context, ref string, port int) (net.Conn, err
 // [sandbox.Sandbox.Publish]) and returns it with the host port bound; the
 // record keeps it, so that tent port lists it and an idle hand-off keeps
 // serving it.
-func (b *Backend) Publish(ctx context.Context, ref string, m sandbox.PortMapping) (sandbox.PortMapping, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Publish(ctx context.Context, m sandbox.PortMapping) (sandbox.PortMapping, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return sandbox.PortMapping{}, err
 	}
@@ -524,8 +559,8 @@ func (b *Backend) Publish(ctx context.Context, ref string, m sandbox.PortMapping
 }
 
 // simple sends a request without descriptors to ref's supervisor.
-func (b *Backend) simple(ctx context.Context, ref string, req request) error {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) simple(ctx context.Context, req request) error {
+	rec, err := s.rec()
 	if err != nil {
 		return err
 	}

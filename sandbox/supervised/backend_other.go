@@ -27,6 +27,21 @@ type Backend struct{}
 
 var _ sandbox.Backend = (*Backend)(nil)
 
+// Sandbox is a handle on one sandbox of a [Backend]; outside Linux none
+// can be obtained: its methods fail.
+type Sandbox struct{}
+
+var _ sandbox.Handle = (*Sandbox)(nil)
+
+// Open fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Open(context.Context, string) (sandbox.Handle, error) { return nil, errNotLinux }
+
+// Sandbox fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Sandbox(context.Context, string) (*Sandbox, error) { return nil, errNotLinux }
+
+// ID returns "".
+func (s *Sandbox) ID() string { return "" }
+
 // Open fails with an error wrapping [sandbox.ErrUnsupported]: sandboxes
 // need Linux.
 func Open(string, Options) (*Backend, error) { return nil, errNotLinux }
@@ -56,8 +71,8 @@ func (b *Backend) Fork(context.Context, string, sandbox.ForkOverrides) (sandbox.
 // Snapshots fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) Snapshots(context.Context) ([]*sandbox.Snapshot, error) { return nil, errNotLinux }
 
-// Get fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Get(context.Context, string) (sandbox.Info, error) {
+// Info fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) Info(context.Context) (sandbox.Info, error) {
 	return sandbox.Info{}, errNotLinux
 }
 
@@ -65,72 +80,72 @@ func (b *Backend) Get(context.Context, string) (sandbox.Info, error) {
 func (b *Backend) List(context.Context) ([]sandbox.Info, error) { return nil, errNotLinux }
 
 // Exec fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Exec(context.Context, string, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+func (s *Sandbox) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	return nil, errNotLinux
 }
 
 // Publish fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Publish(context.Context, string, sandbox.PortMapping) (sandbox.PortMapping, error) {
+func (s *Sandbox) Publish(context.Context, sandbox.PortMapping) (sandbox.PortMapping, error) {
 	return sandbox.PortMapping{}, errNotLinux
 }
 
 // Dial fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Dial(context.Context, string, int) (net.Conn, error) { return nil, errNotLinux }
+func (s *Sandbox) Dial(context.Context, int) (net.Conn, error) { return nil, errNotLinux }
 
 // File fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) File(context.Context, string, sandbox.FileRequest) error { return errNotLinux }
+func (s *Sandbox) File(context.Context, sandbox.FileRequest) error { return errNotLinux }
 
 // Mount fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Mount(context.Context, string, sandbox.Mount) error { return errNotLinux }
+func (s *Sandbox) Mount(context.Context, sandbox.Mount) error { return errNotLinux }
 
 // SetNetworkPolicy fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) SetNetworkPolicy(context.Context, string, sandbox.NetworkPolicy) error {
+func (s *Sandbox) SetNetworkPolicy(context.Context, sandbox.NetworkPolicy) error {
 	return errNotLinux
 }
 
 // Suspend fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Suspend(context.Context, string) error { return errNotLinux }
+func (s *Sandbox) Suspend(context.Context) error { return errNotLinux }
 
 // Stop is not supported off Linux.
-func (b *Backend) Stop(context.Context, string) error { return errNotLinux }
+func (s *Sandbox) Stop(context.Context) error { return errNotLinux }
 
 // Snapshot fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Snapshot(context.Context, string) (*sandbox.Snapshot, error) {
+func (s *Sandbox) Snapshot(context.Context) (*sandbox.Snapshot, error) {
 	return nil, errNotLinux
 }
 
 // SnapshotWith fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) SnapshotWith(context.Context, string, sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
+func (s *Sandbox) SnapshotWith(context.Context, sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
 	return nil, errNotLinux
 }
 
 // Resume fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Resume(context.Context, string) (sandbox.Info, error) {
+func (s *Sandbox) Resume(context.Context) (sandbox.Info, error) {
 	return sandbox.Info{}, errNotLinux
 }
 
 // Terminate fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Terminate(context.Context, string) error { return errNotLinux }
+func (s *Sandbox) Terminate(context.Context) error { return errNotLinux }
 
 // Usage fails with an error wrapping [sandbox.ErrUnsupported].
-func (b *Backend) Usage(context.Context, string) (sandbox.Usage, error) {
+func (s *Sandbox) Usage(context.Context) (sandbox.Usage, error) {
 	return sandbox.Usage{}, errNotLinux
 }
 
 // ExecDetached fails outside Linux.
-func (b *Backend) ExecDetached(context.Context, string, sandbox.ExecRequest, DetachOptions) (int, error) {
+func (s *Sandbox) ExecDetached(context.Context, sandbox.ExecRequest, DetachOptions) (int, error) {
 	return 0, errNotLinux
 }
 
 // Processes fails outside Linux.
-func (b *Backend) Processes(context.Context, string) ([]ProcessInfo, error) { return nil, errNotLinux }
+func (s *Sandbox) Processes(context.Context) ([]ProcessInfo, error) { return nil, errNotLinux }
 
 // SignalProcess fails outside Linux.
-func (b *Backend) SignalProcess(context.Context, string, int, syscall.Signal) error {
+func (s *Sandbox) SignalProcess(context.Context, int, syscall.Signal) error {
 	return errNotLinux
 }
 
 // Attach fails outside Linux.
-func (b *Backend) Attach(context.Context, string, int, io.Writer, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
+func (s *Sandbox) Attach(context.Context, int, io.Writer, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
 	return nil, errNotLinux
 }

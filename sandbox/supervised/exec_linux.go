@@ -24,8 +24,8 @@ import (
 // into the result (at most MaxOutput bytes, DefaultMaxOutput when 0).
 // req.TTY's Resize and req.Signals are forwarded while the command runs.
 // Cancelling ctx closes the session, which kills the command.
-func (b *Backend) Exec(ctx context.Context, ref string, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +142,8 @@ func forward(ctx context.Context, conn *net.UnixConn, req sandbox.ExecRequest, d
 // File runs one file operation inside the sandbox through its supervisor
 // (see sandbox.Sandbox.File); a failure the helper reports carries its
 // errno (errors.Is(err, fs.ErrNotExist) works).
-func (b *Backend) File(ctx context.Context, ref string, req sandbox.FileRequest) error {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) File(ctx context.Context, req sandbox.FileRequest) error {
+	rec, err := s.rec()
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func TestSupervisorRefusesPeersInsideSandboxes(t *testing.T) {
 		t.Fatal("the sandbox mounted a host directory through its supervisor")
 	}
 	// The owner, outside, is served.
-	if err := b.Mount(context.Background(), other.ID, sandbox.Mount{Source: victim, Target: "/given", Access: sandbox.ReadOnly}); err != nil {
+	if err := sbOf(t, b, other.ID).Mount(context.Background(), sandbox.Mount{Source: victim, Target: "/given", Access: sandbox.ReadOnly}); err != nil {
 		t.Fatalf("the owner's mount: %v", err)
 	}
 	if out, _ := execOut(t, b, other.ID, "cat", "/given/secret"); out != "SECRET\n" {
@@ -103,8 +103,8 @@ func TestStateDirMustBeTheCallers(t *testing.T) {
 	if _, err := b.Snapshots(ctx); !errors.Is(err, ErrUnsafeStateDir) {
 		t.Fatalf("Snapshots of a 0777 state directory: %v, want ErrUnsafeStateDir", err)
 	}
-	if err := b.Terminate(ctx, rec.ID); !errors.Is(err, ErrUnsafeStateDir) {
-		t.Fatalf("Terminate in a 0777 state directory: %v, want ErrUnsafeStateDir", err)
+	if _, err := b.Open(ctx, rec.ID); !errors.Is(err, ErrUnsafeStateDir) {
+		t.Fatalf("Open in a 0777 state directory: %v, want ErrUnsafeStateDir", err)
 	}
 	b.st.Reclaim(&rec)
 	if _, err := os.Stat(filepath.Join(victim, "0", "upper")); err != nil {
@@ -162,7 +162,7 @@ func TestRecordsAreValidatedBeforeActing(t *testing.T) {
 		t.Errorf("socket %q, want the one beside the record, %q", got.Socket, st.SocketPath(rec.ID))
 	}
 	b, _ := Open(st.Dir, Options{})
-	if err := b.Terminate(context.Background(), rec.ID); err != nil {
+	if err := sbOf(t, b, rec.ID).Terminate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"0/upper", "tent-x"} {
@@ -201,33 +201,33 @@ func TestBackendLifecycleAndErrors(t *testing.T) {
 	if _, err := b.Provision(ctx, sandbox.Spec{Name: "box"}); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("a second sandbox named box: %v", err)
 	}
-	if _, err := b.Exec(ctx, "box", sandbox.ExecRequest{Args: []string{"no-such-command"}}); !errors.Is(err, sandbox.ErrCommandNotFound) || sandbox.ExitCode(err) != 127 {
+	if _, err := sbOf(t, b, "box").Exec(ctx, sandbox.ExecRequest{Args: []string{"no-such-command"}}); !errors.Is(err, sandbox.ErrCommandNotFound) || sandbox.ExitCode(err) != 127 {
 		t.Fatalf("exec of a missing command: %v (exit %d), want ErrCommandNotFound", err, sandbox.ExitCode(err))
 	}
-	if _, err := b.Exec(ctx, "nosuch", sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Fatalf("exec in a missing sandbox: %v", err)
+	if _, err := b.Open(ctx, "nosuch"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("open of a missing sandbox: %v", err)
 	}
-	res, err := b.Exec(ctx, "box", sandbox.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
+	res, err := sbOf(t, b, "box").Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
 	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}
 	var got strings.Builder
-	if err := b.File(ctx, "box", sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"644"}, In: strings.NewReader("hello")}); err != nil {
+	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"644"}, In: strings.NewReader("hello")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.File(ctx, "box", sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &got}); err != nil || got.String() != "hello" {
+	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &got}); err != nil || got.String() != "hello" {
 		t.Fatalf("read back %q, %v", got.String(), err)
 	}
-	if err := b.File(ctx, "box", sandbox.FileRequest{Op: sandbox.FileRead, Path: "/nonexistent"}); !errors.Is(err, os.ErrNotExist) {
+	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/nonexistent"}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("read of a missing file: %v, want ErrNotExist", err)
 	}
-	if err := b.SetNetworkPolicy(ctx, "box", sandbox.NetworkPolicy{Mode: "host"}); !errors.Is(err, sandbox.ErrUnsupported) {
+	if err := sbOf(t, b, "box").SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "host"}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("switching to host: %v, want ErrUnsupported", err)
 	}
-	if err := b.Terminate(ctx, info.ID); err != nil {
+	if err := sbOf(t, b, info.ID).Terminate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Get(ctx, info.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := infoOf(ctx, b, info.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("after Terminate: %v", err)
 	}
 }
@@ -236,7 +236,7 @@ func TestBackendLifecycleAndErrors(t *testing.T) {
 func TestErrorKindsCrossTogether(t *testing.T) {
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
-	_, err := b.Exec(context.Background(), info.ID, sandbox.ExecRequest{Args: []string{"true"}, Dir: "/nonexistent"})
+	_, err := sbOf(t, b, info.ID).Exec(context.Background(), sandbox.ExecRequest{Args: []string{"true"}, Dir: "/nonexistent"})
 	if !errors.Is(err, sandbox.ErrInvalidSpec) || !errors.Is(err, sandbox.ErrWorkDir) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("exec in a missing directory: %v, want ErrInvalidSpec, ErrWorkDir and ENOENT", err)
 	}
@@ -254,7 +254,7 @@ func TestProvisionCancelledLeavesNothing(t *testing.T) {
 		cancel()
 		if err == nil {
 			// Ready before the cancellation: an ordinary sandbox.
-			if err := b.Terminate(context.Background(), info.ID); err != nil {
+			if err := sbOf(t, b, info.ID).Terminate(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			continue
@@ -325,7 +325,7 @@ func TestCallsHonourContextAgainstAStoppedSupervisor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := b.Suspend(ctx, info.ID)
+	err := sbOf(t, b, info.ID).Suspend(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Suspend against a stopped supervisor: %v, want context.DeadlineExceeded", err)
 	}
@@ -334,14 +334,14 @@ func TestCallsHonourContextAgainstAStoppedSupervisor(t *testing.T) {
 	}
 	cctx, ccancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, ccancel)
-	if err := b.Mount(cctx, info.ID, sandbox.Mount{Source: t.TempDir(), Target: "/m"}); !errors.Is(err, context.Canceled) {
+	if err := sbOf(t, b, info.ID).Mount(cctx, sandbox.Mount{Source: t.TempDir(), Target: "/m"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Mount cancelled: %v, want context.Canceled", err)
 	}
 
 	old := removeAnswerTimeout
 	removeAnswerTimeout = 200 * time.Millisecond
 	t.Cleanup(func() { removeAnswerTimeout = old })
-	if err := b.Terminate(context.Background(), info.ID); err != nil {
+	if err := sbOf(t, b, info.ID).Terminate(context.Background()); err != nil {
 		t.Fatalf("Terminate of a stopped supervisor: %v", err)
 	}
 	if all, _ := b.List(context.Background()); len(all) != 0 {

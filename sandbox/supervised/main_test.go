@@ -34,7 +34,7 @@ func open(t *testing.T) *Backend {
 	t.Cleanup(func() {
 		all, _ := b.List(context.Background())
 		for _, i := range all {
-			if err := b.Terminate(context.Background(), i.ID); err != nil {
+			if err := sbOf(t, b, i.ID).Terminate(context.Background()); err != nil {
 				t.Errorf("terminate %s: %v", i.ID, err)
 			}
 		}
@@ -55,9 +55,28 @@ func provision(t *testing.T, b *Backend, spec sandbox.Spec) sandbox.Info {
 func execOut(t *testing.T, b *Backend, id string, argv ...string) (string, *sandbox.ExecResult) {
 	t.Helper()
 	var out bytes.Buffer
-	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: argv, Stdout: &out})
+	res, err := sbOf(t, b, id).Exec(context.Background(), sandbox.ExecRequest{Args: argv, Stdout: &out})
 	if err != nil {
 		t.Fatalf("exec %q: %v", argv, err)
 	}
 	return out.String(), res
+}
+
+// sbOf opens the sandbox ref names in b, failing the test otherwise.
+func sbOf(t testing.TB, b *Backend, ref string) *Sandbox {
+	t.Helper()
+	s, err := b.Sandbox(context.Background(), ref)
+	if err != nil {
+		t.Fatalf("open %s: %v", ref, err)
+	}
+	return s
+}
+
+// infoOf describes the sandbox ref names in b.
+func infoOf(ctx context.Context, b *Backend, ref string) (sandbox.Info, error) {
+	s, err := b.Sandbox(ctx, ref)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return s.Info(ctx)
 }

@@ -18,14 +18,14 @@ import (
 // MaxDetached, MaxDetachedOutput). Of req, Args, Env, Dir and Timeout are
 // used; a detached command has no stdin and no terminal, so Stdin, TTY
 // and the caller's Stdout and Stderr are refused (ErrInvalidSpec).
-func (b *Backend) ExecDetached(ctx context.Context, ref string, req sandbox.ExecRequest, o DetachOptions) (int, error) {
+func (s *Sandbox) ExecDetached(ctx context.Context, req sandbox.ExecRequest, o DetachOptions) (int, error) {
 	if req.Stdin != nil || req.TTY != nil || req.Stdout != nil || req.Stderr != nil {
 		return 0, fmt.Errorf("%w: a detached command has no stdin, terminal or caller's output (tent attach reads its output)", sandbox.ErrInvalidSpec)
 	}
 	if len(req.Args) == 0 || req.Args[0] == "" {
 		return 0, fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
 	}
-	rec, err := b.st.Get(ref)
+	rec, err := s.rec()
 	if err != nil {
 		return 0, err
 	}
@@ -38,8 +38,8 @@ func (b *Backend) ExecDetached(ctx context.Context, ref string, req sandbox.Exec
 
 // Processes lists the sandbox's detached commands, running and finished,
 // oldest first.
-func (b *Backend) Processes(ctx context.Context, ref string) ([]ProcessInfo, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +52,8 @@ func (b *Backend) Processes(ctx context.Context, ref string) ([]ProcessInfo, err
 
 // SignalProcess delivers sig to the detached command pid (its foreground
 // process group); one that has exited, or is not known, is ErrNotFound.
-func (b *Backend) SignalProcess(ctx context.Context, ref string, pid int, sig syscall.Signal) error {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) SignalProcess(ctx context.Context, pid int, sig syscall.Signal) error {
+	rec, err := s.rec()
 	if err != nil {
 		return err
 	}
@@ -70,8 +70,8 @@ func (b *Backend) SignalProcess(ctx context.Context, ref string, pid int, sig sy
 // delivered to it meanwhile. ctx's end detaches: the command goes on.
 // A command that ended with its sandbox (terminated under it) has no
 // status of its own: Attach then fails with sandbox.ErrTerminated.
-func (b *Backend) Attach(ctx context.Context, ref string, pid int, stdout, stderr io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error) {
-	rec, err := b.st.Get(ref)
+func (s *Sandbox) Attach(ctx context.Context, pid int, stdout, stderr io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error) {
+	rec, err := s.rec()
 	if err != nil {
 		return nil, err
 	}

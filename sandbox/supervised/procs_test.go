@@ -22,27 +22,27 @@ func TestDetachedCommands(t *testing.T) {
 	ctx := context.Background()
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
-	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; exit 7"}}, DetachOptions{})
+	pid, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; exit 7"}}, DetachOptions{})
 	if err != nil || pid <= 1 {
 		t.Fatalf("ExecDetached: pid %d, %v", pid, err)
 	}
 	var out bytes.Buffer
-	res, err := b.Attach(ctx, info.ID, pid, &out, nil, nil)
+	res, err := sbOf(t, b, info.ID).Attach(ctx, pid, &out, nil, nil)
 	// One writer takes both streams: each line whole, in either order
 	// (two streams have no order between them, as two pipes have none).
 	if got := out.String(); err != nil || res.ExitCode != 7 || got != "one\ntwo\n" && got != "two\none\n" {
 		t.Fatalf("Attach: %+v, %v, output %q; want exit 7 and both streams", res, err, got)
 	}
 	out.Reset()
-	if res, err := b.Attach(ctx, info.ID, pid, &out, nil, nil); err != nil || res.ExitCode != 7 || out.Len() != 0 {
+	if res, err := sbOf(t, b, info.ID).Attach(ctx, pid, &out, nil, nil); err != nil || res.ExitCode != 7 || out.Len() != 0 {
 		t.Errorf("a second Attach: %+v, %v, output %q; want the exit and no output again", res, err, out.String())
 	}
 
-	sleeper, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{})
+	sleeper, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	procs, err := b.Processes(ctx, info.ID)
+	procs, err := sbOf(t, b, info.ID).Processes(ctx)
 	if err != nil || len(procs) != 2 || procs[0].Pid != pid || procs[0].Running || procs[0].Exit != 7 || procs[1].Pid != sleeper || !procs[1].Running {
 		t.Fatalf("Processes: %+v, %v", procs, err)
 	}
@@ -50,23 +50,23 @@ func TestDetachedCommands(t *testing.T) {
 	if got, _ := execOut(t, b, info.ID, "sh", "-c", "cat /proc/"+itoa(sleeper)+"/cmdline | tr '\\0' ' '"); strings.TrimSpace(got) != "sleep 60" {
 		t.Errorf("/proc/%d inside: %q, want the sleeper", sleeper, got)
 	}
-	if err := b.SignalProcess(ctx, info.ID, sleeper, syscall.SIGTERM); err != nil {
+	if err := sbOf(t, b, info.ID).SignalProcess(ctx, sleeper, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	sandboxtest.Eventually(t, "the signalled command to be reported ended", func() bool {
-		procs, _ := b.Processes(ctx, info.ID)
+		procs, _ := sbOf(t, b, info.ID).Processes(ctx)
 		return len(procs) == 2 && !procs[1].Running && procs[1].Signal == "terminated" && procs[1].Exit == 143
 	})
 	for _, err := range []error{
-		b.SignalProcess(ctx, info.ID, sleeper, syscall.SIGTERM),
-		b.SignalProcess(ctx, info.ID, 99999, syscall.SIGTERM),
-		func() error { _, err := b.Attach(ctx, info.ID, 99999, &out, nil, nil); return err }(),
+		sbOf(t, b, info.ID).SignalProcess(ctx, sleeper, syscall.SIGTERM),
+		sbOf(t, b, info.ID).SignalProcess(ctx, 99999, syscall.SIGTERM),
+		func() error { _, err := sbOf(t, b, info.ID).Attach(ctx, 99999, &out, nil, nil); return err }(),
 	} {
 		if !errors.Is(err, ErrNoProcess) {
 			t.Errorf("a finished or unknown pid: %v, want ErrNoProcess", err)
 		}
 	}
-	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}, Stdin: strings.NewReader("x")}, DetachOptions{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if _, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"true"}, Stdin: strings.NewReader("x")}, DetachOptions{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a detached command with stdin: %v, want ErrInvalidSpec", err)
 	}
 }
@@ -76,12 +76,12 @@ func TestDetachedAsRoot(t *testing.T) {
 	ctx := context.Background()
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000}})
-	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"id", "-u"}, AsRoot: true}, DetachOptions{})
+	pid, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"id", "-u"}, AsRoot: true}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if res, err := b.Attach(ctx, info.ID, pid, &out, nil, nil); err != nil || res.ExitCode != 0 || out.String() != "0\n" {
+	if res, err := sbOf(t, b, info.ID).Attach(ctx, pid, &out, nil, nil); err != nil || res.ExitCode != 0 || out.String() != "0\n" {
 		t.Errorf("a detached command as root: %+v, %v, output %q; want uid 0", res, err, out.String())
 	}
 }
@@ -93,42 +93,42 @@ func TestDetachedOutlivesItsReaders(t *testing.T) {
 	ctx := context.Background()
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
-	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo early; until [ -e /tmp/go ]; do sleep 0.05; done; echo late"}}, DetachOptions{})
+	pid, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo early; until [ -e /tmp/go ]; do sleep 0.05; done; echo late"}}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sandboxtest.Eventually(t, "the early output", func() bool {
-		procs, _ := b.Processes(ctx, info.ID)
+		procs, _ := sbOf(t, b, info.ID).Processes(ctx)
 		return len(procs) == 1 && procs[0].Unread == int64(len("early\n"))
 	})
 	actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	var first bytes.Buffer
-	_, err = b.Attach(actx, info.ID, pid, &first, nil, nil)
+	_, err = sbOf(t, b, info.ID).Attach(actx, pid, &first, nil, nil)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || first.String() != "early\n" {
 		t.Fatalf("a reader that leaves: %v, %q", err, first.String())
 	}
 	execOut(t, b, info.ID, "touch", "/tmp/go")
 	var second bytes.Buffer
-	res, err := b.Attach(ctx, info.ID, pid, &second, nil, nil)
+	res, err := sbOf(t, b, info.ID).Attach(ctx, pid, &second, nil, nil)
 	if err != nil || res.ExitCode != 0 || second.String() != "late\n" {
 		t.Errorf("the next reader: %+v, %v, %q; want only what the first did not read", res, err, second.String())
 	}
 
-	big, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo end"}}, DetachOptions{})
+	big, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo end"}}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sandboxtest.Eventually(t, "the chatty command to end", func() bool {
-		procs, _ := b.Processes(ctx, info.ID)
+		procs, _ := sbOf(t, b, info.ID).Processes(ctx)
 		return len(procs) == 2 && !procs[1].Running
 	})
-	procs, _ := b.Processes(ctx, info.ID)
+	procs, _ := sbOf(t, b, info.ID).Processes(ctx)
 	if p := procs[1]; p.Pid != big || p.Unread != MaxDetachedOutput || p.Dropped != 3000005-MaxDetachedOutput {
 		t.Errorf("after 3 MB: unread %d, dropped %d; want %d kept", p.Unread, p.Dropped, MaxDetachedOutput)
 	}
 	var tail bytes.Buffer
-	if _, err := b.Attach(ctx, info.ID, big, &tail, nil, nil); err != nil || tail.Len() != MaxDetachedOutput || !strings.HasSuffix(tail.String(), "x\nend\n") {
+	if _, err := sbOf(t, b, info.ID).Attach(ctx, big, &tail, nil, nil); err != nil || tail.Len() != MaxDetachedOutput || !strings.HasSuffix(tail.String(), "x\nend\n") {
 		t.Errorf("attach after the bound: %d bytes, %v", tail.Len(), err)
 	}
 }
@@ -139,19 +139,19 @@ func TestDetachedIsBounded(t *testing.T) {
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
 	for i := range MaxDetached {
-		if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{}); err != nil {
+		if _, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{}); err != nil {
 			t.Fatalf("command %d: %v", i+1, err)
 		}
 	}
-	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{}); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "tent kill") {
+	if _, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sleep", "60"}}, DetachOptions{}); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "tent kill") {
 		t.Errorf("command %d: %v, want a refusal", MaxDetached+1, err)
 	}
-	procs, _ := b.Processes(ctx, info.ID)
-	if err := b.SignalProcess(ctx, info.ID, procs[0].Pid, syscall.SIGKILL); err != nil {
+	procs, _ := sbOf(t, b, info.ID).Processes(ctx)
+	if err := sbOf(t, b, info.ID).SignalProcess(ctx, procs[0].Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	sandboxtest.Eventually(t, "a finished record to make room", func() bool {
-		_, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}}, DetachOptions{})
+		_, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"true"}}, DetachOptions{})
 		return err == nil
 	})
 }
@@ -185,38 +185,38 @@ func TestDetachedStreamsTagsAndBackPressure(t *testing.T) {
 	ctx := context.Background()
 	b := open(t)
 	info := provision(t, b, sandbox.Spec{})
-	pid, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; sleep 60"}, Dir: "/tmp"}, DetachOptions{Tag: "web"})
+	pid, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one; echo two >&2; sleep 60"}, Dir: "/tmp"}, DetachOptions{Tag: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"true"}}, DetachOptions{Tag: "web"}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if _, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"true"}}, DetachOptions{Tag: "web"}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a second running command tagged web: %v, want ErrInvalidSpec", err)
 	}
-	procs, err := b.Processes(ctx, info.ID)
+	procs, err := sbOf(t, b, info.ID).Processes(ctx)
 	if err != nil || len(procs) != 1 || procs[0].Tag != "web" || procs[0].Dir != "/tmp" || procs[0].Pid != pid {
 		t.Fatalf("Processes: %+v, %v", procs, err)
 	}
 	sandboxtest.Eventually(t, "both lines", func() bool {
-		procs, _ := b.Processes(ctx, info.ID)
+		procs, _ := sbOf(t, b, info.ID).Processes(ctx)
 		return len(procs) == 1 && procs[0].Unread == 8
 	})
-	if err := b.SignalProcess(ctx, info.ID, pid, syscall.SIGKILL); err != nil {
+	if err := sbOf(t, b, info.ID).SignalProcess(ctx, pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	res, err := b.Attach(ctx, info.ID, pid, &stdout, &stderr, nil)
+	res, err := sbOf(t, b, info.ID).Attach(ctx, pid, &stdout, &stderr, nil)
 	if err != nil || res.Signal != "killed" || stdout.String() != "one\n" || stderr.String() != "two\n" {
 		t.Fatalf("Attach with two writers: %+v, %v, stdout %q, stderr %q", res, err, stdout.String(), stderr.String())
 	}
 
-	big, err := b.ExecDetached(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo ready; until [ -e /tmp/go ]; do sleep 0.05; done; head -c 3000000 /dev/zero | tr '\\0' x; echo end"}}, DetachOptions{})
+	big, err := sbOf(t, b, info.ID).ExecDetached(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo ready; until [ -e /tmp/go ]; do sleep 0.05; done; head -c 3000000 /dev/zero | tr '\\0' x; echo end"}}, DetachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &signalWriter{first: make(chan struct{})}
 	attached := make(chan error, 1)
 	go func() {
-		_, err := b.Attach(ctx, info.ID, big, w, nil, nil)
+		_, err := sbOf(t, b, info.ID).Attach(ctx, big, w, nil, nil)
 		attached <- err
 	}()
 	<-w.first
@@ -230,7 +230,7 @@ func TestDetachedStreamsTagsAndBackPressure(t *testing.T) {
 	if want := len("ready\n") + 3000000 + len("end\n"); got != want {
 		t.Errorf("an attached reader got %d bytes, want all %d", got, want)
 	}
-	procs, _ = b.Processes(ctx, info.ID)
+	procs, _ = sbOf(t, b, info.ID).Processes(ctx)
 	if p := procs[len(procs)-1]; p.Pid != big || p.Dropped != 0 || p.Unread != 0 {
 		t.Errorf("after an attached read: %+v, want nothing dropped or left", p)
 	}

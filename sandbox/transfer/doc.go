@@ -3,7 +3,7 @@
 // engine of `tent cp`.
 //
 // Inside the sandbox, every operation is one call of tent's file helper
-// ([sandbox.Backend.File]): paths are resolved in the sandbox's own view,
+// ([sandbox.Handle.File]): paths are resolved in the sandbox's own view,
 // with its mounts and restrictions, so a path the sandbox cannot reach
 // fails the same way here (an *os.PathError carrying the errno).
 //

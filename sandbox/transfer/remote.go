@@ -23,7 +23,7 @@ import (
 // error of w (a limit reached) ends the helper (its pipe is closed). The
 // helper writes to a pipe of ours, not to one a backend would copy, so
 // that error is ours to see.
-func remoteOut(ctx context.Context, b sandbox.Backend, id string, op sandbox.FileOp, p string, w io.Writer) error {
+func remoteOut(ctx context.Context, h sandbox.Handle, op sandbox.FileOp, p string, w io.Writer) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return err
@@ -34,7 +34,7 @@ func remoteOut(ctx context.Context, b sandbox.Backend, id string, op sandbox.Fil
 		pr.Close() // on an error, the helper meets EPIPE
 		copied <- err
 	}()
-	err = b.File(ctx, id, sandbox.FileRequest{Op: op, Path: p, Out: pw})
+	err = h.File(ctx, sandbox.FileRequest{Op: op, Path: p, Out: pw})
 	pw.Close()
 	if cerr := <-copied; cerr != nil {
 		return cerr
@@ -46,13 +46,13 @@ func remoteOut(ctx context.Context, b sandbox.Backend, id string, op sandbox.Fil
 const maxStat = 1 << 20
 
 // stat stats p inside the sandbox (not following a final symlink).
-func stat(ctx context.Context, b sandbox.Backend, id, p string) (sandbox.FileInfo, error) {
+func stat(ctx context.Context, h sandbox.Handle, p string) (sandbox.FileInfo, error) {
 	var buf bytes.Buffer
 	var info sandbox.FileInfo
 	lw := &limitWriter{w: &buf, max: maxStat, over: func() error {
 		return fmt.Errorf("the stat of %s is larger than %d bytes", p, maxStat)
 	}}
-	if err := remoteOut(ctx, b, id, sandbox.FileStat, p, lw); err != nil {
+	if err := remoteOut(ctx, h, sandbox.FileStat, p, lw); err != nil {
 		return info, err
 	}
 	if err := json.Unmarshal(buf.Bytes(), &info); err != nil {
@@ -63,11 +63,11 @@ func stat(ctx context.Context, b sandbox.Backend, id, p string) (sandbox.FileInf
 
 // readFile streams the file p to w, failing with ErrTooLarge past limit
 // bytes.
-func readFile(ctx context.Context, b sandbox.Backend, id, p string, w io.Writer, limit int64) error {
+func readFile(ctx context.Context, h sandbox.Handle, p string, w io.Writer, limit int64) error {
 	lw := &limitWriter{w: w, max: limit, over: func() error {
 		return &tooLargeError{fmt.Sprintf("%s is larger than %d bytes", p, limit)}
 	}}
-	return remoteOut(ctx, b, id, sandbox.FileRead, p, lw)
+	return remoteOut(ctx, h, sandbox.FileRead, p, lw)
 }
 
 // limitWriter fails with over() once more than max bytes were written.
@@ -89,7 +89,7 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 // tarOut streams the directory src out of the sandbox (the file helper's
 // tar op) and writes the entries that are copied to w as a tar archive
 // (see sanitizeTar).
-func tarOut(ctx context.Context, b sandbox.Backend, id, src string, w io.Writer, limit int64) error {
+func tarOut(ctx context.Context, h sandbox.Handle, src string, w io.Writer, limit int64) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -97,7 +97,7 @@ func tarOut(ctx context.Context, b sandbox.Backend, id, src string, w io.Writer,
 		pr.CloseWithError(err) // on an error, stop the helper
 		done <- err
 	}()
-	err := remoteOut(ctx, b, id, sandbox.FileTar, src, pw)
+	err := remoteOut(ctx, h, sandbox.FileTar, src, pw)
 	pw.CloseWithError(err)
 	if serr := <-done; serr != nil && (err == nil || errors.Is(err, io.ErrClosedPipe)) {
 		return serr
@@ -110,14 +110,14 @@ func tarOut(ctx context.Context, b sandbox.Backend, id, src string, w io.Writer,
 
 // writeFile creates or truncates the file p inside with mode and streams
 // in into it.
-func writeFile(ctx context.Context, b sandbox.Backend, id, p string, in io.Reader, mode iofs.FileMode) error {
-	return b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileWrite, Path: p, Args: []string{fmt.Sprintf("%o", mode)}, In: in})
+func writeFile(ctx context.Context, h sandbox.Handle, p string, in io.Reader, mode iofs.FileMode) error {
+	return h.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: p, Args: []string{fmt.Sprintf("%o", mode)}, In: in})
 }
 
 // untar creates the directory p inside (if needed) and extracts into it
 // the archive that fill writes. fill writes to a pipe of ours, so that
 // its error is seen.
-func untar(ctx context.Context, b sandbox.Backend, id, p string, fill func(io.Writer) error) error {
+func untar(ctx context.Context, h sandbox.Handle, p string, fill func(io.Writer) error) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func untar(ctx context.Context, b sandbox.Backend, id, p string, fill func(io.Wr
 		pw.Close()
 		filled <- err
 	}()
-	err = b.File(ctx, id, sandbox.FileRequest{Op: sandbox.FileUntar, Path: p, In: pr})
+	err = h.File(ctx, sandbox.FileRequest{Op: sandbox.FileUntar, Path: p, In: pr})
 	pr.Close()
 	if ferr := <-filled; ferr != nil && err == nil {
 		err = ferr

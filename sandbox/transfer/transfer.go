@@ -31,8 +31,8 @@ const (
 )
 
 // source stats src inside the sandbox and settles what is copied.
-func source(ctx context.Context, b sandbox.Backend, id, src string, opts Options) (sandbox.FileInfo, kind, error) {
-	info, err := stat(ctx, b, id, src)
+func source(ctx context.Context, h sandbox.Handle, src string, opts Options) (sandbox.FileInfo, kind, error) {
+	info, err := stat(ctx, h, src)
 	if err != nil {
 		return info, 0, err
 	}
@@ -55,8 +55,8 @@ func source(ctx context.Context, b sandbox.Backend, id, src string, opts Options
 // it is an existing directory, the directory it lands in under src's
 // name. Nothing is written through a symlink, and a failed copy leaves
 // hostDst as it was.
-func CopyOut(ctx context.Context, b sandbox.Backend, id, src, hostDst string, opts Options) error {
-	info, k, err := source(ctx, b, id, src, opts)
+func CopyOut(ctx context.Context, h sandbox.Handle, src, hostDst string, opts Options) error {
+	info, k, err := source(ctx, h, src, opts)
 	if err != nil {
 		return err
 	}
@@ -65,14 +65,14 @@ func CopyOut(ctx context.Context, b sandbox.Backend, id, src, hostDst string, op
 		return err
 	}
 	defer t.close()
-	tarOut := func(w io.Writer) error { return tarOut(ctx, b, id, src, w, opts.MaxSize) }
+	tarOut := func(w io.Writer) error { return tarOut(ctx, h, src, w, opts.MaxSize) }
 	switch k {
 	case kindSymlink:
 		return t.symlink(info.Link)
 	case kindDir:
 		return t.dir(info.Mode.Perm(), tarOut)
 	}
-	err = t.file(info.Mode.Perm(), func(w io.Writer) error { return readFile(ctx, b, id, src, w, opts.MaxSize) })
+	err = t.file(info.Mode.Perm(), func(w io.Writer) error { return readFile(ctx, h, src, w, opts.MaxSize) })
 	if k == kindFollow && errors.Is(err, unix.EISDIR) {
 		return t.dir(0o755, tarOut)
 	}
@@ -83,8 +83,8 @@ func CopyOut(ctx context.Context, b sandbox.Backend, id, src, hostDst string, op
 // contents, or a directory as a tar archive of the entries that are
 // copied (directories, regular files and symlinks, with their permission
 // bits). A symlink is a [*TypeError] unless opts.FollowLink.
-func CopyOutTo(ctx context.Context, b sandbox.Backend, id, src string, w io.Writer, opts Options) error {
-	info, k, err := source(ctx, b, id, src, opts)
+func CopyOutTo(ctx context.Context, h sandbox.Handle, src string, w io.Writer, opts Options) error {
+	info, k, err := source(ctx, h, src, opts)
 	if err != nil {
 		return err
 	}
@@ -92,11 +92,11 @@ func CopyOutTo(ctx context.Context, b sandbox.Backend, id, src string, w io.Writ
 	case kindSymlink:
 		return &TypeError{Path: src, Mode: iofs.ModeSymlink, Link: info.Link}
 	case kindDir:
-		return tarOut(ctx, b, id, src, w, opts.MaxSize)
+		return tarOut(ctx, h, src, w, opts.MaxSize)
 	}
-	err = readFile(ctx, b, id, src, w, opts.MaxSize)
+	err = readFile(ctx, h, src, w, opts.MaxSize)
 	if k == kindFollow && errors.Is(err, unix.EISDIR) {
-		return tarOut(ctx, b, id, src, w, opts.MaxSize)
+		return tarOut(ctx, h, src, w, opts.MaxSize)
 	}
 	return err
 }
@@ -106,13 +106,13 @@ func CopyOutTo(ctx context.Context, b sandbox.Backend, id, src string, w io.Writ
 // directory (recursively, symlinks beneath it as links). dst names the
 // copy itself, or, when it is an existing directory inside, the directory
 // it lands in under hostSrc's name; a dst ending in / must be one.
-func CopyIn(ctx context.Context, b sandbox.Backend, id, hostSrc, dst string) error {
+func CopyIn(ctx context.Context, h sandbox.Handle, hostSrc, dst string) error {
 	fi, err := os.Lstat(hostSrc)
 	if err != nil {
 		return err
 	}
 	target := dst
-	if info, err := stat(ctx, b, id, dst); err == nil && info.IsDir {
+	if info, err := stat(ctx, h, dst); err == nil && info.IsDir {
 		base := filepath.Base(filepath.Clean(hostSrc))
 		if base == "/" || base == "." || base == ".." {
 			return fmt.Errorf("%s is a directory inside: name the destination itself", dst)
@@ -125,14 +125,14 @@ func CopyIn(ctx context.Context, b sandbox.Backend, id, hostSrc, dst string) err
 	case fi.IsDir():
 		// fs.WriteTar opens hostSrc without following it and reaches
 		// everything beneath descriptor-relative, symlinks as links.
-		return untar(ctx, b, id, target, func(w io.Writer) error { return fs.WriteTar(w, hostSrc) })
+		return untar(ctx, h, target, func(w io.Writer) error { return fs.WriteTar(w, hostSrc) })
 	case fi.Mode()&iofs.ModeSymlink != 0:
 		link, err := os.Readlink(hostSrc)
 		if err != nil {
 			return err
 		}
 		// A link, created beside the target by the helper's untar.
-		return untar(ctx, b, id, path.Dir(target), func(w io.Writer) error {
+		return untar(ctx, h, path.Dir(target), func(w io.Writer) error {
 			tw := tar.NewWriter(w)
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: path.Base(target), Linkname: link, Mode: 0o777}); err != nil {
 				return err
@@ -154,11 +154,11 @@ func CopyIn(ctx context.Context, b sandbox.Backend, id, hostSrc, dst string) err
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", hostSrc)
 	}
-	return writeFile(ctx, b, id, target, f, fi.Mode().Perm())
+	return writeFile(ctx, h, target, f, fi.Mode().Perm())
 }
 
 // CopyInFrom writes what it reads from r to the file dst inside sandbox
 // id of b, created (mode 0644) or truncated.
-func CopyInFrom(ctx context.Context, b sandbox.Backend, id string, r io.Reader, dst string) error {
-	return writeFile(ctx, b, id, dst, r, 0o644)
+func CopyInFrom(ctx context.Context, h sandbox.Handle, r io.Reader, dst string) error {
+	return writeFile(ctx, h, dst, r, 0o644)
 }

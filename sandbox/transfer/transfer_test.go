@@ -19,7 +19,7 @@ import (
 )
 
 // provision starts a sandbox on a Local backend, gone with the test.
-func provision(t *testing.T) (sandbox.Backend, string) {
+func provision(t *testing.T) sandbox.Handle {
 	t.Helper()
 	l, err := sandbox.NewLocal(sandbox.LocalOptions{})
 	if err != nil {
@@ -30,14 +30,18 @@ func provision(t *testing.T) (sandbox.Backend, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l, info.ID
+	h, err := l.Open(context.Background(), info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // sh runs script in the sandbox and returns its stdout.
-func sh(t *testing.T, b sandbox.Backend, id, script string) string {
+func sh(t *testing.T, h sandbox.Handle, script string) string {
 	t.Helper()
 	var out, errs bytes.Buffer
-	res, err := b.Exec(context.Background(), id, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &errs})
+	res, err := h.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &errs})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%s: %+v, %v: %s", script, res, err, errs.String())
 	}
@@ -51,14 +55,14 @@ func sh(t *testing.T, b sandbox.Backend, id, script string) string {
 // host as it was.
 func TestCopyOut(t *testing.T) {
 	ctx := context.Background()
-	b, id := provision(t)
-	sh(t, b, id, `set -e; mkdir -p /tmp/d/sub /tmp/d/empty; printf a > /tmp/d/a; printf 'b b' > "/tmp/d/sub/b c"
+	h := provision(t)
+	sh(t, h, `set -e; mkdir -p /tmp/d/sub /tmp/d/empty; printf a > /tmp/d/a; printf 'b b' > "/tmp/d/sub/b c"
 		chmod 750 /tmp/d/sub; chmod 700 /tmp/d/a; ln -s /etc/passwd /tmp/d/abs; ln -s ../a /tmp/d/sub/rel; mkfifo /tmp/d/fifo
 		truncate -s 1G /tmp/d/big; printf tail >> /tmp/d/big; printf 0123456789 > /tmp/ten; mkfifo /tmp/fifo`)
 	host := t.TempDir()
 	out := filepath.Join(host, "out")
 	limit := Options{MaxSize: 2 << 30}
-	if err := CopyOut(ctx, b, id, "/tmp/d", out, limit); err != nil {
+	if err := CopyOut(ctx, h, "/tmp/d", out, limit); err != nil {
 		t.Fatal(err)
 	}
 	var st syscall.Stat_t
@@ -75,11 +79,11 @@ func TestCopyOut(t *testing.T) {
 	sameTree(t, "CopyOut /tmp/d out", hostTree(t, out), want)
 	// An existing directory: the copy lands in it as DIR/NAME, and is
 	// never merged into an existing DIR/NAME.
-	if err := CopyOut(ctx, b, id, "/tmp/d/sub", filepath.Join(out, "empty"), limit); err != nil {
+	if err := CopyOut(ctx, h, "/tmp/d/sub", filepath.Join(out, "empty"), limit); err != nil {
 		t.Fatal(err)
 	}
 	want["empty/sub"], want["empty/sub/b c"], want["empty/sub/rel"] = want["sub"], want["sub/b c"], want["sub/rel"]
-	err := CopyOut(ctx, b, id, "/tmp/d/sub", out, limit)
+	err := CopyOut(ctx, h, "/tmp/d/sub", out, limit)
 	var ee *ExistsError
 	if !errors.As(err, &ee) || ee.Path != filepath.Join(out, "sub") || ee.Meanwhile || !errors.Is(err, iofs.ErrExist) {
 		t.Errorf("a merge: %v, want an ExistsError for %s", err, filepath.Join(out, "sub"))
@@ -106,7 +110,7 @@ func TestCopyOut(t *testing.T) {
 		{"/tmp/ten", host + "/nodir/", limit, func(err error) bool { return err != nil }, "the destination directory " + host + "/nodir/ does not exist"},
 		{"/tmp/d", out + "/sub/", Options{MaxSize: 4}, func(err error) bool { return errors.Is(err, ErrTooLarge) }, "big: the copy is larger than 4 bytes"},
 	} {
-		err := CopyOut(ctx, b, id, tc.src, tc.dst, tc.opts)
+		err := CopyOut(ctx, h, tc.src, tc.dst, tc.opts)
 		if !tc.check(err) || err.Error() != tc.msg {
 			t.Errorf("CopyOut %s %s: %v, want %q", tc.src, tc.dst, err, tc.msg)
 		}
@@ -118,13 +122,13 @@ func TestCopyOut(t *testing.T) {
 		}
 		return m
 	}())
-	if err := CopyOut(ctx, b, id, "/tmp/ten", keep, limit); err != nil {
+	if err := CopyOut(ctx, h, "/tmp/ten", keep, limit); err != nil {
 		t.Fatal(err)
 	}
-	if err := CopyOut(ctx, b, id, "/tmp/d/abs", host, limit); err != nil {
+	if err := CopyOut(ctx, h, "/tmp/d/abs", host, limit); err != nil {
 		t.Fatal(err)
 	}
-	if err := CopyOut(ctx, b, id, "/tmp/d/sub/rel", filepath.Join(host, "followed"), Options{FollowLink: true, MaxSize: 1}); err != nil {
+	if err := CopyOut(ctx, h, "/tmp/d/sub/rel", filepath.Join(host, "followed"), Options{FollowLink: true, MaxSize: 1}); err != nil {
 		t.Fatal(err)
 	}
 	got := hostTree(t, host)
@@ -147,23 +151,23 @@ func TestCopyOut(t *testing.T) {
 // what is copied, and refuses a symlink unless it follows it.
 func TestCopyOutTo(t *testing.T) {
 	ctx := context.Background()
-	b, id := provision(t)
-	sh(t, b, id, `set -e; mkdir -p /tmp/d/sub; printf a > /tmp/d/a; printf b > /tmp/d/sub/b; ln -s a /tmp/d/l; mkfifo /tmp/d/p`)
+	h := provision(t)
+	sh(t, h, `set -e; mkdir -p /tmp/d/sub; printf a > /tmp/d/a; printf b > /tmp/d/sub/b; ln -s a /tmp/d/l; mkfifo /tmp/d/p`)
 	var buf bytes.Buffer
-	if err := CopyOutTo(ctx, b, id, "/tmp/d/a", &buf, Options{MaxSize: 1}); err != nil || buf.String() != "a" {
+	if err := CopyOutTo(ctx, h, "/tmp/d/a", &buf, Options{MaxSize: 1}); err != nil || buf.String() != "a" {
 		t.Errorf("a file: %q, %v", buf.String(), err)
 	}
 	buf.Reset()
-	err := CopyOutTo(ctx, b, id, "/tmp/d/l", &buf, Options{MaxSize: 1})
+	err := CopyOutTo(ctx, h, "/tmp/d/l", &buf, Options{MaxSize: 1})
 	var te *TypeError
 	if !errors.As(err, &te) || te.Path != "/tmp/d/l" || te.Link != "a" || te.Mode != iofs.ModeSymlink || buf.Len() != 0 {
 		t.Errorf("a symlink: %v, %q; want a TypeError naming its target", err, buf.String())
 	}
-	if err := CopyOutTo(ctx, b, id, "/tmp/d/l", &buf, Options{MaxSize: 1, FollowLink: true}); err != nil || buf.String() != "a" {
+	if err := CopyOutTo(ctx, h, "/tmp/d/l", &buf, Options{MaxSize: 1, FollowLink: true}); err != nil || buf.String() != "a" {
 		t.Errorf("a symlink followed: %q, %v", buf.String(), err)
 	}
 	buf.Reset()
-	if err := CopyOutTo(ctx, b, id, "/tmp/d", &buf, Options{MaxSize: 2}); err != nil {
+	if err := CopyOutTo(ctx, h, "/tmp/d", &buf, Options{MaxSize: 2}); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -181,7 +185,7 @@ func TestCopyOutTo(t *testing.T) {
 	if got := strings.Join(names, ","); got != "a,l,sub/,sub/b" {
 		t.Errorf("a directory: entries %q, want a,l,sub/,sub/b", got)
 	}
-	if err := CopyOutTo(ctx, b, id, "/tmp/d", io.Discard, Options{MaxSize: 1}); !errors.Is(err, ErrTooLarge) {
+	if err := CopyOutTo(ctx, h, "/tmp/d", io.Discard, Options{MaxSize: 1}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a directory over the limit: %v, want ErrTooLarge", err)
 	}
 }
@@ -191,7 +195,7 @@ func TestCopyOutTo(t *testing.T) {
 // stream; and refusals.
 func TestCopyIn(t *testing.T) {
 	ctx := context.Background()
-	b, id := provision(t)
+	h := provision(t)
 	host := t.TempDir()
 	in := filepath.Join(host, "in")
 	if err := os.MkdirAll(filepath.Join(in, "x/y"), 0o755); err != nil {
@@ -210,27 +214,27 @@ func TestCopyIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range [][2]string{{in, "/tmp"}, {in, "/tmp/renamed"}, {filepath.Join(in, "x/y/f"), "/tmp"}, {filepath.Join(host, "link"), "/tmp/l"}} {
-		if err := CopyIn(ctx, b, id, c[0], c[1]); err != nil {
+		if err := CopyIn(ctx, h, c[0], c[1]); err != nil {
 			t.Fatalf("CopyIn %s %s: %v", c[0], c[1], err)
 		}
 	}
-	if err := CopyInFrom(ctx, b, id, strings.NewReader("streamed"), "/tmp/s"); err != nil {
+	if err := CopyInFrom(ctx, h, strings.NewReader("streamed"), "/tmp/s"); err != nil {
 		t.Fatal(err)
 	}
-	got := sh(t, b, id, `cd /tmp && for f in in/x/y/f renamed/x/y/f f s; do printf '%s %s ' "$(cat $f)" "$(stat -c %a $f)"; done; readlink in/secret l`)
+	got := sh(t, h, `cd /tmp && for f in in/x/y/f renamed/x/y/f f s; do printf '%s %s ' "$(cat $f)" "$(stat -c %a $f)"; done; readlink in/secret l`)
 	if want := "deep 640 deep 640 deep 640 streamed 644 /etc/shadow\n/etc/shadow\n"; got != want {
 		t.Errorf("inside: %q, want %q", got, want)
 	}
-	err := CopyIn(ctx, b, id, filepath.Join(host, "fifo"), "/tmp/p")
+	err := CopyIn(ctx, h, filepath.Join(host, "fifo"), "/tmp/p")
 	var te *TypeError
 	if !errors.As(err, &te) || te.Path != filepath.Join(host, "fifo") || te.TypeName() != "named pipe" {
 		t.Errorf("a FIFO: %v, want a TypeError", err)
 	}
-	if err := CopyIn(ctx, b, id, in, "/tmp/nodir/"); err == nil || err.Error() != "the destination directory /tmp/nodir/ does not exist in the sandbox" {
+	if err := CopyIn(ctx, h, in, "/tmp/nodir/"); err == nil || err.Error() != "the destination directory /tmp/nodir/ does not exist in the sandbox" {
 		t.Errorf("into a missing directory: %v", err)
 	}
-	if err := CopyIn(ctx, b, id, filepath.Join(host, "missing"), "/tmp"); !errors.Is(err, iofs.ErrNotExist) {
+	if err := CopyIn(ctx, h, filepath.Join(host, "missing"), "/tmp"); !errors.Is(err, iofs.ErrNotExist) {
 		t.Errorf("a missing source: %v, want ErrNotExist", err)
 	}
-	sh(t, b, id, "test ! -e /tmp/p && test ! -e /tmp/nodir")
+	sh(t, h, "test ! -e /tmp/p && test ! -e /tmp/nodir")
 }

@@ -23,6 +23,7 @@ import (
 type box struct {
 	h       *Handler
 	id      string
+	hd      sandbox.Handle // opened at first use; guarded by mu
 	fileSem chan struct{}
 
 	adoptOnce sync.Once // the supervisor's detached commands taken up
@@ -51,6 +52,44 @@ func newBox(h *Handler, id string) *box {
 		nextPID: firstHandlerPID}
 }
 
+// handle returns the handle on the box's sandbox, opened at its first use.
+func (bx *box) handle(ctx context.Context) (sandbox.Handle, error) {
+	bx.mu.Lock()
+	hd := bx.hd
+	bx.mu.Unlock()
+	if hd != nil {
+		return hd, nil
+	}
+	hd, err := bx.h.b.Open(ctx, bx.id)
+	if err != nil {
+		return nil, err
+	}
+	bx.mu.Lock()
+	defer bx.mu.Unlock()
+	if bx.hd == nil {
+		bx.hd = hd
+	}
+	return bx.hd, nil
+}
+
+// info describes the box's sandbox now.
+func (bx *box) info(ctx context.Context) (sandbox.Info, error) {
+	hd, err := bx.handle(ctx)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return hd.Info(ctx)
+}
+
+// exec runs req in the box's sandbox and waits for it.
+func (bx *box) exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	hd, err := bx.handle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return hd.Exec(ctx, req)
+}
+
 // errSandboxGone ends the stream of a command whose sandbox was killed,
 // or reached its end, while it ran.
 func errSandboxGone() error {
@@ -73,7 +112,7 @@ func (bx *box) ended(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	info, err := bx.h.b.Get(ctx, bx.id)
+	info, err := bx.info(ctx)
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrTerminated), errors.Is(err, sandbox.ErrStopped):
 		return true
@@ -92,7 +131,7 @@ func (bx *box) waitRunning(ctx context.Context) bool {
 		if bx.isClosed() {
 			return false
 		}
-		info, err := bx.h.b.Get(ctx, bx.id)
+		info, err := bx.info(ctx)
 		switch {
 		case err != nil:
 			return false
@@ -175,7 +214,16 @@ func (bx *box) fileOp(ctx context.Context, req sandbox.FileRequest) error {
 		return ctx.Err()
 	}
 	defer func() { <-bx.fileSem }()
-	return bx.h.b.File(ctx, bx.id, req)
+	return bx.file(ctx, req)
+}
+
+// file runs req in the box's sandbox, outside the file-operation slots.
+func (bx *box) file(ctx context.Context, req sandbox.FileRequest) error {
+	hd, err := bx.handle(ctx)
+	if err != nil {
+		return err
+	}
+	return hd.File(ctx, req)
 }
 
 // resolve makes p absolute as envd does: "~" and "~/..." are beneath
@@ -213,7 +261,7 @@ func (bx *box) homeDir(ctx context.Context) (string, error) {
 	if home != "" {
 		return home, nil
 	}
-	res, err := bx.h.b.Exec(ctx, bx.id, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s\n%s\n%s\n%s\n%s' "$HOME" "$(id -u)" "$(id -g)" "$USER" "$(test -d /root && echo y)"`}, Stderr: io.Discard, MaxOutput: 4096})
+	res, err := bx.exec(ctx, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", `printf '%s\n%s\n%s\n%s\n%s' "$HOME" "$(id -u)" "$(id -g)" "$USER" "$(test -d /root && echo y)"`}, Stderr: io.Discard, MaxOutput: 4096})
 	user := identity{uid: -1, gid: -1}
 	rootHome := false
 	switch {

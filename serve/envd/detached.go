@@ -28,12 +28,23 @@ import (
 // processes that are not the supervisor's get pids above the kernel's
 // highest (2^22), so that the two never collide.
 
-// detacher is a backend whose supervisor can own commands.
+// detacher is a sandbox whose supervisor can own commands (package
+// supervised's handle).
 type detacher interface {
-	ExecDetached(ctx context.Context, ref string, req sandbox.ExecRequest, o supervised.DetachOptions) (int, error)
-	Processes(ctx context.Context, ref string) ([]supervised.ProcessInfo, error)
-	SignalProcess(ctx context.Context, ref string, pid int, sig syscall.Signal) error
-	Attach(ctx context.Context, ref string, pid int, stdout, stderr io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error)
+	ExecDetached(ctx context.Context, req sandbox.ExecRequest, o supervised.DetachOptions) (int, error)
+	Processes(ctx context.Context) ([]supervised.ProcessInfo, error)
+	SignalProcess(ctx context.Context, pid int, sig syscall.Signal) error
+	Attach(ctx context.Context, pid int, stdout, stderr io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error)
+}
+
+// detacher returns the box's sandbox as a detacher, when it is one.
+func (bx *box) detacher(ctx context.Context) (detacher, bool) {
+	hd, err := bx.handle(ctx)
+	if err != nil {
+		return nil, false
+	}
+	det, ok := hd.(detacher)
+	return det, ok
 }
 
 // firstHandlerPID is the pid before the first one the handler gives its
@@ -49,10 +60,10 @@ func (bx *box) startDetached(ctx context.Context, det detacher, req sandbox.Exec
 	ctx, cancel := context.WithTimeout(ctx, supervisorCallTimeout)
 	defer cancel()
 	o := supervised.DetachOptions{Tag: tag}
-	pid, err := det.ExecDetached(ctx, bx.id, req, o)
+	pid, err := det.ExecDetached(ctx, req, o)
 	if errors.Is(err, sandbox.ErrCommandNotFound) && req.Args[0] == "/bin/bash" {
 		req.Args = append([]string{"/bin/sh"}, req.Args[1:]...)
-		pid, err = det.ExecDetached(ctx, bx.id, req, o)
+		pid, err = det.ExecDetached(ctx, req, o)
 	}
 	return pid, err
 }
@@ -61,7 +72,7 @@ func (bx *box) startDetached(ctx context.Context, det detacher, req sandbox.Exec
 // end (Forget, Close) detaches: the command goes on without this handler.
 func (p *proc) followDetached(ctx context.Context) {
 	defer p.cancel()
-	res, err := p.det.Attach(ctx, p.bx.id, int(p.pid), &outWriter{p, kindStdout}, &outWriter{p, kindStderr}, nil)
+	res, err := p.det.Attach(ctx, int(p.pid), &outWriter{p, kindStdout}, &outWriter{p, kindStderr}, nil)
 	detachedFrom := res == nil && ctx.Err() != nil
 	lost := errors.Is(err, sandbox.ErrTerminated) // it ended with its sandbox
 	if res == nil && errors.Is(err, supervised.ErrNoProcess) {
@@ -89,13 +100,13 @@ func (p *proc) followDetached(ctx context.Context) {
 // restarted server), and tent exec -d's. It takes the running ones and
 // the ended ones with output no reader got.
 func (bx *box) adopt(ctx context.Context) {
-	det, ok := bx.h.b.(detacher)
+	det, ok := bx.detacher(ctx)
 	if !ok {
 		return
 	}
 	bx.adoptOnce.Do(func() {
 		cctx, cancel := context.WithTimeout(ctx, supervisorCallTimeout)
-		infos, err := det.Processes(cctx, bx.id)
+		infos, err := det.Processes(cctx)
 		cancel()
 		if err != nil {
 			bx.h.log.Debug("listing the supervisor's commands", "sandbox", bx.id, "err", err)

@@ -52,11 +52,11 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Terminate(context.Background(), info.ID) })
+	t.Cleanup(func() { _ = handleOf(t, b, info.ID).Terminate(context.Background()) })
 	sh := func(script string) string {
 		t.Helper()
 		var out strings.Builder
-		res, err := b.Exec(ctx, info.ID, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Stdout: &out})
+		res, err := handleOf(t, b, info.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Stdout: &out})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %+v", script, err, res)
 		}
@@ -101,7 +101,11 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	stop() // the server stops, keeping its sandboxes
 	s.Close()
 	s3.Close()
-	procs, err := b.Processes(ctx, info.ID)
+	sb, err := b.Sandbox(ctx, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := sb.Processes(ctx)
 	if err != nil || len(procs) != 1 || procs[0].Pid != int(ev.pid) || !procs[0].Running || procs[0].Tag != tag {
 		t.Fatalf("the supervisor's commands after the handler stopped: %+v, %v", procs, err)
 	}
@@ -153,7 +157,7 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	defer s5.Close()
 	ev5 := &events{}
 	until(t, s5, ev5, func(ev *events) bool { return ev.pid != 0 })
-	if err := b.Terminate(ctx, info.ID); err != nil {
+	if err := handleOf(t, b, info.ID).Terminate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for s5.Receive() {

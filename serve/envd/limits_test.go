@@ -136,14 +136,28 @@ type notFound struct{}
 func (notFound) Error() string        { return "/bin/bash: command not found" }
 func (notFound) Is(target error) bool { return target == sandbox.ErrCommandNotFound }
 
-func (b *noBash) Exec(ctx context.Context, id string, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	b.mu.Lock()
-	b.seen = append(b.seen, req.Args[0])
-	b.mu.Unlock()
+func (b *noBash) Open(ctx context.Context, ref string) (sandbox.Handle, error) {
+	h, err := b.Backend.Open(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return noBashHandle{h, b}, nil
+}
+
+// noBashHandle is a sandbox of noBash.
+type noBashHandle struct {
+	sandbox.Handle
+	b *noBash
+}
+
+func (h noBashHandle) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	h.b.mu.Lock()
+	h.b.seen = append(h.b.seen, req.Args[0])
+	h.b.mu.Unlock()
 	if req.Args[0] == "/bin/bash" {
 		return nil, notFound{}
 	}
-	return b.Backend.Exec(ctx, id, req)
+	return h.Handle.Exec(ctx, req)
 }
 
 // The SDKs run every command with /bin/bash -l -c; where a sandbox has

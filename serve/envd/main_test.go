@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/serve/envd"
 	"github.com/tent-sandbox/tent/serve/envd/filesystempb/filesystempbconnect"
@@ -199,3 +200,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+// The helpers the sandbox tests share.
+var (
+	handleOf = sandboxtest.Handle
+	infoOf   = sandboxtest.Info
+)

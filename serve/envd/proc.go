@@ -271,16 +271,16 @@ func dataEvents(batch []chunk) []*processpb.ProcessEvent {
 // runs /bin/sh with the same arguments where the sandbox has no bash.
 func (p *proc) run(ctx context.Context, req sandbox.ExecRequest, in *os.File) {
 	defer p.cancel()
-	res, err := p.bx.h.b.Exec(ctx, p.bx.id, req)
+	res, err := p.bx.exec(ctx, req)
 	for errors.Is(err, sandbox.ErrSuspended) && p.bx.waitRunning(ctx) {
 		// Paused after the client was told the command started (its
 		// start event goes out first): it starts once resumed, as a
 		// command frozen by the pause would go on.
-		res, err = p.bx.h.b.Exec(ctx, p.bx.id, req)
+		res, err = p.bx.exec(ctx, req)
 	}
 	if errors.Is(err, sandbox.ErrCommandNotFound) && req.Args[0] == "/bin/bash" {
 		req.Args[0] = "/bin/sh"
-		res, err = p.bx.h.b.Exec(ctx, p.bx.id, req)
+		res, err = p.bx.exec(ctx, req)
 	}
 	if in != nil {
 		in.Close()
@@ -374,7 +374,7 @@ func (p *proc) signal(ctx context.Context, sig syscall.Signal) error {
 	if p.det != nil {
 		ctx, cancel := context.WithTimeout(ctx, supervisorCallTimeout)
 		defer cancel()
-		err := p.det.SignalProcess(ctx, p.bx.id, int(p.pid), sig)
+		err := p.det.SignalProcess(ctx, int(p.pid), sig)
 		if errors.Is(err, supervised.ErrNoProcess) {
 			return nil // it has just ended: its end is on its way
 		}

@@ -187,7 +187,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	pty := req.Msg.Pty != nil
 	wantsInput := pty || req.Msg.Stdin == nil || req.Msg.GetStdin()
-	if det, ok := s.h.b.(detacher); ok && !wantsInput {
+	if det, ok := bx.detacher(ctx); ok && !wantsInput {
 		if done, err := s.startDetached(ctx, bx, det, cfg, xreq, req, stream); done {
 			return err
 		}
@@ -271,7 +271,7 @@ func (s *processService) startDetached(ctx context.Context, bx *box, det detache
 	if err := bx.addProcPID(p, uint32(pid)); err != nil {
 		cancel()
 		kctx, kcancel := context.WithTimeout(context.Background(), supervisorCallTimeout)
-		_ = det.SignalProcess(kctx, bx.id, pid, syscall.SIGKILL)
+		_ = det.SignalProcess(kctx, pid, syscall.SIGKILL)
 		kcancel()
 		return true, err
 	}

@@ -313,7 +313,7 @@ func TestSandboxKilledDuringCommand(t *testing.T) {
 	ev := &events{}
 	until(t, s, ev, func(ev *events) bool { return ev.pid != 0 })
 	// What the server does to kill a sandbox.
-	if err := e.b.Terminate(ctx, e.id); err != nil {
+	if err := handleOf(t, e.b, e.id).Terminate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.h.Forget(e.id)
@@ -337,14 +337,14 @@ func TestCommandStartedWhilePaused(t *testing.T) {
 		t.Skip("no cgroup freezer for sandboxes on this host")
 	}
 	ctx := e.ctx()
-	if err := e.b.Suspend(ctx, e.id); err != nil {
+	if err := handleOf(t, e.b, e.id).Suspend(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s := e.start(ctx, "echo after the pause", nil)
 	defer s.Close()
 	ev := &events{}
 	until(t, s, ev, func(ev *events) bool { return ev.pid != 0 })
-	if _, err := e.b.Resume(ctx, e.id); err != nil {
+	if _, err := handleOf(t, e.b, e.id).Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	toEnd(t, s, ev)

@@ -59,7 +59,7 @@ func (bx *box) startWatch(ctx context.Context, path string, recursive, entries b
 	var helperErr error
 	go func() {
 		defer close(w.done)
-		helperErr = bx.h.b.File(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileWatch, Path: path, Args: flags, In: inR, Out: outW})
+		helperErr = bx.file(ctx, sandbox.FileRequest{Op: sandbox.FileWatch, Path: path, Args: flags, In: inR, Out: outW})
 		inR.Close()
 		outW.Close()
 	}()
