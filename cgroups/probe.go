@@ -102,3 +102,19 @@ func probeDir(v Version, dir string) error {
 	}
 	return nil
 }
+
+// CanCreateFor is CanCreate for the cgroups of sandboxes this process
+// starts: below h, or, for root whose own cgroup holds other processes (a
+// shell, a CI step on a systemd host), at the top of the hierarchy, where
+// sandboxes then go.
+func CanCreateFor(h *Host) (Version, error) {
+	v, err := CanCreate(h)
+	if err != nil && os.Geteuid() == 0 {
+		if top, terr := h.AtRoot(); terr == nil {
+			if tv, terr := CanCreate(top); terr == nil {
+				return tv, nil
+			}
+		}
+	}
+	return v, err
+}

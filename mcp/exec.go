@@ -160,7 +160,7 @@ func (s *Server) run(ctx context.Context, call *sdk.CallToolRequest, o runOpts, 
 	if len(res.NetworkDenied) > 0 {
 		out.NetworkDenied = denialViews(res.NetworkDenied)
 	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.text(req.Timeout, res.NetworkSummary())}}}, out, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.text(req.Timeout, netpolicy.Summary(res.NetworkDenied))}}}, out, nil
 }
 
 // text is the result as a model reads it.

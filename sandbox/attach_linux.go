@@ -34,7 +34,7 @@ import (
 // (a read-only tmpfs that only tent writes to) by tent; beneath another
 // mount (/tmp, $HOME, a writable mount) by the file helper, with the
 // sandbox's own rights, so that only where the sandbox could create it.
-// The spec returned by [Sandbox.Spec] and recorded by snapshots includes
+// The spec returned by [Sandbox.Info] and recorded by snapshots includes
 // the mount from then on.
 func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 	if m.Access == "" {

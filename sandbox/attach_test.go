@@ -38,7 +38,7 @@ func TestAttachReadOnly(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(src, "new")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a file appeared on the host: %v", err)
 	}
-	if got := sb.Spec().Mounts; len(got) != 2 || got[1].Target != "/data/in" {
+	if got := sb.Info().Spec.Mounts; len(got) != 2 || got[1].Target != "/data/in" {
 		t.Errorf("spec mounts after attach: %+v", got)
 	}
 }
@@ -83,7 +83,7 @@ func TestAttachCopyOnWrite(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(src, "b")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a file appeared on the host: %v", err)
 	}
-	layers := sb.CowLayers()
+	layers := sb.Info().Layers
 	if len(layers) != 1 || layers[0].Target != "/ws" {
 		t.Fatalf("cow layers: %+v", layers)
 	}
@@ -135,7 +135,7 @@ func TestAttachRefusesBadMounts(t *testing.T) {
 		t.Errorf("attach through a symlink: %v, want ELOOP", err)
 	}
 	expect(t, "/etc/x", probeIn(t, sb, "open", "/etc/x", "r"), "ENOENT")
-	if got := sb.Spec().Mounts; len(got) != 2 {
+	if got := sb.Info().Spec.Mounts; len(got) != 2 {
 		t.Errorf("refused attaches changed the spec: %+v", got)
 	}
 	// Suspended and terminated sandboxes refuse.

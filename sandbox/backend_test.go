@@ -254,3 +254,13 @@ func TestLocalBackendCloseLeavesNothing(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// protectionOf returns r's entry for the protection named name.
+func protectionOf(r *sandbox.Report, name string) (sandbox.Protection, bool) {
+	for _, p := range r.Protections {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return sandbox.Protection{}, false
+}

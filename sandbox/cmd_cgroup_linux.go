@@ -10,21 +10,6 @@ import (
 	"github.com/tent-sandbox/tent/cgroups"
 )
 
-// canCreateSandboxCgroup reports whether this process can create sandbox
-// cgroups on host, as createCgroup would: below its own cgroup, or, for
-// root whose own cgroup holds other processes, at the hierarchy's root.
-func canCreateSandboxCgroup(host *cgroups.Host) (cgroups.Version, error) {
-	v, err := cgroups.CanCreate(host)
-	if err != nil && os.Geteuid() == 0 {
-		if top, terr := host.AtRoot(); terr == nil {
-			if tv, terr := cgroups.CanCreate(top); terr == nil {
-				return tv, nil
-			}
-		}
-	}
-	return v, err
-}
-
 // createCgroup makes the sandbox's cgroup. Root always gets one (kill and
 // statistics); others get one when the host delegates, and need one when
 // they ask for limits.

@@ -9,9 +9,6 @@ import (
 	"github.com/tent-sandbox/tent/fs"
 )
 
-// CowLayers returns the sandbox's cow mounts.
-func (s *Sandbox) CowLayers() []CowLayer { return append([]CowLayer(nil), s.run.plan.layers...) }
-
 // makeLayers creates the upper and work directories of the plan's cow
 // mounts, owned by the sandbox's host identity.
 func (p *plan) makeLayers(prefill func([]CowLayer) error) error {

@@ -66,7 +66,7 @@ func TestCopyOnWriteMount(t *testing.T) {
 		t.Fatalf("the host directory changed: %v", after)
 	}
 
-	layers := sb.CowLayers()
+	layers := sb.Info().Layers
 	if len(layers) != 1 {
 		t.Fatalf("cow layers: %v", layers)
 	}
@@ -91,7 +91,7 @@ func TestCopyOnWriteMount(t *testing.T) {
 
 	// The patch applies to a copy of the original with patch -p1 ...
 	var patch bytes.Buffer
-	if err := sb.CowLayers()[0].WritePatch(&patch); err != nil {
+	if err := sb.Info().Layers[0].WritePatch(&patch); err != nil {
 		t.Fatal(err)
 	}
 	copyDir := t.TempDir()
@@ -116,7 +116,7 @@ func TestCopyOnWriteMount(t *testing.T) {
 	// ... and ExportTo reproduces the sandbox's view exactly.
 	exportDir := t.TempDir()
 	exec.Command("cp", "-a", src+"/.", exportDir).Run()
-	if err := sb.CowLayers()[0].ExportTo(exportDir); err != nil {
+	if err := sb.Info().Layers[0].ExportTo(exportDir); err != nil {
 		t.Fatal(err)
 	}
 	listing := mustExecList(t, sb)
@@ -124,7 +124,7 @@ func TestCopyOnWriteMount(t *testing.T) {
 		t.Errorf("exported tree %q, sandbox sees %q", got, listing)
 	}
 	_ = inside
-	layer := sb.CowLayers()[0].Upper
+	layer := sb.Info().Layers[0].Upper
 	if err := sb.Terminate(context.Background()); err != nil {
 		t.Fatal(err)
 	}

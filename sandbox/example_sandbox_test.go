@@ -117,7 +117,7 @@ func ExampleSandbox_SetNetworkPolicy() {
 	}
 	defer sb.Terminate(ctx)
 	err = sb.SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"proxy.golang.org"}})
-	fmt.Println(err, sb.Spec().Network.AllowedHosts)
+	fmt.Println(err, sb.Info().Spec.Network.AllowedHosts)
 	err = sb.SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "host"})
 	fmt.Println(errors.Is(err, sandbox.ErrUnsupported))
 	// Output:

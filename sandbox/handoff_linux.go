@@ -291,7 +291,7 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 			}
 		}
 	}
-	s := &Sandbox{id: st.ID, spec: st.Spec, run: r, ended: make(chan struct{}), nextExec: st.NextExec,
+	s := &Sandbox{id: st.ID, spec: st.Spec, run: r, ended: make(chan struct{}), created: time.Now(), nextExec: st.NextExec,
 		suspended: st.Suspended, deadline: st.Deadline}
 	r.stop = func() bool { return true }
 	if !st.Deadline.IsZero() {

@@ -198,7 +198,7 @@ func TestSnapshotArchiveNeverLeavesTheSandbox(t *testing.T) {
 		}
 		swapDone <- out
 	}()
-	root, err := openSandboxRoot(sb.InitPID())
+	root, err := openSandboxRoot(sb.Info().InitPID)
 	if err != nil {
 		t.Fatal(err)
 	}

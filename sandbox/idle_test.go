@@ -33,7 +33,7 @@ func needHolder(t *testing.T) {
 // initArgv0 is argv[0] of the process that holds sb's namespaces now.
 func initArgv0(t *testing.T, sb *sandbox.Sandbox) string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.InitPID()) + "/cmdline")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.Info().InitPID) + "/cmdline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sb.Terminate(context.Background()) })
-	pid := sb.InitPID()
+	pid := sb.Info().InitPID
 	src := rwDir(t)
 	if err := sb.Mount(context.Background(), sandbox.Mount{Source: src, Target: "/work", Access: sandbox.ReadWrite}); err != nil {
 		t.Fatal(err)
@@ -157,8 +157,8 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(src, "out")); err != nil || string(b) != "after\n" {
 		t.Fatalf("the attached mount after resume: %q %v", b, err)
 	}
-	if sb.InitPID() != pid || initArgv0(t, sb) != namespaces.InitArg0 {
-		t.Fatalf("resumed init: pid %d (was %d), argv[0] %q", sb.InitPID(), pid, initArgv0(t, sb))
+	if sb.Info().InitPID != pid || initArgv0(t, sb) != namespaces.InitArg0 {
+		t.Fatalf("resumed init: pid %d (was %d), argv[0] %q", sb.Info().InitPID, pid, initArgv0(t, sb))
 	}
 	checkNonDumpable(t, pid, "the resumed init")
 	// The resumed init is as closed to the sandbox as the first one.
@@ -180,7 +180,7 @@ func TestIdleSandboxTerminates(t *testing.T) {
 	if !waitFor(idleAfter+5*time.Second, func() bool { return initArgv0(t, sb) == namespaces.IdleArg0 }) {
 		t.Fatalf("no idle holder: init is %q", initArgv0(t, sb))
 	}
-	pid := sb.InitPID()
+	pid := sb.Info().InitPID
 	if err := sb.Terminate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestIdleSandboxTerminates(t *testing.T) {
 		t.Errorf("the holder (pid %d) outlived terminate: %v", pid, err)
 	}
 	assertNoProcess(t, "sleep", "318")
-	for _, c := range sb.CgroupPaths() {
+	for _, c := range sb.Info().CgroupPaths {
 		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup %s left after terminate (%v)", c, err)
 		}

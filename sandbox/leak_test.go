@@ -215,13 +215,13 @@ func TestNothingLeaksAcross100Sandboxes(t *testing.T) {
 		if err != nil || res.ExitCode != 0 {
 			t.Errorf("exec /bin/true: %+v, %v", res, err)
 		}
-		for _, l := range sb.CowLayers() {
+		for _, l := range sb.Info().Layers {
 			layers = append(layers, l.Upper)
 		}
 		if err := sb.Terminate(context.Background()); err != nil {
 			t.Fatalf("terminate: %v", err)
 		}
-		return sb.CgroupPaths(), layers
+		return sb.Info().CgroupPaths, layers
 	}
 	// A root caller's cow lower layer is idmapped, which some filesystems
 	// cannot do (tmpfs before Linux 6.3): then cycle without the mount.

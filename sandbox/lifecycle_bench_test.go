@@ -87,9 +87,9 @@ func BenchmarkIdleMemory(b *testing.B) {
 		time.Sleep(sandbox.DefaultIdleAfter + 500*time.Millisecond)
 		var rss, pss, charged int64
 		for _, sb := range sbs {
-			rss += benchstat.KiB(sb.InitPID(), "status", "VmRSS:")
-			pss += benchstat.KiB(sb.InitPID(), "smaps_rollup", "Pss:")
-			charged += benchstat.CgroupCharge(sb.CgroupPaths())
+			rss += benchstat.KiB(sb.Info().InitPID, "status", "VmRSS:")
+			pss += benchstat.KiB(sb.Info().InitPID, "smaps_rollup", "Pss:")
+			charged += benchstat.CgroupCharge(sb.Info().CgroupPaths)
 		}
 		var wake []time.Duration
 		for i, sb := range sbs {

@@ -142,7 +142,7 @@ func TestSandboxTerminateLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoProcess(t, "sleep", "317")
-	for _, c := range sb.CgroupPaths() {
+	for _, c := range sb.Info().CgroupPaths {
 		if _, err := os.Stat(c); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup %s left after terminate (%v)", c, err)
 		}

@@ -27,7 +27,7 @@ func TestMemoryLimitOOMKillsAndReports(t *testing.T) {
 			t.Fatalf("without a writable cgroup: got %v, want ErrUnsupported naming delegation", err)
 		}
 		out, cmd, err := run(t, withProbe(t, sandbox.Spec{Limits: spec.Limits, BestEffort: true}), probeTarget+"/testprobe", "alloc", "200")
-		if p, _ := cmd.Report.Protection("memory"); p.Status != sandbox.Degraded {
+		if p, _ := protectionOf(cmd.Report, "memory"); p.Status != sandbox.Degraded {
 			t.Errorf("best-effort memory limit reported as %+v (out %q, err %v)", p, out, err)
 		}
 		return

@@ -29,7 +29,7 @@ func (h *localHandle) box() (*localBox, error) {
 }
 
 // sandbox returns the handle's current incarnation.
-func (h *localHandle) sandbox() (*Sandbox, error) { return h.l.Sandbox(h.id) }
+func (h *localHandle) sandbox() (*Sandbox, error) { return h.l.sandbox(h.id) }
 
 // Info describes the sandbox now.
 func (h *localHandle) Info(ctx context.Context) (Info, error) {

@@ -78,7 +78,7 @@ func probeCapabilities() Capabilities {
 	if err != nil {
 		return c
 	}
-	v, err := canCreateSandboxCgroup(host)
+	v, err := cgroups.CanCreateFor(host)
 	if err == nil {
 		c.CgroupVersion = v.String()
 		c.Suspend = v == cgroups.V2 || host.V1Mounts["freezer"] != ""
@@ -129,21 +129,14 @@ func ended(sb *Sandbox) bool {
 		return true
 	default:
 	}
-	return !namespaces.ProcessRuns(sb.InitPID())
+	return !namespaces.ProcessRuns(sb.run.init.Pid())
 }
 
 // info describes box; l.mu is held.
 func (b *localBox) info() Info {
-	sb := b.sb
-	st := StateRunning
-	switch {
-	case ended(sb):
-		st = StateStopped
-	case sb.Suspended():
-		st = StateSuspended
-	}
-	return Info{ID: b.id, Backend: localName, State: st, Created: b.created, Spec: sb.Spec(),
-		InitPID: sb.InitPID(), CgroupPaths: sb.CgroupPaths(), Protections: sb.Protections(), Layers: sb.CowLayers()}
+	i := b.sb.Info()
+	i.ID, i.Created = b.id, b.created
+	return i
 }
 
 func (l *Local) checkOpen() error {
@@ -174,10 +167,8 @@ func (l *Local) lookup(boxRef string) (*localBox, error) {
 	return l.boxes[id], nil
 }
 
-// Sandbox returns the [*Sandbox] behind id (the current incarnation),
-// for what the Backend interface leaves out: files (ReadFile,
-// WriteFile...), cow layers, denied destinations.
-func (l *Local) Sandbox(id string) (*Sandbox, error) {
+// sandbox returns the [*Sandbox] behind id (its current incarnation).
+func (l *Local) sandbox(id string) (*Sandbox, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, err := l.lookup(id)

@@ -72,8 +72,8 @@ func devIno(t *testing.T, path string) string {
 func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 	if !canLimit(t) {
 		sb := provision(t, sandbox.Spec{})
-		if len(sb.CgroupPaths()) != 0 {
-			t.Fatalf("no cgroup limits here, yet the sandbox has cgroups %v", sb.CgroupPaths())
+		if len(sb.Info().CgroupPaths) != 0 {
+			t.Fatalf("no cgroup limits here, yet the sandbox has cgroups %v", sb.Info().CgroupPaths)
 		}
 		out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "ls -d /sys 2>&1; ls /sys/fs/cgroup 2>&1"}})
 		if res.ExitCode == 0 || !strings.Contains(out, "/sys") || strings.Count(out, "No such file") != 2 {
@@ -82,7 +82,7 @@ func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 		return
 	}
 	sb := provision(t, withProbe(t, sandbox.Spec{Limits: machineLimits}))
-	paths := sb.CgroupPaths()
+	paths := sb.Info().CgroupPaths
 	if len(paths) == 0 {
 		t.Fatal("the sandbox has no cgroup")
 	}
@@ -94,8 +94,8 @@ func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(sb.InitPID())) {
-			t.Errorf("the init (%d) is not in %s: %q", sb.InitPID(), p, procs)
+		if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(sb.Info().InitPID)) {
+			t.Errorf("the init (%d) is not in %s: %q", sb.Info().InitPID, p, procs)
 		}
 	}
 	want := map[string]bool{}

@@ -172,7 +172,7 @@ func TestLandlockIsEnforcedAndReported(t *testing.T) {
 		t.Fatalf("the host directory got %v", ents)
 	}
 	if cmd.Report.LandlockABI < 6 {
-		p, _ := cmd.Report.Protection("landlock")
+		p, _ := protectionOf(cmd.Report, "landlock")
 		if p.Status != sandbox.Degraded {
 			t.Errorf("Landlock ABI %d reported as %+v, want degraded", cmd.Report.LandlockABI, p)
 		}
@@ -180,7 +180,7 @@ func TestLandlockIsEnforcedAndReported(t *testing.T) {
 	}
 	// Signal scoping: the init is outside the command's domain.
 	expect(t, "kill(1, 0)", probe(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}}, "kill", "1"), "EPERM")
-	p, _ := cmd.Report.Protection("landlock")
+	p, _ := protectionOf(cmd.Report, "landlock")
 	if p.Status != sandbox.Enforced || cmd.Report.LandlockABI != min(landlockABI(t), 7) {
 		t.Errorf("report: %+v, ABI %d", p, cmd.Report.LandlockABI)
 	}

@@ -60,7 +60,7 @@ func TestPublishedPorts(t *testing.T) {
 	if len(ports) != 1 || ports[0].Port != 8000 || ports[0].HostPort == 0 {
 		t.Fatalf("Ports() = %v", ports)
 	}
-	if got := sb.Spec().Ports; len(got) != 1 || got[0] != ports[0] {
+	if got := sb.Info().Spec.Ports; len(got) != 1 || got[0] != ports[0] {
 		t.Errorf("Spec().Ports = %v, want %v", got, ports)
 	}
 	host := "127.0.0.1:" + strconv.Itoa(ports[0].HostPort)

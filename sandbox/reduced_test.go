@@ -89,7 +89,7 @@ func TestReducedTierBreakouts(t *testing.T) {
 	if cmd.Report.Tier != sandbox.TierReduced {
 		t.Errorf("report tier %q, want reduced", cmd.Report.Tier)
 	}
-	if p, ok := cmd.Report.Protection("network"); !ok || p.Status != sandbox.Enforced {
+	if p, ok := protectionOf(cmd.Report, "network"); !ok || p.Status != sandbox.Enforced {
 		t.Errorf("network protection: %+v", p)
 	}
 }
@@ -149,7 +149,7 @@ func TestReducedTierRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			expect(t, "socket(AF_INET) under best effort", out, "EPERM")
-			if p, ok := cmd.Report.Protection(c.protection); !ok || p.Status != c.status {
+			if p, ok := protectionOf(cmd.Report, c.protection); !ok || p.Status != c.status {
 				t.Errorf("report entry %q: %+v, want %s", c.protection, p, c.status)
 			}
 		})

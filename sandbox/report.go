@@ -81,10 +81,6 @@ type Report struct {
 	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
 }
 
-// NetworkSummary summarises the connections the network policy refused
-// ("" for none), one line per destination.
-func (r *Report) NetworkSummary() string { return netpolicy.Summary(r.NetworkDenied) }
-
 // MarshalJSON adds wall time in seconds.
 func (r *Report) MarshalJSON() ([]byte, error) {
 	type plain Report
@@ -96,14 +92,4 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 
 func (r *Report) add(name string, s Status, detail string) {
 	r.Protections = append(r.Protections, Protection{Name: name, Status: s, Detail: detail})
-}
-
-// Protection returns the named entry.
-func (r *Report) Protection(name string) (Protection, bool) {
-	for _, p := range r.Protections {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return Protection{}, false
 }

@@ -69,7 +69,7 @@ func TestRootDirectory(t *testing.T) {
 		// (tmpfs before Linux 6.3) is bound as it is: the sandbox's
 		// unprivileged host id cannot write root's directory.
 		plain := false
-		for _, p := range sb.Protections() {
+		for _, p := range sb.Info().Protections {
 			plain = plain || p.Name == "root idmapping"
 		}
 		_ = sb.Terminate(ctx)

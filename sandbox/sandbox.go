@@ -140,10 +140,6 @@ type ExecResult struct {
 	NetworkDenied []netpolicy.Denial `json:"network_denied,omitempty"`
 }
 
-// NetworkSummary summarises the connections the network policy refused
-// while the command ran ("" for none), one line per destination.
-func (r *ExecResult) NetworkSummary() string { return netpolicy.Summary(r.NetworkDenied) }
-
 // DefaultMaxOutput is the cap, in bytes, on each captured output stream
 // of an exec (ExecRequest.Stdout or Stderr nil) when
 // ExecRequest.MaxOutput is 0: 1 MiB, more than an agent's context takes

@@ -29,6 +29,7 @@ type Sandbox struct {
 	suspended bool
 	ended     chan struct{} // closed by Terminate
 	deadline  time.Time     // the end of Limits.Timeout (zero without)
+	created   time.Time     // when it was provisioned
 }
 
 // Provision builds a sandbox from spec whose init waits for commands.
@@ -54,7 +55,7 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 		return nil, err
 	}
 	go r.init.Serve()
-	s := &Sandbox{id: id, spec: spec, run: r, ended: make(chan struct{})}
+	s := &Sandbox{id: id, spec: spec, run: r, ended: make(chan struct{}), created: time.Now()}
 	r.stop = func() bool { return true }
 	if r.direct == nil && !r.plan.opts.ShareNet {
 		r.pub = newPublisher(r.init, log)
@@ -81,28 +82,37 @@ func (s *Sandbox) ID() string { return s.id }
 // without a cgroup (an unprivileged caller without delegation) fails with
 // [ErrUnsupported].
 func (s *Sandbox) Usage() (Usage, error) {
-	dirs := s.CgroupPaths()
+	dirs := s.cgroupPaths()
 	if len(dirs) == 0 {
 		return Usage{}, fmt.Errorf("%w: sandbox %s has no cgroup to read its usage from (see tent doctor)", ErrUnsupported, s.id)
 	}
 	return cgroups.ReadUsage(dirs), nil
 }
 
-// CgroupPaths are the sandbox's cgroup directories (none without a
-// cgroup); Terminate removes them.
-func (s *Sandbox) CgroupPaths() []string {
-	return append([]string(nil), s.run.plan.report.CgroupPaths...)
+// Info describes the sandbox now: its id, state (stopped once it has
+// ended: Terminate, its Limits.Timeout, its init's death), the spec it
+// runs with (mounts and network rules applied since included), its
+// init's host pid, cgroups, protections and cow layers. Created is when
+// it was provisioned; Backend is "local".
+func (s *Sandbox) Info() Info {
+	st := StateRunning
+	s.mu.Lock()
+	suspended := s.suspended
+	s.mu.Unlock()
+	switch {
+	case ended(s):
+		st = StateStopped
+	case suspended:
+		st = StateSuspended
+	}
+	return Info{ID: s.id, Backend: localName, State: st, Created: s.created, Spec: s.spec, InitPID: s.run.init.Pid(),
+		CgroupPaths: s.cgroupPaths(), Protections: append([]Protection(nil), s.run.plan.report.Protections...),
+		Layers: append([]CowLayer(nil), s.run.plan.layers...)}
 }
 
-// InitPID is the host pid of the sandbox's init (PID 1 inside).
-func (s *Sandbox) InitPID() int { return s.run.init.Pid() }
-
-// Spec returns the spec the sandbox was provisioned with.
-func (s *Sandbox) Spec() Spec { return s.spec }
-
-// Protections reports how each protection is provided.
-func (s *Sandbox) Protections() []Protection {
-	return append([]Protection(nil), s.run.plan.report.Protections...)
+// cgroupPaths are the sandbox's cgroup directories.
+func (s *Sandbox) cgroupPaths() []string {
+	return append([]string(nil), s.run.plan.report.CgroupPaths...)
 }
 
 // Exec runs one command and waits for it. Cancelling ctx kills it. A
@@ -411,13 +421,6 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	}
 	s.suspended = false
 	return nil
-}
-
-// Suspended reports whether the sandbox is suspended.
-func (s *Sandbox) Suspended() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.suspended
 }
 
 // NetworkDenied lists the destinations the network policy has refused

@@ -10,7 +10,6 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
 
@@ -25,11 +24,6 @@ var errNotLinux = fmt.Errorf("%w: sandboxes need Linux", ErrUnsupported)
 
 // running is a started command's state; outside Linux none starts.
 type running struct{}
-
-// canCreateSandboxCgroup fails: outside Linux there are no cgroups.
-func canCreateSandboxCgroup(*cgroups.Host) (cgroups.Version, error) {
-	return cgroups.None, errNotLinux
-}
 
 // Start fails with an error wrapping [ErrUnsupported]: sandboxes need Linux.
 func (c *Cmd) Start() error { return errNotLinux }
@@ -70,26 +64,11 @@ func FindSnapshot(string, string) (*Snapshot, error) { return nil, errNotLinux }
 // ID returns "".
 func (s *Sandbox) ID() string { return "" }
 
-// Spec returns the zero Spec.
-func (s *Sandbox) Spec() Spec { return Spec{} }
-
-// InitPID returns 0.
-func (s *Sandbox) InitPID() int { return 0 }
-
-// CgroupPaths returns nil.
-func (s *Sandbox) CgroupPaths() []string { return nil }
-
-// Protections returns nil.
-func (s *Sandbox) Protections() []Protection { return nil }
-
-// CowLayers returns nil.
-func (s *Sandbox) CowLayers() []CowLayer { return nil }
+// Info returns the zero Info.
+func (s *Sandbox) Info() Info { return Info{} }
 
 // NetworkDenied returns nil.
 func (s *Sandbox) NetworkDenied() []netpolicy.Denial { return nil }
-
-// Suspended returns false.
-func (s *Sandbox) Suspended() bool { return false }
 
 // Done returns nil.
 func (s *Sandbox) Done() <-chan struct{} { return nil }
@@ -155,9 +134,6 @@ func (l *Local) Name() string { return localName }
 
 // Capabilities returns the zero Capabilities: nothing works.
 func (l *Local) Capabilities() Capabilities { return Capabilities{} }
-
-// Sandbox fails with an error wrapping [ErrUnsupported].
-func (l *Local) Sandbox(string) (*Sandbox, error) { return nil, errNotLinux }
 
 // Provision fails with an error wrapping [ErrUnsupported].
 func (l *Local) Provision(context.Context, Spec) (Info, error) { return Info{}, errNotLinux }

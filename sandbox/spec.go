@@ -121,7 +121,7 @@ type PortMapping struct {
 	// wherever that address is.
 	HostIP string `json:"host_ip,omitempty"`
 	// HostPort is the host port; 0 means a free one, chosen when the port
-	// is published ([Sandbox.Publish] and [Sandbox.Spec] report it).
+	// is published ([Sandbox.Publish] and [Sandbox.Info] report it).
 	HostPort int `json:"host_port"`
 	// Port is the TCP port inside the sandbox, 1-65535.
 	Port int `json:"port"`

@@ -21,7 +21,7 @@ func TestStartReapsStaleSiblingCgroups(t *testing.T) {
 		t.Skip("no cgroup for sandboxes here")
 	}
 	sb := provision(t, sandbox.Spec{})
-	paths := sb.CgroupPaths()
+	paths := sb.Info().CgroupPaths
 	if err := sb.Terminate(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,7 @@ func TestOOMKillOfADescendantIsReported(t *testing.T) {
 	// limit: the report says so (from the cgroup's OOM-kill counter).
 	spec := withProbe(t, sandbox.Spec{Limits: sandbox.Limits{Memory: 64 << 20}, BestEffort: true})
 	out, cmd, err := run(t, spec, "sh", "-c", probeTarget+"/testprobe alloc 256 >/dev/null 2>&1; echo survived")
-	if p, _ := cmd.Report.Protection("memory"); p.Status != sandbox.Enforced {
+	if p, _ := protectionOf(cmd.Report, "memory"); p.Status != sandbox.Enforced {
 		t.Skipf("no cgroup memory limit here: %+v", p)
 	}
 	var ee *sandbox.ExitError

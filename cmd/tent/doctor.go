@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/doctor"
 )
 
 // exitMissing is tent doctor's status when a protection is missing.
@@ -50,7 +50,7 @@ the check itself failed.`,
 				if err != nil {
 					return &exitError{code: exitRefused, msg: "finding the tent binary: " + err.Error()}
 				}
-				_, err = io.WriteString(c.OutOrStdout(), sandbox.AppArmorProfile(exe))
+				_, err = io.WriteString(c.OutOrStdout(), doctor.AppArmorProfile(exe))
 				if err != nil {
 					return &exitError{code: exitRefused, msg: err.Error()}
 				}
@@ -58,7 +58,7 @@ the check itself failed.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			rep := sandbox.Doctor(ctx)
+			rep := doctor.Run(ctx)
 			var err error
 			if asJSON {
 				enc := json.NewEncoder(c.OutOrStdout())

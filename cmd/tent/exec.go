@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
@@ -136,7 +137,7 @@ commands and tent kill signals them.`,
 				printError(os.Stderr, oomNote(res.Signal == "killed", rec.Spec.Limits.Memory))
 			}
 			if res != nil && len(res.NetworkDenied) > 0 {
-				printError(os.Stderr, res.NetworkSummary())
+				printError(os.Stderr, netpolicy.Summary(res.NetworkDenied))
 			}
 			for _, tr := range []struct {
 				name string

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -261,7 +262,7 @@ func (o *runOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 	rep := cmd.Report
 	if rep != nil {
 		// An agent reading stderr learns why its request failed.
-		if s := rep.NetworkSummary(); s != "" {
+		if s := netpolicy.Summary(rep.NetworkDenied); s != "" {
 			printError(os.Stderr, s)
 		}
 	}

@@ -37,8 +37,8 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 	}
 	rec.State, rec.Supervisor, rec.Socket = sandbox.StateRunning, os.Getpid(), sock
 	rec.SupervisorStart = namespaces.StartTicks(rec.Supervisor)
-	rec.Spec, rec.Protections, rec.Layers = sb.Spec(), sb.Protections(), sb.CowLayers()
-	rec.Cgroups = sb.CgroupPaths()
+	rec.Spec, rec.Protections, rec.Layers = sb.Info().Spec, sb.Info().Protections, sb.Info().Layers
+	rec.Cgroups = sb.Info().CgroupPaths
 	if err := st.Save(rec); err != nil {
 		l.Close()
 		_ = sb.Terminate(context.Background())
@@ -254,7 +254,7 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		if err := sb.Mount(ctx, *req.Mount); err != nil {
 			return err
 		}
-		return s.save(func() { s.rec.Spec, s.rec.Layers = sb.Spec(), sb.CowLayers() })
+		return s.save(func() { s.rec.Spec, s.rec.Layers = sb.Info().Spec, sb.Info().Layers })
 	case opSnapshot:
 		snap, err := sb.Snapshot(ctx, s.st.SnapshotsDir(), sandbox.SnapshotOptions{SandboxID: s.rec.ID, IncludeReadWrite: req.IncludeReadWrite})
 		if err != nil {
@@ -271,7 +271,7 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 			return err
 		}
 		rep.Published = &m
-		return s.save(func() { s.rec.Spec = sb.Spec() })
+		return s.save(func() { s.rec.Spec = sb.Info().Spec })
 	case opStart:
 		if len(req.Args) == 0 {
 			return fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
@@ -299,7 +299,7 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		return s.save(func() {
 			s.rec.State = sandbox.StateRunning
-			if sb.Suspended() {
+			if sb.Info().State == sandbox.StateSuspended {
 				s.rec.State = sandbox.StateSuspended
 			}
 		})

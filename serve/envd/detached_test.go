@@ -52,7 +52,11 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = handleOf(t, b, info.ID).Terminate(context.Background()) })
+	t.Cleanup(func() {
+		if sb, err := b.Sandbox(context.Background(), info.ID); err == nil {
+			_ = sb.Terminate(context.Background())
+		}
+	})
 	sh := func(script string) string {
 		t.Helper()
 		var out strings.Builder

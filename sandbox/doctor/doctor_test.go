@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox_test
+package doctor_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
-	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/doctor"
 )
 
 var doctorChecks = []string{
@@ -43,12 +43,12 @@ func children(t *testing.T) []string {
 
 // runDoctor runs Doctor with TMPDIR pointing at an empty directory and
 // checks that it leaves neither files there nor child processes.
-func runDoctor(t *testing.T, ctx context.Context) *sandbox.DoctorReport {
+func runDoctor(t *testing.T, ctx context.Context) *doctor.Report {
 	t.Helper()
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	before := children(t)
-	r := sandbox.Doctor(ctx)
+	r := doctor.Run(ctx)
 	if left, err := os.ReadDir(tmp); err != nil || len(left) > 0 {
 		t.Errorf("Doctor left %v in its temporary directory (err %v)", left, err)
 	}
@@ -65,7 +65,7 @@ func runDoctor(t *testing.T, ctx context.Context) *sandbox.DoctorReport {
 // layout of /proc/self/mountinfo, seccomp, user namespaces.
 func TestDoctorThisHost(t *testing.T) {
 	r := runDoctor(t, context.Background())
-	byName := map[string]sandbox.Check{}
+	byName := map[string]doctor.Check{}
 	for _, c := range r.Checks {
 		byName[c.Name] = c
 		t.Logf("%-20s %-9s %s | %s", c.Name, c.Status, c.Detail, c.Fix)
@@ -124,7 +124,7 @@ func TestDoctorThisHost(t *testing.T) {
 }
 
 func TestDoctorWriteText(t *testing.T) {
-	r := &sandbox.DoctorReport{Checks: []sandbox.Check{
+	r := &doctor.Report{Checks: []doctor.Check{
 		{Name: "seccomp", Status: "available", Detail: "ok"},
 		{Name: "user namespaces", Status: "missing", Detail: "why", Fix: "do this"},
 	}}

@@ -1,4 +1,7 @@
-package sandbox
+// Package doctor checks a host for every protection tent uses (`tent
+// doctor`): user namespaces, Landlock, seccomp, cgroups, overlayfs in a
+// user namespace, idmapped mounts and the kernel version.
+package doctor
 
 import (
 	"context"
@@ -6,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/internal/hostcheck"
 )
 
@@ -19,9 +23,9 @@ type Check struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-// DoctorReport is the result of [Doctor]: one [Check] per protection, in a
+// Report is the result of [Run]: one [Check] per protection, in a
 // fixed order.
-type DoctorReport struct {
+type Report struct {
 	Checks []Check `json:"checks"`
 }
 
@@ -42,23 +46,23 @@ const (
 // /etc/apparmor.d.
 func AppArmorProfile(binary string) string { return hostcheck.AppArmorProfile(binary) }
 
-// Doctor checks this host for every protection tent uses: user namespaces,
+// Run checks this host for every protection tent uses: user namespaces,
 // Landlock, seccomp, cgroups, overlayfs in a user namespace, idmapped mounts
 // and the kernel version. It reads /proc and /sys and runs short live
 // probes (child processes in new namespaces, a detached mount); it changes
 // nothing lasting and leaves no process or temporary directory behind.
 // Probes that need a helper binary (unshare from util-linux) report
 // "unknown" when it is absent. Cancelling ctx kills running probes.
-func Doctor(ctx context.Context) *DoctorReport {
+func Run(ctx context.Context) *Report {
 	const procRoot, sysRoot = "/proc", "/sys"
-	r := &DoctorReport{}
+	r := &Report{}
 	add := func(name string, res hostcheck.Result) {
 		r.Checks = append(r.Checks, Check{Name: name, Status: string(res.Status), Detail: res.Detail, Fix: res.Fix})
 	}
 	add(checkUserNS, hostcheck.ProbeUserNS(ctx, procRoot))
 	add(checkLandlock, hostcheck.ProbeLandlock(sysRoot))
 	add(checkSeccomp, hostcheck.ProbeSeccomp(procRoot))
-	add(checkCgroups, hostcheck.ProbeCgroups(procRoot, canCreateSandboxCgroup))
+	add(checkCgroups, hostcheck.ProbeCgroups(procRoot, cgroups.CanCreateFor))
 	add(checkOverlay, hostcheck.ProbeOverlay(ctx))
 	add(checkIDMap, hostcheck.ProbeIDMap(ctx))
 	add(checkKernel, hostcheck.ProbeKernel())
@@ -67,7 +71,7 @@ func Doctor(ctx context.Context) *DoctorReport {
 
 // WriteText prints one line per check (aligned: name, status, detail) and an
 // indented "fix:" line where set.
-func (r *DoctorReport) WriteText(w io.Writer) error {
+func (r *Report) WriteText(w io.Writer) error {
 	nameW, statusW := 0, 0
 	for _, c := range r.Checks {
 		nameW = max(nameW, len(c.Name))
