@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/tent-sandbox/tent/netpolicy"
 )
@@ -53,9 +54,39 @@ type Cmd struct {
 	// Wait it holds the protections and the cgroup already in place.
 	Report *Report
 
+	// Cancel, for a command of a long-lived sandbox ([Sandbox.Command]),
+	// is called when the context ends before the command has, as
+	// os/exec's Cmd.Cancel: nil kills the command's session. A one-shot
+	// Cmd's context always ends its whole sandbox.
+	Cancel func() error
+	// WaitDelay, for a command of a long-lived sandbox, bounds the wait
+	// after Cancel: a command still running that long after is killed
+	// (its session), as os/exec's Cmd.WaitDelay bounds it. Zero waits for
+	// the command however long it takes.
+	WaitDelay time.Duration
+
 	ctx context.Context
 	mu  sync.Mutex
 	run *running // set by Start
+
+	sb         *Sandbox // the long-lived sandbox of Sandbox.Command
+	proc       *Process // its command, once started
+	stopCancel func() bool
+	delay      *time.Timer
+}
+
+// Command returns a Cmd that runs name with args in the running sandbox
+// s, as os/exec's Command runs it on the host: Start, Wait, Run, Output,
+// Signal, SetNetworkPolicy (the sandbox's), Cancel and WaitDelay. Of the
+// Cmd's fields, Path and Args, Stdin, Stdout and Stderr (nil: nothing,
+// as os/exec's), TTY, Spec.Env (layered over the sandbox's environment)
+// and Spec.Workdir (the command's directory) apply; the rest is the
+// sandbox's own. Wait leaves the sandbox running; a non-zero exit is an
+// [*ExitError]. ctx ending kills the command (see Cancel).
+func (s *Sandbox) Command(ctx context.Context, name string, args ...string) *Cmd {
+	c := Command(ctx, Spec{}, name, args...)
+	c.sb = s
+	return c
 }
 
 // Command returns a Cmd that runs name with args in a sandbox built from

@@ -51,6 +51,9 @@ type running struct {
 func (c *Cmd) Start() (err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.sb != nil {
+		return c.startIn()
+	}
 	if c.run != nil {
 		return errors.New("sandbox: already started")
 	}
@@ -253,8 +256,11 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 // the context, Limits.Timeout).
 func (c *Cmd) Signal(sig syscall.Signal) error {
 	c.mu.Lock()
-	r := c.run
+	r, p := c.run, c.proc
 	c.mu.Unlock()
+	if p != nil {
+		return p.Signal(sig)
+	}
 	if r == nil {
 		return errors.New("sandbox: not started")
 	}
@@ -269,8 +275,11 @@ func (c *Cmd) Signal(sig syscall.Signal) error {
 // did not exit 0 yields an [*ExitError].
 func (c *Cmd) Wait() error {
 	c.mu.Lock()
-	r := c.run
+	r, p := c.run, c.proc
 	c.mu.Unlock()
+	if p != nil {
+		return c.waitIn(p)
+	}
 	if r == nil {
 		return errors.New("sandbox: not started")
 	}

@@ -28,8 +28,11 @@ func (c *Cmd) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 		return err
 	}
 	c.mu.Lock()
-	r := c.run
+	r, sb := c.run, c.sb
 	c.mu.Unlock()
+	if sb != nil {
+		return sb.SetNetworkPolicy(ctx, p)
+	}
 	if r == nil {
 		return errors.New("sandbox: not started")
 	}
