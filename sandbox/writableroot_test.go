@@ -30,6 +30,9 @@ func TestWritableRoot(t *testing.T) {
 		expect(t, "create "+p, probeIn(t, sb, "open", p, "c"), "EROFS")
 	}
 	expect(t, "mkdir /usr/d", probeIn(t, sb, "mkdir", "/usr/d"), "EROFS")
+	// Landlock now lets commands write beneath /proc too: the kernel's
+	// permissions decide (and /proc/sys stays a read-only mount).
+	expect(t, "write /proc/sys/kernel/hostname", probeIn(t, sb, "open", "/proc/sys/kernel/hostname", "w"), "EACCES")
 	if out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo hi > /0/a && cat /0/a && ls /usr/bin/sh"}}); res.ExitCode != 0 || out != "hi\n/usr/bin/sh" {
 		t.Errorf("writing /0/a: exit %d, %q", res.ExitCode, out)
 	}
