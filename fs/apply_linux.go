@@ -153,7 +153,7 @@ func (p *Plan) Apply(pre []int) error {
 			return err
 		}
 	}
-	if rootRW {
+	if rootRW || p.WritableRoot {
 		return pivot(root)
 	}
 	if err := unix.MountSetattr(root, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {

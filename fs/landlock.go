@@ -56,9 +56,16 @@ func Scoped(abi int) uint64 {
 
 // LandlockRules mirrors a plan: read and execute everywhere visible;
 // every right beneath writable targets (rw binds, /tmp, $HOME, /dev/shm);
-// read, write and ioctl on the bound device nodes and /dev/pts.
+// read, write and ioctl on the bound device nodes and /dev/pts. With
+// Plan.WritableRoot, every right but ioctl on devices beneath "/": the
+// mounts' own flags then decide (the host's system directories, /dev and
+// read-only mounts are read-only mounts: EROFS), and the kernel's
+// permissions decide in /proc.
 func LandlockRules(p *Plan) []LandlockRule {
 	rules := []LandlockRule{{Path: "/", Access: llReadExec}}
+	if p.WritableRoot {
+		rules[0].Access = HandledAccess(MaxLandlockABI) &^ llIoctlDev
+	}
 	for _, s := range p.Steps {
 		switch {
 		case s.Kind == KindBind && s.Device:

@@ -81,6 +81,9 @@ type Plan struct {
 	Steps []Step `json:"steps"`
 	// Home is $HOME inside the sandbox.
 	Home string `json:"home"`
+	// WritableRoot leaves tent's root tmpfs writable: see
+	// [PlanInput].WritableRoot.
+	WritableRoot bool `json:"writable_root,omitempty"`
 }
 
 // SystemEntry is one host system path (for example /usr or /lib64) as
@@ -130,6 +133,13 @@ type PlanInput struct {
 	// readonlyPaths): absolute and clean, under /proc and /sys too; a
 	// path that does not exist in the sandbox is left alone.
 	Masked, ReadOnly []string
+	// WritableRoot leaves tent's root tmpfs writable (it is made
+	// read-only otherwise), and Landlock lets the command write beneath
+	// "/": new files and directories at / live in that tmpfs, never on
+	// the host; the host's system directories, /dev and the caller's
+	// read-only mounts stay read-only mounts (EROFS). It cannot be
+	// combined with Root (which decides its own writability).
+	WritableRoot bool
 }
 
 // ValidateRoot checks a [PlanInput].Root: target "/", an absolute,
@@ -171,6 +181,9 @@ func NewPlan(in PlanInput) (*Plan, error) {
 	var base []Step
 	system := in.System
 	if in.Root != nil {
+		if in.WritableRoot {
+			return nil, fmt.Errorf("%w: root: a caller's root and a writable tmpfs root exclude each other", ErrInvalidMount)
+		}
 		if err := ValidateRoot(*in.Root); err != nil {
 			return nil, err
 		}
@@ -271,7 +284,7 @@ func NewPlan(in PlanInput) (*Plan, error) {
 	sort.SliceStable(steps, func(i, j int) bool { return depth(steps[i].Target) < depth(steps[j].Target) })
 	// Masks and read-only paths once everything they may lie in exists.
 	steps = append(steps, late...)
-	return &Plan{Steps: steps, Home: in.Home}, nil
+	return &Plan{Steps: steps, Home: in.Home, WritableRoot: in.WritableRoot}, nil
 }
 
 // covered reports whether a user mount's target is p or one of its parents.

@@ -65,11 +65,33 @@ func WriteTarFrom(w io.Writer, dir *os.File) error {
 	return a.tw.Close()
 }
 
+// WriteTarFromExcept is [WriteTarFrom] restricted to dir's own
+// filesystem, less what except names: an entry whose relative path
+// (slash-separated, no leading slash) except returns true for is left
+// out with everything beneath it; so are a mount point's contents, as
+// WriteTarFrom leaves them out, and files on another filesystem than
+// dir (files bound onto it). It archives a filesystem that other mounts
+// sit on, such as a sandbox's root tmpfs, without them.
+func WriteTarFromExcept(w io.Writer, dir *os.File, except func(rel string) bool) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: dir.Name(), Err: err}
+	}
+	a := &archiver{tw: tar.NewWriter(w), dev: st.Dev, root: dir.Name(), buf: make([]byte, copyChunk), except: except}
+	if err := a.dir(int(dir.Fd()), "", 0); err != nil {
+		return err
+	}
+	return a.tw.Close()
+}
+
 type archiver struct {
 	tw   *tar.Writer
 	dev  uint64
 	root string
 	buf  []byte
+	// except, when not nil, leaves out the entries it names and files
+	// on another filesystem (see WriteTarFromExcept).
+	except func(rel string) bool
 }
 
 func (a *archiver) fail(op, rel string, err error) error {
@@ -106,6 +128,9 @@ func (a *archiver) dir(fd int, rel string, depth int) error {
 		}
 		if err != nil {
 			return a.fail("fstatat", r, err)
+		}
+		if a.except != nil && (a.except(r) || st.Dev != a.dev && st.Mode&unix.S_IFMT != unix.S_IFDIR) {
+			continue
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:

@@ -104,6 +104,9 @@ func validate(s *Spec) error {
 		}
 	}
 	if s.Root != nil {
+		if s.WritableRoot {
+			return errors.New("writable_root: a spec with a root directory (root) decides its own writability (root.readonly)")
+		}
 		if err := fs.ValidateRoot(*s.Root.mount()); err != nil {
 			return err
 		}
@@ -227,6 +230,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	}
 	planInput := fs.PlanInput{Mounts: all, System: probeSystem(), Home: home, PreOpened: p.privileged}
 	planInput.Tmpfs, planInput.Masked, planInput.ReadOnly = s.Tmpfs, s.MaskedPaths, s.ReadOnlyPaths
+	planInput.WritableRoot = s.WritableRoot
 	if s.Root != nil {
 		p.root = s.Root.mount()
 		planInput.Root, planInput.System = p.root, nil

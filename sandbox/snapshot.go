@@ -6,7 +6,8 @@ import (
 )
 
 // Snapshot is a saved copy of a sandbox's writable layers — its cow
-// mounts' changes, its /tmp, its $HOME and its Spec.Tmpfs — and its spec: enough to fork
+// mounts' changes, its /tmp, its $HOME, its Spec.Tmpfs and (with
+// Spec.WritableRoot) what it wrote in its root — and its spec: enough to fork
 // a new, independent sandbox in the same state (rw mounts are the host's
 // and are not copied).
 type Snapshot struct {
@@ -36,7 +37,7 @@ type SnapshotOptions struct {
 // its checksum.
 type SnapshotPart struct {
 	File   string `json:"file"`
-	Kind   string `json:"kind"`   // cow, tmp, home, rw
+	Kind   string `json:"kind"`   // cow, tmp, home, tmpfs, root, rw
 	Target string `json:"target"` // the path inside the sandbox
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`

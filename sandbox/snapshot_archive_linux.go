@@ -65,6 +65,26 @@ func archiveInSandbox(dir, name string, root *os.File, target string) (SnapshotP
 	return archive(dir, name, d)
 }
 
+// archiveRootInSandbox archives what the sandbox wrote in its root tmpfs
+// (Spec.WritableRoot): the root's own filesystem, less the plan's mount
+// points and symlinks (each fork has its own) and whatever is mounted;
+// the walk is descriptor-relative beneath the sandbox's root, as for
+// archiveInSandbox.
+func archiveRootInSandbox(dir, name string, root *os.File, plan *fs.Plan) (SnapshotPart, error) {
+	d, err := openInSandbox(root, "/")
+	if err != nil {
+		return SnapshotPart{}, err
+	}
+	defer d.Close()
+	own := map[string]bool{}
+	for _, st := range plan.Steps {
+		own[strings.TrimPrefix(st.Target, "/")] = true
+	}
+	return archiveWith(dir, name, func(w io.Writer) error {
+		return fs.WriteTarFromExcept(w, d, func(rel string) bool { return own[rel] })
+	})
+}
+
 // archiveHostDir archives a host directory tent made (a cow upper layer,
 // whose contents are the sandbox's: the walk beneath it never follows a
 // symlink).
@@ -82,6 +102,12 @@ func archiveHostDir(dir, name, src string) (SnapshotPart, error) {
 // returns its checksum. The file is not fsync'd: Snapshot syncs all
 // parts together.
 func archive(dir, name string, src *os.File) (SnapshotPart, error) {
+	return archiveWith(dir, name, func(w io.Writer) error { return fs.WriteTarFrom(w, src) })
+}
+
+// archiveWith writes the tar stream write produces as dir/name (zstd),
+// as archive does.
+func archiveWith(dir, name string, write func(io.Writer) error) (SnapshotPart, error) {
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return SnapshotPart{}, err
@@ -93,7 +119,7 @@ func archive(dir, name string, src *os.File) (SnapshotPart, error) {
 	if err != nil {
 		return SnapshotPart{}, err
 	}
-	if err := fs.WriteTarFrom(zw, src); err != nil {
+	if err := write(zw); err != nil {
 		zw.Close()
 		return SnapshotPart{}, err
 	}

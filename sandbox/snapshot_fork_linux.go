@@ -34,7 +34,8 @@ type readCloser struct {
 func (r readCloser) Close() error { r.ReadCloser.Close(); return r.f.Close() }
 
 // Fork provisions a new, independent sandbox from snap: its spec, its cow
-// mounts' changes (over the same host directories), its /tmp and $HOME.
+// mounts' changes (over the same host directories), its /tmp, $HOME,
+// Spec.Tmpfs and, with Spec.WritableRoot, what it wrote at /.
 // An rw mount's archive (IncludeReadWrite) is restored only into an empty
 // host directory — one that was lost, or a fresh one on another host —
 // and never over a directory that has contents: those are the host's
@@ -74,7 +75,7 @@ func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox,
 	}
 	for _, p := range snap.Parts {
 		switch p.Kind {
-		case "tmp", "home", "tmpfs":
+		case "tmp", "home", "tmpfs", "root":
 		case "rw":
 			if !emptyDir(rwSource[p.Target]) {
 				continue

@@ -97,6 +97,11 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 			i++
 		}
 	}
+	if s.spec.WritableRoot {
+		// Last, so that forks restore it after the mounts' contents (it
+		// never holds anything beneath them).
+		sources = append(sources, source{"root", "root.tar.zst", "/"})
+	}
 	if len(sources) > 0 {
 		root, err := openSandboxRoot(s.run.init.Pid())
 		if err != nil {
@@ -104,6 +109,15 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 		}
 		defer root.Close()
 		for _, src := range sources {
+			if src.kind == "root" {
+				part, err := archiveRootInSandbox(tmp, src.name, root, s.run.plan.cfg.Plan)
+				if err != nil {
+					return nil, fmt.Errorf("snapshot of /: %w", err)
+				}
+				part.Kind, part.Target = src.kind, src.target
+				snap.Parts = append(snap.Parts, part)
+				continue
+			}
 			part, err := archiveInSandbox(tmp, src.name, root, src.target)
 			if err != nil {
 				return nil, fmt.Errorf("snapshot of %s: %w", src.target, err)

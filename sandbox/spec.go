@@ -40,6 +40,18 @@ type Spec struct {
 	// 0755, nosuid, nodev), validated as mount targets are; nothing
 	// written there reaches the host. Snapshots keep them, as /tmp.
 	Tmpfs []string `json:"tmpfs,omitempty"`
+	// WritableRoot lets the sandbox create files and directories
+	// anywhere in tent's root tmpfs (a file at /0/a.txt, a directory
+	// /work), as a VM's or E2B's root filesystem allows; without it the
+	// root is read-only outside /tmp, $HOME and the writable mounts
+	// (EROFS). Nothing written there reaches the host: the root is the
+	// sandbox's own tmpfs, charged to its memory limit like /tmp. The
+	// host's system directories (/usr, /etc...), /dev and read-only
+	// mounts stay read-only mounts (EROFS), and /proc keeps the kernel's
+	// own permissions. Snapshots keep what was written there (not the
+	// mounts on it), and forks and resumed sandboxes get it back. It
+	// cannot be combined with Root; the reduced tier cannot provide it.
+	WritableRoot bool `json:"writable_root,omitempty"`
 	// MaskedPaths are hidden once everything is mounted (a directory
 	// under an empty read-only tmpfs, a file under /dev/null), and
 	// ReadOnlyPaths bound read-only onto themselves: an OCI bundle's

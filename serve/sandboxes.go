@@ -87,13 +87,29 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	}
 	spec.Env = append(spec.Env, plan.env...)
 	spec.Labels = plan.labels()
-	if spec.User != nil || spec.Tier == sandbox.TierReduced {
+	if spec.Tier == sandbox.TierReduced {
 		return s.b.Provision(ctx, spec)
+	}
+	// E2B's root filesystem is writable: new files and directories at /
+	// go to the sandbox's own root tmpfs (the host's system directories
+	// stay read-only), unless the template brings its own root.
+	tmpl := spec
+	spec.WritableRoot = spec.Root == nil
+	if spec.User != nil {
+		info, err := s.b.Provision(ctx, spec)
+		if errors.Is(err, sandbox.ErrUnsupported) && spec.WritableRoot {
+			// No mount namespace here (the reduced tier): the template's
+			// sandbox as it is, its root the host's.
+			if info, err2 := s.b.Provision(ctx, tmpl); err2 == nil {
+				s.log.Warn("this host cannot give sandboxes a writable root of their own", "id", info.ID, "err", err)
+				return info, nil
+			}
+		}
+		return info, err
 	}
 	// E2B's user, unless the template names one. It is mapped in a user
 	// namespace, so the full tier is asked for: the reduced tier would
 	// run a root caller's sandbox as host uid 1000, someone's.
-	tmpl := spec
 	spec.User = &sandbox.User{UID: e2bUID, GID: e2bUID, Name: e2bUser}
 	spec.Tier = sandbox.TierFull
 	if spec.Workdir == "" {
@@ -110,7 +126,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 		// No user namespaces here: the template's sandbox as it is, as
 		// the server's user (or, for root, tent's unprivileged id).
 		if info, err2 := s.b.Provision(ctx, tmpl); err2 == nil {
-			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user): the sandbox runs as tent's default identity", "id", info.ID, "err", err)
+			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user) nor a writable root: the sandbox runs as tent's default identity, its root read-only", "id", info.ID, "err", err)
 			return info, nil
 		}
 	}

@@ -1,0 +1,90 @@
+//go:build linux
+
+package fs
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// PlanInput.WritableRoot: the plan says so, Landlock grants every right
+// but device ioctls beneath "/", and a caller's root excludes it.
+func TestPlanWritableRoot(t *testing.T) {
+	in := PlanInput{System: []SystemEntry{{Path: "/usr"}}, Home: "/home/u"}
+	p, err := NewPlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.WritableRoot || LandlockRules(p)[0] != (LandlockRule{Path: "/", Access: llReadExec}) {
+		t.Fatalf("default plan: writable %v, first rule %+v", p.WritableRoot, LandlockRules(p)[0])
+	}
+	in.WritableRoot = true
+	if p, err = NewPlan(in); err != nil {
+		t.Fatal(err)
+	}
+	r := LandlockRules(p)[0]
+	if !p.WritableRoot || r.Path != "/" || r.Access&llWriteFile == 0 || r.Access&unix.LANDLOCK_ACCESS_FS_MAKE_DIR == 0 || r.Access&llIoctlDev != 0 {
+		t.Errorf("writable root: plan %v, first rule %+v", p.WritableRoot, r)
+	}
+	in.Root = &Mount{Source: "/srv/rootfs", Target: "/", Access: ReadWrite}
+	if _, err := NewPlan(in); !errors.Is(err, ErrInvalidMount) {
+		t.Errorf("writable root with a caller's root: %v, want ErrInvalidMount", err)
+	}
+}
+
+// WriteTarFromExcept leaves out what except names, with everything
+// beneath it, and files of another filesystem; it archives symlinks as
+// text and skips FIFOs without opening them.
+func TestWriteTarFromExcept(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"keep/sub", "mnt/inner", "home/user"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "keep/sub/f"), []byte("f"), 0o644)
+	os.WriteFile(filepath.Join(dir, "mnt/inner/g"), []byte("g"), 0o644)
+	os.WriteFile(filepath.Join(dir, "home/user/h"), []byte("h"), 0o644)
+	os.Symlink("/etc/shadow", filepath.Join(dir, "evil"))
+	if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var buf bytes.Buffer
+	except := map[string]bool{"mnt": true, "home/user": true}
+	if err := WriteTarFromExcept(&buf, d, func(rel string) bool { return except[rel] }); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, h.Name+":"+h.Linkname)
+	}
+	sort.Strings(got)
+	want := []string{"evil:/etc/shadow", "home/:", "keep/:", "keep/sub/:", "keep/sub/f:"}
+	if len(got) != len(want) {
+		t.Fatalf("archived %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("archived %q, want %q", got, want)
+		}
+	}
+}
