@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/internal/sandboxtest"
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
