@@ -114,11 +114,12 @@ func (w *capWriter) Write(p []byte) (int, error) {
 
 // fileJSON runs an operation whose output is one JSON document and
 // decodes it into v.
-func (s *Server) fileJSON(ctx context.Context, id string, op sandbox.FileOp, path string, args []string, v any) error {
+func (s *Server) fileJSON(ctx context.Context, id string, req sandbox.FileRequest, v any) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &capWriter{max: maxListJSON, stop: cancel}
-	err := handle.Open(ctx, s.b, id).File(ctx, sandbox.FileRequest{Op: op, Path: path, Args: args, Out: w})
+	req.Out = w
+	err := handle.Open(ctx, s.b, id).File(ctx, req)
 	if w.over {
 		return fmt.Errorf("the answer is over %d MiB: narrow it (a smaller depth, a deeper path)", maxListJSON>>20)
 	}
@@ -133,7 +134,7 @@ func (s *Server) fileJSON(ctx context.Context, id string, op sandbox.FileOp, pat
 
 func (s *Server) stat(ctx context.Context, id, path string) (sandbox.FileInfo, error) {
 	var fi sandbox.FileInfo
-	err := s.fileJSON(ctx, id, sandbox.FileStat, path, nil, &fi)
+	err := s.fileJSON(ctx, id, sandbox.FileRequest{Op: sandbox.FileStat, Path: path}, &fi)
 	return fi, err
 }
 
@@ -177,13 +178,13 @@ func (s *Server) addFileTools() {
 			if len(in.Content) > maxWholeFile {
 				return nil, doneOut{}, fmt.Errorf("content is %d bytes, more than %d: write it in parts with shell (cat >> file)", len(in.Content), maxWholeFile)
 			}
-			mode := "644"
+			mode := os.FileMode(0o644)
 			if in.Mode != "" {
 				m, err := strconv.ParseUint(in.Mode, 8, 32)
 				if err != nil || m > 0o777 {
 					return nil, doneOut{}, fmt.Errorf("mode %q: want permission bits in octal, e.g. 644 or 755", in.Mode)
 				}
-				mode = strconv.FormatUint(m, 8)
+				mode = os.FileMode(m)
 			}
 			bx, err := s.resolve(ctx, in.Sandbox)
 			if err != nil {
@@ -191,7 +192,7 @@ func (s *Server) addFileTools() {
 			}
 			var fi sandbox.FileInfo
 			w := &capWriter{max: 1 << 16}
-			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: in.Path, Args: []string{mode}, In: strings.NewReader(in.Content), Out: w}); err != nil {
+			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: in.Path, Mode: mode, In: strings.NewReader(in.Content), Out: w}); err != nil {
 				return nil, doneOut{}, err
 			}
 			_ = json.Unmarshal(w.buf.Bytes(), &fi)
@@ -226,7 +227,7 @@ func (s *Server) addFileTools() {
 				return nil, doneOut{}, err
 			}
 			var fi sandbox.FileInfo
-			err = s.fileJSON(ctx, bx.id, sandbox.FileMkdir, in.Path, nil, &fi)
+			err = s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileMkdir, Path: in.Path}, &fi)
 			if errors.Is(err, syscall.EEXIST) {
 				if fi, err = s.stat(ctx, bx.id, in.Path); err == nil && !fi.IsDir {
 					return nil, doneOut{}, fmt.Errorf("%s exists and is not a directory", in.Path)
@@ -272,7 +273,7 @@ func (s *Server) addFileTools() {
 				return nil, doneOut{}, err
 			}
 			var fi sandbox.FileInfo
-			if err := s.fileJSON(ctx, bx.id, sandbox.FileRename, in.From, []string{in.To}, &fi); err != nil {
+			if err := s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileRename, Path: in.From, To: in.To}, &fi); err != nil {
 				return nil, doneOut{}, err
 			}
 			return nil, doneOut{Path: in.To, File: viewFile(fi, in.To)}, nil

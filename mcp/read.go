@@ -238,11 +238,11 @@ func (s *Server) addReadTools(inside string) {
 			if len(text) > maxWholeFile {
 				return nil, editOut{}, fmt.Errorf("the edited file would be %d bytes, more than %d", len(text), maxWholeFile)
 			}
-			mode := strconv.FormatUint(uint64(fi.Mode.Perm()), 8)
+			mode := fi.Mode.Perm()
 			if fi.Mode&os.ModeSymlink != 0 {
-				mode = "644" // the target's mode is kept: it exists, it was just read
+				mode = 0o644 // the target's mode is kept: it exists, it was just read
 			}
-			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: in.Path, Args: []string{mode}, In: strings.NewReader(text)}); err != nil {
+			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: in.Path, Mode: mode, In: strings.NewReader(text)}); err != nil {
 				return nil, editOut{}, err
 			}
 			return nil, editOut{Path: in.Path, Replacements: n, Size: int64(len(text))}, nil

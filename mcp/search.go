@@ -88,7 +88,7 @@ func (s *Server) addSearchTools(inside string) {
 				return nil, listFilesOut{}, err
 			}
 			var fis []sandbox.FileInfo
-			if err := s.fileJSON(ctx, bx.id, sandbox.FileList, p, []string{fmt.Sprint(depth)}, &fis); err != nil {
+			if err := s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileList, Path: p, Depth: depth}, &fis); err != nil {
 				return nil, listFilesOut{}, err
 			}
 			out := listFilesOut{Entries: []fileView{}}
@@ -132,7 +132,7 @@ func (s *Server) addSearchTools(inside string) {
 				return nil, listFilesOut{}, err
 			}
 			var fis []sandbox.FileInfo
-			if err := s.fileJSON(ctx, bx.id, sandbox.FileList, p, []string{fmt.Sprint(depth)}, &fis); err != nil {
+			if err := s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileList, Path: p, Depth: depth}, &fis); err != nil {
 				return nil, listFilesOut{}, err
 			}
 			base, err := s.stat(ctx, bx.id, p)

@@ -50,7 +50,7 @@ func ExampleSandbox_File() {
 		return
 	}
 	defer sb.Terminate(ctx)
-	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/notes", Args: []string{"644"}, In: strings.NewReader("draft")})
+	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/notes", Mode: 0o644, In: strings.NewReader("draft")})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -61,7 +61,7 @@ func ExampleSandbox_File() {
 		return
 	}
 	fmt.Println(out.String())
-	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/usr/bin/evil", Args: []string{"755"}, In: strings.NewReader("")})
+	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/usr/bin/evil", Mode: 0o755, In: strings.NewReader("")})
 	fmt.Println(errors.Is(err, syscall.EROFS)) // the system directories are read-only
 	// Output:
 	// draft

@@ -1,7 +1,11 @@
 package sandbox
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strconv"
 
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
@@ -15,42 +19,42 @@ type FileInfo = fs.FileInfo
 type FileOp string
 
 // The file operations. Path is the path inside the sandbox; In and Out are
-// the operation's input and output streams.
+// the operation's input and output streams; the request's other fields
+// are the operations' options.
 const (
-	// FileRead streams the regular file at Path to Out. With Args[0]
-	// "sized", Out first receives the number of bytes that follow, in
-	// decimal, and a newline; a file that shrinks while it is read then
-	// fails with EAGAIN.
+	// FileRead streams the regular file at Path to Out. With Sized, Out
+	// first receives the number of bytes that follow, in decimal, and a
+	// newline; a file that shrinks while it is read then fails with
+	// EAGAIN.
 	FileRead FileOp = "read"
-	// FileWrite creates or truncates the file at Path with the mode in
-	// Args[0] (octal, e.g. "644") and streams In into it.
+	// FileWrite creates or truncates the file at Path with Mode and
+	// streams In into it.
 	FileWrite FileOp = "write"
 	// FilePut creates the missing parent directories of Path (mode 0755),
-	// then writes it as FileWrite does (Args[0], when given, is the mode)
-	// and writes its [FileInfo] to Out, as JSON.
+	// then writes it as FileWrite does, sets its Metadata, and writes its
+	// [FileInfo] to Out, as JSON.
 	FilePut FileOp = "put"
 	// FileStat writes the [FileInfo] of Path (not following a final
 	// symlink) to Out, as JSON.
 	FileStat FileOp = "stat"
 	// FileList writes the [FileInfo]s of the directory at Path to Out, as a
-	// JSON array. Args[0], when given, is a depth (decimal, at least 1,
-	// the default): at 2 and more the entries of its subdirectories
-	// follow each subdirectory's own, down to that many levels (symlinks
-	// are never followed below Path).
+	// JSON array. At a Depth of 2 and more the entries of its
+	// subdirectories follow each subdirectory's own, down to that many
+	// levels (symlinks are never followed below Path).
 	FileList FileOp = "list"
 	// FileMkdir creates the directory at Path and its missing parents
 	// (mode 0755) and writes its [FileInfo] to Out, as JSON. A directory
 	// already there fails with EEXIST, another file with ENOTDIR.
 	FileMkdir FileOp = "mkdir"
-	// FileRename renames Path to Args[0], creating the missing parents of
-	// Args[0] (mode 0755), and writes the [FileInfo] of Args[0] to Out,
-	// as JSON. A file at Args[0] is replaced, as rename(2) does.
+	// FileRename renames Path to To, creating the missing parents of To
+	// (mode 0755), and writes the [FileInfo] of To to Out, as JSON. A
+	// file at To is replaced, as rename(2) does.
 	FileRename FileOp = "rename"
 	// FileWatch watches the directory at Path with inotify and streams
 	// its changes to Out as JSON lines (see fs.WatchEvent), the first
 	// {"ready":true} once the watch is in place, until In reaches EOF
-	// (nil In: at once) or ctx ends. Args are flags: "recursive" (the
-	// subdirectories too), "entries" (each change's FileInfo).
+	// (nil In: at once) or ctx ends; Recursive watches the
+	// subdirectories too, Entries adds each change's FileInfo.
 	FileWatch FileOp = "watch"
 	// FileTar streams the tree at Path to Out as a tar archive.
 	FileTar FileOp = "tar"
@@ -63,16 +67,86 @@ const (
 	FileRemoveAll FileOp = "remove-all"
 )
 
-// FileRequest is one file operation inside a sandbox.
+// FileRequest is one file operation inside a sandbox (see each [FileOp]
+// for the fields it reads; the others are ignored).
 type FileRequest struct {
-	Op   FileOp
-	Path string
-	// Args are the operation's further arguments (see each [FileOp]).
-	Args []string
+	Op   FileOp `json:"op"`
+	Path string `json:"path"`
+	// Mode is the permission bits FileWrite and FilePut create a file
+	// with; 0 means 0644.
+	Mode os.FileMode `json:"mode,omitempty"`
+	// Metadata is set on the file FilePut writes (extended attributes
+	// of tent's, which E2B's files API serves).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// To is FileRename's destination.
+	To string `json:"to,omitempty"`
+	// Depth is FileList's depth; 0 means 1 (the directory's entries).
+	Depth int `json:"depth,omitempty"`
+	// Sized has FileRead write the size first.
+	Sized bool `json:"sized,omitempty"`
+	// Recursive and Entries are FileWatch's options.
+	Recursive bool `json:"recursive,omitempty"`
+	Entries   bool `json:"entries,omitempty"`
 	// In is read by operations that take input; nil reads nothing.
-	In io.Reader
+	In io.Reader `json:"-"`
 	// Out receives operations' output; nil discards it.
-	Out io.Writer
+	Out io.Writer `json:"-"`
+}
+
+// helperArgs are the file helper's arguments for r: op, path, options.
+func (r FileRequest) helperArgs() []string {
+	args := []string{string(r.Op), r.Path}
+	switch r.Op {
+	case FileRead:
+		if r.Sized {
+			args = append(args, "sized")
+		}
+	case FileWrite, FilePut:
+		mode := r.Mode.Perm() | r.Mode&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
+		if mode == 0 {
+			mode = 0o644
+		}
+		args = append(args, fmt.Sprintf("%o", unixMode(mode)))
+		if r.Op == FilePut {
+			names := make([]string, 0, len(r.Metadata))
+			for k := range r.Metadata {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			for _, k := range names {
+				args = append(args, "meta", k, r.Metadata[k])
+			}
+		}
+	case FileRename:
+		args = append(args, r.To)
+	case FileList:
+		if r.Depth > 1 {
+			args = append(args, strconv.Itoa(r.Depth))
+		}
+	case FileWatch:
+		if r.Recursive {
+			args = append(args, "recursive")
+		}
+		if r.Entries {
+			args = append(args, "entries")
+		}
+	}
+	return args
+}
+
+// unixMode is m's permission and set-id bits as chmod(2) numbers them.
+func unixMode(m os.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return u
 }
 
 // Usage is what a sandbox uses now, read from its cgroups.

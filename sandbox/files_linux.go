@@ -24,19 +24,19 @@ import (
 
 // ReadFile streams the file at path inside the sandbox to w.
 func (s *Sandbox) ReadFile(ctx context.Context, path string, w io.Writer) error {
-	return s.fileOp(ctx, "read", path, nil, nil, w)
+	return s.File(ctx, FileRequest{Op: FileRead, Path: path, Out: w})
 }
 
 // WriteFile creates or truncates the file at path with perm and streams r
 // into it.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, perm os.FileMode) error {
-	return s.fileOp(ctx, "write", path, []string{fmt.Sprintf("%o", perm.Perm())}, r, nil)
+	return s.File(ctx, FileRequest{Op: FileWrite, Path: path, Mode: perm, In: r})
 }
 
 // ListDir lists the directory at path.
 func (s *Sandbox) ListDir(ctx context.Context, path string) ([]FileInfo, error) {
 	var out bytes.Buffer
-	if err := s.fileOp(ctx, "list", path, nil, nil, &out); err != nil {
+	if err := s.File(ctx, FileRequest{Op: FileList, Path: path, Out: &out}); err != nil {
 		return nil, err
 	}
 	var infos []FileInfo
@@ -47,7 +47,7 @@ func (s *Sandbox) ListDir(ctx context.Context, path string) ([]FileInfo, error) 
 func (s *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
 	var out bytes.Buffer
 	var fi FileInfo
-	if err := s.fileOp(ctx, "stat", path, nil, nil, &out); err != nil {
+	if err := s.File(ctx, FileRequest{Op: FileStat, Path: path, Out: &out}); err != nil {
 		return fi, err
 	}
 	return fi, json.Unmarshal(out.Bytes(), &fi)
@@ -56,15 +56,11 @@ func (s *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
 // Remove deletes the file or empty directory at path; with all, a whole
 // tree.
 func (s *Sandbox) Remove(ctx context.Context, path string, all bool) error {
-	op := "remove"
+	op := FileRemove
 	if all {
-		op = "remove-all"
+		op = FileRemoveAll
 	}
-	return s.fileOp(ctx, op, path, nil, nil, nil)
-}
-
-func (s *Sandbox) fileOp(ctx context.Context, op, path string, extra []string, in io.Reader, out io.Writer) error {
-	return s.File(ctx, FileRequest{Op: FileOp(op), Path: path, Args: extra, In: in, Out: out})
+	return s.File(ctx, FileRequest{Op: op, Path: path})
 }
 
 // File runs one operation of tent's file helper inside the sandbox. A
@@ -75,7 +71,7 @@ func (s *Sandbox) File(ctx context.Context, req FileRequest) error {
 		out = io.Discard
 	}
 	// Stderr is captured: the helper's one-line errno report.
-	args := append([]string{string(req.Op), req.Path}, req.Args...)
+	args := req.helperArgs()
 	res, err := s.exec(ctx, ExecRequest{Args: args, Stdin: req.In, Stdout: out}, true)
 	if err != nil {
 		return err

@@ -88,7 +88,7 @@ func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox,
 			sb.Terminate(context.Background())
 			return nil, err
 		}
-		err = sb.fileOp(ctx, "untar", p.Target, nil, r, nil)
+		err = sb.File(ctx, FileRequest{Op: FileUntar, Path: p.Target, In: r})
 		r.Close()
 		if err != nil {
 			sb.Terminate(context.Background())

@@ -239,7 +239,7 @@ func mounts(t *testing.T, b sandbox.Backend) {
 func files(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
 	s := provision(t, b, sandbox.Spec{})
-	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"640"}, In: strings.NewReader("content")}); err != nil {
+	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Mode: 0o640, In: strings.NewReader("content")}); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 	if got := out(t, b, s.ID, "sh", "-c", "cat /tmp/f; stat -c ' %a' /tmp/f"); got != "content 640" {

@@ -165,13 +165,12 @@ func (s *Sandbox) File(ctx context.Context, req sandbox.FileRequest) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{string(req.Op), req.Path}, req.Args...)
 	conn, err := dial(rec)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := ctlmsg.Send(conn, request{Op: opFile, Args: args}, []int{int(in.Fd()), int(out.Fd()), int(null.Fd())}); err != nil {
+	if err := ctlmsg.Send(conn, request{Op: opFile, File: &req}, []int{int(in.Fd()), int(out.Fd()), int(null.Fd())}); err != nil {
 		return err
 	}
 	st.sent()

@@ -212,7 +212,7 @@ func TestBackendLifecycleAndErrors(t *testing.T) {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}
 	var got strings.Builder
-	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Args: []string{"644"}, In: strings.NewReader("hello")}); err != nil {
+	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Mode: 0o644, In: strings.NewReader("hello")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &got}); err != nil || got.String() != "hello" {

@@ -21,7 +21,7 @@ import (
 // Operations (request.Op).
 const (
 	opExec     = "exec"     // a session: see session_linux.go
-	opFile     = "file"     // the file helper, Args = op, path, args...
+	opFile     = "file"     // the file helper, File = the request
 	opNet      = "net"      // replace the network policy
 	opMount    = "mount"    // add a mount
 	opSnapshot = "snapshot" // snapshot into the state directory
@@ -43,11 +43,12 @@ const (
 
 // request is one request to a supervisor.
 type request struct {
-	Op      string        `json:"op"`
-	Args    []string      `json:"args,omitempty"`
-	Env     []string      `json:"env,omitempty"`
-	Dir     string        `json:"dir,omitempty"`
-	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	Op      string               `json:"op"`
+	Args    []string             `json:"args,omitempty"`
+	File    *sandbox.FileRequest `json:"file,omitempty"`
+	Env     []string             `json:"env,omitempty"`
+	Dir     string               `json:"dir,omitempty"`
+	Timeout time.Duration        `json:"timeout_ns,omitempty"`
 	// MaxOutput caps each output stream (see ExecRequest.MaxOutput).
 	MaxOutput int64 `json:"max_output,omitempty"`
 	// AsRoot runs the command as root inside (ExecRequest.AsRoot).

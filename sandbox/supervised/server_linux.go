@@ -235,10 +235,12 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 	sb := s.sb
 	switch req.Op {
 	case opFile:
-		if len(files) != 3 || len(req.Args) < 2 {
+		if len(files) != 3 || req.File == nil {
 			return fmt.Errorf("%w: a file operation needs its arguments and three descriptors", sandbox.ErrInvalidSpec)
 		}
-		return sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileOp(req.Args[0]), Path: req.Args[1], Args: req.Args[2:], In: files[0], Out: files[1]})
+		fr := *req.File
+		fr.In, fr.Out = files[0], files[1]
+		return sb.File(ctx, fr)
 	case opNet:
 		if req.Network == nil {
 			return fmt.Errorf("%w: net needs a policy", sandbox.ErrInvalidSpec)

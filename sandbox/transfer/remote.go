@@ -111,7 +111,7 @@ func tarOut(ctx context.Context, h sandbox.Handle, src string, w io.Writer, limi
 // writeFile creates or truncates the file p inside with mode and streams
 // in into it.
 func writeFile(ctx context.Context, h sandbox.Handle, p string, in io.Reader, mode iofs.FileMode) error {
-	return h.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: p, Args: []string{fmt.Sprintf("%o", mode)}, In: in})
+	return h.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: p, Mode: mode, In: in})
 }
 
 // untar creates the directory p inside (if needed) and extracts into it

@@ -32,11 +32,11 @@ type fileEntry struct {
 // (X-Metadata-NAME: VALUE, as the SDKs send it).
 const metadataHeader = "X-Metadata-"
 
-// uploadMetadata reads the metadata of an upload from its headers, as
-// the file helper's put arguments: names lower-cased (HTTP header names
-// are case-insensitive), bounded as the helper bounds them.
-func uploadMetadata(h http.Header) ([]string, error) {
-	var args []string
+// uploadMetadata reads the metadata of an upload from its headers: names
+// lower-cased (HTTP header names are case-insensitive), bounded as the
+// helper bounds them.
+func uploadMetadata(h http.Header) (map[string]string, error) {
+	meta := map[string]string{}
 	n := 0
 	for k, vs := range h {
 		name, ok := strings.CutPrefix(k, metadataHeader)
@@ -53,9 +53,9 @@ func uploadMetadata(h http.Header) ([]string, error) {
 		case n > tentfs.MaxMetadataEntries:
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("more than %d metadata entries", tentfs.MaxMetadataEntries))
 		}
-		args = append(args, "meta", name, vs[0])
+		meta[name] = vs[0]
 	}
-	return args, nil
+	return meta, nil
 }
 
 // writeError writes err as envd's REST error, with the status of its
@@ -92,7 +92,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dw := &downloadWriter{w: w, name: path.Base(p), size: -1}
-	err = bx.fileOp(r.Context(), sandbox.FileRequest{Op: sandbox.FileRead, Path: p, Args: []string{"sized"}, Out: dw})
+	err = bx.fileOp(r.Context(), sandbox.FileRequest{Op: sandbox.FileRead, Path: p, Sized: true, Out: dw})
 	switch {
 	case err != nil && !dw.committed:
 		writeError(w, err)
@@ -311,7 +311,7 @@ func partFileName(disposition string) (string, error) {
 // read in this goroutine (never in the backend's, after the handler
 // returned); a body that fails (too large, cut) fails the upload and
 // the partial file is removed.
-func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, meta []string) (fileEntry, error) {
+func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, meta map[string]string) (fileEntry, error) {
 	pr, pw := io.Pipe()
 	copied := make(chan error, 1)
 	go func() {
@@ -320,7 +320,7 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, me
 		copied <- err
 	}()
 	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
-	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Args: meta, In: pr, Out: out})
+	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Metadata: meta, In: pr, Out: out})
 	pr.CloseWithError(errUploadAborted)
 	if err != nil {
 		return fileEntry{}, rpcError(err)

@@ -78,9 +78,10 @@ func entryInfo(fi tentfs.FileInfo) *filesystempb.EntryInfo {
 }
 
 // infoOp runs a helper operation that answers one FileInfo.
-func (bx *box) infoOp(ctx context.Context, op sandbox.FileOp, path string, args ...string) (*filesystempb.EntryInfo, error) {
+func (bx *box) infoOp(ctx context.Context, req sandbox.FileRequest) (*filesystempb.EntryInfo, error) {
 	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
-	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: op, Path: path, Args: args, Out: out}); err != nil {
+	req.Out = out
+	if err := bx.fileOp(ctx, req); err != nil {
 		return nil, rpcError(err)
 	}
 	if out.err != nil {
@@ -108,7 +109,7 @@ func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	e, err := bx.infoOp(ctx, sandbox.FileStat, p)
+	e, err := bx.infoOp(ctx, sandbox.FileRequest{Op: sandbox.FileStat, Path: p})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	e, err := bx.infoOp(ctx, sandbox.FileMkdir, p)
+	e, err := bx.infoOp(ctx, sandbox.FileRequest{Op: sandbox.FileMkdir, Path: p})
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +137,7 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	e, err := bx.infoOp(ctx, sandbox.FileRename, src, dst)
+	e, err := bx.infoOp(ctx, sandbox.FileRequest{Op: sandbox.FileRename, Path: src, To: dst})
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	}
 	depth := max(req.Msg.GetDepth(), 1)
 	out := &limitBuffer{max: maxListingBytes, what: "the listing"}
-	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileList, Path: p, Args: []string{strconv.FormatUint(uint64(depth), 10)}, Out: out}); err != nil {
+	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileList, Path: p, Depth: int(depth), Out: out}); err != nil {
 		return nil, rpcError(err)
 	}
 	if out.err != nil {

@@ -201,8 +201,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-// The helpers the sandbox tests share.
-var (
-	handleOf = sandboxtest.Handle
-	infoOf   = sandboxtest.Info
-)
+// handleOf opens a sandbox of a backend, failing the test otherwise.
+var handleOf = sandboxtest.Handle

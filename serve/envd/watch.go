@@ -43,13 +43,6 @@ func (bx *box) startWatch(ctx context.Context, path string, recursive, entries b
 	if entries {
 		_, _ = bx.homeDir(ctx) // the user's name, for the entries' owner
 	}
-	var flags []string
-	if recursive {
-		flags = append(flags, "recursive")
-	}
-	if entries {
-		flags = append(flags, "entries")
-	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
@@ -59,7 +52,7 @@ func (bx *box) startWatch(ctx context.Context, path string, recursive, entries b
 	var helperErr error
 	go func() {
 		defer close(w.done)
-		helperErr = bx.file(ctx, sandbox.FileRequest{Op: sandbox.FileWatch, Path: path, Args: flags, In: inR, Out: outW})
+		helperErr = bx.file(ctx, sandbox.FileRequest{Op: sandbox.FileWatch, Path: path, Recursive: recursive, Entries: entries, In: inR, Out: outW})
 		inR.Close()
 		outW.Close()
 	}()
