@@ -42,7 +42,7 @@
 //
 // Every file tool is one operation of tent's file helper, which runs
 // inside the sandbox with its view and restrictions
-// ([sandbox.Backend.File]): "..", absolute paths and symlinks the
+// ([sandbox.Handle.File]): "..", absolute paths and symlinks the
 // sandbox planted resolve inside the sandbox, as a command there would
 // see them, and never reach a host file the sandbox cannot. file_grep
 // reads a tree as one tar stream made by the helper inside and treats it

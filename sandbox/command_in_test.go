@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -100,4 +101,76 @@ func TestSandboxCommandCancelAndWaitDelay(t *testing.T) {
 	if out, err := sb.Command(ctx, "echo", "alive").Output(); err != nil || string(out) != "alive\n" {
 		t.Errorf("the sandbox after a cancelled command: %q, %v", out, err)
 	}
+}
+
+// A started command's input ends with CloseStdin, and its terminal takes
+// the size Resize gives; a command without either fails plainly.
+func TestProcessCloseStdinAndResize(t *testing.T) {
+	ctx := context.Background()
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Terminate(ctx)
+
+	pr, pw := io.Pipe() // never closed by the test: only CloseStdin ends the input
+	defer pw.Close()
+	go func() { _, _ = io.WriteString(pw, "line one\n") }()
+	outR, outW := io.Pipe()
+	p, err := sb.Start(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "read l; echo got $l; cat; echo eof"}, Stdin: pr, Stdout: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(outR)
+	if l, err := lines.ReadString('\n'); err != nil || l != "got line one\n" {
+		t.Fatalf("first line %q, %v", l, err)
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := lines.ReadString('\n'); err != nil || l != "eof\n" {
+		t.Fatalf("after CloseStdin: %q, %v; want eof (cat saw the end of its input)", l, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 {
+		t.Fatalf("wait: %+v, %v", res, err)
+	}
+	if err := p.Resize(sandbox.WindowSize{Rows: 10, Cols: 20}); err == nil {
+		t.Error("Resize of a command without a terminal succeeded")
+	}
+
+	resize := make(chan sandbox.WindowSize)
+	tin, tinW := io.Pipe()
+	defer tinW.Close()
+	var tout strings.Builder
+	p, err = sb.Start(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "read _; stty size"}, Stdin: tin, Stdout: &syncWriter{w: &tout},
+		TTY: &sandbox.Terminal{Size: sandbox.WindowSize{Rows: 24, Cols: 80}, Resize: resize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resize(sandbox.WindowSize{Rows: 33, Cols: 111}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CloseStdin(); err == nil {
+		t.Error("CloseStdin of a terminal succeeded")
+	}
+	_, _ = io.WriteString(tinW, "go\n")
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := tout.String(); !strings.Contains(got, "33 111") {
+		t.Errorf("stty size after Resize: %q, want 33 111", got)
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -183,7 +183,7 @@ func ExampleSandbox_Publish() {
 			break
 		}
 	}
-	fmt.Println(sb.Ports()[0].Port)
+	fmt.Println(sb.Info().Spec.Ports[0].Port)
 	// Output:
 	// hello
 	// 8000

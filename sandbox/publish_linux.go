@@ -415,11 +415,3 @@ func (s *Sandbox) Publish(ctx context.Context, m PortMapping) (PortMapping, erro
 	return got, nil
 }
 
-// Ports returns the sandbox's published ports, with the host ports
-// bound, in the order they were published.
-func (s *Sandbox) Ports() []PortMapping {
-	if s.run.pub == nil {
-		return nil
-	}
-	return s.run.pub.mappings()
-}

@@ -56,7 +56,7 @@ func TestPublishedPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Terminate(ctx)
-	ports := sb.Ports()
+	ports := sb.Info().Spec.Ports
 	if len(ports) != 1 || ports[0].Port != 8000 || ports[0].HostPort == 0 {
 		t.Fatalf("Ports() = %v", ports)
 	}
@@ -85,7 +85,7 @@ func TestPublishedPorts(t *testing.T) {
 	if body := getUntil(t, fmt.Sprintf("http://127.0.0.1:%d/marker.txt", m.HostPort)); body != "published\n" {
 		t.Errorf("through a port published at run time: %q", body)
 	}
-	if got := sb.Ports(); len(got) != 2 || got[1] != m {
+	if got := sb.Info().Spec.Ports; len(got) != 2 || got[1] != m {
 		t.Errorf("Ports() = %v after publishing %v", got, m)
 	}
 	// The host's listener is not reachable from inside: there, its

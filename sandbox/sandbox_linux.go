@@ -74,10 +74,6 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	return s, nil
 }
 
-// ID is the sandbox's id: [ProvisionOptions.ID], or 16 random hex
-// digits. It names the sandbox's cgroup and its records.
-func (s *Sandbox) ID() string { return s.id }
-
 // Usage reads what the sandbox uses now from its cgroups; a sandbox
 // without a cgroup (an unprivileged caller without delegation) fails with
 // [ErrUnsupported].
@@ -258,6 +254,22 @@ type Process struct {
 func (p *Process) Signal(sig syscall.Signal) error {
 	return p.s.run.init.SignalExec(p.id, sig)
 }
+
+// Resize sets the size of the command's terminal (ExecRequest.TTY), as
+// a resize sent on TTY.Resize does; a command without one fails.
+func (p *Process) Resize(sz WindowSize) error {
+	if p.tty == nil {
+		return errors.New("sandbox: the command has no terminal to resize")
+	}
+	p.tty.resize(sz)
+	return nil
+}
+
+// CloseStdin ends the command's input, fed from ExecRequest.Stdin's
+// reader: the command reads end of file once it has read what came
+// before, as closing os/exec's StdinPipe does. A file given as Stdin is
+// the caller's to close, and fails here.
+func (p *Process) CloseStdin() error { return p.sio.closeInput() }
 
 // Kill kills the command's whole session.
 func (p *Process) Kill() error { return p.s.run.init.KillExec(p.id) }

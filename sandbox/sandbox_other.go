@@ -61,9 +61,6 @@ func ListSnapshots(string) ([]*Snapshot, error) { return nil, errNotLinux }
 // need Linux.
 func FindSnapshot(string, string) (*Snapshot, error) { return nil, errNotLinux }
 
-// ID returns "".
-func (s *Sandbox) ID() string { return "" }
-
 // Info returns the zero Info.
 func (s *Sandbox) Info() Info { return Info{} }
 
@@ -167,6 +164,12 @@ func (s *Sandbox) Start(context.Context, ExecRequest) (*Process, error) { return
 // Signal fails with [ErrUnsupported] outside Linux.
 func (p *Process) Signal(syscall.Signal) error { return errNotLinux }
 
+// Resize fails with [ErrUnsupported] outside Linux.
+func (p *Process) Resize(WindowSize) error { return errNotLinux }
+
+// CloseStdin fails with [ErrUnsupported] outside Linux.
+func (p *Process) CloseStdin() error { return errNotLinux }
+
 // Kill fails with [ErrUnsupported] outside Linux.
 func (p *Process) Kill() error { return errNotLinux }
 
@@ -181,5 +184,3 @@ func (s *Sandbox) Publish(context.Context, PortMapping) (PortMapping, error) {
 // DialPort needs Linux.
 func (s *Sandbox) DialPort(context.Context, int) (net.Conn, error) { return nil, errNotLinux }
 
-// Ports needs Linux.
-func (s *Sandbox) Ports() []PortMapping { return nil }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -80,6 +81,21 @@ type stdio struct {
 	nullOut bool
 	// loans are the caller's pipes lent to the sandbox's user.
 	loans []*loan
+	// inW is the write end of the pipe fed from the caller's reader (nil
+	// for a file, /dev/null or a terminal): closing it ends the input.
+	inW *os.File
+}
+
+// closeInput ends the command's input: it reads end of file once what
+// was written is read. Only input fed from a reader can be ended so.
+func (s *stdio) closeInput() error {
+	if s.inW == nil {
+		return errors.New("sandbox: the command's stdin is not fed from a reader (a file is the caller's to close; a terminal's input ends with ^D)")
+	}
+	if err := s.inW.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // openStdio sets up an exec's fds 0, 1 and 2 as [ExecRequest] documents
@@ -175,6 +191,7 @@ func (s *stdio) input(r io.Reader) (*os.File, error) {
 	}
 	s.childEnds = append(s.childEnds, pr)
 	s.ownedFiles = append(s.ownedFiles, pw)
+	s.inW = pw
 	go func() { _, _ = io.Copy(pw, r); pw.Close() }()
 	return pr, nil
 }

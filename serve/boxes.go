@@ -146,8 +146,8 @@ func (s *Server) kill(ctx context.Context, id string) error {
 // pauseFiles pauses sandbox id keeping only its files, as E2B's
 // filesystem-only pause (pause with memory: false, autoPauseMemory:
 // false) does: a snapshot of its writable layers (/tmp, its home, /root,
-// cow mounts), then Backend.Stop, which ends every process. A connect
-// resumes it under the same id from that snapshot (Backend.Resume): a
+// cow mounts), then Handle.Stop, which ends every process. A connect
+// resumes it under the same id from that snapshot (Handle.Resume): a
 // cold boot, with its files and without its processes. The snapshot is
 // the server's own, not listed; it is removed once the sandbox is resumed
 // from it or killed.

@@ -85,7 +85,7 @@
 // freezer (400 where the host gives sandboxes none); connect thaws them,
 // and so does the first in-sandbox request with autoResume. Pause with
 // memory false (autoPauseMemory false at the timeout) keeps only the
-// files: a snapshot, then Backend.Stop; connect resumes the sandbox from
+// files: a snapshot, then Handle.Stop; connect resumes the sandbox from
 // it under the same id, a cold boot (see pauseFiles). Snapshots
 // save the writable layers; fork snapshots a running sandbox once and
 // starts each fork from it. Sandboxes of the backend that the server did

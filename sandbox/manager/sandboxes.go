@@ -142,7 +142,7 @@ func (m *Manager) Touch(leaseID string) error {
 	return err
 }
 
-// Exec runs req in the lease's sandbox (see [sandbox.Backend.Exec]).
+// Exec runs req in the lease's sandbox (see [sandbox.Handle.Exec]).
 // The sandbox is not idle while the command runs.
 func (m *Manager) Exec(ctx context.Context, leaseID string, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	m.mu.Lock()

@@ -422,7 +422,7 @@ func (s *Sandbox) Resume(ctx context.Context) (sandbox.Info, error) {
 	return s.b.spawn(ctx, launch{ID: rec.ID, Spec: spec, FromSnapshot: latest.Dir, Overrides: fo})
 }
 
-// StopReason is the Reason of a sandbox stopped by Backend.Stop.
+// StopReason is the Reason of a sandbox stopped by Handle.Stop.
 const StopReason = "stopped"
 
 // Stop ends the sandbox and keeps its record, stopped (Reason

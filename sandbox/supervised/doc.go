@@ -37,7 +37,7 @@
 // [Options].IdleAfter) gives way to a small idle holder, a C loop of a few
 // hundred KiB, which execs the supervisor again when a request comes. A
 // supervisor that dies (killed, a host restart) takes its sandbox's
-// processes with it; its record then reads stopped, [Backend.Terminate]
-// reclaims what is left (cow layers, cgroups) and [Backend.Resume]
+// processes with it; its record then reads stopped, [Sandbox.Terminate]
+// reclaims what is left (cow layers, cgroups) and [Sandbox.Resume]
 // provisions the sandbox again from its latest snapshot.
 package supervised

@@ -16,7 +16,7 @@ const (
 	detachedKeep = time.Hour
 )
 
-// ProcessInfo describes a detached command (see [Backend.ExecDetached]).
+// ProcessInfo describes a detached command (see [Sandbox.ExecDetached]).
 type ProcessInfo struct {
 	// Pid is the command's pid inside the sandbox.
 	Pid  int      `json:"pid"`

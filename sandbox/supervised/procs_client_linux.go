@@ -14,7 +14,7 @@ import (
 // ExecDetached starts req.Args in the sandbox as a command its supervisor
 // owns (docker exec -d) and returns the command's pid inside at once. It
 // outlives the caller; its output (stdout and stderr, each kept apart) is
-// kept for [Backend.Attach], its exit for [Backend.Processes] (see
+// kept for [Sandbox.Attach], its exit for [Sandbox.Processes] (see
 // MaxDetached, MaxDetachedOutput). Of req, Args, Env, Dir and Timeout are
 // used; a detached command has no stdin and no terminal, so Stdin, TTY
 // and the caller's Stdout and Stderr are refused (ErrInvalidSpec).

@@ -143,7 +143,7 @@ type server struct {
 	sb      *sandbox.Sandbox
 	recMu   *sync.Mutex
 	removed chan struct{}
-	stopped chan struct{} // Backend.Stop: ended, its record kept
+	stopped chan struct{} // Handle.Stop: ended, its record kept
 	procs   procTable     // detached commands
 }
 

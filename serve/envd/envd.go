@@ -2,7 +2,7 @@
 // what the official E2B SDKs reach at E2B_SANDBOX_URL, served in E2B by
 // envd, the daemon inside each sandbox. Here it runs on the host and
 // reaches each sandbox through a [sandbox.Backend]: every command is one
-// Backend.Exec, every file operation one Backend.File (tent's file
+// Handle.Exec, every file operation one Backend.File (tent's file
 // helper, inside the sandbox with its restrictions and as its user).
 //
 // It serves the Connect-RPC services process.Process (Start, Connect,
@@ -32,7 +32,7 @@
 // Paths are the sandbox's; a relative path, or one starting with "~",
 // is taken from the sandbox user's $HOME, as envd does.
 //
-// Processes: each Start is one goroutine calling Backend.Exec, whose
+// Processes: each Start is one goroutine calling Handle.Exec, whose
 // stdin (when asked for) and terminal input are pipes fed by SendInput.
 // The process outlives the request that started it: its output is
 // streamed to every connected client (Start's and Connect's streams),
@@ -42,7 +42,7 @@
 // output back once that much is waiting (a pipe's backpressure), never
 // the server's memory (a command's last output, once it has exited, is
 // cut off if such a client leaves it unread for a quarter second, as
-// Backend.Exec cuts a writer off). A process ended while nobody was connected is
+// Handle.Exec cuts a writer off). A process ended while nobody was connected is
 // kept for Options.ExitedRetention so a Connect still gets its output
 // and exit. A command's lifetime is the Start request's deadline
 // (Connect-Timeout-Ms, the SDK's timeoutMs), as in envd; the client

@@ -34,7 +34,7 @@ type chunk struct {
 // maxEvent bounds the bytes of one data event made of merged chunks.
 const maxEvent = 64 << 10
 
-// proc is one process started by Start: a goroutine in Backend.Exec, its
+// proc is one process started by Start: a goroutine in Handle.Exec, its
 // input pipe, and its output log.
 //
 // The log holds the chunks that some connected client has not been sent
