@@ -414,4 +414,3 @@ func (s *Sandbox) Publish(ctx context.Context, m PortMapping) (PortMapping, erro
 	s.mu.Unlock()
 	return got, nil
 }
-

@@ -183,4 +183,3 @@ func (s *Sandbox) Publish(context.Context, PortMapping) (PortMapping, error) {
 
 // DialPort needs Linux.
 func (s *Sandbox) DialPort(context.Context, int) (net.Conn, error) { return nil, errNotLinux }
-
