@@ -115,17 +115,6 @@ func (p *publisher) adopt(m PortMapping, fd int) error {
 	return p.start()
 }
 
-// mappings returns the published ports, in the order they were added.
-func (p *publisher) mappings() []PortMapping {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ms := make([]PortMapping, len(p.ports))
-	for i, pub := range p.ports {
-		ms[i] = pub.m
-	}
-	return ms
-}
-
 // busy reports whether a connection is being served.
 func (p *publisher) busy() bool {
 	p.mu.Lock()
