@@ -45,7 +45,7 @@ type sandboxView struct {
 	Ended       *time.Time           `json:"ended,omitempty"`
 	Reason      string               `json:"reason,omitempty"`
 
-	sb *supervised.Sandbox // set by lookup: the handle its verbs act on
+	sb *supervised.Sandbox // set by lookup (not by list): the handle its verbs act on
 }
 
 func viewOf(i sandbox.Info) *sandboxView {

@@ -194,7 +194,15 @@ func newRmCmd(g *globalOptions) *cobra.Command {
 			}
 			var failed []string
 			for _, rec := range recs {
-				if err := rec.sb.Terminate(c.Context()); err != nil {
+				sb := rec.sb
+				if sb == nil { // listed, not looked up
+					var err error
+					if sb, err = g.backend().Sandbox(c.Context(), rec.ID); err != nil {
+						failed = append(failed, err.Error())
+						continue
+					}
+				}
+				if err := sb.Terminate(c.Context()); err != nil {
 					failed = append(failed, err.Error())
 				}
 			}
