@@ -59,11 +59,7 @@ func viewOf(i sandbox.Info) *sandboxView {
 // on), as tent's exit-125 refusal when missing.
 func (g *globalOptions) lookup(ref string) (*sandboxView, error) {
 	ctx := context.Background()
-	sb, err := g.backend().Sandbox(ctx, ref)
-	if err != nil {
-		return nil, &exitError{code: exitRefused, msg: err.Error()}
-	}
-	i, err := sb.Info(ctx)
+	sb, i, err := g.backend().Lookup(ctx, ref)
 	if err != nil {
 		return nil, &exitError{code: exitRefused, msg: err.Error()}
 	}

@@ -318,6 +318,19 @@ func (b *Backend) Sandbox(ctx context.Context, ref string) (*Sandbox, error) {
 	return &Sandbox{b: b, id: rec.ID}, nil
 }
 
+// Lookup is Sandbox and its Info from the one read of its record (what
+// the CLI's verbs do first).
+func (b *Backend) Lookup(ctx context.Context, ref string) (*Sandbox, sandbox.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, sandbox.Info{}, err
+	}
+	rec, err := b.st.Get(ref)
+	if err != nil {
+		return nil, sandbox.Info{}, err
+	}
+	return &Sandbox{b: b, id: rec.ID}, b.info(rec), nil
+}
+
 // ID is the sandbox's id.
 func (s *Sandbox) ID() string { return s.id }
 

@@ -39,6 +39,11 @@ func (b *Backend) Open(context.Context, string) (sandbox.Handle, error) { return
 // Sandbox fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) Sandbox(context.Context, string) (*Sandbox, error) { return nil, errNotLinux }
 
+// Lookup fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Lookup(context.Context, string) (*Sandbox, sandbox.Info, error) {
+	return nil, sandbox.Info{}, errNotLinux
+}
+
 // ID returns "".
 func (s *Sandbox) ID() string { return "" }
 
