@@ -107,6 +107,9 @@ func validate(s *Spec) error {
 		if s.WritableRoot {
 			return errors.New("writable_root: a spec with a root directory (root) decides its own writability (root.readonly)")
 		}
+		if s.Sudo {
+			return errors.New("sudo: tent's sudo needs tent's own root filesystem, not a root directory (root)")
+		}
 		if err := fs.ValidateRoot(*s.Root.mount()); err != nil {
 			return err
 		}
@@ -231,6 +234,23 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	planInput := fs.PlanInput{Mounts: all, System: probeSystem(), Home: home, PreOpened: p.privileged}
 	planInput.Tmpfs, planInput.Masked, planInput.ReadOnly = s.Tmpfs, s.MaskedPaths, s.ReadOnlyPaths
 	planInput.WritableRoot = s.WritableRoot
+	if s.Sudo {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sudo: finding tent's binary to bind: %w", err)
+		}
+		// The binary, read-only beside the init's socket, in a tmpfs the
+		// command cannot write; the symlink sudo in a read-only tmpfs,
+		// joined to /usr/local/bin (see namespaces.SudoDir).
+		all = append(all, fs.Mount{Source: exe, Target: namespaces.SudoBinary, Access: fs.ReadOnly})
+		planInput.Mounts = all
+		planInput.Private = []fs.Step{
+			{Kind: fs.KindTmpfs, Target: namespaces.SudoDir, Mode: 0o755, FD: -1},
+			{Kind: fs.KindTmpfs, Target: namespaces.SudoBinDir, Mode: 0o755, ReadOnly: true, FD: -1},
+			{Kind: fs.KindSymlink, Target: namespaces.SudoBinDir + "/sudo", LinkTo: namespaces.SudoBinary, FD: -1},
+			{Kind: fs.KindUnion, Target: namespaces.SudoPathDir, Lowers: []string{namespaces.SudoBinDir, namespaces.SudoPathDir}, Optional: true, FD: -1},
+		}
+	}
 	if s.Root != nil {
 		p.root = s.Root.mount()
 		planInput.Root, planInput.System = p.root, nil
@@ -269,6 +289,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	p.cfg = namespaces.Config{
 		Plan:     mounts,
 		Hostname: hostname,
+		Sudo:     s.Sudo,
 		Loopback: !p.opts.ShareNet,
 		// Limited: listeners inside, handed to the host-side proxy.
 		ProxyListeners: p.network != nil,

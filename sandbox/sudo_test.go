@@ -1,0 +1,65 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// shOut runs script with sh in sb: its trimmed stdout and stderr and its
+// exit code.
+func shOut(t *testing.T, sb *sandbox.Sandbox, script string, env ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Env: env, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("%s: %v", script, err)
+	}
+	return strings.TrimSpace(out.String()), strings.TrimSpace(errb.String()), res.ExitCode
+}
+
+// Spec.Sudo: sudo (found first on every PATH, a login shell's too) runs
+// the command as root of a nested user namespace: whoami root, id -u 0,
+// sudo's clean environment (plain sudo drops a variable, -E keeps it),
+// the exit status passed on; and nothing more: a read-only mount stays
+// EROFS, mounting EPERM, another user is refused.
+func TestSudo(t *testing.T) {
+	sb := provision(t, withProbe(t, sandbox.Spec{Sudo: true, User: &sandbox.User{UID: 1000, GID: 1000, Name: "user"}}))
+	if out, errs, code := shOut(t, sb, `command -v sudo; sudo whoami; sudo id -u; sudo id -g; id -u`); code != 0 || out != "/usr/local/bin/sudo\nroot\n0\n0\n1000" {
+		t.Errorf("sudo whoami, id: %q (stderr %q, exit %d)", out, errs, code)
+	}
+	if out, errs, code := shOut(t, sb, `bash -l -c 'command -v sudo; sudo echo "$FOO"x'`, "FOO=bar"); code != 0 || out != "/usr/local/bin/sudo\nbarx" {
+		t.Errorf("sudo in a login shell: %q (stderr %q, exit %d)", out, errs, code)
+	}
+	out, errs, code := shOut(t, sb, `sudo sh -c 'echo "[$FOO] $HOME $USER $LOGNAME $SUDO_USER $SUDO_UID $SUDO_GID"'; sudo -E sh -c 'echo "[$FOO] $USER"'; sudo BAR=baz sh -c 'echo "[$BAR]"'; sudo -u root -n -- sh -c 'exit 7'; echo $?`, "FOO=bar")
+	if code != 0 || out != "[] /root root root user 1000 1000\n[bar] root\n[baz]\n7" {
+		t.Errorf("sudo's environment and status: %q (stderr %q, exit %d)", out, errs, code)
+	}
+	if out, errs, code := shOut(t, sb, `cd /tmp && sudo -i pwd; sudo -s -- id -un`); code != 0 || out != "/tmp\nroot" || !strings.Contains(errs, "unable to change directory to /root") {
+		t.Errorf("sudo -i, -s: %q (stderr %q, exit %d)", out, errs, code)
+	}
+	// Nothing beyond the sandbox's user.
+	if out, _, _ := shOut(t, sb, `sudo `+probeTarget+`/testprobe open /usr/x c; sudo `+probeTarget+`/testprobe mkdir /etc/x`); out != "EROFS\nEROFS" {
+		t.Errorf("sudo writing read-only paths: %q, want EROFS twice", out)
+	}
+	if out, errs, _ := shOut(t, sb, `sudo `+probeTarget+`/testprobe syscall 165`); out != "EPERM" {
+		t.Errorf("sudo mount(2): %q (stderr %q), want EPERM", out, errs)
+	}
+	if out, errs, _ := shOut(t, sb, `sudo `+probeTarget+`/testprobe unshare 0x10000000`); out != "EPERM" {
+		t.Errorf("sudo unshare: %q (stderr %q), want EPERM", out, errs)
+	}
+	if _, errs, code := shOut(t, sb, `sudo -u nobody id`); code != 1 || !strings.Contains(errs, "root only") {
+		t.Errorf("sudo -u nobody: exit %d, stderr %q; want 1 and a refusal", code, errs)
+	}
+	if _, errs, code := shOut(t, sb, `sudo -X id`); code != 1 || !strings.Contains(errs, "-X is not supported") {
+		t.Errorf("sudo -X: exit %d, stderr %q; want 1 and a refusal", code, errs)
+	}
+	// Without Spec.Sudo, no sudo of tent's.
+	plain := provision(t, sandbox.Spec{})
+	if out, _, _ := shOut(t, plain, `test -e /run/tent/sudo.sock && echo sock; command -v sudo || true`); out != "" {
+		t.Errorf("a sandbox without Sudo has %q", out)
+	}
+}
