@@ -53,6 +53,9 @@ const (
 // once it has none.
 const sudoHelperLinger = 2 * time.Second
 
+// sudoRequestTimeout bounds the wait for a client's request.
+const sudoRequestTimeout = 10 * time.Second
+
 // maxSudoRequest bounds a request (arguments and environment).
 const maxSudoRequest = 4 << 20
 
@@ -406,7 +409,7 @@ func runSudoHelper() int {
 			}
 			continue
 		}
-		cfd, _, err := unix.Accept4(0, unix.SOCK_CLOEXEC)
+		cfd, _, err := unix.Accept4(0, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) {
 				continue
@@ -435,17 +438,22 @@ func runSudoHelper() int {
 // its wait status.
 func sudoSession(conn *os.File) {
 	defer conn.Close()
+	// A client that sends no request in time is dropped, so that none
+	// keeps the helper (and the sandbox) from idling.
+	_ = conn.SetReadDeadline(time.Now().Add(sudoRequestTimeout))
 	fds, req, err := readSudoRequest(conn)
-	for _, fd := range fds {
-		defer unix.Close(fd)
-	}
+	_ = conn.SetReadDeadline(time.Time{})
 	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
 		fmt.Fprintf(os.Stderr, "tent-sudo-helper: %v\n", err)
 		return
 	}
 	files := make([]*os.File, 3)
 	for i := range files {
 		files[i] = os.NewFile(uintptr(fds[i]), "stdio")
+		defer files[i].Close()
 	}
 	p, err := os.StartProcess(req.Path, req.Args, &os.ProcAttr{Dir: req.Dir, Env: req.Env, Files: files,
 		Sys: &syscall.SysProcAttr{Setsid: true}})
@@ -490,9 +498,23 @@ func readSudoRequest(conn *os.File) ([]int, sudoRequest, error) {
 	var req sudoRequest
 	hdr := make([]byte, 4)
 	oob := make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := unix.Recvmsg(int(conn.Fd()), hdr, oob, unix.MSG_CMSG_CLOEXEC)
+	rc, err := conn.SyscallConn()
 	if err != nil {
-		return nil, req, os.NewSyscallError("recvmsg", err)
+		return nil, req, err
+	}
+	var n, oobn int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), hdr, oob, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN
+	}); err != nil {
+		return nil, req, err
+	}
+	if rerr != nil {
+		return nil, req, os.NewSyscallError("recvmsg", rerr)
+	}
+	if n == 0 {
+		return nil, req, io.ErrUnexpectedEOF
 	}
 	var fds []int
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {

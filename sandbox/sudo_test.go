@@ -3,9 +3,13 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -61,5 +65,49 @@ func TestSudo(t *testing.T) {
 	plain := provision(t, sandbox.Spec{})
 	if out, _, _ := shOut(t, plain, `test -e /run/tent/sudo.sock && echo sock; command -v sudo || true`); out != "" {
 		t.Errorf("a sandbox without Sudo has %q", out)
+	}
+}
+
+// A command waiting for sudo wakes a sandbox whose init is idle (in the
+// idle holder): the holder watches the sudo socket too.
+func TestSudoWakesIdleInit(t *testing.T) {
+	needHolder(t)
+	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{Sudo: true}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Terminate(context.Background()) })
+	// An orphan (which does not keep the init busy) calls sudo once the
+	// init has given way to the idle holder.
+	shOut(t, sb, `(until tr '\0' ' ' < /proc/1/cmdline | grep -q '^`+namespaces.IdleArg0+` '; do sleep 0.05; done
+		sudo id -u > /tmp/o.new 2>&1; mv /tmp/o.new /tmp/o) >/dev/null 2>&1 &`)
+	root := "/proc/" + strconv.Itoa(sb.InitPID()) + "/root/tmp/"
+	if !waitFor(30*time.Second, func() bool { b, err := os.ReadFile(root + "o"); return err == nil && string(b) == "0\n" }) {
+		b, _ := os.ReadFile(root + "o")
+		t.Fatalf("sudo from an idle sandbox: %q (init %q)", b, initArgv0(t, sb))
+	}
+}
+
+// A sudo that dies (SIGKILL) takes its command with it; a connection that
+// never sends a request, or sends garbage, harms no later sudo.
+func TestSudoClientGone(t *testing.T) {
+	sb := provision(t, sandbox.Spec{Sudo: true})
+	count := `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 1000' || true`
+	shOut(t, sb, `sudo sleep 1000 & p=$!; while [ "$(`+count+`)" = 0 ]; do sleep 0.05; done; kill -9 $p`)
+	if !waitFor(30*time.Second, func() bool { out, _, _ := shOut(t, sb, count); return out == "0" }) {
+		t.Fatal("sudo's command outlived its killed sudo")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no python3 to be a hostile client with")
+	}
+	// A client that sends nothing, and one that sends garbage without
+	// descriptors.
+	shOut(t, sb, `python3 -c '
+import socket, time
+s = socket.socket(socket.AF_UNIX); s.connect("/run/tent/sudo.sock")
+g = socket.socket(socket.AF_UNIX); g.connect("/run/tent/sudo.sock"); g.sendall(b"\xff\xff\xff\x7fgarbage")
+time.sleep(20)' >/dev/null 2>&1 &`)
+	if out, errs, code := shOut(t, sb, `sleep 0.2; sudo id -u`); out != "0" || code != 0 {
+		t.Errorf("sudo beside hostile clients: %q (stderr %q, exit %d)", out, errs, code)
 	}
 }
