@@ -307,7 +307,7 @@ func sudoKeep(k string) bool {
 	switch k {
 	case "TERM", "COLORTERM", "COLORS", "DISPLAY", "LANG", "LANGUAGE", "TZ", "LS_COLORS",
 		"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy",
-		"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE":
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "TENT_CA_CERT":
 		return true
 	}
 	return strings.HasPrefix(k, "LC_")
