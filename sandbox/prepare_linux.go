@@ -98,6 +98,11 @@ func validate(s *Spec) error {
 	if err := validatePorts(s); err != nil {
 		return err
 	}
+	if s.Sudo {
+		if t, ok := sudoConflict(s); ok {
+			return fmt.Errorf("sudo: %s is mounted at or above tent's sudo (%s, %s): move that mount or leave sudo off", t, namespaces.SudoDir, namespaces.SudoPathDir)
+		}
+	}
 	for i, kv := range s.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
 			return fmt.Errorf("env %d: %q is not KEY=VALUE", i+1, kv)
@@ -122,6 +127,23 @@ func validate(s *Spec) error {
 		}
 	}
 	return fs.Validate(s.Mounts, fs.StatSource)
+}
+
+// sudoConflict reports the first target of s's mounts or tmpfs that
+// lies at, above or beneath namespaces.SudoDir, or at or above
+// namespaces.SudoPathDir, where Spec.Sudo puts its own mounts.
+func sudoConflict(s *Spec) (string, bool) {
+	near := func(t, p string) bool { return t == p || strings.HasPrefix(p, t+"/") }
+	targets := append([]string{}, s.Tmpfs...)
+	for _, m := range s.Mounts {
+		targets = append(targets, m.Target)
+	}
+	for _, t := range targets {
+		if near(t, namespaces.SudoDir) || strings.HasPrefix(t, namespaces.SudoDir+"/") || near(t, namespaces.SudoPathDir) {
+			return t, true
+		}
+	}
+	return "", false
 }
 
 // validatePorts checks s.Ports: each mapping, no host address and port

@@ -113,3 +113,18 @@ time.sleep(20)' >/dev/null 2>&1 &`)
 		t.Errorf("sudo beside hostile clients: %q (stderr %q, exit %d)", out, errs, code)
 	}
 }
+
+// Sudo refuses a spec whose mounts are where its own go, rather than
+// hide them or create mount points in them.
+func TestSudoRefusesConflictingMounts(t *testing.T) {
+	dir := t.TempDir()
+	for _, target := range []string{"/run", "/run/tent", "/run/tent/x", "/usr/local/bin", "/usr/local"} {
+		_, err := sandbox.Provision(context.Background(), sandbox.Spec{Sudo: true, Mounts: []sandbox.Mount{{Source: dir, Target: target, Access: sandbox.ReadOnly}}}, sandbox.ProvisionOptions{})
+		if !errorsIs(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "sudo") {
+			t.Errorf("sudo with a mount at %s: %v, want ErrInvalidSpec naming sudo", target, err)
+		}
+	}
+	if _, err := sandbox.Provision(context.Background(), sandbox.Spec{Sudo: true, Tmpfs: []string{"/run"}}, sandbox.ProvisionOptions{}); !errorsIs(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("sudo with a tmpfs at /run: %v, want ErrInvalidSpec", err)
+	}
+}

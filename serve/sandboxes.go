@@ -95,7 +95,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	// user has passwordless sudo: tent's runs commands as root of a
 	// nested user namespace (sandbox.Spec.Sudo), nothing more.
 	tmpl := spec
-	spec.WritableRoot, spec.Sudo = spec.Root == nil, spec.Root == nil
+	spec.WritableRoot, spec.Sudo = spec.Root == nil, spec.Root == nil && sudoFits(spec)
 	if spec.User != nil {
 		info, err := s.b.Provision(ctx, spec)
 		if errors.Is(err, sandbox.ErrUnsupported) && (spec.WritableRoot || spec.Sudo) {
@@ -143,6 +143,17 @@ func mountsAt(spec sandbox.Spec, target string) bool {
 		}
 	}
 	return slices.ContainsFunc(spec.Tmpfs, under)
+}
+
+// sudoFits reports whether spec leaves room for sandbox.Spec.Sudo's own
+// mounts (/run/tent, and a union at /usr/local/bin): a template that
+// mounts there keeps its mounts and gets no sudo.
+func sudoFits(spec sandbox.Spec) bool {
+	if mountsAt(spec, "/run/tent") || mountsAt(spec, "/usr/local/bin") {
+		return false
+	}
+	beneath := func(t string) bool { return strings.HasPrefix(t, "/run/tent/") }
+	return !slices.ContainsFunc(spec.Tmpfs, beneath) && !slices.ContainsFunc(spec.Mounts, func(m sandbox.Mount) bool { return beneath(m.Target) })
 }
 
 // rootHome is the home of E2B's user "root".
