@@ -103,7 +103,7 @@ sandbox's: root in its own view, with no privilege the sandbox's user lacks.
 
 // runSudo is the client's main; it returns the exit status.
 func runSudo(argv []string) int {
-	preserve, login, shell := false, false, false
+	preserve, login, shell, reset := false, false, false, false
 	i := 0
 	for ; i < len(argv); i++ {
 		a := argv[i]
@@ -122,7 +122,9 @@ func runSudo(argv []string) int {
 					return sudoFail("--preserve-env=LIST is not supported by tent's sudo; use -E")
 				}
 				preserve = true
-			case "set-home", "non-interactive", "reset-timestamp", "remove-timestamp":
+			case "set-home", "non-interactive":
+			case "reset-timestamp", "remove-timestamp":
+				reset = true
 			case "login":
 				login = true
 			case "shell":
@@ -156,7 +158,9 @@ func runSudo(argv []string) int {
 			switch c := flags[j]; c {
 			case 'E':
 				preserve = true
-			case 'H', 'n', 'k', 'K':
+			case 'H', 'n':
+			case 'k', 'K':
+				reset = true
 			case 'i':
 				login = true
 			case 's':
@@ -227,6 +231,8 @@ func runSudo(argv []string) int {
 		if len(rest) > 0 {
 			args = append(args, "-c", shellJoin(rest))
 		}
+	case len(rest) == 0 && reset:
+		return 0 // sudo -k: there is no timestamp to forget
 	case len(rest) == 0:
 		fmt.Fprintln(os.Stderr, sudoUsage)
 		return 1
@@ -237,6 +243,7 @@ func runSudo(argv []string) int {
 	if err != nil {
 		return sudoFail("%s: command not found", args[0])
 	}
+	env = append(env, "SUDO_COMMAND="+strings.Join(append([]string{path}, args[1:]...), " "))
 	return sudoCall(sudoRequest{Path: path, Args: args, Env: env, Dir: dir})
 }
 
@@ -270,7 +277,6 @@ func sudoEnv(cur []string, preserve bool) []string {
 	set := map[string]string{
 		"HOME": "/root", "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash",
 		"SUDO_USER": name, "SUDO_UID": strconv.Itoa(os.Getuid()), "SUDO_GID": strconv.Itoa(os.Getgid()),
-		"SUDO_COMMAND": strings.Join(os.Args, " "),
 	}
 	if _, err := os.Stat("/bin/bash"); err != nil {
 		set["SHELL"] = "/bin/sh"
@@ -281,7 +287,7 @@ func sudoEnv(cur []string, preserve bool) []string {
 		delete(set, "SHELL")
 		for _, kv := range cur {
 			k, _, _ := strings.Cut(kv, "=")
-			if _, over := set[k]; !over {
+			if _, over := set[k]; !over && k != "SUDO_COMMAND" {
 				env = append(env, kv)
 			}
 		}
@@ -294,7 +300,7 @@ func sudoEnv(cur []string, preserve bool) []string {
 			}
 		}
 	}
-	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_COMMAND"} {
+	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "SUDO_USER", "SUDO_UID", "SUDO_GID"} {
 		if v, ok := set[k]; ok {
 			env = append(env, k+"="+v)
 		}

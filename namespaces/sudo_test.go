@@ -46,6 +46,9 @@ func TestSudoRefuses(t *testing.T) {
 			t.Errorf("sudo %q: status %d, want 1", args, code)
 		}
 	}
+	if code := runSudo([]string{"-k"}); code != 0 {
+		t.Errorf("sudo -k: status %d, want 0", code)
+	}
 	if sudoUser("root") != 0 || sudoUser("0") != 0 || sudoUser("#0") != 0 {
 		t.Error("root refused")
 	}
