@@ -63,6 +63,12 @@ func TestSudo(t *testing.T) {
 	if _, errs, code := shOut(t, sb, `sudo -X id`); code != 1 || !strings.Contains(errs, "-X is not supported") {
 		t.Errorf("sudo -X: exit %d, stderr %q; want 1 and a refusal", code, errs)
 	}
+	// A command already root (ExecRequest.AsRoot, E2B's user "root") may
+	// use sudo too.
+	var out2 bytes.Buffer
+	if res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", "sudo id -u; sudo sh -c 'echo $SUDO_UID'"}, AsRoot: true, Stdout: &out2}); err != nil || res.ExitCode != 0 || out2.String() != "0\n0\n" {
+		t.Errorf("sudo as root: %v, %+v, %q", err, res, out2.String())
+	}
 	// Without Spec.Sudo, no sudo of tent's.
 	plain := provision(t, sandbox.Spec{})
 	if out, _, _ := shOut(t, plain, `test -e /run/tent/sudo.sock && echo sock; command -v sudo || true`); out != "" {
