@@ -34,22 +34,27 @@ func sudoListen() (int, error) {
 
 // watchSudo waits, each time it is armed, until a connection waits on
 // the listener fd, and then says so on wake. It never accepts: what a
-// sandbox sends is read by the helper only.
+// sandbox sends is read by the helper only. It waits in Go's poller, not
+// in a blocking poll(2), so that it holds no thread of the init's (a
+// sandbox at its process cap leaves the init none to spare).
 func watchSudo(fd int, arm <-chan struct{}, wake chan<- struct{}) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(dup), "sudo-listener") // nonblocking: Go's poller
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	waiting := func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 0)
+		return err == nil && n > 0
+	}
 	for range arm {
-		for {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			if _, err := unix.Poll(pfd, -1); err != nil && errors.Is(err, unix.EINTR) {
-				continue
-			} else if err != nil {
-				return
-			}
-			if pfd[0].Revents&unix.POLLIN != 0 {
-				break
-			}
-			if pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
-				return
-			}
+		if err := rc.Read(waiting); err != nil {
+			return
 		}
 		wake <- struct{}{}
 	}
