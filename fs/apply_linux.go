@@ -135,6 +135,11 @@ func (p *Plan) Apply(pre []int) error {
 				return err
 			}
 			continue
+		case KindUnion:
+			if err := union(root, s); err != nil {
+				return fmt.Errorf("union %s: %w", s.Target, err)
+			}
+			continue
 		}
 		if err := applyStep(root, s, srcs[i]); err != nil {
 			return fmt.Errorf("%s %s: %w", s.Kind, s.Target, err)
@@ -640,4 +645,41 @@ func MakeMountPoints(root string, p *Plan) error {
 		}
 	}
 	return nil
+}
+
+// union mounts a read-only overlay of s.Lowers (directories beneath
+// root, opened without following symlinks; the first on top) at
+// s.Target beneath root.
+func union(root int, s Step) error {
+	var paths []string
+	for _, l := range s.Lowers {
+		fd, err := unix.Openat2(root, strings.TrimPrefix(l, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveSafe})
+		if err != nil {
+			return &os.PathError{Op: "openat2", Path: l, Err: err}
+		}
+		defer unix.Close(fd)
+		paths = append(paths, fmt.Sprintf("/proc/self/fd/%d", fd))
+	}
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("fsopen overlay", err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigSetString(fsfd, "lowerdir", strings.Join(paths, ":")); err != nil {
+		return fmt.Errorf("overlay lowerdir=%s: %w", strings.Join(s.Lowers, ":"), os.NewSyscallError("fsconfig", err))
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("creating the overlay: %w", os.NewSyscallError("fsconfig", err))
+	}
+	mnt, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return os.NewSyscallError("fsmount overlay", err)
+	}
+	defer unix.Close(mnt)
+	parent, name, err := mkdirParents(root, s.Target)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	return attach(mnt, parent, name, false)
 }

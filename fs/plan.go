@@ -41,6 +41,11 @@ const (
 	// host path opened without following symlinks) read-only, nosuid,
 	// nodev and noexec: see [Plan.AddCgroupView].
 	KindCgroup Kind = "cgroup"
+	// KindUnion mounts a read-only overlay of Lowers (directories inside
+	// the new root, the first on top) at Target, once every other step is
+	// done; with Optional, only where Target exists. tent's sudo uses one
+	// to appear in /usr/local/bin beside the host's programs there.
+	KindUnion Kind = "union"
 )
 
 // Step is one operation of a [Plan]. Steps are plain data so that a plan
@@ -70,6 +75,8 @@ type Step struct {
 	// Upper and Work are an overlay's host directories.
 	Upper string `json:"upper,omitempty"`
 	Work  string `json:"work,omitempty"`
+	// Lowers are a union's directories, inside the new root.
+	Lowers []string `json:"lowers,omitempty"`
 	// Optional skips the step, and every later step beneath its
 	// target, when its mount point does not exist (no mount point is
 	// made in a caller's root for it).
@@ -133,6 +140,10 @@ type PlanInput struct {
 	// readonlyPaths): absolute and clean, under /proc and /sys too; a
 	// path that does not exist in the sandbox is left alone.
 	Masked, ReadOnly []string
+	// Private are steps of tent's own (its sudo's directory, for
+	// example): tmpfs, symlinks and unions, validated as targets are;
+	// unions are applied last.
+	Private []Step
 	// WritableRoot leaves tent's root tmpfs writable (it is made
 	// read-only otherwise), and Landlock lets the command write beneath
 	// "/": new files and directories at / live in that tmpfs, never on
@@ -238,6 +249,19 @@ func NewPlan(in PlanInput) (*Plan, error) {
 		base = append(base, Step{Kind: KindTmpfs, Target: t, Mode: 0o755, Writable: true, FD: -1})
 	}
 	var late []Step
+	for _, st := range in.Private {
+		if err := ValidateTarget(st.Target); err != nil {
+			return nil, fmt.Errorf("tent's own %s: %w", st.Kind, err)
+		}
+		switch st.Kind {
+		case KindUnion:
+			late = append(late, st)
+		case KindTmpfs, KindSymlink:
+			base = append(base, st)
+		default:
+			return nil, fmt.Errorf("%w: tent's own step %s %s: want tmpfs, symlink or union", ErrInvalidMount, st.Kind, st.Target)
+		}
+	}
 	for _, list := range []struct {
 		kind  Kind
 		paths []string

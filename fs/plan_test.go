@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -203,7 +204,7 @@ func TestAddCgroupViewV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Step{Kind: KindCgroup, Target: "/sys/fs/cgroup", Source: "/sys/fs/cgroup/user.slice/tent-1", ReadOnly: true, FD: -1}
-	if len(p.Steps) != n+1 || p.Steps[n] != want {
+	if len(p.Steps) != n+1 || !reflect.DeepEqual(p.Steps[n], want) {
 		t.Fatalf("steps added: %+v, want only %+v", p.Steps[n:], want)
 	}
 	for _, r := range LandlockRules(p) {

@@ -106,6 +106,11 @@ type Config struct {
 	// Rlimits are applied to the command (through the trampoline, see
 	// ExecArg0), never to the init.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
+	// Sudo makes the init listen at SudoSocket and start the sudo
+	// helper when a connection waits (see SudoHelperArg0): the plan must
+	// have a writable tmpfs at SudoDir and tent's binary at SudoBinary.
+	// It needs the sandbox's own user namespace, like Exec.Root.
+	Sudo bool `json:"sudo,omitempty"`
 	// Exec is the command to run at once (a one-shot sandbox, which ends
 	// when it exits). When its Path is empty the init reports "ready" and
 	// runs the commands of exec messages until the host closes the socket.

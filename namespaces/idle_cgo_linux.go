@@ -224,12 +224,15 @@ static void tent_idle_supervisor(int argc, char **argv, char **envp) {
 __attribute__((constructor)) static void tent_idle(int argc, char **argv, char **envp) {
 	if (argc > 0 && strcmp(argv[0], TENT_IDLE_SUPERVISOR_ARG0) == 0)
 		tent_idle_supervisor(argc, argv, envp);
-	if (argc != 4 || strcmp(argv[0], TENT_IDLE_ARG0) != 0)
+	if (argc != 5 || strcmp(argv[0], TENT_IDLE_ARG0) != 0)
 		return;
 	// As the Go init does: exec made this process dumpable again.
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	int ctl = tent_idle_fd(argv[1]), exe = tent_idle_fd(argv[2]), state = tent_idle_fd(argv[3]);
+	// The sandbox's sudo listener ("-1": none): a connection waiting on
+	// it wakes the init, which starts the sudo helper.
+	int sudo = tent_idle_fd(argv[4]);
 	if (ctl < 0 || exe < 0 || state < 0)
 		_exit(TENT_EXIT_PROTOCOL);
 	// Children's exits arrive on a signalfd. Other signals need nothing:
@@ -245,8 +248,8 @@ __attribute__((constructor)) static void tent_idle(int argc, char **argv, char *
 	tent_idle_trim();
 	for (;;) {
 		while (waitpid(-1, NULL, WNOHANG | __WALL) > 0) {}
-		struct pollfd p[2] = {{.fd = ctl, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-		if (poll(p, 2, -1) < 0) {
+		struct pollfd p[3] = {{.fd = ctl, .events = POLLIN}, {.fd = sfd, .events = POLLIN}, {.fd = sudo, .events = POLLIN}};
+		if (poll(p, sudo >= 0 ? 3 : 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			_exit(TENT_EXIT_PROTOCOL);
@@ -254,6 +257,8 @@ __attribute__((constructor)) static void tent_idle(int argc, char **argv, char *
 		struct signalfd_siginfo si;
 		while (read(sfd, &si, sizeof si) > 0) {}
 		if (p[0].revents & POLLIN)
+			break;
+		if (sudo >= 0 && (p[2].revents & POLLIN))
 			break;
 		if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL))
 			_exit(TENT_EXIT_PROTOCOL);

@@ -26,6 +26,9 @@ type idleState struct {
 	Control  int     `json:"control"`
 	Self     int     `json:"self"`
 	HostView int     `json:"host_view"`
+	// Sudo is Config.Sudo's listening socket (-1 without), which the
+	// holder watches too: a waiting sudo wakes the init.
+	Sudo int `json:"sudo"`
 }
 
 // handOff execs the idle holder (see idle_cgo_linux.go) in place of this
@@ -34,7 +37,7 @@ type idleState struct {
 // init again when the next message arrives, and the init then picks up
 // where it left off (resumeState). The caller must not be reading conn.
 // handOff returns only when the exec failed, having undone what it did.
-func handOff(conn *os.File, cfg *Config, hostView int, sp *spawner) error {
+func handOff(conn *os.File, cfg *Config, hostView, sudo int, sp *spawner) error {
 	self, err := sp.selfFD()
 	if err != nil {
 		return err
@@ -44,7 +47,7 @@ func handOff(conn *os.File, cfg *Config, hostView int, sp *spawner) error {
 		return err
 	}
 	defer unix.Close(ctl)
-	mfd, err := ctlmsg.WriteState("tent-init-state", idleState{Config: cfg, Control: ctl, Self: self, HostView: hostView})
+	mfd, err := ctlmsg.WriteState("tent-init-state", idleState{Config: cfg, Control: ctl, Self: self, HostView: hostView, Sudo: sudo})
 	if err != nil {
 		return err
 	}
@@ -53,13 +56,16 @@ func handOff(conn *os.File, cfg *Config, hostView int, sp *spawner) error {
 	if hostView >= 0 {
 		keep = append(keep, hostView)
 	}
+	if sudo >= 0 {
+		keep = append(keep, sudo)
+	}
 	for _, fd := range keep {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 			return os.NewSyscallError("fcntl", err)
 		}
 	}
 	err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", self),
-		[]string{holderArg0, strconv.Itoa(ctl), strconv.Itoa(self), strconv.Itoa(mfd)}, os.Environ())
+		[]string{holderArg0, strconv.Itoa(ctl), strconv.Itoa(self), strconv.Itoa(mfd), strconv.Itoa(sudo)}, os.Environ())
 	for _, fd := range keep {
 		unix.CloseOnExec(fd)
 	}

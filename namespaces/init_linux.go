@@ -34,6 +34,12 @@ func MaybeRunInit() {
 	if len(os.Args) > 0 && os.Args[0] == fs.FileHelperArg0 {
 		os.Exit(fs.RunFileHelper(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 0 && os.Args[0] == SudoHelperArg0 {
+		os.Exit(runSudoHelper())
+	}
+	if isSudo() {
+		os.Exit(runSudo(os.Args[1:]))
+	}
 	if !IsInit() {
 		return
 	}
@@ -76,7 +82,7 @@ func runInit() int {
 		for range drop {
 		}
 	}()
-	in := &initLoop{conn: conn, execs: map[int]string{}, hostView: -1}
+	in := &initLoop{conn: conn, execs: map[int]string{}, hostView: -1, sudo: -1}
 	in.chld = make(chan os.Signal, 16)
 	signal.Notify(in.chld, unix.SIGCHLD)
 
@@ -90,6 +96,9 @@ func runInit() int {
 		}
 		in.sp = newSpawner(in.cfg, prog)
 		in.sp.self = resumed.Self
+		if in.cfg.Sudo {
+			in.sudo = resumed.Sudo
+		}
 		return in.serve()
 	}
 
@@ -139,6 +148,12 @@ func runInit() int {
 	}
 	in.sp = newSpawner(cfg, prog)
 	in.oneShot = cfg.Exec.Path != ""
+	if cfg.Sudo {
+		if in.sudo, err = sudoListen(); err != nil {
+			closeAll(listeners)
+			return fail("sudo", err)
+		}
+	}
 	ready := message{Type: msgReady}
 	if in.oneShot {
 		pid, master, stage, err := in.start("", cfg.Exec, [3]int{0, 1, 2}, false)
@@ -178,6 +193,13 @@ type initLoop struct {
 	// exits.
 	ttys    map[int]int
 	oneShot bool
+	// sudo is the listening socket of Config.Sudo (-1 without), sudoPid
+	// the running sudo helper's pid (0: none), and sudoWake fires when a
+	// connection waits while none runs (see watchSudo).
+	sudo     int
+	sudoPid  int
+	sudoWake chan struct{}
+	sudoArm  chan struct{}
 }
 
 // start spawns e under id: on a new terminal when e.TTY is set (stdio is
@@ -241,6 +263,12 @@ func (in *initLoop) serve() int {
 	}()
 	defer close(next)
 	next <- struct{}{}
+	if in.sudo >= 0 {
+		in.sudoWake, in.sudoArm = make(chan struct{}), make(chan struct{}, 1)
+		go watchSudo(in.sudo, in.sudoArm, in.sudoWake)
+		defer close(in.sudoArm)
+		in.sudoArm <- struct{}{}
+	}
 	// A child may have exited before SIGCHLD was caught (a resumed init).
 	in.reap()
 	// An init that has had nothing to do for IdleTrimAfter trims its
@@ -250,8 +278,11 @@ func (in *initLoop) serve() int {
 	defer idle.Stop()
 	for {
 		select {
+		case <-in.sudoWake:
+			idle.Reset()
+			in.startSudoHelper()
 		case <-idle.C:
-			if !idle.Fired(len(in.execs) > 0) {
+			if !idle.Fired(len(in.execs) > 0 || in.sudoPid != 0) {
 				continue
 			}
 			// Stop the pending read without losing a message: with a
@@ -262,7 +293,7 @@ func (in *initLoop) serve() int {
 			c := <-ctl
 			_ = in.conn.SetReadDeadline(time.Time{})
 			if errors.Is(c.err, os.ErrDeadlineExceeded) {
-				_ = handOff(in.conn, in.cfg, in.hostView, in.sp) // returns only on failure
+				_ = handOff(in.conn, in.cfg, in.hostView, in.sudo, in.sp) // returns only on failure
 				idle.HandOffFailed()
 				next <- struct{}{}
 				continue
@@ -282,7 +313,7 @@ func (in *initLoop) serve() int {
 			if in.reap() {
 				return 0
 			}
-			if len(in.execs) == 0 {
+			if len(in.execs) == 0 && in.sudoPid == 0 {
 				idle.Reset()
 			}
 		}
@@ -298,6 +329,11 @@ func (in *initLoop) reap() bool {
 		wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
 		if err != nil || wpid <= 0 {
 			return false
+		}
+		if wpid == in.sudoPid && in.sudoPid != 0 {
+			in.sudoPid = 0
+			in.sudoArm <- struct{}{}
+			continue
 		}
 		id, ok := in.execs[wpid]
 		if !ok {

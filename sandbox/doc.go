@@ -69,6 +69,13 @@
 //	                        4 error pipe, 5 gate, then the Landlock ruleset,
 //	                        seccomp and environment memfds; restricts itself)
 //	tent-fs                 the init: the file helper of Sandbox.File         0, or 3 with an errno
+//	tent-sudo-helper        the init, when a command waits at the sandbox's   0 once idle for 2 s
+//	                        sudo socket (Spec.Sudo): as root, like AsRoot;
+//	                        fd 0 the listening socket
+//	sudo                    a command inside (Spec.Sudo), through             the command's status;
+//	                        /usr/local/bin/sudo -> /run/tent/tent: the        1 when refused
+//	                        client of tent-sudo-helper (only when the
+//	                        binary is the one bound at /run/tent/tent)
 //	tent-idle               an idle init: a C loop holding the sandbox        (execs tent-init back)
 //	tent-idle-supervisor    an idle supervisor: the same, for its socket      (execs the supervisor back)
 //	tent-supervisor         package supervised: fd 3 ready pipe, fd 4 the     0, or 1 after a reported
@@ -85,6 +92,7 @@
 // A program that embeds package oci (the tent binary does) also speaks
 // runc's command line when argv[0]'s base name is tent-runc (see
 // docs/oci.md); that is a name for users to invoke, not a re-exec mode.
+// So is sudo, inside a sandbox with Spec.Sudo.
 //
 // The idle holders run from a cgo constructor, before the Go runtime
 // exists. tent-init, tent-exec and tent-fs also start while package

@@ -98,6 +98,11 @@ func validate(s *Spec) error {
 	if err := validatePorts(s); err != nil {
 		return err
 	}
+	if s.Sudo {
+		if t, ok := sudoConflict(s); ok {
+			return fmt.Errorf("sudo: %s is mounted at or above tent's sudo (%s, %s): move that mount or leave sudo off", t, namespaces.SudoDir, namespaces.SudoPathDir)
+		}
+	}
 	for i, kv := range s.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
 			return fmt.Errorf("env %d: %q is not KEY=VALUE", i+1, kv)
@@ -106,6 +111,9 @@ func validate(s *Spec) error {
 	if s.Root != nil {
 		if s.WritableRoot {
 			return errors.New("writable_root: a spec with a root directory (root) decides its own writability (root.readonly)")
+		}
+		if s.Sudo {
+			return errors.New("sudo: tent's sudo needs tent's own root filesystem, not a root directory (root)")
 		}
 		if err := fs.ValidateRoot(*s.Root.mount()); err != nil {
 			return err
@@ -119,6 +127,23 @@ func validate(s *Spec) error {
 		}
 	}
 	return fs.Validate(s.Mounts, fs.StatSource)
+}
+
+// sudoConflict reports the first target of s's mounts or tmpfs that
+// lies at, above or beneath namespaces.SudoDir, or at or above
+// namespaces.SudoPathDir, where Spec.Sudo puts its own mounts.
+func sudoConflict(s *Spec) (string, bool) {
+	near := func(t, p string) bool { return t == p || strings.HasPrefix(p, t+"/") }
+	targets := append([]string{}, s.Tmpfs...)
+	for _, m := range s.Mounts {
+		targets = append(targets, m.Target)
+	}
+	for _, t := range targets {
+		if near(t, namespaces.SudoDir) || strings.HasPrefix(t, namespaces.SudoDir+"/") || near(t, namespaces.SudoPathDir) {
+			return t, true
+		}
+	}
+	return "", false
 }
 
 // validatePorts checks s.Ports: each mapping, no host address and port
@@ -231,6 +256,23 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	planInput := fs.PlanInput{Mounts: all, System: probeSystem(), Home: home, PreOpened: p.privileged}
 	planInput.Tmpfs, planInput.Masked, planInput.ReadOnly = s.Tmpfs, s.MaskedPaths, s.ReadOnlyPaths
 	planInput.WritableRoot = s.WritableRoot
+	if s.Sudo {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sudo: finding tent's binary to bind: %w", err)
+		}
+		// The binary, read-only beside the init's socket, in a tmpfs the
+		// command cannot write; the symlink sudo in a read-only tmpfs,
+		// joined to /usr/local/bin (see namespaces.SudoDir).
+		all = append(all, fs.Mount{Source: exe, Target: namespaces.SudoBinary, Access: fs.ReadOnly})
+		planInput.Mounts = all
+		planInput.Private = []fs.Step{
+			{Kind: fs.KindTmpfs, Target: namespaces.SudoDir, Mode: 0o755, FD: -1},
+			{Kind: fs.KindTmpfs, Target: namespaces.SudoBinDir, Mode: 0o755, ReadOnly: true, FD: -1},
+			{Kind: fs.KindSymlink, Target: namespaces.SudoBinDir + "/sudo", LinkTo: namespaces.SudoBinary, FD: -1},
+			{Kind: fs.KindUnion, Target: namespaces.SudoPathDir, Lowers: []string{namespaces.SudoBinDir, namespaces.SudoPathDir}, Optional: true, FD: -1},
+		}
+	}
 	if s.Root != nil {
 		p.root = s.Root.mount()
 		planInput.Root, planInput.System = p.root, nil
@@ -269,6 +311,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	p.cfg = namespaces.Config{
 		Plan:     mounts,
 		Hostname: hostname,
+		Sudo:     s.Sudo,
 		Loopback: !p.opts.ShareNet,
 		// Limited: listeners inside, handed to the host-side proxy.
 		ProxyListeners: p.network != nil,

@@ -90,8 +90,8 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 		r.add(prot, st, detail)
 	}
 	const fixUserNS = "enable user namespaces for the full tier (run `tent doctor`)"
-	if s.Root != nil || s.WritableRoot || len(s.Tmpfs) > 0 || len(s.MaskedPaths) > 0 || len(s.ReadOnlyPaths) > 0 {
-		return nil, nil, &UnsupportedError{Missing: []Missing{{Protection: "root filesystem, writable root, tmpfs, masked and read-only paths",
+	if s.Root != nil || s.WritableRoot || s.Sudo || len(s.Tmpfs) > 0 || len(s.MaskedPaths) > 0 || len(s.ReadOnlyPaths) > 0 {
+		return nil, nil, &UnsupportedError{Missing: []Missing{{Protection: "root filesystem, writable root, sudo, tmpfs, masked and read-only paths",
 			Reason: "the reduced tier has no mount namespace", Fix: fixUserNS}}}
 	}
 

@@ -52,6 +52,18 @@ type Spec struct {
 	// mounts on it), and forks and resumed sandboxes get it back. It
 	// cannot be combined with Root; the reduced tier cannot provide it.
 	WritableRoot bool `json:"writable_root,omitempty"`
+	// Sudo gives the sandbox a sudo command, found ahead of any host
+	// sudo by every PATH (it appears in /usr/local/bin), for programs
+	// and users that expect one (E2B's user has passwordless sudo). It
+	// runs the command as root of a user namespace nested in the
+	// sandbox's, as [ExecRequest].AsRoot does: root in its own view, with
+	// nothing the sandbox's user lacks (no capability, no_new_privs,
+	// Landlock, seccomp and the limits as for any command), so mounting
+	// stays EPERM and read-only paths EROFS. It is tent's own binary,
+	// bound read-only, and needs no sudo on the host; see docs/security.md
+	// for how a command reaches it. It needs the full tier and tent's
+	// root filesystem (not Root).
+	Sudo bool `json:"sudo,omitempty"`
 	// MaskedPaths are hidden once everything is mounted (a directory
 	// under an empty read-only tmpfs, a file under /dev/null), and
 	// ReadOnlyPaths bound read-only onto themselves: an OCI bundle's

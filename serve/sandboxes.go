@@ -92,16 +92,18 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	}
 	// E2B's root filesystem is writable: new files and directories at /
 	// go to the sandbox's own root tmpfs (the host's system directories
-	// stay read-only), unless the template brings its own root.
+	// stay read-only), unless the template brings its own root. And E2B's
+	// user has passwordless sudo: tent's runs commands as root of a
+	// nested user namespace (sandbox.Spec.Sudo), nothing more.
 	tmpl := spec
-	spec.WritableRoot = spec.Root == nil
+	spec.WritableRoot, spec.Sudo = spec.Root == nil, spec.Root == nil && sudoFits(spec)
 	if spec.User != nil {
 		info, err := s.b.Provision(ctx, spec)
-		if errors.Is(err, sandbox.ErrUnsupported) && spec.WritableRoot {
+		if errors.Is(err, sandbox.ErrUnsupported) && (spec.WritableRoot || spec.Sudo) {
 			// No mount namespace here (the reduced tier): the template's
 			// sandbox as it is, its root the host's.
 			if info, err2 := s.b.Provision(ctx, tmpl); err2 == nil {
-				s.log.Warn("this host cannot give sandboxes a writable root of their own", "id", info.ID, "err", err)
+				s.log.Warn("this host cannot give sandboxes a writable root of their own nor sudo", "id", info.ID, "err", err)
 				return info, nil
 			}
 		}
@@ -126,7 +128,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 		// No user namespaces here: the template's sandbox as it is, as
 		// the server's user (or, for root, tent's unprivileged id).
 		if info, err2 := s.b.Provision(ctx, tmpl); err2 == nil {
-			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user) nor a writable root: the sandbox runs as tent's default identity, its root read-only", "id", info.ID, "err", err)
+			s.log.Warn("this host cannot give sandboxes E2B's user (uid 1000, /home/user), a writable root nor sudo: the sandbox runs as tent's default identity, its root read-only", "id", info.ID, "err", err)
 			return info, nil
 		}
 	}
@@ -142,6 +144,17 @@ func mountsAt(spec sandbox.Spec, target string) bool {
 		}
 	}
 	return slices.ContainsFunc(spec.Tmpfs, under)
+}
+
+// sudoFits reports whether spec leaves room for sandbox.Spec.Sudo's own
+// mounts (/run/tent, and a union at /usr/local/bin): a template that
+// mounts there keeps its mounts and gets no sudo.
+func sudoFits(spec sandbox.Spec) bool {
+	if mountsAt(spec, "/run/tent") || mountsAt(spec, "/usr/local/bin") {
+		return false
+	}
+	beneath := func(t string) bool { return strings.HasPrefix(t, "/run/tent/") }
+	return !slices.ContainsFunc(spec.Tmpfs, beneath) && !slices.ContainsFunc(spec.Mounts, func(m sandbox.Mount) bool { return beneath(m.Target) })
 }
 
 // rootHome is the home of E2B's user "root".
