@@ -92,7 +92,7 @@ func TestSudoWakesIdleInit(t *testing.T) {
 	// init has given way to the idle holder.
 	shOut(t, sb, `(until tr '\0' ' ' < /proc/1/cmdline | grep -q '^`+namespaces.IdleArg0+` '; do sleep 0.05; done
 		sudo id -u > /tmp/o.new 2>&1; mv /tmp/o.new /tmp/o) >/dev/null 2>&1 &`)
-	root := "/proc/" + strconv.Itoa(sb.InitPID()) + "/root/tmp/"
+	root := "/proc/" + strconv.Itoa(sb.Info().InitPID) + "/root/tmp/"
 	if !waitFor(30*time.Second, func() bool { b, err := os.ReadFile(root + "o"); return err == nil && string(b) == "0\n" }) {
 		b, _ := os.ReadFile(root + "o")
 		t.Fatalf("sudo from an idle sandbox: %q (init %q)", b, initArgv0(t, sb))

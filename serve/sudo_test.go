@@ -25,7 +25,7 @@ func TestSudo(t *testing.T) {
 	id := decode[sandboxResponse](t, h.do("POST", "/sandboxes", pythonCreateBody)).SandboxID
 	bash := func(script string) (string, string, int) {
 		t.Helper()
-		res, err := local.Exec(context.Background(), id, sandbox.ExecRequest{Args: []string{"/bin/bash", "-l", "-c", script}, Env: []string{"FOO=bar"}})
+		res, err := handleOf(t, local, id).Exec(context.Background(), sandbox.ExecRequest{Args: []string{"/bin/bash", "-l", "-c", script}, Env: []string{"FOO=bar"}})
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}
