@@ -27,15 +27,22 @@ func shOut(t *testing.T, sb *sandbox.Sandbox, script string, env ...string) (str
 	return strings.TrimSpace(out.String()), strings.TrimSpace(errb.String()), res.ExitCode
 }
 
+// needSudoDir skips a test of sudo on a host without /usr/local/bin,
+// where sudo appears (Spec.Sudo gives none there).
+func needSudoDir(t *testing.T) {
+	t.Helper()
+	if fi, err := os.Stat("/usr/local/bin"); err != nil || !fi.IsDir() {
+		t.Skip("this host has no /usr/local/bin, where sudo appears")
+	}
+}
+
 // Spec.Sudo: sudo (found first on every PATH, a login shell's too) runs
 // the command as root of a nested user namespace: whoami root, id -u 0,
 // sudo's clean environment (plain sudo drops a variable, -E keeps it),
 // the exit status passed on; and nothing more: a read-only mount stays
 // EROFS, mounting EPERM, another user is refused.
 func TestSudo(t *testing.T) {
-	if fi, err := os.Stat("/usr/local/bin"); err != nil || !fi.IsDir() {
-		t.Skip("this host has no /usr/local/bin, where sudo appears")
-	}
+	needSudoDir(t)
 	sb := provision(t, withProbe(t, sandbox.Spec{Sudo: true, User: &sandbox.User{UID: 1000, GID: 1000, Name: "user"}}))
 	if out, errs, code := shOut(t, sb, `command -v sudo; sudo whoami; sudo id -u; sudo id -g; id -u`); code != 0 || out != "/usr/local/bin/sudo\nroot\n0\n0\n1000" {
 		t.Errorf("sudo whoami, id: %q (stderr %q, exit %d)", out, errs, code)
@@ -82,6 +89,7 @@ func TestSudo(t *testing.T) {
 // A command waiting for sudo wakes a sandbox whose init is idle (in the
 // idle holder): the holder watches the sudo socket too.
 func TestSudoWakesIdleInit(t *testing.T) {
+	needSudoDir(t)
 	needHolder(t)
 	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{Sudo: true}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
 	if err != nil {
@@ -102,9 +110,12 @@ func TestSudoWakesIdleInit(t *testing.T) {
 // A sudo that dies (SIGKILL) takes its command with it; a connection that
 // never sends a request, or sends garbage, harms no later sudo.
 func TestSudoClientGone(t *testing.T) {
+	needSudoDir(t)
 	sb := provision(t, sandbox.Spec{Sudo: true})
 	count := `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 1000' || true`
-	shOut(t, sb, `sudo sleep 1000 & p=$!; while [ "$(`+count+`)" = 0 ]; do sleep 0.05; done; kill -9 $p`)
+	// The wait for sudo's command is bounded (a minute) so that a sudo
+	// that never starts it fails the test rather than hangs it.
+	shOut(t, sb, `sudo sleep 1000 & p=$!; i=0; while [ "$(`+count+`)" = 0 ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; kill -9 $p`)
 	if !waitFor(30*time.Second, func() bool { out, _, _ := shOut(t, sb, count); return out == "0" }) {
 		t.Fatal("sudo's command outlived its killed sudo")
 	}

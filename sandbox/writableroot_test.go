@@ -99,9 +99,10 @@ func TestWritableRootSnapshotAndFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fork.Terminate(ctx)
-	out, res := execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /0/f /a/b/g $HOME/h; readlink /evil /loop; test -e /fifo || echo nofifo; ls /usr/bin/sh"}})
+	out, res := execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /0/f /a/b/g $HOME/h; readlink /evil; readlink /loop; test -e /fifo || echo nofifo; ls /usr/bin/sh"}})
 	if res.ExitCode != 0 || out != "zero\ndeep\nhome\n/etc/shadow\n/\nnofifo\n/usr/bin/sh" {
-		t.Errorf("the fork sees %q (exit %d)", out, res.ExitCode)
+		ls, _ := execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "ls -la / 2>&1"}})
+		t.Errorf("the fork sees %q (exit %d, stderr %q); its root:\n%s", out, res.ExitCode, res.Stderr, ls)
 	}
 	expect(t, "the fork's /usr", probeIn(t, fork, "open", "/usr/x", "c"), "EROFS")
 	// Each its own.
