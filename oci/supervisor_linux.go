@@ -173,10 +173,11 @@ func supervise(ctx context.Context, l launch, ready, tty *os.File, log *slog.Log
 		s.watchResize()
 	}
 	go s.serve(ln)
-	info, _ := json.Marshal(readyInfo{Cgroups: sb.Info().CgroupPaths, InitPID: sb.Info().InitPID, CgroupsPath: joined})
+	sbInfo := sb.Info()
+	info, _ := json.Marshal(readyInfo{Cgroups: sbInfo.CgroupPaths, InitPID: sbInfo.InitPID, CgroupsPath: joined})
 	fmt.Fprintf(ready, "ok\n%s", info)
 	ready.Close()
-	log.Debug("container created", "id", l.ID, "init", sb.Info().InitPID)
+	log.Debug("container created", "id", l.ID, "init", sbInfo.InitPID)
 
 	code := <-s.exit
 	s.mu.Lock()
@@ -327,14 +328,15 @@ func (s *supervisor) signalAll(sig syscall.Signal) {
 // pids lists the container's processes (host pids), tent's init left
 // out, from the sandbox's cgroup.
 func (s *supervisor) pids() ([]int, error) {
-	for _, dir := range s.sb.Info().CgroupPaths {
+	info := s.sb.Info()
+	for _, dir := range info.CgroupPaths {
 		data, err := readSmall(dir+"/cgroup.procs", 1<<20)
 		if err != nil {
 			continue
 		}
 		var pids []int
 		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid != s.sb.Info().InitPID {
+			if pid, err := strconv.Atoi(f); err == nil && pid != info.InitPID {
 				pids = append(pids, pid)
 			}
 		}

@@ -10,3 +10,7 @@ func SetTestUpstreamRoots(pool *x509.CertPool) (restore func()) {
 	testUpstreamRoots = pool
 	return func() { testUpstreamRoots = old }
 }
+
+// TarEntries calls fn for each entry of a snapshot part (a zstd tar),
+// for the external tests. Tests only.
+var TarEntries = tarEntries

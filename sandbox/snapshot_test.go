@@ -31,15 +31,7 @@ func TestSnapshotAndFork(t *testing.T) {
 	// Changes after the snapshot are not in it.
 	execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo later > /tmp/t; echo later > /work/c"}})
 
-	loaded, err := sandbox.LoadSnapshot(snap.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fork, err := sandbox.Fork(ctx, loaded, sandbox.ProvisionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fork.Terminate(ctx)
+	fork := forkFrom(t, snap.Dir)
 	out, _ := execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/t $HOME/h /work/c; ls /work; hostname"}})
 	if out != "tmp\nhome\ncow\nc\norigin" {
 		t.Errorf("the fork sees %q", out)
@@ -161,4 +153,20 @@ func TestSnapshotIncludesReadWriteOnRequest(t *testing.T) {
 	if string(a) != "one\n" || string(b) != "two\n" {
 		t.Fatalf("restored into the empty directory: a=%q d/b=%q", a, b)
 	}
+}
+
+// forkFrom loads the snapshot in dir (its checksums verified) and forks
+// it; the fork is terminated when the test ends.
+func forkFrom(t *testing.T, dir string) *sandbox.Sandbox {
+	t.Helper()
+	loaded, err := sandbox.LoadSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := sandbox.Fork(context.Background(), loaded, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fork.Terminate(context.Background()) })
+	return fork
 }

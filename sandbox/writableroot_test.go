@@ -4,13 +4,10 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -90,15 +87,7 @@ func TestWritableRootSnapshotAndFork(t *testing.T) {
 	}
 	execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo later > /0/f"}})
 
-	loaded, err := sandbox.LoadSnapshot(snap.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fork, err := sandbox.Fork(ctx, loaded, sandbox.ProvisionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fork.Terminate(ctx)
+	fork := forkFrom(t, snap.Dir)
 	out, res := execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /0/f /a/b/g $HOME/h; readlink /evil; readlink /loop; test -e /fifo || echo nofifo; ls /usr/bin/sh"}})
 	if res.ExitCode != 0 || out != "zero\ndeep\nhome\n/etc/shadow\n/\nnofifo\n/usr/bin/sh" {
 		ls, _ := execOut(t, fork, sandbox.ExecRequest{Args: []string{"sh", "-c", "ls -la / 2>&1"}})
@@ -115,26 +104,7 @@ func TestWritableRootSnapshotAndFork(t *testing.T) {
 // partNames lists the entries of a snapshot part (zstd tar).
 func partNames(t *testing.T, file string) map[string]bool {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
 	names := map[string]bool{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return names
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names[h.Name] = true
-	}
+	sandbox.TarEntries(t, file, func(h *tar.Header, _ []byte) { names[h.Name] = true })
+	return names
 }

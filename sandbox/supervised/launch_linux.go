@@ -209,7 +209,8 @@ func superviseMain() int {
 	}
 	o.SecretValues = nil
 	st := stateDir{Dir: o.Store}
-	rec := &record{ID: o.ID, Name: sb.Info().Spec.Name, Labels: sb.Info().Spec.Labels, Created: time.Now().UTC()}
+	spec := sb.Info().Spec
+	rec := &record{ID: o.ID, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC()}
 	err = superviseNew(ctx, st, rec, sb, o, func() {
 		_, err := fmt.Fprintln(ready, "ok")
 		if err == nil {

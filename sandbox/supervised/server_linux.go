@@ -37,8 +37,8 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 	}
 	rec.State, rec.Supervisor, rec.Socket = sandbox.StateRunning, os.Getpid(), sock
 	rec.SupervisorStart = namespaces.StartTicks(rec.Supervisor)
-	rec.Spec, rec.Protections, rec.Layers = sb.Info().Spec, sb.Info().Protections, sb.Info().Layers
-	rec.Cgroups = sb.Info().CgroupPaths
+	info := sb.Info()
+	rec.Spec, rec.Protections, rec.Layers, rec.Cgroups = info.Spec, info.Protections, info.Layers, info.CgroupPaths
 	if err := st.Save(rec); err != nil {
 		l.Close()
 		_ = sb.Terminate(context.Background())
@@ -256,7 +256,8 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		if err := sb.Mount(ctx, *req.Mount); err != nil {
 			return err
 		}
-		return s.save(func() { s.rec.Spec, s.rec.Layers = sb.Info().Spec, sb.Info().Layers })
+		info := sb.Info()
+		return s.save(func() { s.rec.Spec, s.rec.Layers = info.Spec, info.Layers })
 	case opSnapshot:
 		snap, err := sb.Snapshot(ctx, s.st.SnapshotsDir(), sandbox.SnapshotOptions{SandboxID: s.rec.ID, IncludeReadWrite: req.IncludeReadWrite})
 		if err != nil {
