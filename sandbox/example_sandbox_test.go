@@ -39,6 +39,31 @@ func ExampleProvision() {
 	// exit 3: ""
 }
 
+// A command of a long-lived sandbox as an os/exec command: Output, a
+// non-zero exit as an *ExitError, a context that kills it.
+func ExampleSandbox_Command() {
+	ctx := context.Background()
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sb.Terminate(ctx)
+	out, err := sb.Command(ctx, "sh", "-c", "echo built > /tmp/out; cat /tmp/out").Output()
+	fmt.Printf("%q %v\n", out, err)
+	var ee *sandbox.ExitError
+	err = sb.Command(ctx, "sh", "-c", "exit 2").Run()
+	fmt.Println(errors.As(err, &ee), ee.ExitCode())
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = sb.Command(tctx, "sleep", "300").Run()
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// "built\n" <nil>
+	// true 2
+	// true
+}
+
 // Files go in and out through tent's file helper, which runs inside the
 // sandbox with its restrictions: a path it cannot reach fails with the
 // errno it would get inside.
