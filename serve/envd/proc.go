@@ -74,7 +74,7 @@ type sub struct{ next uint64 }
 
 func newProc(bx *box, cfg *processpb.ProcessConfig, tag *string, pty bool) *proc {
 	return &proc{bx: bx, config: cfg, tag: tag, pty: pty, changed: make(chan struct{}),
-		subs: map[*sub]struct{}{}, signals: make(chan os.Signal, 8), resize: make(chan sandbox.WindowSize, 1)}
+		subs: map[*sub]struct{}{}, signals: make(chan os.Signal, 8), resize: make(chan sandbox.WindowSize)}
 }
 
 // notify wakes everyone waiting for a change; p.mu is held.
@@ -390,17 +390,32 @@ func (p *proc) signal(ctx context.Context, sig syscall.Signal) error {
 	return nil
 }
 
-// setSize resizes the terminal: the latest size wins.
-func (p *proc) setSize(ws sandbox.WindowSize) {
+// resizeWait bounds how long a resize waits for the command's terminal
+// to take it (a command not started yet, a relay that does not read).
+const resizeWait = 5 * time.Second
+
+// setSize hands the terminal its new size and returns once the
+// terminal's relay has taken it, so that input sent after the resize is
+// read at the new size (E2B's clients resize, then type); it gives up
+// when the command has ended, ctx ends, or after resizeWait.
+func (p *proc) setSize(ctx context.Context, ws sandbox.WindowSize) {
+	t := time.NewTimer(resizeWait)
+	defer t.Stop()
 	for {
+		p.mu.Lock()
+		stopped, changed := p.stopped, p.changed
+		p.mu.Unlock()
+		if stopped {
+			return
+		}
 		select {
 		case p.resize <- ws:
 			return
-		default:
-			select {
-			case <-p.resize:
-			default:
-			}
+		case <-changed:
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
 		}
 	}
 }

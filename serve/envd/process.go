@@ -444,6 +444,6 @@ func (s *processService) Update(ctx context.Context, req *connect.Request[proces
 	if size.GetRows() == 0 || size.GetCols() == 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a terminal size needs rows and cols"))
 	}
-	p.setSize(sandbox.WindowSize{Rows: clampSize(size.GetRows()), Cols: clampSize(size.GetCols())})
+	p.setSize(ctx, sandbox.WindowSize{Rows: clampSize(size.GetRows()), Cols: clampSize(size.GetCols())})
 	return connect.NewResponse(&processpb.UpdateResponse{}), nil
 }
