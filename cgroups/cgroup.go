@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -308,6 +309,20 @@ func (c *Cgroup) procs() ([]int, error) {
 // subtree returns dir and the cgroups below it, deepest first; none if dir
 // is gone.
 func subtree(dir string) ([]string, error) {
+	// A cgroup directory's link count is 2 plus its subdirectories (on
+	// kernfs, cgroup v1's and v2's): a sandbox's usually has none, which
+	// one stat says without listing its dozens of files (every start's
+	// teardown lists each hierarchy's directory twice).
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, &os.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Nlink == 2 {
+		return []string{dir}, nil
+	}
 	var out []string
 	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {

@@ -182,6 +182,9 @@ type message struct {
 	// TTY, in a "started" message, says that the last descriptor
 	// attached is the master of the command's terminal (Exec.TTY).
 	TTY bool `json:"tty,omitempty"`
+	// Stamps, in a one-shot init's "started" or a long-lived one's
+	// "ready" message, are its [Phases].
+	Stamps []int64 `json:"stamps,omitempty"`
 	// tty is, on the host, the received master (-1: none).
 	tty int
 	// fds are, on the host, the descriptors a "done" message carried

@@ -57,6 +57,8 @@ type Init struct {
 	tty    *os.File // the one-shot command's terminal master (Exec.TTY)
 	// joined is set when the init joined Options.CgroupTasks itself.
 	joined bool
+	// phases are the init's, from its "started" or "ready" message.
+	phases Phases
 
 	// Long-lived sandboxes (see Serve): pending execs by id.
 	mu      sync.Mutex
@@ -258,6 +260,7 @@ func (i *Init) Run(cfg *Config, fds []int) (int, []int, error) {
 	}
 	switch m.Type {
 	case msgStarted, msgReady:
+		i.phases = phasesOf(m.Stamps)
 		if m.TTY && len(extra) > 0 {
 			i.tty = os.NewFile(uintptr(extra[len(extra)-1]), "tent-tty-master")
 			extra = extra[:len(extra)-1]
@@ -289,6 +292,10 @@ func proxySockets(cfg *Config) int {
 	}
 	return 2
 }
+
+// Phases are the moments the init reached each step of its start, once
+// [Init.Run] has returned.
+func (i *Init) Phases() Phases { return i.phases }
 
 // Terminal is the master of the one-shot command's terminal (Exec.TTY),
 // owned by the caller once Run has returned; nil without one.

@@ -221,7 +221,17 @@ static void tent_idle_supervisor(int argc, char **argv, char **envp) {
 	_exit(TENT_EXIT_PROTOCOL);
 }
 
+// tent_start_ns is CLOCK_MONOTONIC when this process's constructors ran:
+// its exec and the C library's start done, the Go runtime not yet
+// started (see processStartNS).
+static long long tent_start_ns;
+
+static long long tent_process_start(void) { return tent_start_ns; }
+
 __attribute__((constructor)) static void tent_idle(int argc, char **argv, char **envp) {
+	struct timespec now;
+	if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+		tent_start_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
 	if (argc > 0 && strcmp(argv[0], TENT_IDLE_SUPERVISOR_ARG0) == 0)
 		tent_idle_supervisor(argc, argv, envp);
 	if (argc != 5 || strcmp(argv[0], TENT_IDLE_ARG0) != 0)
@@ -274,6 +284,10 @@ __attribute__((constructor)) static void tent_idle(int argc, char **argv, char *
 }
 */
 import "C"
+
+// processStartNS is CLOCK_MONOTONIC (ns) when this process's C
+// constructors ran, before the Go runtime started; 0 when unknown.
+func processStartNS() int64 { return int64(C.tent_process_start()) }
 
 // holderAvailable reports whether this build has the idle holder (the C
 // constructor above, which runs before the Go runtime).

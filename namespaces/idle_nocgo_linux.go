@@ -7,6 +7,10 @@ package namespaces
 // (internal/memtrim).
 const holderAvailable = false
 
+// processStartNS is unknown without cgo: no code runs before the Go
+// runtime.
+func processStartNS() int64 { return 0 }
+
 const holderArg0 = IdleArg0
 
 const supervisorHolderArg0 = IdleSupervisorArg0

@@ -88,6 +88,16 @@ func (m message) MarshalJSON() ([]byte, error) {
 	if m.TTY {
 		b = append(b, `,"tty":true`...)
 	}
+	if len(m.Stamps) > 0 {
+		b = append(b, `,"stamps":[`...)
+		for i, v := range m.Stamps {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, v, 10)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), nil
 }
 

@@ -13,6 +13,7 @@ func TestMessageMarshalJSON(t *testing.T) {
 		{Type: msgHello},
 		{Type: msgStarted, Pid: 2},
 		{Type: msgStarted, ID: "e1", Pid: 17, TTY: true},
+		{Type: msgStarted, Pid: 2, Stamps: []int64{1, 0, 1795838224662683000, 4, 5}},
 		{Type: msgExit, ID: "e1", Status: 0x8f00},
 		{Type: msgSignal, Signal: 15},
 		{Type: msgError, Stage: "exec", Error: `exec: "nope": executable file not found in $PATH`, Errno: 2},

@@ -182,6 +182,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = files[0], files[1], files[2]
 	p.cfg.IdleAfter = bio.idleAfter
 	p.opts.Logger = log
+	cloneStart := namespaces.Monotonic()
 	r.init, err = namespaces.Start(ctx, p.opts)
 	r.stdio.closeChildEnds() // the init holds them (or failed)
 	if err != nil {
@@ -217,6 +218,17 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	_, listeners, err := r.init.Run(&p.cfg, fds)
 	if err != nil {
 		return nil, startError(err)
+	}
+	if ph := r.init.Phases(); log.Enabled(ctx, slog.LevelDebug) {
+		// Where the init's start went (docs/benchmarks.md), from the
+		// clone: each step's own time.
+		log.Debug("init phases",
+			"clone and exec", namespaces.Between(cloneStart, ph.Exec),
+			"init runtime start", namespaces.Between(ph.Exec, ph.Entry),
+			"config received", namespaces.Between(ph.Entry, ph.Config),
+			"root built", namespaces.Between(ph.Config, ph.Root),
+			"command started", namespaces.Between(ph.Root, ph.Started),
+			"host told", namespaces.Between(ph.Started, namespaces.Monotonic()))
 	}
 	if master := r.init.Terminal(); master != nil {
 		if r.tty, err = startTTY(master, bio.tty, bio.stdin, bio.stdout, false, 0); err != nil {

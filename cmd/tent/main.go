@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/oci"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
@@ -31,8 +32,12 @@ import (
 // exitRefused is tent's own failure or refusal.
 const exitRefused = 125
 
+// mainStart is when main began (namespaces.Monotonic), for -v.
+var mainStart int64
+
 func main() {
 	sandbox.Init() // first: in the re-executed sandbox init this never returns
+	mainStart = namespaces.Monotonic()
 	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == oci.Arg0 {
 		// Installed as tent-runc: runc's command line (docs/oci.md).
 		os.Exit(oci.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -107,7 +112,13 @@ func (g *globalOptions) logger() *slog.Logger {
 	if !g.verbose {
 		return nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The CLI's own start: its exec and C library (before the
+	// constructors ran), the Go runtime and every package initialiser
+	// (before main), the command line (since main).
+	log.Debug("tent started", "runtime start and initialisers", namespaces.Between(namespaces.ProcessStart(), mainStart),
+		"since main", namespaces.Between(mainStart, namespaces.Monotonic()))
+	return log
 }
 
 func newRootCmd() *cobra.Command {
