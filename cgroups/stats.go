@@ -30,40 +30,65 @@ func (c *Cgroup) Stats() (Stats, error) {
 	var s Stats
 	var errs []error
 	read := func(dst *int64, controller string, files ...string) {
-		dir, ok := c.dirFor(controller)
-		if !ok {
-			return
-		}
-		for _, f := range files {
-			var n int64
-			var err error
-			if key, ok := statKeys[f]; ok {
-				n, err = readKeyed(filepath.Join(dir, f), key)
-			} else {
-				n, err = readInt(filepath.Join(dir, f))
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // try the next file, if any
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-			*dst = n
-			return
+		if err := c.readStat(dst, controller, files...); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.version == V2 {
 		read(&s.MemoryPeak, "memory", "memory.peak", "memory.current")
-		read(&s.OOMKills, "memory", "memory.events")
 	} else {
 		read(&s.MemoryPeak, "memory", "memory.max_usage_in_bytes")
-		read(&s.OOMKills, "memory", "memory.oom_control")
 	}
+	read(&s.OOMKills, "memory", c.oomFile())
 	read(&s.Pids, "pids", "pids.current")
 	if len(errs) > 0 {
 		return s, fmt.Errorf("failed to read cgroup stats: %w", errors.Join(errs...))
 	}
 	return s, nil
+}
+
+// OOMKills reads [Stats.OOMKills] alone (one file instead of Stats'
+// three): a long-lived sandbox reads it before and after every command
+// to tell an OOM kill of that command.
+func (c *Cgroup) OOMKills() (int64, error) {
+	var n int64
+	if err := c.readStat(&n, "memory", c.oomFile()); err != nil {
+		return n, fmt.Errorf("failed to read cgroup stats: %w", err)
+	}
+	return n, nil
+}
+
+// oomFile is the file whose oom_kill line counts OOM kills.
+func (c *Cgroup) oomFile() string {
+	if c.version == V2 {
+		return "memory.events"
+	}
+	return "memory.oom_control"
+}
+
+// readStat sets *dst from the first of files that exists in
+// controller's directory; a missing controller or files leave it as it
+// is.
+func (c *Cgroup) readStat(dst *int64, controller string, files ...string) error {
+	dir, ok := c.dirFor(controller)
+	if !ok {
+		return nil
+	}
+	for _, f := range files {
+		var n int64
+		var err error
+		if key, ok := statKeys[f]; ok {
+			n, err = readKeyed(filepath.Join(dir, f), key)
+		} else {
+			n, err = readInt(filepath.Join(dir, f))
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // try the next file, if any
+		}
+		*dst = n
+		return err
+	}
+	return nil
 }
 
 // statKeys names the line to read in flat-keyed stat files.

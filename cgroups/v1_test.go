@@ -199,6 +199,9 @@ func TestV1OOM(t *testing.T) {
 	if st.MemoryPeak > 40<<20 {
 		t.Errorf("MemoryPeak %d is above the 32 MiB limit", st.MemoryPeak)
 	}
+	if n, err := c.OOMKills(); err != nil || n != st.OOMKills {
+		t.Errorf("OOMKills() = %d, %v; Stats says %d", n, err, st.OOMKills)
+	}
 	t.Logf("stats after OOM: %+v", st)
 }
 

@@ -394,8 +394,8 @@ func (r *running) oomKills() int64 {
 	if r.cg == nil {
 		return 0
 	}
-	stats, _ := r.cg.Stats()
-	return stats.OOMKills
+	n, _ := r.cg.OOMKills()
+	return n
 }
 
 // teardown kills and reaps the init and removes the cgroup.
