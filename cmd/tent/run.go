@@ -34,12 +34,24 @@ var forwarded = []os.Signal{
 type signalForwarder struct {
 	sigs chan os.Signal
 	done chan struct{}
+	// caught is closed once the signals are caught (see notifySignals).
+	caught chan struct{}
 }
 
-// notifySignals starts catching the forwarded signals.
+// notifySignals starts catching the forwarded signals, in a goroutine:
+// os/signal makes a round trip to the runtime's signal thread for every
+// signal it starts (or stops) catching, and the seven of them, caught
+// and released again, were a sixth of a `tent run` or a `tent exec` on a
+// busy 2-CPU host. A signal that arrives in the fraction of a millisecond
+// before they are caught ends tent as it would without tent's handling:
+// as a SIGKILL would at any time, which tent's cleanup is built for (the
+// init dies with its host, a later start removes a stale cgroup).
 func notifySignals() *signalForwarder {
-	f := &signalForwarder{sigs: make(chan os.Signal, 16), done: make(chan struct{})}
-	signal.Notify(f.sigs, forwarded...)
+	f := &signalForwarder{sigs: make(chan os.Signal, 16), done: make(chan struct{}), caught: make(chan struct{})}
+	go func() {
+		signal.Notify(f.sigs, forwarded...)
+		close(f.caught)
+	}()
 	return f
 }
 
@@ -66,13 +78,17 @@ func (f *signalForwarder) start(ct *callerTerm, resize chan<- sandbox.WindowSize
 	}()
 }
 
-// stop ends forwarding and catching; it may be called more than once.
+// stop ends forwarding at once, and catching in a goroutine that tent,
+// which exits next, need not wait for; it may be called more than once.
 func (f *signalForwarder) stop() {
-	signal.Stop(f.sigs)
 	select {
 	case <-f.done:
 	default:
 		close(f.done)
+		go func() {
+			<-f.caught
+			signal.Stop(f.sigs)
+		}()
 	}
 }
 
