@@ -193,8 +193,11 @@ func (in *initLoop) catchSignals() {
 		case in.chld <- unix.SIGCHLD:
 		default: // a reap is due anyway
 		}
+		// The Go runtime already ignores the others it handles (SIGUSR1,
+		// SIGUSR2, ...) unless they are asked for: these it would die of
+		// (HUP, INT, TERM, QUIT) or, having no handler, stop at.
 		drop := make(chan os.Signal, 8)
-		signal.Notify(drop, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGUSR1, unix.SIGUSR2)
+		signal.Notify(drop, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
 		for range drop {
 		}
 	}()
