@@ -221,14 +221,20 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	}
 	if ph := r.init.Phases(); log.Enabled(ctx, slog.LevelDebug) {
 		// Where the init's start went (docs/benchmarks.md), from the
-		// clone: each step's own time.
-		log.Debug("init phases",
-			"clone and exec", namespaces.Between(cloneStart, ph.Exec),
-			"init runtime start", namespaces.Between(ph.Exec, ph.Entry),
-			"config received", namespaces.Between(ph.Entry, ph.Config),
-			"root built", namespaces.Between(ph.Config, ph.Root),
-			"command started", namespaces.Between(ph.Root, ph.Started),
-			"host told", namespaces.Between(ph.Started, namespaces.Monotonic()))
+		// clone: each step's own time. Without cgo the init's exec is not
+		// stamped: its first step then runs from the clone.
+		var attrs []any
+		from := cloneStart
+		for _, p := range []struct {
+			name string
+			at   int64
+		}{{"clone and exec", ph.Exec}, {"init runtime start", ph.Entry}, {"config received", ph.Config}, {"root built", ph.Root}, {"command started", ph.Started}, {"host told", namespaces.Monotonic()}} {
+			if d := namespaces.Between(from, p.at); d > 0 {
+				attrs = append(attrs, p.name, d)
+				from = p.at
+			}
+		}
+		log.Debug("init phases", attrs...)
 	}
 	if master := r.init.Terminal(); master != nil {
 		if r.tty, err = startTTY(master, bio.tty, bio.stdin, bio.stdout, false, 0); err != nil {
