@@ -181,11 +181,17 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 // dropPauseSnapshot removes a filesystem-only pause's snapshot (nil:
 // none); a failure is logged.
 func (s *Server) dropPauseSnapshot(rec *snapRecord) {
+	s.dropSnapshot(rec, "a filesystem-only pause")
+}
+
+// dropSnapshot removes a snapshot the server took for itself (what it was
+// for names it in the log), not one it lists.
+func (s *Server) dropSnapshot(rec *snapRecord, what string) {
 	if rec == nil || rec.dir == "" {
 		return
 	}
 	if err := removeSnapshotDir(rec); err != nil {
-		s.log.Warn("removing the snapshot of a filesystem-only pause failed", "snapshot", rec.id, "err", err)
+		s.log.Warn("removing the snapshot of "+what+" failed", "snapshot", rec.id, "err", err)
 	}
 }
 

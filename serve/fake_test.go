@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -21,13 +23,16 @@ import (
 type fakeBackend struct {
 	caps sandbox.Capabilities
 
-	mu     sync.Mutex
-	n      int
-	boxes  map[string]*sandbox.Info
-	snaps  map[string]sandbox.Spec
-	errs   map[string]error
-	calls  []string
-	policy map[string]sandbox.NetworkPolicy
+	mu    sync.Mutex
+	n     int
+	boxes map[string]*sandbox.Info
+	snaps map[string]sandbox.Spec
+	// snapRoot, when set, is where Snapshot makes a directory for each
+	// snapshot (Snapshot.Dir).
+	snapRoot string
+	errs     map[string]error
+	calls    []string
+	policy   map[string]sandbox.NetworkPolicy
 	// dial, when set, answers Dial for a sandbox that exists.
 	dial func(id string, port int) (net.Conn, error)
 }
@@ -159,7 +164,15 @@ func (f *fakeBackend) Snapshot(ctx context.Context, id string) (*sandbox.Snapsho
 	}
 	sid := fmt.Sprintf("snap%d", len(f.snaps)+1)
 	f.snaps[sid] = i.Spec
-	return &sandbox.Snapshot{ID: sid, SandboxID: id, Spec: i.Spec}, nil
+	snap := &sandbox.Snapshot{ID: sid, SandboxID: id, Spec: i.Spec}
+	if f.snapRoot != "" {
+		// A directory to say where it lives, as the real backends do.
+		snap.Dir = filepath.Join(f.snapRoot, sid)
+		if err := os.Mkdir(snap.Dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
 }
 
 func (f *fakeBackend) Suspend(ctx context.Context, id string) error {

@@ -47,13 +47,18 @@ func isSandboxPath(p string) bool {
 // requests and the body, and hands it to the SandboxAPI.
 func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string) {
 	signed := false
-	if id == "" && r.URL.Path == "/files" && r.URL.Query().Has("signature") {
-		var err error
-		if id, err = s.signedSandbox(r); err != nil {
+	if r.URL.Path == "/files" && r.URL.Query().Has("signature") && (id == "" || r.Header.Get(headerAccessToken) == "") {
+		// A signed URL (the SDKs' downloadUrl and uploadUrl) stands in
+		// for the access token, on this server's own host name (the
+		// sandbox is the one whose token signed it) or on the sandbox's
+		// (49983-ID.domain, or an E2b-Sandbox-Id header: only that
+		// sandbox's token is tried).
+		got, err := s.signedSandbox(r, id)
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		signed = true
+		id, signed = got, true
 	}
 	if id == "" {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "in-sandbox request without an %s header: point E2B_SANDBOX_URL at this server and use an E2B SDK, or send the header", headerSandboxID))
@@ -142,8 +147,9 @@ func (s *Server) ensureRunning(ctx context.Context, id string) error {
 // tokens the server holds in memory (every sandbox it created, resumed
 // or handed a token for), with one SHA-256 each and no record read; a
 // signature of the wrong form, or an expired one, is refused before
-// that.
-func (s *Server) signedSandbox(r *http.Request) (string, error) {
+// that. When the request names its sandbox (want: its host name or
+// E2b-Sandbox-Id), only that sandbox's token is tried.
+func (s *Server) signedSandbox(r *http.Request, want string) (string, error) {
 	q := r.URL.Query()
 	var sig [sha256.Size]byte
 	b64, ok := strings.CutPrefix(q.Get("signature"), "v1_")
@@ -185,6 +191,9 @@ func (s *Server) signedSandbox(r *http.Request) (string, error) {
 	found := ""
 	buf := make([]byte, 0, len(prefix)+64+len(exp))
 	for _, c := range cands {
+		if want != "" && c.id != want {
+			continue
+		}
 		buf = append(append(append(buf[:0], prefix...), c.token...), exp...)
 		sum := sha256.Sum256(buf)
 		if subtle.ConstantTimeCompare(sum[:], sig[:]) == 1 {

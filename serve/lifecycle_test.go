@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -169,10 +171,22 @@ func TestSnapshotsAndForks(t *testing.T) {
 	if l := decode[[]snapshotInfo](t, r); len(l) != 1 || l[0].SnapshotID != snap.SnapshotID {
 		t.Errorf("list snapshots: %s", r.body)
 	}
+	// A fork's snapshot is only its starting point: gone once the forks
+	// are made (the named snapshot above stays).
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "keep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.f.mu.Lock()
+	h.f.snapRoot = root
+	h.f.mu.Unlock()
 	r = h.do("POST", "/sandboxes/"+src.SandboxID+"/fork", `{"count":2,"timeout":30}`)
 	forks := decode[[]forkResult](t, r)
 	if r.status != http.StatusCreated || len(forks) != 2 || forks[0].Sandbox == nil || forks[1].Sandbox == nil || forks[0].Sandbox.SandboxID == forks[1].Sandbox.SandboxID {
 		t.Fatalf("fork: %d %s", r.status, r.body)
+	}
+	if left, _ := os.ReadDir(root); len(left) != 1 || left[0].Name() != "keep" {
+		t.Errorf("after the fork the snapshot directory holds %v, want only the unrelated keep", left)
 	}
 	d := decode[sandboxDetail](t, h.do("GET", "/sandboxes/"+forks[0].Sandbox.SandboxID, ""))
 	if d.Metadata["who"] != "src" || d.TemplateID != "base" {

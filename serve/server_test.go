@@ -457,7 +457,7 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 }
 
 func TestSignedURLs(t *testing.T) {
-	h := newHarness(t, Options{})
+	h := newHarness(t, Options{Domain: "localhost:49982"})
 	a, b := h.create(`{}`), h.create(`{}`)
 	sign := func(token, path, op, user, exp string) string {
 		msg := path + ":" + op + ":" + user + ":" + token
@@ -494,6 +494,51 @@ func TestSignedURLs(t *testing.T) {
 		}
 		if c.name == "expired" && r.errBody(t).Message != "signature is already expired" {
 			t.Errorf("expired: %s, want envd's message, which callers match", r.body)
+		}
+	}
+	// The SDKs built with E2B_DOMAIN sign URLs on the sandbox's own host
+	// name (49983-ID.domain), or send E2b-Sandbox-Id: the signature stands
+	// in for the access token there too, checked against that sandbox's
+	// token alone.
+	signedAt := func(method, host, u string, hdr ...string) response {
+		t.Helper()
+		req, err := http.NewRequest(method, h.url+u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return response{status: res.StatusCode, header: res.Header, body: body}
+	}
+	aHost := "49983-" + a.SandboxID + ".localhost:49982"
+	for _, c := range []struct {
+		name, method, host, url string
+		hdr                     []string
+		status                  int
+		id, msg                 string
+	}{
+		{"A's read on A's host", "GET", aHost, sign(a.EnvdAccessToken, "/tmp/x", "read", "", ""), nil, 200, a.SandboxID, ""},
+		{"A's write on A's host", "POST", aHost, sign(a.EnvdAccessToken, "/tmp/x", "write", "", future), nil, 200, a.SandboxID, ""},
+		{"B's read on A's host", "GET", aHost, sign(b.EnvdAccessToken, "/tmp/x", "read", "", ""), nil, 401, "", "invalid signature"},
+		{"expired on A's host", "GET", aHost, sign(a.EnvdAccessToken, "/tmp/x", "read", "", past), nil, 401, "", "signature is already expired"},
+		{"A's read with E2b-Sandbox-Id A", "GET", "", sign(a.EnvdAccessToken, "/tmp/x", "read", "", ""), []string{headerSandboxID, a.SandboxID}, 200, a.SandboxID, ""},
+		{"B's read with E2b-Sandbox-Id A", "GET", "", sign(b.EnvdAccessToken, "/tmp/x", "read", "", ""), []string{headerSandboxID, a.SandboxID}, 401, "", "invalid signature"},
+		{"a bad signature with A's access token", "GET", aHost, sign(b.EnvdAccessToken, "/tmp/x", "read", "", ""), []string{headerAccessToken, a.EnvdAccessToken}, 200, a.SandboxID, ""},
+	} {
+		r := signedAt(c.method, c.host, c.url, c.hdr...)
+		if r.status != c.status || r.header.Get("X-Sandbox") != c.id {
+			t.Errorf("%s: status %d for sandbox %q, want %d for %q: %s", c.name, r.status, r.header.Get("X-Sandbox"), c.status, c.id, r.body)
+		}
+		if c.msg != "" && !strings.Contains(r.errBody(t).Message, c.msg) {
+			t.Errorf("%s: %s, want %q", c.name, r.body, c.msg)
 		}
 	}
 }

@@ -167,6 +167,10 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The snapshot is only the forks' starting point, not listed: they
+	// are independent of it (see handleDeleteSnapshot), so it goes once
+	// they are made.
+	defer s.dropSnapshot(&snapRecord{id: snap.ID, dir: snap.Dir}, "a fork")
 	src := s.view(info.ID)
 	tmpl := templateOf(info)
 	results := make([]forkResult, count)
