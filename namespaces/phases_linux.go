@@ -22,18 +22,9 @@ func (p Phases) stamps() []int64 { return []int64{p.Exec, p.Entry, p.Config, p.R
 
 func phasesOf(s []int64) Phases {
 	var p Phases
-	for i, v := range s {
-		switch i {
-		case 0:
-			p.Exec = v
-		case 1:
-			p.Entry = v
-		case 2:
-			p.Config = v
-		case 3:
-			p.Root = v
-		case 4:
-			p.Started = v
+	for i, f := range []*int64{&p.Exec, &p.Entry, &p.Config, &p.Root, &p.Started} {
+		if i < len(s) {
+			*f = s[i]
 		}
 	}
 	return p

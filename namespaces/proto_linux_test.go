@@ -43,3 +43,14 @@ func TestMessageMarshalJSON(t *testing.T) {
 		}
 	}
 }
+
+// Phases travel as the "started" message's stamps and come back whole.
+func TestPhasesRoundTrip(t *testing.T) {
+	p := Phases{Exec: 1, Entry: 2, Config: 3, Root: 4, Started: 5}
+	if got := phasesOf(p.stamps()); got != p {
+		t.Errorf("phasesOf(stamps) = %+v, want %+v", got, p)
+	}
+	if got := phasesOf([]int64{7}); got != (Phases{Exec: 7}) {
+		t.Errorf("a short stamps list: %+v", got)
+	}
+}

@@ -182,7 +182,11 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = files[0], files[1], files[2]
 	p.cfg.IdleAfter = bio.idleAfter
 	p.opts.Logger = log
-	cloneStart := namespaces.Monotonic()
+	debug := log.Enabled(ctx, slog.LevelDebug)
+	var cloneStart int64 // for the init's phases (-v)
+	if debug {
+		cloneStart = namespaces.Monotonic()
+	}
 	r.init, err = namespaces.Start(ctx, p.opts)
 	r.stdio.closeChildEnds() // the init holds them (or failed)
 	if err != nil {
@@ -219,7 +223,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if err != nil {
 		return nil, startError(err)
 	}
-	if ph := r.init.Phases(); log.Enabled(ctx, slog.LevelDebug) {
+	if ph := r.init.Phases(); debug {
 		// Where the init's start went (docs/benchmarks.md), from the
 		// clone: each step's own time. Without cgo the init's exec is not
 		// stamped: its first step then runs from the clone.

@@ -35,7 +35,14 @@ func echoHeaders(w http.ResponseWriter, r *http.Request) {
 // portGet sends a GET to the server with the given Host and headers.
 func portGet(t *testing.T, base, host string, hdr ...string) response {
 	t.Helper()
-	req, err := http.NewRequest("GET", base+"/some/path?q=1", nil)
+	return hostRequest(t, "GET", base+"/some/path?q=1", host, hdr...)
+}
+
+// hostRequest sends a bodiless request to url with the given Host (""
+// keeps url's) and headers.
+func hostRequest(t *testing.T, method, url, host string, hdr ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -500,24 +500,6 @@ func TestSignedURLs(t *testing.T) {
 	// name (49983-ID.domain), or send E2b-Sandbox-Id: the signature stands
 	// in for the access token there too, checked against that sandbox's
 	// token alone.
-	signedAt := func(method, host, u string, hdr ...string) response {
-		t.Helper()
-		req, err := http.NewRequest(method, h.url+u, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return response{status: res.StatusCode, header: res.Header, body: body}
-	}
 	aHost := "49983-" + a.SandboxID + ".localhost:49982"
 	for _, c := range []struct {
 		name, method, host, url string
@@ -533,7 +515,7 @@ func TestSignedURLs(t *testing.T) {
 		{"B's read with E2b-Sandbox-Id A", "GET", "", sign(b.EnvdAccessToken, "/tmp/x", "read", "", ""), []string{headerSandboxID, a.SandboxID}, 401, "", "invalid signature"},
 		{"a bad signature with A's access token", "GET", aHost, sign(b.EnvdAccessToken, "/tmp/x", "read", "", ""), []string{headerAccessToken, a.EnvdAccessToken}, 200, a.SandboxID, ""},
 	} {
-		r := signedAt(c.method, c.host, c.url, c.hdr...)
+		r := hostRequest(t, c.method, h.url+c.url, c.host, c.hdr...)
 		if r.status != c.status || r.header.Get("X-Sandbox") != c.id {
 			t.Errorf("%s: status %d for sandbox %q, want %d for %q: %s", c.name, r.status, r.header.Get("X-Sandbox"), c.status, c.id, r.body)
 		}

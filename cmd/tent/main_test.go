@@ -259,7 +259,7 @@ func TestVersion(t *testing.T) {
 func TestVerboseLogsToStderr(t *testing.T) {
 	t.Parallel()
 	r := tent(t, "run", "-v", "--env-pass", "TENT_TEST_UNSET", "--", "true")
-	r.expect(t, 0, "level=DEBUG", "TENT_TEST_UNSET", "not set")
+	r.expect(t, 0, "level=DEBUG", "TENT_TEST_UNSET", "not set", `msg="tent started"`, `msg="init phases"`, `"root built"=`, `"command started"=`, `msg="sandbox torn down"`)
 	if q := tent(t, "run", "--env-pass", "TENT_TEST_UNSET", "--", "true"); q.stderr != "" {
 		t.Errorf("without -v tent printed %q", q.stderr)
 	}
