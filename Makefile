@@ -3,8 +3,11 @@
 # install otherwise.
 GO ?= go
 BIN := bin/tent
+SERVER := bin/tent-server
 
-# bin/tent is statically linked (libseccomp.a, netgo, osusergo): it runs on
+# bin/tent is the sandbox CLI; bin/tent-server (beside it) serves E2B's
+# API and MCP, and tent runs it for tent serve and tent mcp (the servers'
+# packages stay out of every tent start). Both are statically linked (libseccomp.a, netgo, osusergo): it runs on
 # any x86-64 Linux, needs no ld.so inside the sandbox when re-executed, and
 # starts faster (fewer page faults).
 STATIC := -tags netgo,osusergo -ldflags '-s -w -linkmode external -extldflags -static'
@@ -18,6 +21,7 @@ setup:
 
 build: setup
 	$(GO) build $(STATIC) -o $(BIN) ./cmd/tent
+	$(GO) build $(STATIC) -o $(SERVER) ./cmd/tent-server
 
 static: build
 
@@ -36,6 +40,7 @@ lint: setup
 	CGO_ENABLED=0 $(GO) build $(PKGS)
 	GOOS=darwin $(GO) vet ./sandbox/...
 	GOOS=darwin $(GO) build -o /dev/null ./cmd/tent
+	GOOS=darwin $(GO) build -o /dev/null ./cmd/tent-server
 
 # The README's test command: lint, the whole suite as the current user
 # (root in CI) with the race detector, then the integration tests again
@@ -76,12 +81,12 @@ bench: build
 	$(GO) test -run '^$$' -bench 'RunTrue|HostTrue|ExecLatency|ProvisionTerminate|Limited' -benchtime 20x ./sandbox/
 	$(GO) test -run '^$$' -bench 'Transparent' -benchtime 5x ./sandbox/
 	$(GO) test -run '^$$' -bench 'IdleMemory' -benchtime 1x ./sandbox/
-	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CLIIdleMemory' -benchtime 1x ./cmd/tent/
+	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CLIIdleMemory' -benchtime 1x ./internal/cli/
 	$(GO) test -run '^$$' -bench 'Connect|Intercept' -benchtime 20x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'ProxySlowHeadersMemory|DenialsMemory' -benchtime 1x ./netpolicy/
-	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./cmd/tent/
+	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./internal/cli/
 	$(GO) test -run '^$$' -bench 'E2BSDK' -benchtime 1x ./serve/
-	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'MCPExec' -benchtime 1x ./cmd/tent/
+	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'MCPExec' -benchtime 1x ./internal/cli/
 	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CtrRun' -benchtime 20x ./oci/
 
 clean:

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
+)
+
+// The verbs of long-lived sandboxes (create, exec, ls, rm, ...) work over
+// the supervised backend of the state directory: each sandbox has a
+// supervisor process of its own, which outlives tent's invocations.
+
+// BackendWith returns the supervised backend of the state directory
+// (made absolute by the root command); the supervisors it starts get
+// opts (idle hand-off, network log).
+func (g *Globals) BackendWith(opts supervised.Options) *supervised.Backend {
+	if opts.Logger == nil {
+		opts.Logger = g.logger()
+	}
+	b, err := supervised.Open(g.stateDir, opts)
+	if err != nil { // an absolute directory always opens
+		panic(fmt.Sprintf("opening the state directory %q: %v", g.stateDir, err))
+	}
+	return b
+}
+
+func (g *Globals) backend() *supervised.Backend { return g.BackendWith(supervised.Options{}) }
+
+// sandboxView is a sandbox as tent ls -o json, inspect and --format show
+// it (the Go names are the template's: {{.Name}}, {{.State}}...).
+type sandboxView struct {
+	ID          string               `json:"id"`
+	Name        string               `json:"name,omitempty"`
+	Labels      map[string]string    `json:"labels,omitempty"`
+	Created     time.Time            `json:"created"`
+	State       sandbox.State        `json:"state"`
+	Spec        sandbox.Spec         `json:"spec"`
+	Protections []sandbox.Protection `json:"protections,omitempty"`
+	Layers      []sandbox.CowLayer   `json:"layers,omitempty"`
+	Cgroups     []string             `json:"cgroups,omitempty"`
+	Supervisor  int                  `json:"supervisor_pid,omitempty"`
+	Ended       *time.Time           `json:"ended,omitempty"`
+	Reason      string               `json:"reason,omitempty"`
+
+	sb *supervised.Sandbox // set by lookup (not by list): the handle its verbs act on
+}
+
+func viewOf(i sandbox.Info) *sandboxView {
+	spec := i.Spec
+	spec.Name, spec.Labels = "", nil // shown once, above
+	return &sandboxView{ID: i.ID, Name: i.Spec.Name, Labels: i.Spec.Labels, Created: i.Created, State: i.State, Spec: spec,
+		Protections: i.Protections, Layers: i.Layers, Cgroups: i.CgroupPaths, Supervisor: i.SupervisorPID, Ended: i.Ended, Reason: i.Reason}
+}
+
+// lookup opens a sandbox (its view carries the handle its verbs act
+// on), as tent's exit-125 refusal when missing.
+func (g *Globals) lookup(ref string) (*sandboxView, error) {
+	ctx := context.Background()
+	sb, i, err := g.backend().Lookup(ctx, ref)
+	if err != nil {
+		return nil, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	v := viewOf(i)
+	v.sb = sb
+	return v, nil
+}
+
+// list returns every sandbox of the state directory, oldest first.
+func (g *Globals) list() ([]*sandboxView, error) {
+	all, err := g.backend().List(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sandboxView, len(all))
+	for i, info := range all {
+		out[i] = viewOf(info)
+	}
+	return out, nil
+}
+
+// refused turns a backend's error into tent's exit code for it.
+func refused(err error) error {
+	return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tent exec -d starts a command the sandbox owns: tent exec exits with
+// its pid, the command runs on, tent ps lists it from another process,
+// tent attach follows it to its exit status, tent kill signals one.
+func TestCLIDetachedCommands(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t)
+	r := l.tent(t, "exec", "-d", id, "--", "sh", "-c", "echo started; until [ -e /tmp/go ]; do sleep 0.05; done; echo done; exit 3")
+	r.expect(t, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+	if err != nil || pid <= 1 {
+		t.Fatalf("tent exec -d printed %q", r.stdout)
+	}
+	ps := l.tent(t, "ps", id)
+	ps.expect(t, 0)
+	if lines := strings.Split(strings.TrimSpace(ps.stdout), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "PID") ||
+		strings.Fields(lines[1])[0] != strconv.Itoa(pid) || strings.Fields(lines[1])[1] != "running" || !strings.Contains(lines[1], "sh -c") {
+		t.Errorf("tent ps:\n%s", ps.stdout)
+	}
+	l.tent(t, "exec", id, "--", "touch", "/tmp/go").expect(t, 0)
+	a := l.tent(t, "attach", id, strconv.Itoa(pid))
+	if a.code != 3 || a.stdout != "started\ndone\n" {
+		t.Errorf("tent attach: exit %d, stdout %q, stderr %q; want 3 and the whole output", a.code, a.stdout, a.stderr)
+	}
+	var procs []struct {
+		Pid     int
+		Running bool
+		Exit    int
+		Signal  string
+	}
+	if err := json.Unmarshal([]byte(l.tent(t, "ps", "-o", "json", id).stdout), &procs); err != nil || len(procs) != 1 || procs[0].Running || procs[0].Exit != 3 {
+		t.Errorf("tent ps -o json after the exit: %+v, %v", procs, err)
+	}
+
+	r = l.tent(t, "exec", "-d", id, "--", "sleep", "60")
+	sleeper := strings.TrimSpace(r.stdout)
+	l.tent(t, "kill", id, sleeper, "KILL").expect(t, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_ = json.Unmarshal([]byte(l.tent(t, "ps", "-o", "json", id).stdout), &procs)
+		if len(procs) == 2 && !procs[1].Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed command still runs: %+v", procs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if procs[1].Signal != "killed" || procs[1].Exit != 137 {
+		t.Errorf("after tent kill KILL: %+v", procs[1])
+	}
+	l.tent(t, "kill", id, sleeper).expect(t, 125, "already exited")
+	l.tent(t, "kill", id, sleeper, "BOGUS").expect(t, 125, "signal \"BOGUS\"")
+	l.tent(t, "attach", id, "99999").expect(t, 125, "no detached command with pid 99999")
+	l.tent(t, "exec", "-d", "-t", id, "--", "true").expect(t, 125, "-d runs the command without stdin or terminal")
+}
