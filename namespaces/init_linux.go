@@ -76,6 +76,7 @@ func runInit() int {
 	defer conn.Close()
 	in := &initLoop{conn: conn, execs: map[int]string{}, hostView: -1, sudo: -1}
 	in.chld = make(chan os.Signal, 16)
+	caught := in.catchSignals()
 
 	if resumed != nil {
 		in.cfg, in.hostView = resumed.Config, resumed.HostView
@@ -90,7 +91,7 @@ func runInit() int {
 		if in.cfg.Sudo {
 			in.sudo = resumed.Sudo
 		}
-		in.catchSignals()
+		<-caught
 		return in.serve()
 	}
 
@@ -148,6 +149,7 @@ func runInit() int {
 		}
 	}
 	phases.Root = Monotonic()
+	<-caught
 	ready := message{Type: msgReady}
 	if in.oneShot {
 		pid, master, stage, err := in.start("", cfg.Exec, [3]int{0, 1, 2}, false)
@@ -170,37 +172,38 @@ func runInit() int {
 	if err != nil {
 		return ExitProtocol
 	}
-	in.catchSignals()
 	return in.serve()
 }
 
-// catchSignals catches the init's signals from here on, in a goroutine.
-// SIGCHLD makes the loop reap; signals for the init itself come only
-// through the socket, so the others a host process could send are caught
-// and dropped. (Not signal.Ignore: SIG_IGN would be inherited by the
-// command across execve; caught signals are reset to default.) A process
-// of the sandbox cannot signal its init at all.
+// catchSignals catches the init's signals from now on, in a goroutine,
+// and returns a channel closed once they are caught. SIGCHLD makes the
+// loop reap; signals for the init itself come only through the socket,
+// so the others a host process could send are caught and dropped. (Not
+// signal.Ignore: SIG_IGN would be inherited by the command across
+// execve; caught signals are reset to default.) A process of the sandbox
+// cannot signal its init at all.
 //
-// It runs once the command has started, not before: the first
-// signal.Notify starts the runtime's signal thread, and every signal is a
-// round trip to that thread, 0.5-1 ms in all on a busy 2-CPU host that a
-// sandbox's start need not wait for. A child that exits before SIGCHLD is
-// caught is reaped all the same: the loop is poked once it is.
-func (in *initLoop) catchSignals() {
+// The init calls it first and waits for it only before a command starts,
+// so that it overlaps with the config's read and the root's build (each
+// signal.Notify is a round trip to the runtime's signal thread). It must
+// be done before any command runs: it starts threads (that signal thread,
+// and one that waits for signals), which a command that fills the
+// sandbox's pids limit would leave the runtime unable to start, and the
+// runtime aborts when it cannot (TestPidsFullKeepsInit).
+func (in *initLoop) catchSignals() <-chan struct{} {
+	caught := make(chan struct{})
 	go func() {
 		signal.Notify(in.chld, unix.SIGCHLD)
-		select {
-		case in.chld <- unix.SIGCHLD:
-		default: // a reap is due anyway
-		}
 		// The Go runtime already ignores the others it handles (SIGUSR1,
 		// SIGUSR2, ...) unless they are asked for: these it would die of
 		// (HUP, INT, TERM, QUIT) or, having no handler, stop at.
 		drop := make(chan os.Signal, 8)
 		signal.Notify(drop, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+		close(caught)
 		for range drop {
 		}
 	}()
+	return caught
 }
 
 // initLoop is a running init's state between requests.

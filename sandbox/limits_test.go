@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -112,3 +113,39 @@ func TestCommandNotFoundAndNotExecutable(t *testing.T) {
 }
 
 var assertNoProcess = sandboxtest.AssertNoProcess
+
+// A command that fills the pids limit leaves the sandbox's init running.
+// The init's own threads count against the limit, and a thread the Go
+// runtime needs and cannot start aborts the init: with the init on one
+// P, and its signals caught only once the command ran, a shell starting
+// 40 sleepers under a limit of 32 ended the sandbox in most runs ("the
+// sandbox's init is gone"). What is left, and known (docs/internals.md,
+// "The init and the pids limit"): execs into a sandbox whose limit stays
+// full can still end it.
+func TestPidsFullKeepsInit(t *testing.T) {
+	if !canLimit(t) {
+		t.Skip("no writable cgroup for this user")
+	}
+	ctx := context.Background()
+	// Sleepers of a length no other program on the host uses.
+	sleep := fmt.Sprintf("30.%d", os.Getpid())
+	for round := range 5 {
+		sb, err := sandbox.Provision(ctx, sandbox.Spec{Limits: sandbox.Limits{Pids: 32}}, sandbox.ProvisionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = sb.Command(ctx, "sh", "-c", "for i in $(seq 40); do sleep "+sleep+" </dev/null >/dev/null 2>&1 & done; echo all started").Output()
+		var ee *sandbox.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(string(ee.Stderr), "fork") {
+			sb.Terminate(ctx)
+			t.Fatalf("round %d: %v; want sh's fork to fail (EAGAIN) with the sandbox running", round, err)
+		}
+		if st := sb.Info().State; st != sandbox.StateRunning {
+			t.Errorf("round %d: the sandbox is %s", round, st)
+		}
+		if err := sb.Terminate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertNoProcess(t, "sleep", sleep)
+}
