@@ -22,6 +22,9 @@ import (
 type Cgroup struct {
 	version Version
 	dirs    []cgDir // in creation order
+	// commands is the child cgroup that carries the pids limit (see
+	// [CommandsName]), or "" without one.
+	commands string
 
 	mu        sync.Mutex
 	fd        int // v2 directory, or -1
@@ -53,6 +56,17 @@ type Cgroup struct {
 //     memory.memsw.limit_in_bytes (when swap accounting exists), pids.max,
 //     cpu.cfs_period_us and cpu.cfs_quota_us as l asks, and leaves the OOM
 //     killer enabled.
+//
+// A pids limit goes to a child cgroup, [CommandsName], that only the
+// threads a program moves there (see [Cgroup.OpenCommandsJoin]), and
+// what they fork, count against; the cgroup itself allows
+// [InitPidsAllowance] tasks more. A sandbox's init, whose own threads
+// would otherwise share the limit with its commands, is then never left
+// without a thread when its commands fill it. On v1 the child is in the
+// pids hierarchy alone; on v2 it is a threaded cgroup (cgroup.type
+// "threaded", the pids controller enabled for it), which makes the
+// cgroup a threaded domain: its memory and CPU limits still apply to
+// everything in it.
 //
 // Creation is all or nothing: on error every directory Create made is
 // removed (controllers enabled in the parent, and the move into
@@ -147,6 +161,79 @@ func (c *Cgroup) AddProc(pid int) error {
 		}
 	}
 	return nil
+}
+
+// CommandsName is the child cgroup of a sandbox cgroup that carries its
+// pids limit (see [Create]).
+const CommandsName = "commands"
+
+// InitPidsAllowance is how many tasks more than its pids limit a sandbox
+// cgroup allows in all, for the threads of the process that serves the
+// sandbox (its init) outside [CommandsName]: a bound, should any task
+// stay outside by mistake, not a share of the limit.
+const InitPidsAllowance = 64
+
+// addCommands makes the child that carries the pids limit (see
+// [Create]): dir is the cgroup's directory in the pids hierarchy (v1) or
+// its one directory (v2), where the limit plus InitPidsAllowance was set.
+// On v2, cpuMax (cpu.max's value, "" for none) is set on the child too,
+// where programs that read their CPU limit only in their own cgroup's
+// directory (the Go runtime) find it; the cgroup's own applies anyway.
+func (c *Cgroup) addCommands(dir string, pids int64, cpuMax string) error {
+	child := filepath.Join(dir, CommandsName)
+	if err := os.Mkdir(child, 0o755); err != nil {
+		return fmt.Errorf("failed to create cgroup: %w", classify(c.version, err))
+	}
+	c.commands = child
+	if c.version == V2 {
+		if err := writeFile(filepath.Join(child, "cgroup.type"), "threaded"); err != nil {
+			return fmt.Errorf("failed to make %s threaded: %w", child, classify(V2, err))
+		}
+		enable := "+pids"
+		if cpuMax != "" {
+			enable += " +cpu"
+		}
+		if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), enable); err != nil {
+			return fmt.Errorf("failed to enable %q for %s: %w", enable, child, classify(V2, err))
+		}
+		if cpuMax != "" {
+			if err := writeFile(filepath.Join(child, "cpu.max"), cpuMax); err != nil {
+				return fmt.Errorf("failed to set cpu.max of %s: %w", child, classify(V2, err))
+			}
+		}
+	}
+	if err := writeFile(filepath.Join(child, "pids.max"), strconv.FormatInt(pids, 10)); err != nil {
+		return fmt.Errorf("failed to set pids.max of %s: %w", child, classify(c.version, err))
+	}
+	return nil
+}
+
+// OpenCommandsJoin opens the file through which a thread moves itself,
+// alone, into the cgroup's [CommandsName] child by writing "0" to it: the
+// child's tasks file (cgroup v1) or cgroup.threads (v2), O_WRONLY and
+// close-on-exec; the caller closes it. A thread moving itself skips the
+// kernel's global threadgroup lock (see [Cgroup.OpenSelfJoin]), and the
+// file's write permission is checked here, at open. It returns -1 and
+// nil when the cgroup has no such child (no pids limit).
+func (c *Cgroup) OpenCommandsJoin() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.commands == "" {
+		return -1, nil
+	}
+	if c.destroyed {
+		return -1, fmt.Errorf("joining %s: the cgroup is destroyed: %w", c.commands, errors.ErrUnsupported)
+	}
+	name := "tasks"
+	if c.version == V2 {
+		name = "cgroup.threads"
+	}
+	path := filepath.Join(c.commands, name)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, fmt.Errorf("failed to open %s: %w", name, classify(c.version, &fs.PathError{Op: "open", Path: path, Err: err}))
+	}
+	return fd, nil
 }
 
 // OpenSelfJoin opens, on cgroup v1, the "tasks" file of the cgroup's
@@ -422,6 +509,11 @@ func (c *Cgroup) removeDirs() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var errs []error
+	if c.commands != "" {
+		if err := rmdir(ctx, c.commands); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("failed to remove cgroup after failed creation: %w", err))
+		}
+	}
 	for _, d := range slices.Backward(c.dirs) {
 		if err := rmdir(ctx, d.Path); err != nil {
 			errs = append(errs, fmt.Errorf("failed to remove cgroup after failed creation: %w", err))

@@ -28,8 +28,9 @@ type Limits struct {
 	// long-lived sandbox needs it, or one command over the limit would
 	// take its init, and so the sandbox, down with it.
 	PerProcessOOM bool
-	// Pids is the most tasks (processes and threads) the cgroup may hold;
-	// fork and clone fail with EAGAIN beyond it.
+	// Pids is the most tasks (processes and threads) the cgroup's
+	// [CommandsName] child may hold; fork and clone fail with EAGAIN
+	// beyond it (see [Create]).
 	Pids int64
 	// CPUs is the CPU bandwidth in cores (0.5 = half a core), enforced by
 	// CFS bandwidth control with a 100ms period. The resulting quota must be

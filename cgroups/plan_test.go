@@ -19,7 +19,7 @@ func TestV1Files(t *testing.T) {
 	want := []fileWrite{
 		{Controller: "memory", File: "memory.limit_in_bytes", Value: "67108864"},
 		{Controller: "memory", File: "memory.memsw.limit_in_bytes", Value: "67108864", Optional: true},
-		{Controller: "pids", File: "pids.max", Value: "16"},
+		{Controller: "pids", File: "pids.max", Value: "80"}, // 16 for the commands child, InitPidsAllowance
 		{Controller: "cpu", File: "cpu.cfs_period_us", Value: "100000"},
 		{Controller: "cpu", File: "cpu.cfs_quota_us", Value: "50000"},
 	}
@@ -37,7 +37,7 @@ func TestV2Files(t *testing.T) {
 		{Controller: "memory", File: "memory.max", Value: "67108864"},
 		{Controller: "memory", File: "memory.swap.max", Value: "0", Optional: true},
 		{Controller: "memory", File: "memory.oom.group", Value: "1", Optional: true},
-		{Controller: "pids", File: "pids.max", Value: "16"},
+		{Controller: "pids", File: "pids.max", Value: "80"}, // 16 for the commands child, InitPidsAllowance
 		{Controller: "cpu", File: "cpu.max", Value: "250000 100000"},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -191,7 +191,8 @@ func TestPlanV1(t *testing.T) {
 			{Path: "/sys/fs/cgroup/pids/tent-1", Controllers: []string{"pids"}},
 			{Path: "/sys/fs/cgroup/cpu,cpuacct/b/tent-1", Controllers: []string{"cpu"}},
 		},
-		Writes: []fileWrite{{Controller: "pids", File: "pids.max", Value: "3"}},
+		Writes: []fileWrite{{Controller: "pids", File: "pids.max", Value: "67"}},
+		Pids:   3,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("planV1:\n got %+v\nwant %+v", p, want)

@@ -40,7 +40,7 @@ func (c *Cgroup) Stats() (Stats, error) {
 		read(&s.MemoryPeak, "memory", "memory.max_usage_in_bytes")
 	}
 	read(&s.OOMKills, "memory", c.oomFile())
-	read(&s.Pids, "pids", "pids.current")
+	read(&s.Pids, "pids", "pids.current") // commands and the init's threads
 	if len(errs) > 0 {
 		return s, fmt.Errorf("failed to read cgroup stats: %w", errors.Join(errs...))
 	}

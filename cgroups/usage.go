@@ -81,7 +81,10 @@ func ReadUsage(dirs []string) Usage {
 	} else {
 		u.CPUNanos = procsCPU(read)
 	}
-	if n, ok := num("pids.current"); ok {
+	if n, ok := num(CommandsName + "/pids.current"); ok {
+		// A pids limit is its commands child's (Create).
+		u.Pids, u.PidsLimit = n, limit(CommandsName+"/pids.max")
+	} else if n, ok := num("pids.current"); ok {
 		u.Pids, u.PidsLimit = n, limit("pids.max")
 	} else if v, ok := read("cgroup.procs"); ok {
 		u.Pids = int64(len(strings.Fields(v)))

@@ -30,8 +30,8 @@ func v1Files(l Limits) []fileWrite {
 			// Absent without swap accounting (CONFIG_MEMCG_SWAP, swapaccount=1).
 			fileWrite{Controller: "memory", File: "memory.memsw.limit_in_bytes", Value: m, Optional: true})
 	}
-	if l.Pids > 0 {
-		w = append(w, fileWrite{Controller: "pids", File: "pids.max", Value: strconv.FormatInt(l.Pids, 10)})
+	if l.Pids > 0 { // the limit itself is the commands child's (Create)
+		w = append(w, fileWrite{Controller: "pids", File: "pids.max", Value: strconv.FormatInt(l.Pids+InitPidsAllowance, 10)})
 	}
 	if l.CPUs > 0 {
 		w = append(w,
@@ -48,10 +48,12 @@ type cgDir struct {
 	Controllers []string
 }
 
-// v1Plan is what Create does on cgroup v1: make Dirs in order, then Writes.
+// v1Plan is what Create does on cgroup v1: make Dirs in order, then
+// Writes, then the commands child of Pids (see addCommands).
 type v1Plan struct {
 	Dirs   []cgDir
 	Writes []fileWrite
+	Pids   int64
 }
 
 // planV1 decides the directories (one per hierarchy, each a child named
@@ -90,6 +92,7 @@ func planV1(h *Host, name string, l Limits) (v1Plan, error) {
 		return p, fmt.Errorf("none of the cgroup v1 controllers %s is usable", strings.Join(v1Wanted, ", "))
 	}
 	p.Writes = v1Files(l)
+	p.Pids = l.Pids
 	return p, nil
 }
 
@@ -104,6 +107,12 @@ func applyV1(p v1Plan) (*Cgroup, error) {
 	}
 	if err := c.apply(p.Writes); err != nil {
 		return nil, errors.Join(err, c.removeDirs())
+	}
+	if p.Pids > 0 {
+		dir, _ := c.dirFor("pids") // a pids limit needs the hierarchy (planV1)
+		if err := c.addCommands(dir, p.Pids, ""); err != nil {
+			return nil, errors.Join(err, c.removeDirs())
+		}
 	}
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +42,8 @@ func TestV1Lifecycle(t *testing.T) {
 	freezer, _ := c.dirFor("freezer")
 	for _, tc := range []struct{ path, want string }{
 		{filepath.Join(mem, "memory.limit_in_bytes"), "67108864"},
-		{filepath.Join(pids, "pids.max"), "16"},
+		{filepath.Join(pids, "pids.max"), "80"}, // 16 and InitPidsAllowance
+		{filepath.Join(pids, CommandsName, "pids.max"), "16"},
 		{filepath.Join(cpu, "cpu.cfs_period_us"), "100000"},
 		{filepath.Join(cpu, "cpu.cfs_quota_us"), "50000"},
 		{filepath.Join(freezer, "freezer.state"), "THAWED"},
@@ -235,13 +237,19 @@ func TestV1Pids(t *testing.T) {
 	if err := c.AddProc(shell); err != nil {
 		t.Fatal(err)
 	}
+	// The limit is the commands child's (as a sandbox's restricted
+	// thread joins it).
+	pidsDir, _ := c.dirFor("pids")
+	if err := writeFile(filepath.Join(pidsDir, CommandsName, "cgroup.procs"), strconv.Itoa(shell)); err != nil {
+		t.Fatal(err)
+	}
 	g.release(t) // the shell reads it
 	if !lines.Scan() || lines.Text() == "sh 0" {
 		t.Fatalf("shell: %q, want a failure", lines.Text())
 	}
 	shellExit := lines.Text()
 	pids, _ := c.dirFor("pids")
-	if n, err := readKeyed(filepath.Join(pids, "pids.events"), "max"); err != nil || n < 1 {
+	if n, err := readKeyed(filepath.Join(pids, CommandsName, "pids.events"), "max"); err != nil || n < 1 {
 		t.Errorf("pids.events max = %d, %v; want forks refused (EAGAIN)", n, err)
 	}
 	st, err := c.Stats()
@@ -407,4 +415,76 @@ func mountOf(h *Host, dir string) string {
 		}
 	}
 	return best
+}
+
+// A pids limit is the commands child's: a process that moves itself
+// there through OpenCommandsJoin counts against it, the cgroup itself
+// allows InitPidsAllowance more, and ReadUsage reports the child's
+// count and limit. cgroup v1 here; the VM runs the same on cgroup v2,
+// where the child is threaded and the process joins it through
+// cgroup.threads.
+func TestCommandsChild(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("needs root (euid %d)", os.Geteuid())
+	}
+	h, err := Detect("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Create(h, testName(), Limits{Pids: 4})
+	if errors.Is(err, ErrNotDelegated) || errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("no pids controller to use here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyOnCleanup(t, c)
+	join, err := c.OpenCommandsJoin()
+	if err != nil || join < 0 {
+		t.Fatalf("OpenCommandsJoin: %d, %v", join, err)
+	}
+	if flags, err := unix.FcntlInt(uintptr(join), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("descriptor flags %#x (%v), want close-on-exec", flags, err)
+	}
+	files := []*os.File{os.NewFile(uintptr(join), "commands")}
+	defer files[0].Close()
+	var script strings.Builder
+	cmd := exec.Command("sh")
+	if fd, ok := c.FD(); ok { // v2: born in the cgroup
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	} else { // v1: into the cgroup in every hierarchy first
+		fds, err := c.OpenSelfJoin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, fd := range fds {
+			f := os.NewFile(uintptr(fd), "tasks")
+			defer f.Close()
+			files = append(files, f)
+			fmt.Fprintf(&script, "echo 0 >&%d || exit 1; ", 4+i)
+		}
+	}
+	script.WriteString(`echo 0 >&3 || exit 1; cat /proc/self/cgroup; i=0; while [ $i -lt 10 ]; do sleep 30 </dev/null >/dev/null 2>&1 & i=$((i+1)); done; echo forked $i`)
+	cmd.Args = []string{"sh", "-c", script.String()}
+	cmd.ExtraFiles = files
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "/"+CommandsName+"\n") {
+		t.Errorf("the shell is not in the commands child:\n%s", out)
+	}
+	if strings.Contains(string(out), "forked 10") {
+		t.Errorf("10 forks under a limit of 4:\n%s", out)
+	}
+	dir, _ := c.dirFor("pids")
+	if got := readTrim(t, filepath.Join(dir, "pids.max")); got != strconv.Itoa(4+InitPidsAllowance) {
+		t.Errorf("the cgroup's pids.max = %s, want the limit and InitPidsAllowance", got)
+	}
+	if got := readTrim(t, filepath.Join(dir, CommandsName, "pids.max")); got != "4" {
+		t.Errorf("the commands child's pids.max = %s, want 4", got)
+	}
+	if u := ReadUsage(c.Paths()); u.PidsLimit != 4 || u.Pids < 1 || u.Pids > 4 {
+		t.Errorf("ReadUsage: %+v, want the commands child's count (1..4) and limit (4)", u)
+	}
+	if err := c.Kill(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 }

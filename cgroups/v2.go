@@ -38,8 +38,8 @@ func v2Files(l Limits) []fileWrite {
 	if !l.PerProcessOOM {
 		w = append(w, fileWrite{Controller: "memory", File: "memory.oom.group", Value: "1", Optional: true})
 	}
-	if l.Pids > 0 {
-		w = append(w, fileWrite{Controller: "pids", File: "pids.max", Value: strconv.FormatInt(l.Pids, 10)})
+	if l.Pids > 0 { // the limit itself is the commands child's (Create)
+		w = append(w, fileWrite{Controller: "pids", File: "pids.max", Value: strconv.FormatInt(l.Pids+InitPidsAllowance, 10)})
 	}
 	if l.CPUs > 0 {
 		w = append(w, fileWrite{Controller: "cpu", File: "cpu.max", Value: fmt.Sprintf("%d %d", l.quota(), cpuPeriod)})
@@ -48,12 +48,15 @@ func v2Files(l Limits) []fileWrite {
 }
 
 // v2Plan is what Create does on cgroup v2: enable controllers in Parent's
-// cgroup.subtree_control, make Dir, then Writes.
+// cgroup.subtree_control, make Dir, then Writes, then the commands child
+// of Pids (see addCommands).
 type v2Plan struct {
 	Parent string
 	Dir    string
 	Enable []string
 	Writes []fileWrite
+	Pids   int64
+	CPUMax string // cpu.max, mirrored on the commands child
 }
 
 // v2Parent returns the directory sandbox cgroups are created in: this
@@ -96,6 +99,10 @@ func planV2(h *Host, name string, l Limits, subtree []string) (v2Plan, error) {
 	p.Parent = parent
 	p.Dir = filepath.Join(parent, name)
 	p.Writes = v2Files(l)
+	p.Pids = l.Pids
+	if l.Pids > 0 && l.CPUs > 0 {
+		p.CPUMax = fmt.Sprintf("%d %d", l.quota(), cpuPeriod)
+	}
 	return p, nil
 }
 
@@ -114,6 +121,11 @@ func applyV2(p v2Plan) (*Cgroup, error) {
 	c := &Cgroup{version: V2, dirs: []cgDir{{Path: p.Dir}}, fd: -1}
 	if err := c.apply(p.Writes); err != nil {
 		return nil, errors.Join(err, c.removeDirs())
+	}
+	if p.Pids > 0 {
+		if err := c.addCommands(p.Dir, p.Pids, p.CPUMax); err != nil {
+			return nil, errors.Join(err, c.removeDirs())
+		}
 	}
 	fd, err := unix.Open(p.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

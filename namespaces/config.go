@@ -111,6 +111,14 @@ type Config struct {
 	// have a writable tmpfs at SudoDir and tent's binary at SudoBinary.
 	// It needs the sandbox's own user namespace, like Exec.Root.
 	Sudo bool `json:"sudo,omitempty"`
+	// CommandsCgroup says that the last descriptor sent with the config
+	// is the file through which a thread joins the sandbox cgroup's child
+	// that carries its pids limit (cgroups.Cgroup.OpenCommandsJoin): each
+	// restricted thread writes "0" to it, after it unshares its cgroup
+	// namespace (whose root stays the sandbox cgroup, which the cgroup
+	// view shows) and before it forks commands, so that every command
+	// counts against the limit and the init's own threads do not.
+	CommandsCgroup bool `json:"commands_cgroup,omitempty"`
 	// Exec is the command to run at once (a one-shot sandbox, which ends
 	// when it exits). When its Path is empty the init reports "ready" and
 	// runs the commands of exec messages until the host closes the socket.

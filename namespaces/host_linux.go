@@ -110,17 +110,18 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// The init runs with two Ps, whatever the host's CPUs or the sandbox's
-	// CPU limit: more only start threads it has no use for, and with one
-	// (GOMAXPROCS=1, briefly) the runtime started threads on demand after
-	// the command had started, which fails once the command fills the
-	// sandbox's pids limit (the init's threads count against it) and the
-	// runtime aborts: a `for` loop of 40 sleeps under --pids 32 ended the
-	// sandbox in most runs (TestPidsFullKeepsInit).
+	// The init runs with one P (GOMAXPROCS=1, as on os/exec's path): its
+	// work is a sequence of system calls, and a second P only gave its
+	// runtime's start another spinning thread to compete with the host's
+	// for the CPUs (about 1 ms of `tent run` on a 2-CPU host). It starts
+	// threads on demand, after its command has started too, so its
+	// threads must not count against the sandbox's pids limit, which its
+	// commands may fill: that limit is the commands' alone
+	// (Config.CommandsCgroup).
 	if fastCloneAvailable {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
 			defer closeAll(fds.opened)
-			pid, intoCgroup, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{"GOMAXPROCS=2"},
+			pid, intoCgroup, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{"GOMAXPROCS=1"},
 				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD, o.CgroupTasks,
 				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
@@ -140,7 +141,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{InitArg0},
-		Env:         []string{"GOMAXPROCS=2"},
+		Env:         []string{"GOMAXPROCS=1"},
 		Stdin:       o.Stdin,
 		Stdout:      o.Stdout,
 		Stderr:      o.Stderr,

@@ -29,6 +29,8 @@ type idleState struct {
 	// Sudo is Config.Sudo's listening socket (-1 without), which the
 	// holder watches too: a waiting sudo wakes the init.
 	Sudo int `json:"sudo"`
+	// Commands is the commands' cgroup's file (Config.CommandsCgroup).
+	Commands int `json:"commands"`
 }
 
 // handOff execs the idle holder (see idle_cgo_linux.go) in place of this
@@ -47,7 +49,7 @@ func handOff(conn *os.File, cfg *Config, hostView, sudo int, sp *spawner) error 
 		return err
 	}
 	defer unix.Close(ctl)
-	mfd, err := ctlmsg.WriteState("tent-init-state", idleState{Config: cfg, Control: ctl, Self: self, HostView: hostView, Sudo: sudo})
+	mfd, err := ctlmsg.WriteState("tent-init-state", idleState{Config: cfg, Control: ctl, Self: self, HostView: hostView, Sudo: sudo, Commands: sp.commands})
 	if err != nil {
 		return err
 	}
@@ -58,6 +60,9 @@ func handOff(conn *os.File, cfg *Config, hostView, sudo int, sp *spawner) error 
 	}
 	if sudo >= 0 {
 		keep = append(keep, sudo)
+	}
+	if sp.commands >= 0 {
+		keep = append(keep, sp.commands)
 	}
 	for _, fd := range keep {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
@@ -79,7 +84,7 @@ func resumeState(arg string) (*idleState, error) {
 	if err := ctlmsg.ReadState(arg, &st); err != nil {
 		return nil, fmt.Errorf("resuming the init: %w", err)
 	}
-	if st.Config == nil || st.Control < 3 || st.Self < 3 {
+	if st.Config == nil || st.Control < 3 || st.Self < 3 || (st.Config.CommandsCgroup && st.Commands < 3) {
 		return nil, fmt.Errorf("resuming the init: incomplete idle state")
 	}
 	return &st, nil

@@ -76,7 +76,6 @@ func runInit() int {
 	defer conn.Close()
 	in := &initLoop{conn: conn, execs: map[int]string{}, hostView: -1, sudo: -1}
 	in.chld = make(chan os.Signal, 16)
-	caught := in.catchSignals()
 
 	if resumed != nil {
 		in.cfg, in.hostView = resumed.Config, resumed.HostView
@@ -88,10 +87,13 @@ func runInit() int {
 		}
 		in.sp = newSpawner(in.cfg, prog)
 		in.sp.self = resumed.Self
+		if in.cfg.CommandsCgroup {
+			in.sp.commands = resumed.Commands
+		}
 		if in.cfg.Sudo {
 			in.sudo = resumed.Sudo
 		}
-		<-caught
+		in.catchSignals()
 		return in.serve()
 	}
 
@@ -110,6 +112,13 @@ func runInit() int {
 		errors.As(err, &errno)
 		_ = send(conn, message{Type: msgError, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
 		return ExitSetupFailed
+	}
+	commands := -1
+	if cfg.CommandsCgroup {
+		if len(fds) == 0 {
+			return fail("cgroup", errors.New("the commands' cgroup was not sent"))
+		}
+		commands, fds = fds[len(fds)-1], fds[:len(fds)-1]
 	}
 
 	if cfg.HostView {
@@ -141,6 +150,7 @@ func runInit() int {
 		}
 	}
 	in.sp = newSpawner(cfg, prog)
+	in.sp.commands = commands
 	in.oneShot = cfg.Exec.Path != ""
 	if cfg.Sudo {
 		if in.sudo, err = sudoListen(); err != nil {
@@ -149,7 +159,6 @@ func runInit() int {
 		}
 	}
 	phases.Root = Monotonic()
-	<-caught
 	ready := message{Type: msgReady}
 	if in.oneShot {
 		pid, master, stage, err := in.start("", cfg.Exec, [3]int{0, 1, 2}, false)
@@ -172,38 +181,37 @@ func runInit() int {
 	if err != nil {
 		return ExitProtocol
 	}
+	in.catchSignals()
 	return in.serve()
 }
 
-// catchSignals catches the init's signals from now on, in a goroutine,
-// and returns a channel closed once they are caught. SIGCHLD makes the
-// loop reap; signals for the init itself come only through the socket,
-// so the others a host process could send are caught and dropped. (Not
-// signal.Ignore: SIG_IGN would be inherited by the command across
-// execve; caught signals are reset to default.) A process of the sandbox
-// cannot signal its init at all.
+// catchSignals catches the init's signals from here on, in a goroutine.
+// SIGCHLD makes the loop reap; signals for the init itself come only
+// through the socket, so the others a host process could send are caught
+// and dropped. (Not signal.Ignore: SIG_IGN would be inherited by the
+// command across execve; caught signals are reset to default.) A process
+// of the sandbox cannot signal its init at all.
 //
-// The init calls it first and waits for it only before a command starts,
-// so that it overlaps with the config's read and the root's build (each
-// signal.Notify is a round trip to the runtime's signal thread). It must
-// be done before any command runs: it starts threads (that signal thread,
-// and one that waits for signals), which a command that fills the
-// sandbox's pids limit would leave the runtime unable to start, and the
-// runtime aborts when it cannot (TestPidsFullKeepsInit).
-func (in *initLoop) catchSignals() <-chan struct{} {
-	caught := make(chan struct{})
+// It runs once the command has started, not before: the first
+// signal.Notify starts the runtime's signal thread, and every signal is a
+// round trip to that thread, 0.5-1 ms in all on a busy 2-CPU host that a
+// sandbox's start need not wait for. A child that exits before SIGCHLD is
+// caught is reaped all the same: the loop is poked once it is.
+func (in *initLoop) catchSignals() {
 	go func() {
 		signal.Notify(in.chld, unix.SIGCHLD)
+		select {
+		case in.chld <- unix.SIGCHLD:
+		default: // a reap is due anyway
+		}
 		// The Go runtime already ignores the others it handles (SIGUSR1,
 		// SIGUSR2, ...) unless they are asked for: these it would die of
 		// (HUP, INT, TERM, QUIT) or, having no handler, stop at.
 		drop := make(chan os.Signal, 8)
 		signal.Notify(drop, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
-		close(caught)
 		for range drop {
 		}
 	}()
-	return caught
 }
 
 // initLoop is a running init's state between requests.

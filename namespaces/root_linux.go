@@ -129,12 +129,38 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 		}
 		env = append(env, rlimitsEnv+"="+string(b))
 	}
-	sys := &syscall.SysProcAttr{Setsid: true, Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWCGROUP}
+	sys := &syscall.SysProcAttr{Setsid: true, Cloneflags: unix.CLONE_NEWUSER}
 	if e.TTY != nil {
 		sys.Setctty, sys.Ctty = true, 0
 	}
-	pid, err := syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+	// Forked from a thread of its own, discarded after: in a cgroup
+	// namespace rooted at the sandbox's cgroup and in the commands'
+	// cgroup, as a restricted thread's commands are.
+	type forked struct {
+		pid   int
+		stage string
+		err   error
+	}
+	done := make(chan forked, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the runtime discards the thread
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			done <- forked{stage: "cgroupns", err: os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)}
+			return
+		}
+		if err := s.joinCommands(); err != nil {
+			done <- forked{stage: "cgroup", err: err}
+			return
+		}
+		pid, err := syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+		done <- forked{pid: pid, stage: "root", err: err}
+	}()
+	f := <-done
+	pid, err := f.pid, f.err
 	closeChildEnds()
+	if err != nil && f.stage != "root" {
+		return 0, f.stage, err
+	}
 	if err != nil {
 		return 0, "root", fmt.Errorf("%s as root: %w", e.Path, err)
 	}

@@ -26,10 +26,26 @@ type spawner struct {
 	// forker is the kept restricted thread (Config.ReuseThread); nil
 	// until the first exec that can use it.
 	forker chan<- forkRequest
+	// commands is the file through which a thread joins the commands'
+	// cgroup (Config.CommandsCgroup), or -1.
+	commands int
 }
 
 func newSpawner(cfg *Config, prog seccomp.Program) *spawner {
-	return &spawner{cfg: cfg, prog: prog, self: -1}
+	return &spawner{cfg: cfg, prog: prog, self: -1, commands: -1}
+}
+
+// joinCommands moves the calling thread, alone, into the commands' cgroup
+// (Config.CommandsCgroup), when there is one: what it forks then counts
+// against the sandbox's pids limit.
+func (s *spawner) joinCommands() error {
+	if s.commands < 0 {
+		return nil
+	}
+	if _, err := unix.Write(s.commands, []byte("0")); err != nil {
+		return fmt.Errorf("joining the commands' cgroup: %w", os.NewSyscallError("write", err))
+	}
+	return nil
 }
 
 // selfFD opens (once) the descriptor of the host binary.
@@ -120,7 +136,7 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 		// This thread is restricted for good and is never unlocked: when
 		// the goroutine returns, the runtime discards the thread.
 		runtime.LockOSThread()
-		if stage, err := restrictThread(s.prog, ruleset); err != nil {
+		if stage, err := s.restrictThread(ruleset); err != nil {
 			done <- forkResult{stage: stage, err: err}
 			return
 		}
@@ -203,7 +219,7 @@ func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
 		started := make(chan forkResult, 1)
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread is restricted for good
-			stage, err := restrictThread(s.prog, ruleset)
+			stage, err := s.restrictThread(ruleset)
 			if ruleset >= 0 {
 				unix.Close(ruleset)
 			}
@@ -228,13 +244,17 @@ func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
 }
 
 // restrictThread applies every per-thread restriction to the calling
-// (locked) thread, in its own cgroup namespace; it returns the stage that
-// failed.
-func restrictThread(prog seccomp.Program, ruleset int) (string, error) {
+// (locked) thread, in its own cgroup namespace, rooted at the sandbox's
+// cgroup, and moves it into the commands' cgroup; it returns the stage
+// that failed.
+func (s *spawner) restrictThread(ruleset int) (string, error) {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return "cgroupns", os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)
 	}
-	return RestrictThread(nil, ruleset, prog)
+	if err := s.joinCommands(); err != nil {
+		return "cgroup", err
+	}
+	return RestrictThread(nil, ruleset, s.prog)
 }
 
 // RestrictThread applies tent's per-thread restrictions to the calling

@@ -219,6 +219,19 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		fds = append(fds, fd)
 		defer unix.Close(fd)
 	}
+	if r.cg != nil {
+		// A pids limit is the commands' alone (cgroups.CommandsName): the
+		// init's restricted threads join that child before they fork.
+		join, err := r.cg.OpenCommandsJoin()
+		if err != nil {
+			return nil, fmt.Errorf("placing the commands in their cgroup: %w", err)
+		}
+		if join >= 0 {
+			defer unix.Close(join)
+			fds = append(fds, join)
+			p.cfg.CommandsCgroup = true
+		}
+	}
 	_, listeners, err := r.init.Run(&p.cfg, fds)
 	if err != nil {
 		return nil, startError(err)

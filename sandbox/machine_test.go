@@ -21,15 +21,17 @@ import (
 // The sandbox looks like a normal machine to the programs in it: its own
 // cgroup at /sys/fs/cgroup, host ownership in read-only mounts, low ports.
 
-// machineLimits are the limits whose values the cgroup view must show.
+// machineLimits are the limits whose values the cgroup view must show
+// (the pids limit is its commands child's: cgroups.CommandsName).
 var machineLimits = sandbox.Limits{Memory: 256 << 20, CPUs: 0.5, Pids: 100}
 
 // limitFiles are, per cgroup version, the files inside that hold
 // machineLimits and the values they must show.
 var limitFiles = map[string][][2]string{
-	"v2": {{"/sys/fs/cgroup/memory.max", "268435456"}, {"/sys/fs/cgroup/cpu.max", "50000 100000"}, {"/sys/fs/cgroup/pids.max", "100"}},
+	"v2": {{"/sys/fs/cgroup/memory.max", "268435456"}, {"/sys/fs/cgroup/cpu.max", "50000 100000"}, {"/sys/fs/cgroup/commands/pids.max", "100"},
+		{"/sys/fs/cgroup/commands/cpu.max", "50000 100000"}},
 	"v1": {{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "268435456"}, {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "50000"},
-		{"/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000"}, {"/sys/fs/cgroup/pids/pids.max", "100"}},
+		{"/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000"}, {"/sys/fs/cgroup/pids/commands/pids.max", "100"}},
 }
 
 // cgroupVersionOf tells a cgroup v1 directory from a v2 one by its
@@ -64,7 +66,8 @@ func devIno(t *testing.T, path string) string {
 // mounted read-only at /sys/fs/cgroup: each cgroup mount inside is one
 // of the sandbox's cgroup directories (same device and inode), shown
 // from its root ("/" in mountinfo and /proc/self/cgroup, its cgroup
-// namespace's root), read-only, with no cgroup beneath it; the limit
+// namespace's root, but the commands' child that carries the pids limit),
+// read-only, with no cgroup beneath it but that child; the limit
 // files show the limits; writing a limit, the cgroup's process list, or
 // creating a child cgroup fails, and the host's limit is unchanged.
 // Without a cgroup (an unprivileged caller without delegation) there is
@@ -123,8 +126,14 @@ func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 			t.Errorf("%s (%s) is not one of the sandbox's cgroups %v", mp, id, paths)
 		}
 		seen[id] = true
-		if root != "/" || opt != "ro" || dirs != "0" {
-			t.Errorf("%s: root %s, first option %s, %s directories beneath; want /, ro, 0", mp, root, opt, dirs)
+		// The pids limit's child (cgroups.CommandsName), where the
+		// commands are, is the one cgroup beneath.
+		wantDirs := "0"
+		if mp == "/sys/fs/cgroup" || mp == "/sys/fs/cgroup/pids" {
+			wantDirs = "1"
+		}
+		if root != "/" || opt != "ro" || dirs != wantDirs {
+			t.Errorf("%s: root %s, first option %s, %s directories beneath; want /, ro, %s", mp, root, opt, dirs, wantDirs)
 		}
 		if version == "v2" && mp != "/sys/fs/cgroup" || version == "v1" && filepath.Dir(mp) != "/sys/fs/cgroup" {
 			t.Errorf("cgroup %s mounted at %s", version, mp)
@@ -134,10 +143,16 @@ func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 		t.Errorf("inside: %d of the sandbox's %d cgroup directories (%q)", len(seen), len(want), out)
 	}
 
+	// Every path is / (the namespace's root) but the pids controller's,
+	// where the commands are in the child that carries the limit.
 	out, _ = execOut(t, sb, sandbox.ExecRequest{Args: []string{"cat", "/proc/self/cgroup"}})
 	for _, line := range strings.Split(out, "\n") {
-		if !strings.HasSuffix(line, ":/") {
-			t.Errorf("/proc/self/cgroup shows %q, want every path /", line)
+		want := ":/"
+		if version == "v2" && strings.HasPrefix(line, "0::") || version == "v1" && strings.Contains(line, ":pids:") {
+			want = ":/commands"
+		}
+		if !strings.HasSuffix(line, want) {
+			t.Errorf("/proc/self/cgroup shows %q, want the path to end %s", line, want)
 		}
 	}
 

@@ -226,8 +226,12 @@ type Limits struct {
 	// Memory in bytes (cgroup memory.max with swap off; with BestEffort
 	// and no cgroup, RLIMIT_AS).
 	Memory int64 `json:"memory,omitempty"`
-	// Pids is the maximum number of processes (cgroup pids.max; with
-	// BestEffort and no cgroup, RLIMIT_NPROC).
+	// Pids is the maximum number of processes and threads of the
+	// commands (cgroup pids.max of a child cgroup that holds them, with
+	// the one thread of tent's init that forks them; the init's own
+	// threads are not counted, so a command that fills the limit never
+	// leaves the init without one; with BestEffort and no cgroup,
+	// RLIMIT_NPROC).
 	Pids int64 `json:"pids,omitempty"`
 	// CPUs is the CPU bandwidth in cores, e.g. 0.5 (cgroup cpu.max).
 	CPUs float64 `json:"cpus,omitempty"`
