@@ -156,14 +156,14 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 		done <- forked{pid: pid, stage: "root", err: err}
 	}()
 	f := <-done
-	pid, err := f.pid, f.err
 	closeChildEnds()
-	if err != nil && f.stage != "root" {
-		return 0, f.stage, err
+	if f.err != nil {
+		if f.stage == "root" {
+			return 0, "root", fmt.Errorf("%s as root: %w", e.Path, f.err)
+		}
+		return 0, f.stage, f.err
 	}
-	if err != nil {
-		return 0, "root", fmt.Errorf("%s as root: %w", e.Path, err)
-	}
+	pid := f.pid
 	// The maps are written now that the trampoline has exec'd: before,
 	// the child was a copy of the init, non-dumpable, and its
 	// /proc/PID/uid_map belonged to an id the init cannot write as.

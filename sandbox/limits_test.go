@@ -197,6 +197,23 @@ func TestPidsFullKeepsInit(t *testing.T) {
 		}
 	}
 	assertNoProcess(t, "sleep", sleep)
+	// Every kind of exec is in the child: a command's, and one as root
+	// (forked apart, in a user namespace of its own).
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{Limits: sandbox.Limits{Pids: 8}}, sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Terminate(ctx)
+	for _, asRoot := range []bool{false, true} {
+		var out bytes.Buffer
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"cat", "/proc/self/cgroup"}, AsRoot: asRoot, Stdout: &out})
+		if errors.Is(err, sandbox.ErrUnsupported) && asRoot {
+			continue // no nested user namespace here
+		}
+		if err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), ":/commands\n") {
+			t.Errorf("exec (as root: %v): %q, %v; want the pids limit's child, /commands", asRoot, out.String(), err)
+		}
+	}
 	out, _, err := run(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 2}}, "sh", "-c", "echo ok")
 	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Errorf("a shell under a limit of 2: %q, %v", out, err)
