@@ -3,9 +3,11 @@
 package supervised
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,6 +323,23 @@ func TestCallsHonourContextAgainstAStoppedSupervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(sup, syscall.SIGCONT) })
+	// The stop takes effect once each of its threads handles the signal:
+	// a request sent before could still be answered (seen under qemu's
+	// emulation, without a cgroup: "unsupported" at once).
+	sandboxtest.Eventually(t, "every thread of the supervisor to stop", func() bool {
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", sup))
+		if err != nil || len(stats) == 0 {
+			return false
+		}
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			i := bytes.LastIndexByte(b, ')')
+			if err != nil || i < 0 || len(b) < i+3 || b[i+2] != 'T' {
+				return false
+			}
+		}
+		return true
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
