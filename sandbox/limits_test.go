@@ -152,30 +152,42 @@ func TestPidsFullKeepsInit(t *testing.T) {
 			cancel()
 			fail("%v", err)
 		}
-		// Once the subshell is gone, sleepers fill its place: an exec
-		// refused with EAGAIN says the limit is full.
-		full := false
-		for deadline := time.Now().Add(time.Minute); !full && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		// Sleepers fill the places the subshell and its zombie leave: the
+		// limit is full once three execs in a row are refused (EAGAIN).
+		refused := 0
+		for deadline := time.Now().Add(time.Minute); refused < 3 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			err := sb.Command(fctx, "sleep", sleep).Start()
-			full = errors.Is(err, syscall.EAGAIN)
-			if err != nil && !full {
+			switch {
+			case err == nil:
+				refused = 0
+			case errors.Is(err, syscall.EAGAIN):
+				refused++
+			default:
 				cancel()
 				fail("an exec while the sleepers start: %v", err)
 			}
 		}
-		if !full {
+		if refused < 3 {
 			cancel()
 			fail("the limit never filled: %s", fillErr.String())
 		}
-		// Twelve execs at once while the limit stays full.
+		// Twelve execs at once into the full sandbox: refused, or run in
+		// a place a reaped zombie left, never the sandbox's end.
 		errs := make(chan error, 12)
 		for range 12 {
 			go func() { errs <- sb.Command(ctx, "true").Run() }()
 		}
+		refused = 0
 		for range 12 {
-			if err := <-errs; !errors.Is(err, syscall.EAGAIN) {
+			switch err := <-errs; {
+			case errors.Is(err, syscall.EAGAIN):
+				refused++
+			case err != nil:
 				t.Errorf("round %d: an exec into the full sandbox: %v, want EAGAIN", round, err)
 			}
+		}
+		if refused == 0 {
+			t.Errorf("round %d: all 12 execs ran: the limit was not full", round)
 		}
 		cancel()
 		_ = filler.Wait()
