@@ -83,8 +83,8 @@ func fixForHost(missing []Missing, mode cgroups.Mode) {
 // up) and its processes died with the init.
 const staleAfter = 30 * time.Second
 
-// reapStaleCgroups removes empty sibling tent-* cgroups left by killed
-// owners. rmdir fails on a cgroup that still has processes or children,
+// reapStaleCgroups removes empty sibling tent-* cgroups (and their
+// commands children) left by killed owners. rmdir fails on a cgroup that still has processes or children,
 // so a live sandbox is never touched; errors are ignored. A start calls
 // it once its own cgroup exists, where it costs no time: boot while the
 // init's runtime starts (a stat of every sibling in every hierarchy, a
@@ -100,6 +100,13 @@ func reapStaleCgroups(cg *cgroups.Cgroup) {
 			fi, err := os.Stat(s)
 			if mine[s] || err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < staleAfter || s == filepath.Join(filepath.Dir(p), "tent-supervisor") {
 				continue
+			}
+			// A pids limit's child (cgroups.CommandsName) goes first, but
+			// only when no process is left in the cgroup itself, where a
+			// live sandbox's init is: a child empty between execs is still
+			// that sandbox's.
+			if procs, err := os.ReadFile(filepath.Join(s, "cgroup.procs")); err == nil && len(procs) == 0 {
+				_ = os.Remove(filepath.Join(s, cgroups.CommandsName))
 			}
 			_ = os.Remove(s)
 		}
