@@ -41,6 +41,9 @@ type Servers func(g *Globals) []*cobra.Command
 // its own.
 func Main(args []string, servers Servers) int {
 	mainStart = namespaces.Monotonic()
+	if servers != nil {
+		checkForwarder(os.Stderr)
+	}
 	return execute(args, servers)
 }
 

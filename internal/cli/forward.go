@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -51,8 +52,27 @@ func forwardToServer(g *Globals) error {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
 	argv := append([]string{path}, g.args...)
-	err = syscall.Exec(path, argv, os.Environ())
+	env := append(os.Environ(), forwardedEnv+"="+Version())
+	err = syscall.Exec(path, argv, env)
 	return &exitError{code: exitRefused, msg: fmt.Sprintf("running %s: %v", path, err)}
+}
+
+// forwardedEnv carries the version of the tent that ran tent-server.
+const forwardedEnv = "TENT_FORWARDED_BY"
+
+// checkForwarder warns, in tent-server, when the tent that ran it is of
+// another build: the two share the state directory's sandboxes, so they
+// should come from one build (a tent-server found on $PATH may not). The
+// variable goes no further.
+func checkForwarder(w io.Writer) {
+	by, ok := os.LookupEnv(forwardedEnv)
+	if !ok {
+		return
+	}
+	_ = os.Unsetenv(forwardedEnv)
+	if v := Version(); by != v {
+		fmt.Fprintf(w, "tent: warning: %s is %s, the tent that ran it %s: install both from one build\n", ServerBinary, v, by)
+	}
 }
 
 // findServer locates tent-server.

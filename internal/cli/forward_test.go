@@ -14,6 +14,9 @@ import (
 func TestServerForwarding(t *testing.T) {
 	r := tent(t, "serve", "--help")
 	r.expect(t, 0)
+	if strings.Contains(r.stderr, "warning") {
+		t.Errorf("tent and tent-server of one build: %q", r.stderr)
+	}
 	for _, flag := range []string{"--listen", "--api-key-file", "--domain"} {
 		if !strings.Contains(r.stdout, flag) {
 			t.Errorf("tent serve --help does not list %s (tent-server's help):\n%s", flag, r.stdout)
@@ -36,6 +39,12 @@ func TestServerForwarding(t *testing.T) {
 		r = invocation{args: []string{verb}, base: noServer, bin: alone}.run(t)
 		r.expect(t, 125, "tent: tent serve and tent mcp are served by tent-server, which is neither beside this tent nor on $PATH: install it")
 	}
+	// A tent-server run by a tent of another build says so (of the same
+	// build, as above, it does not).
+	server := filepath.Join(filepath.Dir(tentBin), ServerBinary)
+	r = invocation{args: []string{"mcp", "--help"}, env: []string{forwardedEnv + "=v0.0.1 go1.0"}, bin: server}.run(t)
+	r.expect(t, 0, "tent: warning: tent-server is ", ", the tent that ran it v0.0.1 go1.0: install both from one build")
+
 	// ... with tent-server on $PATH.
 	onPath := []string{"PATH=" + filepath.Dir(tentBin) + ":/usr/bin:/bin", "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8"}
 	r = invocation{args: []string{"mcp", "--help"}, base: onPath, bin: alone}.run(t)
