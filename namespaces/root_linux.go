@@ -144,12 +144,8 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 	done := make(chan forked, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the runtime discards the thread
-		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-			done <- forked{stage: "cgroupns", err: os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)}
-			return
-		}
-		if err := s.joinCommands(); err != nil {
-			done <- forked{stage: "cgroup", err: err}
+		if stage, err := s.enterCommandsCgroup(); err != nil {
+			done <- forked{stage: stage, err: err}
 			return
 		}
 		pid, err := syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})

@@ -248,13 +248,24 @@ func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
 // cgroup, and moves it into the commands' cgroup; it returns the stage
 // that failed.
 func (s *spawner) restrictThread(ruleset int) (string, error) {
+	if stage, err := s.enterCommandsCgroup(); err != nil {
+		return stage, err
+	}
+	return RestrictThread(nil, ruleset, s.prog)
+}
+
+// enterCommandsCgroup gives the calling (locked) thread a cgroup
+// namespace of its own, rooted at the sandbox's cgroup, then moves it
+// into the commands' cgroup: what it forks is where every command is.
+// It returns the stage that failed.
+func (s *spawner) enterCommandsCgroup() (string, error) {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return "cgroupns", os.NewSyscallError("unshare(CLONE_NEWCGROUP)", err)
 	}
 	if err := s.joinCommands(); err != nil {
 		return "cgroup", err
 	}
-	return RestrictThread(nil, ruleset, s.prog)
+	return "", nil
 }
 
 // RestrictThread applies tent's per-thread restrictions to the calling

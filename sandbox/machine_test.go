@@ -172,6 +172,16 @@ func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 	expect(t, "truncating cgroup.procs", probeIn(t, sb, "open", dir+"/cgroup.procs", "c"), "EROFS")
 	expect(t, "creating a child cgroup", probeIn(t, sb, "mkdir", dir+"/child"), "EROFS")
 	expect(t, "creating a file in /sys/fs/cgroup", probeIn(t, sb, "open", "/sys/fs/cgroup/x", "c"), "EROFS")
+	// The pids limit's child, where the commands are, and the files that
+	// move a thread or a process between it and the sandbox's cgroup.
+	commands, join := "/sys/fs/cgroup/commands", "cgroup.threads"
+	if version == "v1" {
+		commands, join = "/sys/fs/cgroup/pids/commands", "tasks"
+	}
+	for _, f := range []string{commands + "/pids.max", commands + "/cgroup.procs", commands + "/" + join, filepath.Dir(commands) + "/" + join} {
+		expect(t, "truncating "+f, probeIn(t, sb, "open", f, "c"), "EROFS")
+	}
+	expect(t, "creating a cgroup in the commands' cgroup", probeIn(t, sb, "mkdir", commands+"/child"), "EROFS")
 	owner, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"stat", "-c", "%u", limit}})
 	self, _ := execOut(t, sb, sandbox.ExecRequest{Args: []string{"id", "-u"}})
 	wantWrite := "EACCES"
