@@ -28,12 +28,14 @@ func Adopt(pid, fd int, log *slog.Logger) (*Init, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("adopting the init's control socket: %w", err)
 	}
-	proc, err := os.FindProcess(pid) // a pidfd: a recycled pid cannot be mistaken for it
-	if err != nil {
+	// A child of this process, whose pid cannot be recycled before the
+	// reap (child); anything else is refused.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
 		conn.Close()
-		return nil, err
+		return nil, fmt.Errorf("adopting the init: pid %d: %w", pid, os.NewSyscallError("waitid", err))
 	}
-	return &Init{proc: proc, conn: conn, log: log}, nil
+	return &Init{proc: &child{pid: pid}, pid: pid, conn: conn, log: log}, nil
 }
 
 // DupControl returns a duplicate of the control socket's descriptor,

@@ -48,9 +48,9 @@ type Options struct {
 
 // Init is a running sandbox init as seen from the host.
 type Init struct {
-	cmd    *exec.Cmd   // nil when cloned by cloneShared
-	proc   *os.Process // the init
-	state  *os.ProcessState
+	cmd    *exec.Cmd // os/exec's path; nil when cloned by cloneShared or adopted
+	proc   *child    // the init on the other paths
+	pid    int
 	conn   *os.File // the control socket (ctlmsg.NewConn)
 	log    *slog.Logger
 	sendMu sync.Mutex
@@ -129,13 +129,8 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 				conn.Close()
 				return nil, err
 			}
-			proc, err := os.FindProcess(pid)
-			if err != nil {
-				conn.Close()
-				return nil, err
-			}
 			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true, "cloned into its cgroup", intoCgroup)
-			return &Init{proc: proc, conn: conn, log: log, joined: len(o.CgroupTasks) > 0}, nil
+			return &Init{proc: &child{pid: pid}, pid: pid, conn: conn, log: log, joined: len(o.CgroupTasks) > 0}, nil
 		}
 	}
 	cmd := &exec.Cmd{
@@ -153,7 +148,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
 	log.Debug("sandbox init started", "pid", cmd.Process.Pid, "cloneflags", fmt.Sprintf("%#x", flags))
-	return &Init{cmd: cmd, proc: cmd.Process, conn: conn, log: log}, nil
+	return &Init{cmd: cmd, pid: cmd.Process.Pid, conn: conn, log: log}, nil
 }
 
 // openedStdio are the init's fds 0-2 for cloneShared.
@@ -220,7 +215,7 @@ const helloTimeout = 10 * time.Second
 func (i *Init) JoinedCgroup() bool { return i.joined }
 
 // Pid is the init's pid on the host.
-func (i *Init) Pid() int { return i.proc.Pid }
+func (i *Init) Pid() int { return i.pid }
 
 // StartError is the init's report that setup or exec failed.
 type StartError struct {
@@ -312,10 +307,10 @@ func (i *Init) Terminal() *os.File { return i.tty }
 // explain turns a dead control socket into the init's own story.
 func (i *Init) explain(err error) error {
 	state, werr := i.wait()
-	if werr == nil && state != nil && state.Exited() && state.ExitCode() == 0 {
+	if werr == nil && state.Exited() && state.ExitStatus() == 0 {
 		return fmt.Errorf("sandbox init exited before answering (%w)", ErrInitMissing)
 	}
-	return fmt.Errorf("sandbox init died before answering (%v): %w", state, err)
+	return fmt.Errorf("sandbox init died before answering (%s): %w", describeWait(state, werr), err)
 }
 
 // Signal forwards sig to the one-shot command's foreground process group:
@@ -337,8 +332,8 @@ func (i *Init) WaitExit() (syscall.WaitStatus, error) {
 		m, extra, err := recv(i.conn)
 		closeAll(extra)
 		if err != nil {
-			state, _ := i.wait()
-			return 0, fmt.Errorf("sandbox init ended without an exit report (%v): %w", state, err)
+			state, werr := i.wait()
+			return 0, fmt.Errorf("sandbox init ended without an exit report (%s): %w", describeWait(state, werr), err)
 		}
 		if m.Type == msgExit {
 			return syscall.WaitStatus(m.Status), nil
@@ -350,7 +345,10 @@ func (i *Init) WaitExit() (syscall.WaitStatus, error) {
 // Kill kills the init with SIGKILL; the kernel then kills every process
 // of its pid namespace.
 func (i *Init) Kill() error {
-	err := i.proc.Kill()
+	if i.proc != nil {
+		return i.proc.kill()
+	}
+	err := i.cmd.Process.Kill()
 	if errors.Is(err, os.ErrProcessDone) {
 		return nil
 	}
@@ -365,16 +363,9 @@ func (i *Init) Close() error {
 	return err
 }
 
-func (i *Init) wait() (*os.ProcessState, error) {
-	if i.cmd == nil {
-		if i.state == nil {
-			st, err := i.proc.Wait()
-			if err != nil {
-				return nil, err
-			}
-			i.state = st
-		}
-		return i.state, nil
+func (i *Init) wait() (syscall.WaitStatus, error) {
+	if i.proc != nil {
+		return i.proc.wait()
 	}
 	if i.cmd.ProcessState == nil {
 		err := i.cmd.Wait()
@@ -382,9 +373,20 @@ func (i *Init) wait() (*os.ProcessState, error) {
 		if errors.As(err, &ee) {
 			err = nil
 		}
-		return i.cmd.ProcessState, err
+		if i.cmd.ProcessState == nil {
+			return 0, err
+		}
+		return i.cmd.ProcessState.Sys().(syscall.WaitStatus), err
 	}
-	return i.cmd.ProcessState, nil
+	return i.cmd.ProcessState.Sys().(syscall.WaitStatus), nil
+}
+
+// describeWait is the init's end for an error message.
+func describeWait(ws syscall.WaitStatus, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return describeStatus(ws)
 }
 
 // allCaps lists every capability the running kernel knows, for the init's
