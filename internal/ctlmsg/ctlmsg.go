@@ -12,6 +12,7 @@
 package ctlmsg
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,9 +44,21 @@ func NewConn(fd int, name string) (*os.File, error) {
 
 // Send marshals v and sends it with fds attached (the caller keeps them).
 func Send(c syscall.Conn, v any, fds []int) error {
+	return SendTail(c, v, nil, fds)
+}
+
+// SendTail sends v followed by tail, bytes that are not JSON (a NUL
+// byte, which marshalled JSON never holds, then tail), in one packet:
+// bytes carried as a JSON string are base64, which both sides pay for
+// by the kilobyte (encoded, compacted, validated, unquoted, decoded).
+// [RecvTail] reads it; [Recv] refuses it.
+func SendTail(c syscall.Conn, v any, tail []byte, fds []int) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if len(tail) > 0 {
+		b = append(append(b, 0), tail...)
 	}
 	return SendRaw(c, b, fds)
 }
@@ -75,15 +88,26 @@ func SendRaw(c syscall.Conn, b []byte, fds []int) error {
 }
 
 // Recv reads one message into v and returns its descriptors, which the
-// caller owns.
+// caller owns. A message with a tail ([SendTail]) is an error.
 func Recv(c syscall.Conn, v any) ([]int, error) {
+	fds, tail, err := RecvTail(c, v)
+	if err == nil && tail != nil {
+		Close(fds)
+		return nil, errors.New("decoding control message: unexpected bytes after the JSON")
+	}
+	return fds, err
+}
+
+// RecvTail reads one message into v and returns its descriptors, which
+// the caller owns, and its tail ([SendTail]; nil without one).
+func RecvTail(c syscall.Conn, v any) ([]int, []byte, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	size, err := peekSize(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// One byte more than announced, so that a message that grew between
 	// the peek and the read (it cannot: a packet is atomic) would show as
@@ -102,13 +126,13 @@ func Recv(c syscall.Conn, v any) ([]int, error) {
 		err = os.NewSyscallError("recvmsg", rerr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var fds []int
 	if oobn > 0 {
 		cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 		if err != nil {
-			return nil, fmt.Errorf("parsing control message: %w", err)
+			return nil, nil, fmt.Errorf("parsing control message: %w", err)
 		}
 		for _, cm := range cmsgs {
 			got, err := unix.ParseUnixRights(&cm)
@@ -123,17 +147,21 @@ func Recv(c syscall.Conn, v any) ([]int, error) {
 	}
 	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 		Close(fds)
-		return nil, errors.New("control message truncated")
+		return nil, nil, errors.New("control message truncated")
 	}
 	if n == 0 {
 		Close(fds)
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
-	if err := json.Unmarshal(buf[:n], v); err != nil {
+	msg, tail := buf[:n], []byte(nil)
+	if i := bytes.IndexByte(msg, 0); i >= 0 {
+		msg, tail = msg[:i], msg[i+1:]
+	}
+	if err := json.Unmarshal(msg, v); err != nil {
 		Close(fds)
-		return nil, fmt.Errorf("decoding control message: %w", err)
+		return nil, nil, fmt.Errorf("decoding control message: %w", err)
 	}
-	return fds, nil
+	return fds, tail, nil
 }
 
 // peekSize waits for the next packet and returns its length without

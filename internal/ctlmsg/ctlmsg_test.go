@@ -172,3 +172,54 @@ func TestFileConn(t *testing.T) {
 		t.Fatalf("Recv after the peer closed: %v, want ErrClosed", err)
 	}
 }
+
+// A tail arrives byte for byte after its JSON, whatever bytes it holds
+// (NULs included) and whatever the JSON's strings hold (an escaped NUL is
+// not the separator); Recv refuses a message with one.
+func TestTail(t *testing.T) {
+	a, b := pair(t)
+	tail := []byte{0, 1, 0, 0xff, '{', '"', 0}
+	want := "a\x00b" // marshalled as "a\u0000b"
+	if err := SendTail(a, msg{want}, tail, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got msg
+	fds, gotTail, err := RecvTail(b, &got)
+	if err != nil || len(fds) != 0 {
+		t.Fatalf("RecvTail: %v, %d fds", err, len(fds))
+	}
+	if got.Text != want || string(gotTail) != string(tail) {
+		t.Fatalf("got %q and tail %q, want %q and %q", got.Text, gotTail, want, tail)
+	}
+	if err := Send(a, msg{"x"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, gotTail, err := RecvTail(b, &got); err != nil || gotTail != nil {
+		t.Fatalf("a message without a tail: tail %q, %v", gotTail, err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := SendTail(a, msg{"x"}, []byte("tail"), []int{int(w.Fd())}); err != nil {
+		t.Fatal(err)
+	}
+	before := openFDs(t)
+	if fds, err := Recv(b, &got); err == nil || !strings.Contains(err.Error(), "unexpected bytes") || fds != nil {
+		t.Fatalf("Recv of a message with a tail: %v, %v", fds, err)
+	}
+	if after := openFDs(t); after != before {
+		t.Fatalf("Recv refusing a tail left %d descriptors open, had %d", after, before)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
