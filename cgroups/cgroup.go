@@ -439,6 +439,17 @@ func (c *Cgroup) Destroy(ctx context.Context) error {
 	if c.destroyed {
 		return nil
 	}
+	if c.removeEmpty() {
+		var err error
+		if c.fd >= 0 {
+			if cerr := unix.Close(c.fd); cerr != nil {
+				err = fmt.Errorf("failed to close cgroup descriptor: %w", cerr)
+			}
+			c.fd = -1
+		}
+		c.destroyed = err == nil
+		return err
+	}
 	var errs []error
 	if err := c.Kill(ctx); err != nil {
 		errs = append(errs, err)
@@ -465,6 +476,29 @@ func (c *Cgroup) Destroy(ctx context.Context) error {
 		c.destroyed = true
 	}
 	return errors.Join(errs...)
+}
+
+// removeEmpty is Destroy's first try: remove every directory, children
+// first, once, and close the descriptor. The kernel refuses (EBUSY) to
+// remove a cgroup that holds a process, so success means nothing was left
+// to kill, which is the usual case at a sandbox's end (its init reaped,
+// the kernel has killed the rest of its pid namespace): one rmdir per
+// directory instead of Kill's reads of every cgroup.procs, then the
+// removal. It reports false, leaving what it could not remove, at the
+// first failure; Destroy then kills and retries.
+func (c *Cgroup) removeEmpty() bool {
+	for _, d := range slices.Backward(c.dirs) {
+		dirs, err := subtree(d.Path)
+		if err != nil {
+			return false
+		}
+		for _, dir := range dirs {
+			if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // dirFor returns the directory carrying controller: the one directory on

@@ -488,3 +488,56 @@ func TestCommandsChild(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Destroy's first try removes directories until one is busy: a process
+// left in a child cgroup of one hierarchy (the others already removed)
+// is still killed, and everything removed, by the retry.
+func TestV1DestroyAfterPartialRemoval(t *testing.T) {
+	h := requireV1(t)
+	ctx := ctxT(t)
+	c, err := Create(h, testName(), Limits{Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyOnCleanup(t, c)
+	mem, ok := c.dirFor("memory")
+	if !ok {
+		t.Skip("no memory hierarchy")
+	}
+	nested := filepath.Join(mem, "nested")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := startSleep(t, nil)
+	if err := writeFile(filepath.Join(nested, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	// memory is the first hierarchy: every other one is empty and goes
+	// first, children first.
+	if c.Paths()[0] != mem {
+		t.Fatalf("hierarchies %q: want memory first", c.Paths())
+	}
+	if err := c.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitKilled(t, cmd)
+	for _, d := range append(c.Paths(), nested) {
+		if fileExists(d) {
+			t.Errorf("%s exists after Destroy", d)
+		}
+	}
+	// And the usual end: nothing left, the first try is enough.
+	c2, err := Create(h, testName(), Limits{Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyOnCleanup(t, c2)
+	if !c2.removeEmpty() {
+		t.Fatal("removeEmpty failed on an empty cgroup")
+	}
+	for _, d := range c2.Paths() {
+		if fileExists(d) {
+			t.Errorf("%s exists after removeEmpty", d)
+		}
+	}
+}
