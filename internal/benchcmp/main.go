@@ -36,14 +36,19 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// dropCache evicts path's clean, unmapped pages from the page cache
-// (pages that a running process maps stay).
+// dropCache writes path's dirty pages back (a binary just built or
+// copied has them, and the kernel keeps dirty pages) and evicts its
+// unmapped pages from the page cache (pages that a running process maps
+// stay).
 func dropCache(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("writing %s back: %w", path, err)
+	}
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		return fmt.Errorf("dropping %s from the page cache: %w", path, os.NewSyscallError("fadvise", err))
 	}
