@@ -103,3 +103,12 @@ test-vm: setup
 	./scripts/vm/setup
 	./scripts/vm/build-initramfs
 	./scripts/vm/run
+
+# make bench's start-up comparison in that VM (pure cgroup v2, Debian's
+# 6.1), as root and as a user with a delegated cgroup: ratios only (the
+# VM runs under software emulation).
+.PHONY: bench-vm
+bench-vm: setup
+	./scripts/vm/setup
+	./scripts/vm/build-initramfs
+	VM_RUNS=bench ./scripts/vm/run
