@@ -65,6 +65,23 @@ func StartTicks(pid int) uint64 {
 	return st.start
 }
 
+// ProcessRunsSince reports whether process pid runs (see ProcessRuns) and
+// is the process that started at start ticks (see StartTicks), reading
+// its stat once when it runs.
+func ProcessRunsSince(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	st, ok := readProcStat(pid)
+	if !ok || st.start != start {
+		return false
+	}
+	if st.state != 'Z' && st.state != 'X' {
+		return true
+	}
+	return ProcessRuns(pid) && StartTicks(pid) == start
+}
+
 // ProcessRuns reports whether process pid has a thread that has not
 // exited: it is neither gone nor a zombie awaiting its reaper. A process
 // exec'ing from a thread other than its first runs (see above), though

@@ -69,6 +69,13 @@ func TestProcessRunsThroughThreadExec(t *testing.T) {
 		for {
 			cmdline := readCmdline(pid)
 			st, _ := readProcStat(pid)
+			if !ProcessRunsSince(pid, start) {
+				t.Fatalf("round %d: ProcessRunsSince: a process exec'ing (stat %q, cmdline %q) reads as not running, or as another",
+					round, st.state, cmdline)
+			}
+			if ProcessRunsSince(pid, start+1) {
+				t.Fatalf("round %d: ProcessRunsSince takes another start time for this process's", round)
+			}
 			if !ProcessRuns(pid) || StartTicks(pid) != start {
 				t.Fatalf("round %d: a process exec'ing (stat %q, cmdline %q, threads %v) reads as not running, or as another",
 					round, st.state, cmdline, threadStates(pid))
@@ -92,11 +99,11 @@ func TestProcessRunsThroughThreadExec(t *testing.T) {
 		for ProcessRuns(pid) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		if ProcessRuns(pid) {
+		if ProcessRuns(pid) || ProcessRunsSince(pid, start) {
 			t.Errorf("round %d: a killed process (a zombie) reads as running", round)
 		}
 		_ = cmd.Wait()
-		if ProcessRuns(pid) {
+		if ProcessRuns(pid) || ProcessRunsSince(pid, start) {
 			t.Errorf("round %d: a reaped process reads as running", round)
 		}
 	}

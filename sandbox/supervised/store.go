@@ -320,6 +320,5 @@ func (r *record) live() bool {
 // taken for it (an exec in progress, such as the hand-off to the idle
 // holder, hides a process's command line but not its start time).
 func supervisorAlive(rec *record) bool {
-	return rec.Supervisor > 0 && namespaces.ProcessRuns(rec.Supervisor) &&
-		namespaces.StartTicks(rec.Supervisor) == rec.SupervisorStart
+	return namespaces.ProcessRunsSince(rec.Supervisor, rec.SupervisorStart)
 }
