@@ -9,7 +9,8 @@
 // over that socket as JSON messages, with file descriptors attached by
 // SCM_RIGHTS:
 //
-//	host → init  config  (Config; attached: pre-opened mounts)
+//	host → init  config  (Config, its seccomp program as the packet's
+//	             binary tail after the JSON; attached: pre-opened mounts)
 //	init → host  started (pid of the command; attached: the proxy
 //	             listeners — HTTP, SOCKS5 and, with Config.Transparent,
 //	             the stub DNS's UDP socket and a catching listener per

@@ -1,6 +1,7 @@
 // Package ctlmsg sends and receives JSON messages with attached file
 // descriptors over SOCK_SEQPACKET unix sockets: one message per packet,
-// descriptors passed with SCM_RIGHTS and received close-on-exec. tent's
+// descriptors passed with SCM_RIGHTS and received close-on-exec; a
+// message may end with a binary tail after a NUL ([SendTail]). tent's
 // host/init protocol and its supervisor protocol both use it.
 //
 // A socket is any syscall.Conn: a *net.UnixConn, or the *os.File of
