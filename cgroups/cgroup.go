@@ -485,9 +485,25 @@ func (c *Cgroup) Destroy(ctx context.Context) error {
 // the kernel has killed the rest of its pid namespace): one rmdir per
 // directory instead of Kill's reads of every cgroup.procs, then the
 // removal. It reports false, leaving what it could not remove, at the
-// first failure; Destroy then kills and retries.
+// first failure; Destroy then kills and retries. On cgroup v1 the freezer
+// hierarchy goes first: while it holds a process nothing is removed, so
+// Kill can still freeze what it kills (a process outside the freezer's
+// cgroup could not be frozen anyway).
 func (c *Cgroup) removeEmpty() bool {
-	for _, d := range slices.Backward(c.dirs) {
+	order := slices.Clone(c.dirs)
+	slices.Reverse(order)
+	if f, ok := c.dirFor("freezer"); ok && c.version == V1 {
+		slices.SortStableFunc(order, func(a, b cgDir) int {
+			switch {
+			case a.Path == f && b.Path != f:
+				return -1
+			case b.Path == f && a.Path != f:
+				return 1
+			}
+			return 0
+		})
+	}
+	for _, d := range order {
 		dirs, err := subtree(d.Path)
 		if err != nil {
 			return false

@@ -526,6 +526,34 @@ func TestV1DestroyAfterPartialRemoval(t *testing.T) {
 			t.Errorf("%s exists after Destroy", d)
 		}
 	}
+	// A process in every hierarchy: the freezer's directory is tried
+	// first and nothing is removed, so Kill still has the freezer.
+	c3, err := Create(h, testName(), Limits{Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyOnCleanup(t, c3)
+	cmd3 := startSleep(t, nil)
+	if err := c3.AddProc(cmd3.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if c3.removeEmpty() {
+		t.Fatal("removeEmpty removed a cgroup holding a process")
+	}
+	for _, d := range c3.Paths() {
+		if !fileExists(d) {
+			t.Errorf("%s removed while the cgroup held a process", d)
+		}
+	}
+	if err := c3.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitKilled(t, cmd3)
+	for _, d := range c3.Paths() {
+		if fileExists(d) {
+			t.Errorf("%s exists after Destroy", d)
+		}
+	}
 	// And the usual end: nothing left, the first try is enough.
 	c2, err := Create(h, testName(), Limits{Pids: 8})
 	if err != nil {
