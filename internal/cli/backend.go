@@ -68,6 +68,17 @@ func (g *Globals) lookup(ref string) (*sandboxView, error) {
 	return v, nil
 }
 
+// handle opens a sandbox for a verb that only reaches its supervisor
+// (tent exec): lookup without the record's whole Spec (see
+// supervised.Backend.Handle).
+func (g *Globals) handle(ref string) (*supervised.Sandbox, error) {
+	sb, err := g.backend().Handle(context.Background(), ref)
+	if err != nil {
+		return nil, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	return sb, nil
+}
+
 // list returns every sandbox of the state directory, oldest first.
 func (g *Globals) list() ([]*sandboxView, error) {
 	all, err := g.backend().List(context.Background())

@@ -41,7 +41,7 @@ commands and tent kill signals them.`,
   pid=$(tent exec -d box -- python3 -m http.server 8000) && tent ps box`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			rec, err := g.lookup(args[0])
+			sb, err := g.handle(args[0])
 			if err != nil {
 				return err
 			}
@@ -64,7 +64,7 @@ commands and tent kill signals them.`,
 				if tf.tty || tf.interactive || maxOutput != "" {
 					return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal, its output kept for tent attach: -i, -t and --max-output do not apply"}
 				}
-				pid, err := rec.sb.ExecDetached(c.Context(), req, supervised.DetachOptions{})
+				pid, err := sb.ExecDetached(c.Context(), req, supervised.DetachOptions{})
 				if err != nil {
 					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 				}
@@ -123,7 +123,7 @@ commands and tent kill signals them.`,
 				default:
 				}
 			})
-			res, err := rec.sb.Exec(context.Background(), req)
+			res, err := sb.Exec(context.Background(), req)
 			sigs.stop()
 			ct.restore()
 			if err != nil {
@@ -134,7 +134,13 @@ commands and tent kill signals them.`,
 				return &exitError{code: sandbox.ExitCode(err), msg: msg}
 			}
 			if res.OOMKilled {
-				printError(os.Stderr, oomNote(res.Signal == "killed", rec.Spec.Limits.Memory))
+				// The limit is in the record's Spec, which the exec did not
+				// need to read.
+				var limit int64
+				if i, err := sb.Info(c.Context()); err == nil {
+					limit = i.Spec.Limits.Memory
+				}
+				printError(os.Stderr, oomNote(res.Signal == "killed", limit))
 			}
 			if res != nil && len(res.NetworkDenied) > 0 {
 				printError(os.Stderr, netpolicy.Summary(res.NetworkDenied))

@@ -331,11 +331,38 @@ func (b *Backend) Lookup(ctx context.Context, ref string) (*Sandbox, sandbox.Inf
 	return &Sandbox{b: b, id: rec.ID}, b.info(rec), nil
 }
 
+// Handle is Lookup without the sandbox's Info: for an id it reads only
+// the head of its record, all that the calls that reach the supervisor
+// (Exec, File, Dial, the process verbs...) read; a name or a prefix is
+// looked up as Lookup does.
+func (b *Backend) Handle(ctx context.Context, ref string) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if validID(ref) {
+		if r, err := b.st.head(ref); err == nil {
+			return &Sandbox{b: b, id: r.ID}, nil
+		}
+	}
+	sb, _, err := b.Lookup(ctx, ref)
+	return sb, err
+}
+
 // ID is the sandbox's id.
 func (s *Sandbox) ID() string { return s.id }
 
 // rec reads the sandbox's record (ErrNotFound once it is removed).
 func (s *Sandbox) rec() (*record, error) { return s.b.st.Get(s.id) }
+
+// dialRec is rec for the calls that only reach the supervisor: the head
+// of the record (see recordHead), or rec's answer where that cannot be
+// read (its errors: ErrNotFound...).
+func (s *Sandbox) dialRec() (*record, error) {
+	if r, err := s.b.st.head(s.id); err == nil {
+		return r, nil
+	}
+	return s.rec()
+}
 
 // Info describes the sandbox as its record has it.
 func (s *Sandbox) Info(ctx context.Context) (sandbox.Info, error) {
@@ -384,7 +411,7 @@ func (s *Sandbox) Snapshot(ctx context.Context) (*sandbox.Snapshot, error) {
 // SnapshotWith is Snapshot with options; of opts only IncludeReadWrite
 // applies (the supervisor names the snapshot).
 func (s *Sandbox) SnapshotWith(ctx context.Context, opts sandbox.SnapshotOptions) (*sandbox.Snapshot, error) {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +561,7 @@ func (s *Sandbox) Usage(ctx context.Context) (sandbox.Usage, error) {
 // becomes of the supervisor (an idle hand-off) until either side closes
 // it or the sandbox ends.
 func (s *Sandbox) Dial(ctx context.Context, port int) (net.Conn, error) {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +584,7 @@ func (s *Sandbox) Dial(ctx context.Context, port int) (net.Conn, error) {
 // record keeps it, so that tent port lists it and an idle hand-off keeps
 // serving it.
 func (s *Sandbox) Publish(ctx context.Context, m sandbox.PortMapping) (sandbox.PortMapping, error) {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return sandbox.PortMapping{}, err
 	}
@@ -573,7 +600,7 @@ func (s *Sandbox) Publish(ctx context.Context, m sandbox.PortMapping) (sandbox.P
 
 // simple sends a request without descriptors to ref's supervisor.
 func (s *Sandbox) simple(ctx context.Context, req request) error {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ import (
 // req.TTY's Resize and req.Signals are forwarded while the command runs.
 // Cancelling ctx closes the session, which kills the command.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func forward(ctx context.Context, conn *net.UnixConn, req sandbox.ExecRequest, d
 // (see sandbox.Sandbox.File); a failure the helper reports carries its
 // errno (errors.Is(err, fs.ErrNotExist) works).
 func (s *Sandbox) File(ctx context.Context, req sandbox.FileRequest) error {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func (s *Sandbox) ExecDetached(ctx context.Context, req sandbox.ExecRequest, o D
 	if len(req.Args) == 0 || req.Args[0] == "" {
 		return 0, fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
 	}
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return 0, err
 	}
@@ -39,7 +39,7 @@ func (s *Sandbox) ExecDetached(ctx context.Context, req sandbox.ExecRequest, o D
 // Processes lists the sandbox's detached commands, running and finished,
 // oldest first.
 func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 // SignalProcess delivers sig to the detached command pid (its foreground
 // process group); one that has exited, or is not known, is ErrNotFound.
 func (s *Sandbox) SignalProcess(ctx context.Context, pid int, sig syscall.Signal) error {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Sandbox) SignalProcess(ctx context.Context, pid int, sig syscall.Signal
 // A command that ended with its sandbox (terminated under it) has no
 // status of its own: Attach then fails with sandbox.ErrTerminated.
 func (s *Sandbox) Attach(ctx context.Context, pid int, stdout, stderr io.Writer, signals <-chan os.Signal) (*sandbox.ExecResult, error) {
-	rec, err := s.rec()
+	rec, err := s.dialRec()
 	if err != nil {
 		return nil, err
 	}

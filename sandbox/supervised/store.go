@@ -70,25 +70,60 @@ func (s stateDir) path(id string) string { return filepath.Join(s.Dir, id+".json
 
 // load reads the record of id as saved, without reconciling its state.
 func (s stateDir) load(id string) (*record, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("%w: %q is not a sandbox id", sandbox.ErrNotFound, id)
-	}
-	if err := s.checkDir(); err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(s.path(id))
-	if err != nil {
-		return nil, err
-	}
 	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("state record %s: %w", s.path(id), err)
-	}
-	if r.ID != id {
-		return nil, fmt.Errorf("state record %s names sandbox %q", s.path(id), r.ID)
+	if err := s.decode(id, &r, &r.ID); err != nil {
+		return nil, err
 	}
 	r.Socket = s.SocketPath(id) // never where a record points
 	return &r, nil
+}
+
+// recordHead is the part of a record that reaching its supervisor needs.
+// A process's first decoding of a whole record builds encoding/json's
+// decoder for every type of its Spec, about 0.25 ms; a client that only
+// dials the supervisor (tent exec) decodes this instead.
+type recordHead struct {
+	ID              string        `json:"id"`
+	State           sandbox.State `json:"state"`
+	Supervisor      int           `json:"supervisor_pid,omitempty"`
+	SupervisorStart uint64        `json:"supervisor_start,omitempty"`
+}
+
+// head reads what of id's record dialing its supervisor needs (its id,
+// state and supervisor, and the socket; the rest of the record is
+// zero), reconciled as Get reconciles a record.
+func (s stateDir) head(id string) (*record, error) {
+	var h recordHead
+	if err := s.decode(id, &h, &h.ID); err != nil {
+		return nil, err
+	}
+	r := &record{ID: h.ID, State: h.State, Supervisor: h.Supervisor, SupervisorStart: h.SupervisorStart, Socket: s.SocketPath(id)}
+	if r.live() && !supervisorAlive(r) {
+		r.State = sandbox.StateStopped
+	}
+	return r, nil
+}
+
+// decode reads the record of id into v, whose id field is *got, and
+// checks that the record names id.
+func (s stateDir) decode(id string, v any, got *string) error {
+	if !validID(id) {
+		return fmt.Errorf("%w: %q is not a sandbox id", sandbox.ErrNotFound, id)
+	}
+	if err := s.checkDir(); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(s.path(id))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("state record %s: %w", s.path(id), err)
+	}
+	if *got != id {
+		return fmt.Errorf("state record %s names sandbox %q", s.path(id), *got)
+	}
+	return nil
 }
 
 // SnapshotsDir holds the snapshots (see Sandbox.Snapshot).

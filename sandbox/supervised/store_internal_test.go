@@ -75,3 +75,55 @@ func TestNameInUse(t *testing.T) {
 	}
 	unlock()
 }
+
+// A record's head is what Get would say of its id, state and supervisor,
+// reconciled the same way (a "running" record whose supervisor is gone
+// reads as stopped), with the socket where Get puts it; Handle resolves
+// an id through it and anything else as Lookup does.
+func TestHeadMatchesGet(t *testing.T) {
+	s := saveRecords(t, &record{ID: "aaaa000000000001", Name: "box", Spec: sandbox.Spec{Limits: sandbox.Limits{Memory: 64 << 20}}})
+	// A record that says running, with a supervisor that is not (pid 1's
+	// start time is not 1).
+	gone := &record{ID: "bbbb000000000002", State: sandbox.StateRunning, Supervisor: 1, SupervisorStart: 1, Created: time.Now()}
+	if err := s.Save(gone); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"aaaa000000000001", "bbbb000000000002"} {
+		h, err := s.head(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.ID != r.ID || h.State != r.State || h.Supervisor != r.Supervisor || h.SupervisorStart != r.SupervisorStart || h.Socket != r.Socket {
+			t.Errorf("head(%s) = %+v, Get = %+v", id, h, r)
+		}
+		if h.State != sandbox.StateStopped {
+			t.Errorf("head(%s).State = %s, want stopped", id, h.State)
+		}
+	}
+	if _, err := s.head("cccc000000000003"); err == nil {
+		t.Error("head of a missing record succeeded")
+	}
+	b := &Backend{st: s}
+	ctx := t.Context()
+	for ref, want := range map[string]string{"aaaa000000000001": "aaaa000000000001", "box": "aaaa000000000001", "bbbb": "bbbb000000000002"} {
+		sb, err := b.Handle(ctx, ref)
+		if err != nil || sb.ID() != want {
+			t.Errorf("Handle(%q) = %v, %v; want %s", ref, sb, err, want)
+		}
+	}
+	if _, err := b.Handle(ctx, "cccc000000000003"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Handle of a missing id: %v, want ErrNotFound", err)
+	}
+	// A verb that only dials a stopped sandbox says so, as before.
+	sb, err := b.Handle(ctx, "bbbb000000000002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrStopped) {
+		t.Errorf("Exec in a stopped sandbox: %v, want ErrStopped", err)
+	}
+}
