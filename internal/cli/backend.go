@@ -69,10 +69,10 @@ func (g *Globals) lookup(ref string) (*sandboxView, error) {
 }
 
 // handle opens a sandbox for a verb that only reaches its supervisor
-// (tent exec): lookup without the record's whole Spec (see
-// supervised.Backend.Handle).
+// (tent exec): lookup without the sandbox's Info, so without decoding
+// its record's Spec (see supervised.Backend.Sandbox).
 func (g *Globals) handle(ref string) (*supervised.Sandbox, error) {
-	sb, err := g.backend().Handle(context.Background(), ref)
+	sb, err := g.backend().Sandbox(context.Background(), ref)
 	if err != nil {
 		return nil, &exitError{code: exitRefused, msg: err.Error()}
 	}

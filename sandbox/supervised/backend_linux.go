@@ -306,10 +306,18 @@ func (b *Backend) Open(ctx context.Context, ref string) (sandbox.Handle, error) 
 	return b.Sandbox(ctx, ref)
 }
 
-// Sandbox is Open with the concrete handle.
+// Sandbox is Open with the concrete handle. For an id it reads only the
+// head of the record (see recordHead), all that the calls that reach the
+// supervisor (Exec, File, Dial, the process verbs...) read; a name or a
+// prefix is resolved from the whole records.
 func (b *Backend) Sandbox(ctx context.Context, ref string) (*Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if validID(ref) {
+		if r, err := b.st.head(ref); err == nil {
+			return &Sandbox{b: b, id: r.ID}, nil
+		}
 	}
 	rec, err := b.st.Get(ref)
 	if err != nil {
@@ -329,23 +337,6 @@ func (b *Backend) Lookup(ctx context.Context, ref string) (*Sandbox, sandbox.Inf
 		return nil, sandbox.Info{}, err
 	}
 	return &Sandbox{b: b, id: rec.ID}, b.info(rec), nil
-}
-
-// Handle is Lookup without the sandbox's Info: for an id it reads only
-// the head of its record, all that the calls that reach the supervisor
-// (Exec, File, Dial, the process verbs...) read; a name or a prefix is
-// looked up as Lookup does.
-func (b *Backend) Handle(ctx context.Context, ref string) (*Sandbox, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if validID(ref) {
-		if r, err := b.st.head(ref); err == nil {
-			return &Sandbox{b: b, id: r.ID}, nil
-		}
-	}
-	sb, _, err := b.Lookup(ctx, ref)
-	return sb, err
 }
 
 // ID is the sandbox's id.

@@ -78,8 +78,8 @@ func TestNameInUse(t *testing.T) {
 
 // A record's head is what Get would say of its id, state and supervisor,
 // reconciled the same way (a "running" record whose supervisor is gone
-// reads as stopped), with the socket where Get puts it; Handle resolves
-// an id through it and anything else as Lookup does.
+// reads as stopped), with the socket where Get puts it; Backend.Sandbox
+// resolves an id through it and anything else from the whole records.
 func TestHeadMatchesGet(t *testing.T) {
 	s := saveRecords(t, &record{ID: "aaaa000000000001", Name: "box", Spec: sandbox.Spec{Limits: sandbox.Limits{Memory: 64 << 20}}})
 	// A record that says running, with a supervisor that is not (pid 1's
@@ -110,16 +110,16 @@ func TestHeadMatchesGet(t *testing.T) {
 	b := &Backend{st: s}
 	ctx := t.Context()
 	for ref, want := range map[string]string{"aaaa000000000001": "aaaa000000000001", "box": "aaaa000000000001", "bbbb": "bbbb000000000002"} {
-		sb, err := b.Handle(ctx, ref)
+		sb, err := b.Sandbox(ctx, ref)
 		if err != nil || sb.ID() != want {
-			t.Errorf("Handle(%q) = %v, %v; want %s", ref, sb, err, want)
+			t.Errorf("Sandbox(%q) = %v, %v; want %s", ref, sb, err, want)
 		}
 	}
-	if _, err := b.Handle(ctx, "cccc000000000003"); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Errorf("Handle of a missing id: %v, want ErrNotFound", err)
+	if _, err := b.Sandbox(ctx, "cccc000000000003"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Sandbox of a missing id: %v, want ErrNotFound", err)
 	}
 	// A verb that only dials a stopped sandbox says so, as before.
-	sb, err := b.Handle(ctx, "bbbb000000000002")
+	sb, err := b.Sandbox(ctx, "bbbb000000000002")
 	if err != nil {
 		t.Fatal(err)
 	}
