@@ -439,20 +439,12 @@ func (c *Cgroup) Destroy(ctx context.Context) error {
 	if c.destroyed {
 		return nil
 	}
-	if c.removeEmpty() {
-		var err error
-		if c.fd >= 0 {
-			if cerr := unix.Close(c.fd); cerr != nil {
-				err = fmt.Errorf("failed to close cgroup descriptor: %w", cerr)
-			}
-			c.fd = -1
-		}
-		c.destroyed = err == nil
-		return err
-	}
 	var errs []error
-	if err := c.Kill(ctx); err != nil {
-		errs = append(errs, err)
+	removed := c.removeEmpty()
+	if !removed {
+		if err := c.Kill(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.fd >= 0 {
 		if err := unix.Close(c.fd); err != nil {
@@ -460,15 +452,17 @@ func (c *Cgroup) Destroy(ctx context.Context) error {
 		}
 		c.fd = -1
 	}
-	for _, d := range slices.Backward(c.dirs) {
-		dirs, err := subtree(d.Path)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, dir := range dirs {
-			if err := rmdir(ctx, dir); err != nil {
-				errs = append(errs, fmt.Errorf("failed to remove cgroup: %w", err))
+	if !removed {
+		for _, d := range slices.Backward(c.dirs) {
+			dirs, err := subtree(d.Path)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			for _, dir := range dirs {
+				if err := rmdir(ctx, dir); err != nil {
+					errs = append(errs, fmt.Errorf("failed to remove cgroup: %w", err))
+				}
 			}
 		}
 	}
@@ -479,13 +473,13 @@ func (c *Cgroup) Destroy(ctx context.Context) error {
 }
 
 // removeEmpty is Destroy's first try: remove every directory, children
-// first, once, and close the descriptor. The kernel refuses (EBUSY) to
-// remove a cgroup that holds a process, so success means nothing was left
-// to kill, which is the usual case at a sandbox's end (its init reaped,
-// the kernel has killed the rest of its pid namespace): one rmdir per
-// directory instead of Kill's reads of every cgroup.procs, then the
-// removal. It reports false, leaving what it could not remove, at the
-// first failure; Destroy then kills and retries. On cgroup v1 the freezer
+// first, once. The kernel refuses (EBUSY) to remove a cgroup that holds a
+// process, so success means nothing was left to kill, which is the usual
+// case at a sandbox's end (its init reaped, the kernel has killed the
+// rest of its pid namespace): one rmdir per directory instead of Kill's
+// reads of every cgroup.procs, then the removal. It reports false,
+// leaving what it could not remove, at the first failure; Destroy then
+// kills and removes the rest. On cgroup v1 the freezer
 // hierarchy goes first: while it holds a process nothing is removed, so
 // Kill can still freeze what it kills (a process outside the freezer's
 // cgroup could not be frozen anyway).
@@ -493,15 +487,10 @@ func (c *Cgroup) removeEmpty() bool {
 	order := slices.Clone(c.dirs)
 	slices.Reverse(order)
 	if f, ok := c.dirFor("freezer"); ok && c.version == V1 {
-		slices.SortStableFunc(order, func(a, b cgDir) int {
-			switch {
-			case a.Path == f && b.Path != f:
-				return -1
-			case b.Path == f && a.Path != f:
-				return 1
-			}
-			return 0
-		})
+		if i := slices.IndexFunc(order, func(d cgDir) bool { return d.Path == f }); i > 0 {
+			d := order[i]
+			order = slices.Insert(slices.Delete(order, i, i+1), 0, d)
+		}
 	}
 	for _, d := range order {
 		dirs, err := subtree(d.Path)
