@@ -86,7 +86,7 @@ func TestStateDirMustBeTheCallers(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(victim, "0", "upper"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rec := record{ID: "0123456789abcdef", State: sandbox.StateStopped, Layers: []sandbox.CowLayer{{Upper: filepath.Join(victim, "0", "upper")}}}
+	rec := record{recordHead: recordHead{ID: "0123456789abcdef", State: sandbox.StateStopped}, Layers: []sandbox.CowLayer{{Upper: filepath.Join(victim, "0", "upper")}}}
 	data, _ := json.Marshal(rec)
 	if err := os.WriteFile(filepath.Join(dir, rec.ID+".json"), data, 0o600); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestRecordsAreValidatedBeforeActing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := record{ID: "0123456789abcdef", State: sandbox.StateStopped,
+	rec := record{recordHead: recordHead{ID: "0123456789abcdef", State: sandbox.StateStopped},
 		Socket:  filepath.Join(victim, "evil.sock"),
 		Layers:  []sandbox.CowLayer{{Upper: filepath.Join(victim, "0", "upper")}, {Upper: victim + "/../" + filepath.Base(victim) + "/0/upper"}},
 		Cgroups: []string{filepath.Join(victim, "tent-x"), "/sys/fs/cgroup/../../" + strings.TrimPrefix(victim, "/") + "/tent-x"}}

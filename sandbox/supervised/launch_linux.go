@@ -210,7 +210,7 @@ func superviseMain() int {
 	o.SecretValues = nil
 	st := stateDir{Dir: o.Store}
 	spec := sb.Info().Spec
-	rec := &record{ID: o.ID, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC()}
+	rec := &record{recordHead: recordHead{ID: o.ID}, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC()}
 	err = superviseNew(ctx, st, rec, sb, o, func() {
 		_, err := fmt.Fprintln(ready, "ok")
 		if err == nil {

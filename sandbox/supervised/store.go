@@ -22,20 +22,10 @@ import (
 // file per sandbox in the state directory, written atomically so that a
 // crash leaves the old or the new record, never a torn one.
 type record struct {
-	ID      string            `json:"id"`
+	recordHead
 	Name    string            `json:"name,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	Created time.Time         `json:"created"`
-	// State is "running" or "suspended" while its supervisor lives;
-	// readers reconcile it (see [stateDir.List]) to "stopped" when the
-	// supervisor is gone.
-	State sandbox.State `json:"state"`
-	// Supervisor is the pid of the process that owns the sandbox.
-	Supervisor int `json:"supervisor_pid,omitempty"`
-	// SupervisorStart is when the supervisor started, in clock ticks
-	// since boot (/proc/PID/stat's starttime): with the pid, it names
-	// the supervisor (a recycled pid has another start time).
-	SupervisorStart uint64 `json:"supervisor_start,omitempty"`
 	// Socket is the supervisor's control socket.
 	Socket string       `json:"socket,omitempty"`
 	Spec   sandbox.Spec `json:"spec"`
@@ -52,6 +42,25 @@ type record struct {
 	Ended *time.Time `json:"ended,omitempty"`
 	// Reason says why a stopped sandbox ended.
 	Reason string `json:"reason,omitempty"`
+}
+
+// recordHead is the part of a record that reaching its supervisor needs
+// (its fields are the record's, in its JSON too). A process's first
+// decoding of a whole record builds encoding/json's decoder for every
+// type of its Spec, about 0.25 ms; a client that only dials the
+// supervisor (tent exec) decodes this instead (stateDir.head).
+type recordHead struct {
+	ID string `json:"id"`
+	// State is "running" or "suspended" while its supervisor lives;
+	// readers reconcile it (see [stateDir.List]) to "stopped" when the
+	// supervisor is gone.
+	State sandbox.State `json:"state"`
+	// Supervisor is the pid of the process that owns the sandbox.
+	Supervisor int `json:"supervisor_pid,omitempty"`
+	// SupervisorStart is when the supervisor started, in clock ticks
+	// since boot (/proc/PID/stat's starttime): with the pid, it names
+	// the supervisor (a recycled pid has another start time).
+	SupervisorStart uint64 `json:"supervisor_start,omitempty"`
 }
 
 // stateDir is a state directory.
@@ -78,17 +87,6 @@ func (s stateDir) load(id string) (*record, error) {
 	return &r, nil
 }
 
-// recordHead is the part of a record that reaching its supervisor needs.
-// A process's first decoding of a whole record builds encoding/json's
-// decoder for every type of its Spec, about 0.25 ms; a client that only
-// dials the supervisor (tent exec) decodes this instead.
-type recordHead struct {
-	ID              string        `json:"id"`
-	State           sandbox.State `json:"state"`
-	Supervisor      int           `json:"supervisor_pid,omitempty"`
-	SupervisorStart uint64        `json:"supervisor_start,omitempty"`
-}
-
 // head reads what of id's record dialing its supervisor needs (its id,
 // state and supervisor, and the socket; the rest of the record is
 // zero), reconciled as Get reconciles a record.
@@ -97,10 +95,8 @@ func (s stateDir) head(id string) (*record, error) {
 	if err := s.decode(id, &h, &h.ID); err != nil {
 		return nil, err
 	}
-	r := &record{ID: h.ID, State: h.State, Supervisor: h.Supervisor, SupervisorStart: h.SupervisorStart, Socket: s.SocketPath(id)}
-	if r.live() && !supervisorAlive(r) {
-		r.State = sandbox.StateStopped
-	}
+	r := &record{recordHead: h, Socket: s.SocketPath(id)}
+	r.reconcile()
 	return r, nil
 }
 
@@ -221,9 +217,7 @@ func (s stateDir) List() ([]*record, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.live() && !supervisorAlive(r) {
-			r.State = sandbox.StateStopped
-		}
+		r.reconcile()
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
@@ -248,9 +242,7 @@ func (s stateDir) Get(ref string) (*record, error) {
 		// one record rather than every one.
 		r, err := s.load(ref)
 		if err == nil {
-			if r.live() && !supervisorAlive(r) {
-				r.State = sandbox.StateStopped
-			}
+			r.reconcile()
 			return r, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
@@ -346,6 +338,14 @@ func (s stateDir) Usage(rec *record) (sandbox.Usage, error) {
 }
 
 // live reports whether r's sandbox had a supervisor when r was saved.
+// reconcile makes a live record whose supervisor is gone "stopped", as
+// every reader sees it.
+func (r *record) reconcile() {
+	if r.live() && !supervisorAlive(r) {
+		r.State = sandbox.StateStopped
+	}
+}
+
 func (r *record) live() bool {
 	return r.State == sandbox.StateRunning || r.State == sandbox.StateSuspended
 }

@@ -27,10 +27,10 @@ func saveRecords(t *testing.T, recs ...*record) stateDir {
 
 func TestGetNeverResolvesAnAmbiguousReference(t *testing.T) {
 	s := saveRecords(t,
-		&record{ID: "aaaa000000000001", Name: "box"},
-		&record{ID: "aaaa000000000002", Name: "box"}, // an older tent let names repeat
-		&record{ID: "bbbb000000000003", Name: "web"},
-		&record{ID: "cccc000000000004", Name: "bbbb"},
+		&record{recordHead: recordHead{ID: "aaaa000000000001"}, Name: "box"},
+		&record{recordHead: recordHead{ID: "aaaa000000000002"}, Name: "box"}, // an older tent let names repeat
+		&record{recordHead: recordHead{ID: "bbbb000000000003"}, Name: "web"},
+		&record{recordHead: recordHead{ID: "cccc000000000004"}, Name: "bbbb"},
 	)
 	for _, tc := range []struct {
 		ref, id, err string
@@ -61,7 +61,7 @@ func TestGetNeverResolvesAnAmbiguousReference(t *testing.T) {
 }
 
 func TestNameInUse(t *testing.T) {
-	s := saveRecords(t, &record{ID: "aaaa000000000001", Name: "box"}, &record{ID: "aaaa000000000002"})
+	s := saveRecords(t, &record{recordHead: recordHead{ID: "aaaa000000000001"}, Name: "box"}, &record{recordHead: recordHead{ID: "aaaa000000000002"}})
 	r, err := s.NameInUse("box")
 	if err != nil || r == nil || r.ID != "aaaa000000000001" {
 		t.Fatalf("NameInUse(box) = %v, %v; want aaaa000000000001", r, err)
@@ -81,10 +81,10 @@ func TestNameInUse(t *testing.T) {
 // reads as stopped), with the socket where Get puts it; Backend.Sandbox
 // resolves an id through it and anything else from the whole records.
 func TestHeadMatchesGet(t *testing.T) {
-	s := saveRecords(t, &record{ID: "aaaa000000000001", Name: "box", Spec: sandbox.Spec{Limits: sandbox.Limits{Memory: 64 << 20}}})
+	s := saveRecords(t, &record{recordHead: recordHead{ID: "aaaa000000000001"}, Name: "box", Spec: sandbox.Spec{Limits: sandbox.Limits{Memory: 64 << 20}}})
 	// A record that says running, with a supervisor that is not (pid 1's
 	// start time is not 1).
-	gone := &record{ID: "bbbb000000000002", State: sandbox.StateRunning, Supervisor: 1, SupervisorStart: 1, Created: time.Now()}
+	gone := &record{recordHead: recordHead{ID: "bbbb000000000002", State: sandbox.StateRunning, Supervisor: 1, SupervisorStart: 1}, Created: time.Now()}
 	if err := s.Save(gone); err != nil {
 		t.Fatal(err)
 	}
