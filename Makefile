@@ -7,10 +7,11 @@ SERVER := bin/tent-server
 
 # bin/tent is the sandbox CLI; bin/tent-server (beside it) serves E2B's
 # API and MCP, and tent runs it for tent serve and tent mcp (the servers'
-# packages stay out of every tent start). Both are statically linked (libseccomp.a, netgo, osusergo): it runs on
-# any x86-64 Linux, needs no ld.so inside the sandbox when re-executed, and
-# starts faster (fewer page faults).
-STATIC := -tags netgo,osusergo -ldflags '-s -w -linkmode external -extldflags -static'
+# packages stay out of every tent start). scripts/build links both
+# statically (libseccomp.a, netgo, osusergo): they run on any x86-64
+# Linux, need no ld.so inside the sandbox when re-executed, and start
+# faster (fewer page faults); against musl where scripts/musl can prepare
+# it (no cpuid probes at each start), else glibc.
 
 .PHONY: all setup build static test test-root test-unprivileged test-oci test-cri lint bench clean
 
@@ -20,8 +21,7 @@ setup:
 	@./scripts/setup
 
 build: setup
-	$(GO) build $(STATIC) -o $(BIN) ./cmd/tent
-	$(GO) build $(STATIC) -o $(SERVER) ./cmd/tent-server
+	GO=$(GO) ./scripts/build
 
 static: build
 

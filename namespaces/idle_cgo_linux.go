@@ -228,7 +228,31 @@ static long long tent_start_ns;
 
 static long long tent_process_start(void) { return tent_start_ns; }
 
-__attribute__((constructor)) static void tent_idle(int argc, char **argv, char **envp) {
+static void tent_idle(int argc, char **argv, char **envp);
+
+#ifdef __GLIBC__
+// glibc passes its constructors main's arguments.
+__attribute__((constructor)) static void tent_start(int argc, char **argv, char **envp) {
+	tent_idle(argc, argv, envp);
+}
+#else
+extern char **environ;
+
+// Other C libraries (musl) pass constructors nothing. The process's
+// initial stack (System V ABI) holds argc, argv[0..argc-1], NULL, then the
+// environment, where environ still points when constructors run: counting
+// back from environ, the first word equal to its distance is argc (argv's
+// entries are pointers, never such small numbers).
+__attribute__((constructor)) static void tent_start(void) {
+	char **e = environ;
+	long argc = 0;
+	while ((long)e[-2 - argc] != argc)
+		argc++;
+	tent_idle((int)argc, e - argc - 1, e);
+}
+#endif
+
+static void tent_idle(int argc, char **argv, char **envp) {
 	struct timespec now;
 	if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
 		tent_start_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;

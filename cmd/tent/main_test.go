@@ -1,6 +1,8 @@
 package main
 
 import (
+	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,4 +83,91 @@ func TestInitStartsEarly(t *testing.T) {
 			t.Errorf("%s is initialised before %s (%d, %d): every sandbox init runs its initialisers", p, init, i+1, pos[init]+1)
 		}
 	}
+}
+
+// TestStaticBuilds builds tent as make build does (scripts/build), against
+// glibc and against musl, and checks what differs between the two C
+// libraries: the C constructor that runs before the Go runtime (the idle
+// holders, the start stamp of tent run -v) finds argv through the
+// constructor's arguments on glibc and through the initial stack on musl,
+// which passes constructors none; libseccomp's compiler runs on musl's
+// thread stacks, which the binary makes 8 MiB. Without musl-gcc the musl
+// case is skipped, unless TENT_REQUIRE_MUSL=1 (CI).
+func TestStaticBuilds(t *testing.T) {
+	for _, libc := range []string{"glibc", "musl"} {
+		t.Run(libc, func(t *testing.T) {
+			if libc == "musl" && os.Getenv("TENT_REQUIRE_MUSL") != "1" {
+				if _, err := exec.LookPath("musl-gcc"); err != nil {
+					t.Skip("no musl-gcc (apt-get install musl-tools gperf)")
+				}
+			}
+			dir := t.TempDir()
+			build := exec.Command("../../scripts/build", "tent")
+			build.Env = append(os.Environ(), "TENT_LIBC="+libc, "TENT_BIN_DIR="+dir)
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("scripts/build: %v\n%s", err, out)
+			}
+			bin := filepath.Join(dir, "tent")
+			checkStatic(t, bin, libc)
+
+			// argv[0] "tent-idle" with four arguments is the idle holder,
+			// which the constructor runs: descriptors that are not numbers
+			// end it with ExitProtocol (121) before any Go code runs. Had
+			// the constructor misread argv, tent's Go CLI would have
+			// refused the command line ("unknown command", 125).
+			holder := exec.Command(bin, "a", "b", "c", "d")
+			holder.Args[0] = "tent-idle"
+			if err := holder.Run(); exitCode(err) != 121 {
+				t.Errorf("tent-idle a b c d: %v, want exit status 121 (the holder's protocol error)", err)
+			}
+
+			// The init's constructor stamps its start: "clone and exec" is
+			// the time from the clone to it.
+			out, err := exec.Command(bin, "run", "-v", "--", "/bin/true").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), `"clone and exec"=`) || !strings.Contains(string(out), `"runtime start and initialisers"=`) {
+				t.Errorf("tent run -v -- /bin/true: %v, want the constructors' stamps:\n%s", err, out)
+			}
+
+			// A custom profile is compiled by libseccomp in the CLI.
+			profile, err := filepath.Abs("../../seccomp/testdata/docker-default.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err = exec.Command(bin, "run", "--seccomp", profile, "--", "sh", "-c", "grep '^Seccomp:' /proc/self/status").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "Seccomp:\t2") {
+				t.Errorf("tent run --seccomp %s: %v, want a filtered command:\n%s", profile, err, out)
+			}
+		})
+	}
+}
+
+// checkStatic checks that bin has no program interpreter (no ld.so) and,
+// built against musl, asks for 8 MiB thread stacks.
+func checkStatic(t *testing.T, bin, libc string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		switch {
+		case p.Type == elf.PT_INTERP:
+			t.Errorf("%s has a program interpreter: not static", bin)
+		case p.Type == elf.PT_GNU_STACK && libc == "musl" && p.Memsz != 8<<20:
+			t.Errorf("%s's PT_GNU_STACK size is %d, want %d (musl's thread stacks)", bin, p.Memsz, 8<<20)
+		}
+	}
+}
+
+// exitCode is a finished command's exit status, or -1.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
 }
