@@ -49,6 +49,9 @@ func MaybeRunInit() {
 // runInit is the init's main. It returns the process exit code.
 func runInit() int {
 	phases := Phases{Exec: processStartNS(), Entry: Monotonic()}
+	// While this process's /proc files are still its own (see
+	// CommandOOMScoreAdj).
+	initOOM.open()
 	// Die with the host side; refuse to be ptraced or have /proc/1/mem or
 	// /proc/1/exe opened by the sandbox's processes.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)

@@ -148,7 +148,9 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 			done <- forked{stage: stage, err: err}
 			return
 		}
-		pid, err := syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+		pid, err := initOOM.forking(func() (int, error) {
+			return syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+		})
 		done <- forked{pid: pid, stage: "root", err: err}
 	}()
 	f := <-done

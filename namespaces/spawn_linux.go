@@ -311,8 +311,9 @@ func RestrictThread(creds *Creds, ruleset int, progs ...seccomp.Program) (string
 }
 
 // forkExec forks and execs the command from the calling, restricted
-// thread, in a session of its own; with e.TTY, fd 0 (the terminal's
-// peer) becomes its controlling terminal. extra become fds 3, 4, ...
+// thread, in a session of its own, with the commands' OOM score (see
+// CommandOOMScoreAdj); with e.TTY, fd 0 (the terminal's peer) becomes its
+// controlling terminal. extra become fds 3, 4, ...
 // (the trampoline's: it marks them close-on-exec before its own execve).
 func forkExec(e Exec, path string, args, env []string, stdio [3]int, extra []int) (int, error) {
 	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])}
@@ -323,7 +324,9 @@ func forkExec(e Exec, path string, args, env []string, stdio [3]int, extra []int
 	if e.TTY != nil {
 		sys.Setctty, sys.Ctty = true, 0
 	}
-	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+	pid, err := initOOM.forking(func() (int, error) {
+		return syscall.ForkExec(path, args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", e.Path, err)
 	}

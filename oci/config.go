@@ -149,6 +149,9 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 	if p.Capabilities != nil {
 		b.Ignored = append(b.Ignored, "process.capabilities (every command runs with none)")
 	}
+	if p.OOMScoreAdj != nil {
+		b.Ignored = append(b.Ignored, "process.oomScoreAdj (a sandbox's commands run 1000 above their init's OOM score, capped at 1000: namespaces.CommandOOMScoreAdj)")
+	}
 	if p.ApparmorProfile != "" || p.SelinuxLabel != "" {
 		b.Ignored = append(b.Ignored, "process.apparmorProfile/selinuxLabel (tent confines with Landlock and seccomp)")
 	}

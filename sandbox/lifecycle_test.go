@@ -294,9 +294,8 @@ func TestSandboxExecReportsOOMKill(t *testing.T) {
 	if !canLimit(t) {
 		t.Skip("no writable cgroup for this user: OOM kills are neither enforced nor counted")
 	}
-	// The init is charged to the sandbox's cgroup too, and the OOM killer
-	// picks the largest process: the limit leaves the probe well ahead of
-	// a race-instrumented init.
+	// The init is charged to the sandbox's cgroup too; the OOM killer
+	// spares it for its commands (TestOOMKillerSparesTheInit).
 	sb := provision(t, withProbe(t, sandbox.Spec{Limits: sandbox.Limits{Memory: 128 << 20}}))
 	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{probeTarget + "/testprobe", "alloc", "400"}})
 	if err != nil || !res.OOMKilled || res.ExitCode != 137 || res.Signal != "killed" {

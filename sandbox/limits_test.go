@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/sandboxtest"
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -230,4 +232,71 @@ func TestPidsFullKeepsInit(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Errorf("a shell under a limit of 2: %q, %v", out, err)
 	}
+}
+
+// TestOOMKillerSparesTheInit fills a long-lived sandbox's memory limit
+// with many small processes, the case where the init (here the
+// race-instrumented test binary, tens of MiB resident) was the largest
+// process and so the OOM killer's first victim, which ended the whole
+// sandbox. Commands now run with an OOM score CommandOOMScoreAdj above
+// their init's: the kernel kills them, the init lives, and the sandbox
+// runs the next command.
+func TestOOMKillerSparesTheInit(t *testing.T) {
+	if !canLimit(t) {
+		t.Skip("no writable cgroup for this user: no memory limit to fill")
+	}
+	ctx := context.Background()
+	sb := provision(t, sandbox.Spec{Limits: sandbox.Limits{Memory: 48 << 20}})
+	info := sb.Info()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", info.InitPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.Itoa(min(base+namespaces.CommandOOMScoreAdj, 1000))
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"cat", "/proc/self/oom_score_adj"}})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != want {
+		t.Fatalf("a command's oom_score_adj: %+v, %v; want %s (its init's is %d)", res, err, want, base)
+	}
+	// Forty subshells, each holding a 2 MB string, under 48 MiB.
+	res, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c",
+		`for i in $(seq 40); do (x=$(head -c 2000000 /dev/zero | tr '\0' a); sleep 1) & done; wait`}})
+	if err != nil {
+		t.Fatalf("the memory-filling command: %v", err)
+	}
+	if n := oomKills(t, info.CgroupPaths); n == 0 {
+		t.Fatalf("no OOM kill in the sandbox's cgroup: the command did not fill the limit (%+v)", res)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", info.InitPID)); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(base) {
+		t.Errorf("the init after the OOM kills: oom_score_adj %q, %v; want it alive, at %d", b, err, base)
+	}
+	res, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"echo", "still here"}})
+	if err != nil || string(res.Stdout) != "still here\n" {
+		t.Errorf("a command after the OOM kills: %+v, %v", res, err)
+	}
+}
+
+// oomKills reads the OOM kill count of the cgroup whose directories are
+// dirs: memory.events (v2) or memory.oom_control (v1), "oom_kill N".
+func oomKills(t *testing.T, dirs []string) int {
+	t.Helper()
+	for _, d := range dirs {
+		for _, name := range []string{"memory.events", "memory.oom_control"} {
+			b, err := os.ReadFile(filepath.Join(d, name))
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+					n, _ := strconv.Atoi(v)
+					return n
+				}
+			}
+		}
+	}
+	t.Fatalf("no OOM kill counter in %q", dirs)
+	return 0
 }
