@@ -8,31 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CommandOOMScoreAdj is how much higher a sandbox's commands' OOM score
-// adjustment is than their init's (capped at 1000, the kernel's maximum;
-// 1000 itself when the init's is 0): when the sandbox reaches its memory
-// limit, the kernel's OOM killer takes a command before the init. Without
-// it the init, a Go program of several MiB resident (tens under the race
-// detector), was the first victim among a command's many small processes,
-// and the whole sandbox died with it (a shell starting forty 2 MB
-// subshells under a 48 MiB limit). The kernel adds score/1000 of the
-// memory limit to a process's resident size when it picks: a gap of 1000
-// puts every command ahead of an init smaller than the limit, where 500
-// did not (the race-instrumented init, 32 MiB under 48, was still picked).
-// Under the host's own memory pressure, likewise, a sandbox's commands go
-// first, as Kubernetes' best-effort pods do.
-//
-// The init cannot lower its own score (that needs CAP_SYS_RESOURCE on the
-// host, and a privileged write would also let every command lower its own
-// score that far, below the host's other processes), and a command's
-// score cannot be set between its fork and its exec, so the init raises
-// its own score around each fork: what it forks inherits the raised
-// score, and the init goes back to its own at once. While one fork runs
-// (tens of microseconds, forks one at a time) the init shares its
-// commands' score. Commands cannot write /proc (Landlock); could they,
-// they could lower their score only down to the init's.
-const CommandOOMScoreAdj = 1000
-
 // oomScore is the init's own /proc/self/oom_score_adj, opened when the
 // init starts (before it makes itself non-dumpable, which gives its /proc
 // files to root), and the score it started with.
