@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -99,10 +100,38 @@ func runTrampoline() int {
 			return 126
 		}
 	}
-	for _, l := range limits {
-		// syscall.Setrlimit (not x/sys/unix) so that the Go runtime does
-		// not restore its own RLIMIT_NOFILE across the exec below.
-		if err := syscall.Setrlimit(l.Resource, &syscall.Rlimit{Cur: l.Cur, Max: l.Max}); err != nil {
+	// Nothing may be allocated once the limits apply: under RLIMIT_AS (a
+	// memory limit degraded to it), below the address space the Go
+	// runtime has already reserved, the heap cannot grow, and the runtime
+	// dies ("fatal error: runtime: out of memory"). syscall.Exec builds
+	// the C arrays of argv and the environment when called, so they are
+	// built here, first, with the limits' values, and execve is called
+	// directly. (syscall.Exec would also restore the RLIMIT_NOFILE soft
+	// limit the runtime raised at start, where it raised one; the command
+	// keeps the raised soft limit, as every command started without the
+	// trampoline does in a cgo build, whose init inherits it: a soft limit
+	// is the process's own to raise up to the hard one anyway.)
+	argv0, err := syscall.BytePtrFromString(os.Args[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
+		return 126
+	}
+	argv, err := syscall.SlicePtrFromStrings(os.Args[2:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
+		return 126
+	}
+	envv, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
+		return 126
+	}
+	rl := make([]syscall.Rlimit, len(limits))
+	for i, l := range limits {
+		rl[i] = syscall.Rlimit{Cur: l.Cur, Max: l.Max}
+	}
+	for i, l := range limits {
+		if err := syscall.Setrlimit(l.Resource, &rl[i]); err != nil {
 			fmt.Fprintf(os.Stderr, "tent: trampoline: setrlimit(%d): %v\n", l.Resource, err)
 			return 126
 		}
@@ -110,8 +139,9 @@ func runTrampoline() int {
 	// Only fds 0-2 reach the command: the host binary's descriptor and
 	// the error pipe close as the command replaces this process.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	err = syscall.Exec(os.Args[1], os.Args[2:], env)
-	if errno, ok := err.(syscall.Errno); ok && errFD >= 0 {
+	_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(argv0)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	err = errno
+	if errFD >= 0 {
 		// The init reports it as a failure to start, as without limits.
 		var b [4]byte
 		binary.NativeEndian.PutUint32(b[:], uint32(errno))

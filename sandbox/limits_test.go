@@ -300,3 +300,26 @@ func oomKills(t *testing.T, dirs []string) int {
 	t.Fatalf("no OOM kill counter in %q", dirs)
 	return 0
 }
+
+// TestDegradedMemoryLimitWithALargeEnvironment runs a command under a
+// memory limit degraded to RLIMIT_AS (no cgroup for this user), which the
+// rlimit trampoline applies before it execs the command. Applied below
+// the address space the trampoline's Go runtime had already reserved, it
+// left the heap unable to grow, and syscall.Exec, which builds the C
+// arrays of argv and the environment when called, died of it ("fatal
+// error: runtime: out of memory") whenever those arrays needed new heap:
+// with a few thousand variables every time, in the VM now and then with
+// none. The trampoline now builds them before the limits apply.
+func TestDegradedMemoryLimitWithALargeEnvironment(t *testing.T) {
+	if canLimit(t) {
+		t.Skip("a cgroup enforces memory limits for this user: no RLIMIT_AS, no trampoline")
+	}
+	spec := sandbox.Spec{Limits: sandbox.Limits{Memory: 64 << 20}, BestEffort: true}
+	for i := range 3000 {
+		spec.Env = append(spec.Env, fmt.Sprintf("V%d=%s", i, strings.Repeat("x", 50)))
+	}
+	out, err := sandbox.Command(context.Background(), spec, "sh", "-c", `ulimit -v; env | grep -c '^V'`).Output()
+	if err != nil || string(out) != "65536\n3000\n" {
+		t.Fatalf("under RLIMIT_AS with 3000 variables: %q, %v", out, err)
+	}
+}
