@@ -106,23 +106,17 @@ func runTrampoline() int {
 	// dies ("fatal error: runtime: out of memory"). syscall.Exec builds
 	// the C arrays of argv and the environment when called, so they are
 	// built here, first, with the limits' values, and execve is called
-	// directly. (syscall.Exec would also restore the RLIMIT_NOFILE soft
-	// limit the runtime raised at start, where it raised one; the command
-	// keeps the raised soft limit, as every command started without the
-	// trampoline does in a cgo build, whose init inherits it: a soft limit
-	// is the process's own to raise up to the hard one anyway.)
-	argv0, err := syscall.BytePtrFromString(os.Args[1])
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
-		return 126
-	}
-	argv, err := syscall.SlicePtrFromStrings(os.Args[2:])
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
-		return 126
-	}
-	envv, err := syscall.SlicePtrFromStrings(env)
-	if err != nil {
+	// directly. (syscall.Exec would also hold the runtime's lock against
+	// creating threads meanwhile, which this one goroutine does not do,
+	// and restore the RLIMIT_NOFILE soft limit the runtime raised at
+	// start, where it raised one: the command keeps the raised soft limit,
+	// as every command started without the trampoline does in a cgo
+	// build, whose init inherits it; a soft limit is the process's own to
+	// raise up to the hard one anyway.)
+	argv0, err0 := syscall.BytePtrFromString(os.Args[1])
+	argv, err1 := syscall.SlicePtrFromStrings(os.Args[2:])
+	envv, err2 := syscall.SlicePtrFromStrings(env)
+	if err := errors.Join(err0, err1, err2); err != nil {
 		fmt.Fprintf(os.Stderr, "tent: trampoline: %v\n", err)
 		return 126
 	}

@@ -47,7 +47,7 @@ commands and tent kill signals them.`,
 			// of the eight signals it catches (a round trip to the
 			// runtime's signal-mask thread each) woke another thread on
 			// the CPUs the supervisor and the command need: 0.95x the wall
-			// time, 0.90x the CPU of a warm tent exec (docs/benchmarks.md).
+			// time, 0.91x the CPU of a warm tent exec (docs/benchmarks.md).
 			runtime.GOMAXPROCS(1)
 			sb, err := g.handle(args[0])
 			if err != nil {
