@@ -242,12 +242,18 @@ extern char **environ;
 // initial stack (System V ABI) holds argc, argv[0..argc-1], NULL, then the
 // environment, where environ still points when constructors run: counting
 // back from environ, the first word equal to its distance is argc (argv's
-// entries are pointers, never such small numbers).
+// entries are pointers, never such small numbers). Past the kernel's
+// bound on arguments (ARG_MAX / sizeof(char *)), something moved environ
+// first: no arguments then, which no holder takes.
 __attribute__((constructor)) static void tent_start(void) {
 	char **e = environ;
 	long argc = 0;
-	while ((long)e[-2 - argc] != argc)
+	while (argc < (1 << 21) / (long)sizeof(char *) && (long)e[-2 - argc] != argc)
 		argc++;
+	if ((long)e[-2 - argc] != argc) {
+		tent_idle(0, e - 1, e);
+		return;
+	}
 	tent_idle((int)argc, e - argc - 1, e);
 }
 #endif

@@ -261,6 +261,11 @@ func TestOOMKillerSparesTheInit(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != want {
 		t.Fatalf("a command's oom_score_adj: %+v, %v; want %s (its init's is %d)", res, err, want, base)
 	}
+	// A command cannot lower its score (Landlock: no writes to /proc).
+	res, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo 0 > /proc/self/oom_score_adj"}})
+	if err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Permission denied") {
+		t.Errorf("a command lowering its oom_score_adj: %+v, %v; want EACCES", res, err)
+	}
 	// Forty subshells, each holding a 2 MB string, under 48 MiB.
 	res, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c",
 		`for i in $(seq 40); do (x=$(head -c 2000000 /dev/zero | tr '\0' a); sleep 1) & done; wait`}})
