@@ -246,6 +246,15 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, id string, po
 		},
 		ErrorLog: s.portLog,
 	}
+	// Full duplex: the request body goes on being forwarded after the
+	// answer's header has gone back. Without it Go's HTTP/1 server,
+	// once the proxy writes that header, reads what is left of the body
+	// into the void (a server inside that answers before reading, as an
+	// upload reporting progress does, then waits for ever) or closes it
+	// under the transport still forwarding it, which then cuts the
+	// connection inside and the answer with it. HTTP/2 is full duplex
+	// already (the error says so, and is ignored).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	proxy.ServeHTTP(w, r)
 }
 

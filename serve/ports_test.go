@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -342,5 +343,58 @@ func TestPortRequestsBounded(t *testing.T) {
 	}
 	if r := get("/"); r.status != http.StatusOK {
 		t.Errorf("after the others: %d %s", r.status, r.body)
+	}
+}
+
+// TestPortRequestFullDuplex: a server inside that answers a POST before
+// it has read the body (an upload that reports progress, a streaming
+// RPC) gets the whole body, and its client the whole answer. Go's
+// HTTP/1 server would otherwise, once the proxy writes the answer's
+// header, swallow what is left of the request body and close it under
+// the transport still forwarding it: the upload stalls, or the proxy's
+// connection inside is cut and the answer with it (what the MCP
+// conformance suite hit through a plain httputil.ReverseProxy).
+func TestPortRequestFullDuplex(t *testing.T) {
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Error(err)
+		}
+		io.WriteString(w, "started\n")
+		w.(http.Flusher).Flush()
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "received %d %v\n", n, err)
+	}))
+	t.Cleanup(inside.Close)
+	h := newHarness(t, Options{})
+	h.f.dial = func(string, int) (net.Conn, error) { return net.Dial("tcp", inside.Listener.Addr().String()) }
+	id := h.create(`{"templateID":"base"}`).SandboxID
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, rest := strings.Repeat("a", 1000), strings.Repeat("b", 100)
+	pr, pw := io.Pipe()
+	context.AfterFunc(ctx, func() { pw.CloseWithError(errors.New("no answer in time")) }) // else the client's transport waits on the body for ever
+	req, err := http.NewRequestWithContext(ctx, "POST", h.url+"/upload", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "8000-" + id + ".localhost"
+	req.ContentLength = int64(len(first) + len(rest))
+	go io.WriteString(pw, first)
+	// The answer's header arrives while the rest of the body is unsent.
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the answer's header before the whole body: %v", err)
+	}
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	if line, err := br.ReadString('\n'); line != "started\n" {
+		t.Fatalf("the answer's first line: %q %v", line, err)
+	}
+	io.WriteString(pw, rest)
+	pw.Close()
+	b, err := io.ReadAll(br)
+	if want := fmt.Sprintf("received %d <nil>\n", len(first)+len(rest)); string(b) != want || err != nil {
+		t.Errorf("the rest of the answer: %q %v, want %q", b, err, want)
 	}
 }
