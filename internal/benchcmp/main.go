@@ -12,6 +12,9 @@
 //     and with --net limited (the proxy's listeners, stub DNS and routes);
 //   - sandbox.Command(...).Run() in this process: a Go program that
 //     embeds the library (its init is this binary, re-executed);
+//   - sandbox.Provision then Terminate in this process: a long-lived
+//     sandbox made ready and torn down, nothing run in it (the issue's
+//     "provision + terminate", against one bwrap start);
 //   - with -before, an older tent binary's `tent run`, for a before/after
 //     ratio measured in the same run.
 //
@@ -71,6 +74,13 @@ func main() {
 		{name: "sandbox.Command().Run()", run: func() error {
 			return sandbox.Command(context.Background(), sandbox.Spec{}, "/bin/true").Run()
 		}},
+		{name: "Provision + Terminate", run: func() error {
+			sb, err := sandbox.Provision(context.Background(), sandbox.Spec{}, sandbox.ProvisionOptions{})
+			if err != nil {
+				return err
+			}
+			return sb.Terminate(context.Background())
+		}},
 	}
 	if *before != "" {
 		cases = append(cases, benchCase{name: "tent run, before", argv: []string{*before, "run", "--", "/bin/true"}})
@@ -118,10 +128,11 @@ func main() {
 	fmt.Printf("  tent / bwrap                %.2fx   (target <= 1.25)\n", ratio(2, 1))
 	fmt.Printf("  tent --net limited / bwrap  %.2fx\n", ratio(3, 1))
 	fmt.Printf("  in-process / bwrap          %.2fx   (target <= 1.25)\n", ratio(4, 1))
+	fmt.Printf("  provision+terminate / bwrap %.2fx   (target <= 1.0)\n", ratio(5, 1))
 	fmt.Printf("  tent / /bin/true            %.2fx\n", ratio(2, 0))
 	fmt.Printf("  bwrap / /bin/true           %.2fx\n", ratio(1, 0))
 	if *before != "" {
-		fmt.Printf("  tent / tent before          %.2fx   (before / bwrap %.2fx)\n", ratio(2, 5), ratio(5, 1))
+		fmt.Printf("  tent / tent before          %.2fx   (before / bwrap %.2fx)\n", ratio(2, 6), ratio(6, 1))
 	}
 }
 
