@@ -58,9 +58,9 @@ func (o *oomScore) forking(fork func() (int, error)) (int, error) {
 		return fork() // best effort: the command gets the init's score
 	}
 	pid, err := fork()
-	if o.set(o.base) != nil {
-		_ = o.set(o.base)
-	}
+	// Should the restore fail, the init keeps its commands' score: they
+	// are then equals, as before CommandOOMScoreAdj existed.
+	_ = o.set(o.base)
 	return pid, err
 }
 
