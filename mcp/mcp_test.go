@@ -23,7 +23,7 @@ import (
 // re-executes it).
 func TestMain(m *testing.M) {
 	sandbox.Init()
-	os.Exit(m.Run())
+	os.Exit(sandboxtest.Run(m))
 }
 
 // env is one MCP session over an in-memory transport, through the Go

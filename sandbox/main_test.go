@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -15,7 +16,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TENT_TEST_HOST_HELPER") != "" {
 		os.Exit(hostHelper())
 	}
-	os.Exit(m.Run())
+	os.Exit(sandboxtest.Run(m))
 }
 
 // hostHelper plays a host program that owns a sandbox, so a test can

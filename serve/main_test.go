@@ -12,7 +12,7 @@ import (
 // SDK test re-executes it, which sandbox.Init runs.
 func TestMain(m *testing.M) {
 	sandbox.Init()
-	os.Exit(m.Run())
+	os.Exit(sandboxtest.Run(m))
 }
 
 // The helpers the sandbox tests share.

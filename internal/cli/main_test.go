@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 
 func testMain(m *testing.M) int {
 	if tentBin = os.Getenv("TENT_BINARY"); tentBin != "" {
-		return m.Run()
+		return sandboxtest.Run(m)
 	}
 	dir, err := os.MkdirTemp("", "tent-cli-test-")
 	if err != nil {
@@ -50,7 +51,7 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	return sandboxtest.Run(m)
 }
 
 // testdata returns the path of a file in testdata ($TENT_TESTDATA when

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,7 +107,7 @@ const ProbeTarget = "/opt/probe"
 
 // ProbeDir returns a world-readable directory holding the static
 // testprobe binary: $TENT_PROBE's directory when set (the unprivileged
-// and VM runs build it once), else a fresh build.
+// and VM runs build it once), else a fresh build, which [Run] removes.
 var ProbeDir = sync.OnceValues(func() (string, error) {
 	if p := os.Getenv("TENT_PROBE"); p != "" {
 		return filepath.Dir(p), nil
@@ -115,6 +116,7 @@ var ProbeDir = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	builtProbe.Store(&dir)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -127,6 +129,20 @@ var ProbeDir = sync.OnceValues(func() (string, error) {
 	}
 	return dir, nil
 })
+
+// builtProbe is the directory ProbeDir built, if it built one.
+var builtProbe atomic.Pointer[string]
+
+// Run runs the package's tests (m.Run) and then removes the probe
+// directory ProbeDir built, if any: a test binary must leave nothing in
+// the host's temporary directory. It returns m.Run's status.
+func Run(m *testing.M) int {
+	code := m.Run()
+	if dir := builtProbe.Load(); dir != nil {
+		_ = os.RemoveAll(*dir)
+	}
+	return code
+}
 
 type buildError struct {
 	out []byte

@@ -14,7 +14,7 @@ import (
 // it (/proc/self/exe) in the supervisor's mode, which sandbox.Init runs.
 func TestMain(m *testing.M) {
 	sandbox.Init()
-	os.Exit(m.Run())
+	os.Exit(sandboxtest.Run(m))
 }
 
 // probeTarget is where the test probe is mounted inside sandboxes.
