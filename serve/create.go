@@ -72,6 +72,7 @@ type createPlan struct {
 	onTimeout     string
 	pauseFiles    bool // onTimeout pause keeps only the files (autoPauseMemory: false)
 	autoResume    bool
+	volumes       []volumeMount
 }
 
 // planCreate validates a create request. It reads nothing but the
@@ -102,9 +103,14 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 		return p, notImplemented("mcp (the MCP gateway)")
 	case req.IAM != nil:
 		return p, notImplemented("iam (workload identity tokens)")
-	case len(req.VolumeMounts) > 0:
-		return p, notImplemented("volumeMounts (use a template with mounts)")
 	}
+	if len(req.VolumeMounts) > 0 && s.vols.dir == "" {
+		return p, notImplemented("volumeMounts (this server has no volumes directory)")
+	}
+	if err := checkVolumeMounts(req.VolumeMounts); err != nil {
+		return p, err
+	}
+	p.volumes = req.VolumeMounts
 	if p.metadata, err = checkMetadata(req.Metadata); err != nil {
 		return p, err
 	}

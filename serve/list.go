@@ -50,17 +50,18 @@ func (s *Server) listed(info sandbox.Info, v boxView) listedSandbox {
 		mem = m
 	}
 	return listedSandbox{
-		SandboxID:   info.ID,
-		TemplateID:  tmpl,
-		Alias:       tmpl,
-		ClientID:    clientID,
-		CPUCount:    cpus,
-		MemoryMB:    mem >> 20,
-		StartedAt:   info.Created.UTC().Format(time.RFC3339Nano),
-		EndAt:       end.UTC().Format(time.RFC3339Nano),
-		State:       stateOf(info.State),
-		EnvdVersion: s.opts.EnvdVersion,
-		Metadata:    metadataOf(info.Spec.Labels),
+		SandboxID:    info.ID,
+		TemplateID:   tmpl,
+		Alias:        tmpl,
+		ClientID:     clientID,
+		CPUCount:     cpus,
+		MemoryMB:     mem >> 20,
+		StartedAt:    info.Created.UTC().Format(time.RFC3339Nano),
+		EndAt:        end.UTC().Format(time.RFC3339Nano),
+		State:        stateOf(info.State),
+		EnvdVersion:  s.opts.EnvdVersion,
+		Metadata:     metadataOf(info.Spec.Labels),
+		VolumeMounts: s.volumeMountsOf(info.Spec),
 	}
 }
 

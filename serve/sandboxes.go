@@ -61,6 +61,14 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 		return sandbox.Info{}, err
 	}
 	caps := s.b.Capabilities()
+	if !found && len(plan.volumes) > 0 {
+		return sandbox.Info{}, errorf(http.StatusBadRequest, "volumeMounts: a sandbox made from a snapshot (template %q) keeps the snapshot's mounts", plan.template)
+	}
+	vmounts, releaseVolumes, err := s.mountVolumes(plan.volumes)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	defer releaseVolumes()
 	release, err := s.acquireProvision(ctx)
 	if err != nil {
 		return sandbox.Info{}, err
@@ -86,6 +94,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 		return sandbox.Info{}, err
 	}
 	spec.Env = append(spec.Env, plan.env...)
+	spec.Mounts = append(slices.Clip(spec.Mounts), vmounts...)
 	spec.Labels = plan.labels()
 	if spec.Tier == sandbox.TierReduced {
 		return s.b.Provision(ctx, spec)

@@ -111,6 +111,12 @@ type Options struct {
 	// still has, so that a server restarted over a durable backend keeps
 	// their timeouts. "" keeps them in memory only.
 	StateFile string
+	// VolumesDir, when not "", serves E2B's volumes from that directory
+	// (made, mode 0700, if missing): named directories that outlive
+	// sandboxes, mounted read-write by the sandboxes that name them in
+	// volumeMounts, with a content API reached with each volume's token.
+	// "" refuses the volume API (501).
+	VolumesDir string
 }
 
 // Defaults of [Options].
@@ -200,6 +206,8 @@ type Server struct {
 	pending   int             // creates and forks in flight
 	boxes     map[string]*box // by full sandbox id
 	snapshots []*snapRecord   // taken through the server, oldest first
+
+	vols *volumes
 }
 
 // New returns a server over b. It fails when opts.APIKey is empty, or
@@ -244,6 +252,11 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 			"memory", s.baseLimits.Memory, "cpus", s.baseLimits.CPUs, "pids", s.baseLimits.Pids)
 		s.baseLimits = sandbox.Limits{Timeout: s.baseLimits.Timeout, NoFile: s.baseLimits.NoFile}
 	}
+	vols, err := loadVolumes(opts.VolumesDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	s.vols = vols
 	s.mux = s.routes()
 	if opts.StateFile != "" {
 		saved, err := loadState(opts.StateFile)
@@ -299,9 +312,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveControl authenticates a control-plane request, bounds it and
 // hands it to the routes.
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
-	if !s.validKey(r.Header.Get("X-API-Key")) {
+	if !s.validKey(r.Header.Get("X-API-Key")) && !s.volumeAuthorized(r) {
 		msg := "invalid API key"
-		if r.Header.Get("X-API-Key") == "" {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/volumecontent/"):
+			msg = "invalid or missing volume token: send it as Authorization: Bearer TOKEN (the token of POST /volumes or GET /volumes/ID), or the API key in X-API-Key"
+		case r.Header.Get("X-API-Key") == "":
 			msg = "missing API key: send it in the X-API-Key header (E2B_API_KEY for the SDKs)"
 		}
 		s.writeError(w, r, errorf(http.StatusUnauthorized, "%s", msg))
@@ -317,8 +333,12 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A slow client may not hold a request open by trickling its body.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	readFor, limit := s.opts.RequestTimeout, s.opts.MaxBodyBytes
+	if volumeUpload(r) {
+		readFor, limit = volumeUploadTimeout, s.opts.MaxUploadBytes
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(readFor))
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -345,6 +365,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("GET /snapshots", s.handleListSnapshots)
 	m.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.handleFork)
 	m.HandleFunc("DELETE /templates/{templateID}", s.handleDeleteSnapshot)
+	s.volumeRoutes(m)
 	m.HandleFunc("/", s.handleUnknown)
 	return m
 }

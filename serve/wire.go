@@ -23,10 +23,10 @@ type newSandboxRequest struct {
 	AutoPauseMemory     *bool             `json:"autoPauseMemory,omitempty"`
 	AutoResume          *autoResume       `json:"autoResume,omitempty"`
 	Secure              *bool             `json:"secure,omitempty"`
+	VolumeMounts        []volumeMount     `json:"volumeMounts,omitempty"`
 	// Not served: each is refused with a clear error when set.
-	MCP          any   `json:"mcp,omitempty"`
-	IAM          any   `json:"iam,omitempty"`
-	VolumeMounts []any `json:"volumeMounts,omitempty"`
+	MCP any `json:"mcp,omitempty"`
+	IAM any `json:"iam,omitempty"`
 }
 
 // autoResume is SandboxAutoResumeConfig.
@@ -93,6 +93,8 @@ type listedSandbox struct {
 	State       string            `json:"state"`
 	EnvdVersion string            `json:"envdVersion"`
 	Metadata    map[string]string `json:"metadata"`
+	// VolumeMounts are the volumes the sandbox mounts, by name.
+	VolumeMounts []volumeMount `json:"volumeMounts,omitempty"`
 }
 
 // sandboxDetail is SandboxDetail (GET /sandboxes/{id}).

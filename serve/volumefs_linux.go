@@ -1,0 +1,526 @@
+package serve
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A volume's files are hostile input: every sandbox that mounts the
+// volume writes there (symbolic links, FIFOs, sparse files, deep trees,
+// names), at any moment, and the content API acts on them as the
+// server's user. So every operation is done beneath the descriptor of the
+// volume's data directory, never through a path the host resolves alone:
+// a path is resolved with openat2 refusing every symbolic link on the way
+// (RESOLVE_NO_SYMLINKS) and any step out of the directory, the last
+// component is acted on relative to its parent's descriptor without
+// following it (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW), what is opened is
+// checked by fstat on the descriptor opened, and a FIFO cannot block an
+// open (O_NONBLOCK). Links inside a volume are listed and removed as
+// links, never followed.
+
+// resolveBeneath keeps a resolution inside the volume and off every
+// symbolic link (and /proc's magic links), on one mount.
+const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+// volumeFS is a volume's data directory, held open.
+type volumeFS struct {
+	root int // O_PATH | O_DIRECTORY
+	// owner is the directory's on-disk owner: entries it owns are the
+	// sandbox user's inside every sandbox that mounts the volume.
+	owner, group uint32
+}
+
+// openVolumeFS opens dir, which must be a directory and not a link.
+func openVolumeFS(dir string) (*volumeFS, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening the volume: %w", os.NewSyscallError("open", err))
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("fstat", err)
+	}
+	return &volumeFS{root: fd, owner: st.Uid, group: st.Gid}, nil
+}
+
+func (v *volumeFS) Close() error { return unix.Close(v.root) }
+
+// pathError maps an errno met on the way to rel to the API's answer: a
+// missing entry (or a file where a directory was wanted) is 404, a link
+// on the way 400.
+func pathError(rel string, err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return errorf(http.StatusNotFound, "Path %s not found", apiPath(rel))
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+		return errorf(http.StatusBadRequest, "path %s: a symbolic link or another mount on the way: the volume API does not follow links", apiPath(rel))
+	case errors.Is(err, unix.ENAMETOOLONG):
+		return errorf(http.StatusBadRequest, "path %s: a name is too long", apiPath(rel))
+	}
+	return fmt.Errorf("volume path %s: %w", apiPath(rel), err)
+}
+
+// openDir opens directory rel (read-only, for listing or as a parent).
+func (v *volumeFS) openDir(rel string) (int, error) {
+	fd, err := unix.Openat2(v.root, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolveBeneath})
+	if errors.Is(err, unix.ENOTDIR) && v.isLink(rel) {
+		err = unix.ELOOP // a link where a directory is wanted: say so
+	}
+	if err != nil {
+		return -1, pathError(rel, err)
+	}
+	return fd, nil
+}
+
+// isLink reports whether rel itself is a symbolic link (reached without
+// following any).
+func (v *volumeFS) isLink(rel string) bool {
+	fd, err := unix.Openat2(v.root, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolveBeneath})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+}
+
+// parent opens rel's parent directory and returns it with rel's last
+// name. rel must not be the root.
+func (v *volumeFS) parent(rel string) (int, string, error) {
+	dir, name := path.Split(rel)
+	if dir == "" {
+		dir = "."
+	}
+	fd, err := v.openDir(strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return -1, "", err
+	}
+	return fd, name, nil
+}
+
+// entryOf describes st, the entry at rel. The owner is reported as a
+// sandbox of the server sees it: the volume's owner is the sandbox's
+// user (E2B's, uid 1000), any other id is unmapped there (nobody).
+func (v *volumeFS) entryOf(rel string, st *unix.Stat_t) volumeEntry {
+	e := volumeEntry{
+		Name:  path.Base(apiPath(rel)),
+		Path:  apiPath(rel),
+		Size:  st.Size,
+		Mode:  st.Mode & 0o7777,
+		UID:   overflowID,
+		GID:   overflowID,
+		Atime: time.Unix(st.Atim.Unix()).UTC(),
+		Mtime: time.Unix(st.Mtim.Unix()).UTC(),
+		Ctime: time.Unix(st.Ctim.Unix()).UTC(),
+	}
+	if st.Uid == v.owner {
+		e.UID = e2bUID
+	}
+	if st.Gid == v.group {
+		e.GID = e2bUID
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		e.Type = "file"
+	case unix.S_IFDIR:
+		e.Type = "directory"
+	case unix.S_IFLNK:
+		e.Type = "symlink"
+	default:
+		e.Type = "unknown"
+	}
+	return e
+}
+
+// stat describes rel without following it.
+func (v *volumeFS) stat(rel string) (volumeEntry, error) {
+	var st unix.Stat_t
+	if rel == "." {
+		if err := unix.Fstat(v.root, &st); err != nil {
+			return volumeEntry{}, os.NewSyscallError("fstat", err)
+		}
+		return v.entryOf(rel, &st), nil
+	}
+	dir, name, err := v.parent(rel)
+	if err != nil {
+		return volumeEntry{}, err
+	}
+	defer unix.Close(dir)
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return volumeEntry{}, pathError(rel, err)
+	}
+	e := v.entryOf(rel, &st)
+	if e.Type == "symlink" {
+		e.Target = readlinkAt(dir, name)
+	}
+	return e, nil
+}
+
+// readlinkAt reads link name in dir ("" if it cannot).
+func readlinkAt(dir int, name string) string {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dir, name, buf)
+	if err != nil {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+// openFile opens regular file rel for reading; anything else is refused
+// without blocking (a FIFO) or following (a link).
+func (v *volumeFS) openFile(rel string) (*os.File, int64, error) {
+	if rel == "." {
+		return nil, 0, errorf(http.StatusBadRequest, "path /: a directory, not a file")
+	}
+	dir, name, err := v.parent(rel)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENXIO) {
+			return nil, 0, errorf(http.StatusBadRequest, "path %s: not a regular file", apiPath(rel))
+		}
+		return nil, 0, pathError(rel, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, 0, os.NewSyscallError("fstat", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, 0, errorf(http.StatusBadRequest, "path %s: not a regular file", apiPath(rel))
+	}
+	return os.NewFile(uintptr(fd), apiPath(rel)), st.Size, nil
+}
+
+// writeFile writes r to rel, a new file unless force replaces one,
+// through a temporary file beside it renamed into place: a reader never
+// sees half a file, and a failure leaves what was there.
+func (v *volumeFS) writeFile(rel string, r io.Reader, mode uint32, force bool) (volumeEntry, error) {
+	if rel == "." {
+		return volumeEntry{}, errorf(http.StatusConflict, "Path / is a directory")
+	}
+	dir, name, err := v.parent(rel)
+	if err != nil {
+		return volumeEntry{}, err
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	switch err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return volumeEntry{}, errorf(http.StatusConflict, "Path %s is a directory", apiPath(rel))
+	case err == nil && !force:
+		return volumeEntry{}, errorf(http.StatusConflict, "Path %s already exists", apiPath(rel))
+	case err != nil && !errors.Is(err, unix.ENOENT):
+		return volumeEntry{}, pathError(rel, err)
+	}
+	tmp, fd, err := createTemp(dir, mode)
+	if err != nil {
+		return volumeEntry{}, err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	done := false
+	defer func() {
+		if !done {
+			_ = unix.Unlinkat(dir, tmp, 0)
+		}
+	}()
+	_, err = io.Copy(f, r)
+	if err == nil {
+		// The mode as asked, whatever the server's umask.
+		err = f.Chmod(os.FileMode(mode))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return volumeEntry{}, err
+	}
+	flags := uint(unix.RENAME_NOREPLACE)
+	if force {
+		flags = 0
+	}
+	if err := unix.Renameat2(dir, tmp, dir, name, flags); err != nil {
+		switch {
+		case errors.Is(err, unix.EEXIST):
+			return volumeEntry{}, errorf(http.StatusConflict, "Path %s already exists", apiPath(rel))
+		case errors.Is(err, unix.EISDIR), errors.Is(err, unix.ENOTEMPTY):
+			return volumeEntry{}, errorf(http.StatusConflict, "Path %s is a directory", apiPath(rel))
+		}
+		return volumeEntry{}, pathError(rel, err)
+	}
+	done = true
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return volumeEntry{}, pathError(rel, err)
+	}
+	return v.entryOf(rel, &st), nil
+}
+
+// createTemp creates a new file with a random name in dir.
+func createTemp(dir int, mode uint32) (string, int, error) {
+	for range 16 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		name := ".tent-upload-" + hex.EncodeToString(b[:])
+		fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", -1, fmt.Errorf("creating the upload's file: %w", os.NewSyscallError("openat", err))
+		}
+		return name, fd, nil
+	}
+	return "", -1, errors.New("creating the upload's file: no free name")
+}
+
+// makeDir creates directory rel with mode; force creates its missing
+// parents too (each with mode) and accepts a directory already there.
+func (v *volumeFS) makeDir(rel string, mode uint32, force bool) (volumeEntry, error) {
+	if rel == "." {
+		if force {
+			return v.stat(rel)
+		}
+		return volumeEntry{}, errorf(http.StatusConflict, "Path / already exists")
+	}
+	fd, err := unix.Dup(v.root)
+	if err != nil {
+		return volumeEntry{}, os.NewSyscallError("dup", err)
+	}
+	defer func() { unix.Close(fd) }()
+	parts := strings.Split(rel, "/")
+	for i, name := range parts {
+		last := i == len(parts)-1
+		sofar := strings.Join(parts[:i+1], "/")
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		switch {
+		case err == nil && last && !force:
+			unix.Close(next)
+			return volumeEntry{}, errorf(http.StatusConflict, "Path %s already exists", apiPath(rel))
+		case err == nil:
+		case errors.Is(err, unix.ENOENT) && (last || force):
+			if err := unix.Mkdirat(fd, name, mode); err != nil && !errors.Is(err, unix.EEXIST) {
+				return volumeEntry{}, pathError(sofar, err)
+			}
+			if next, err = unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+				return volumeEntry{}, pathError(sofar, err)
+			}
+			// The mode as asked, whatever the umask, on the directory
+			// opened (never through a name a sandbox could swap).
+			if err := unix.Fchmod(next, mode); err != nil {
+				unix.Close(next)
+				return volumeEntry{}, os.NewSyscallError("fchmod", err)
+			}
+		case errors.Is(err, unix.ENOENT):
+			return volumeEntry{}, errorf(http.StatusNotFound, "Path %s not found", apiPath(sofar))
+		case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+			// A file or a link where a directory is wanted.
+			if last {
+				return volumeEntry{}, errorf(http.StatusConflict, "Path %s already exists", apiPath(rel))
+			}
+			return volumeEntry{}, errorf(http.StatusConflict, "Path %s is not a directory", apiPath(sofar))
+		default:
+			return volumeEntry{}, pathError(sofar, err)
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return volumeEntry{}, os.NewSyscallError("fstat", err)
+	}
+	return v.entryOf(rel, &st), nil
+}
+
+// list describes directory rel's entries, depth levels down (1: its own).
+func (v *volumeFS) list(rel string, depth int) ([]volumeEntry, error) {
+	fd, err := v.openDir(rel)
+	if err != nil {
+		return nil, err
+	}
+	out := []volumeEntry{}
+	err = v.listAt(fd, rel, depth, &out)
+	unix.Close(fd)
+	return out, err
+}
+
+// listAt appends dir's (rel's) entries to out and, depth > 1, those of
+// its subdirectories (never through a link). It closes nothing.
+func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry) error {
+	dup, err := unix.Dup(dir)
+	if err != nil {
+		return os.NewSyscallError("dup", err)
+	}
+	f := os.NewFile(uintptr(dup), apiPath(rel))
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(1024)
+		for _, name := range names {
+			if len(*out) >= maxVolumeListEntries {
+				return errorf(http.StatusBadRequest, "path %s: over %d entries: list a subdirectory, or with a smaller depth", apiPath(rel), maxVolumeListEntries)
+			}
+			child := path.Join(rel, name)
+			var st unix.Stat_t
+			if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue // gone since it was read
+			}
+			e := v.entryOf(child, &st)
+			if e.Type == "symlink" {
+				e.Target = readlinkAt(dir, name)
+			}
+			*out = append(*out, e)
+			if depth > 1 && e.Type == "directory" {
+				sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					continue // replaced by something else since
+				}
+				err = v.listAt(sub, child, depth-1, out)
+				unix.Close(sub)
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if err == io.EOF || len(names) == 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// setMode changes rel's mode. Only files and directories are changed:
+// on the descriptor opened, never through a name.
+func (v *volumeFS) setMode(rel string, mode *uint32) (volumeEntry, error) {
+	var fd int
+	var err error
+	if rel == "." {
+		fd, err = unix.Openat(v.root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	} else {
+		dir, name, perr := v.parent(rel)
+		if perr != nil {
+			return volumeEntry{}, perr
+		}
+		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		unix.Close(dir)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) {
+			return volumeEntry{}, errorf(http.StatusBadRequest, "path %s: only a file's or a directory's metadata can be changed", apiPath(rel))
+		}
+		return volumeEntry{}, pathError(rel, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return volumeEntry{}, os.NewSyscallError("fstat", err)
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
+		return volumeEntry{}, errorf(http.StatusBadRequest, "path %s: only a file's or a directory's metadata can be changed", apiPath(rel))
+	}
+	if mode != nil {
+		if err := unix.Fchmod(fd, *mode); err != nil {
+			return volumeEntry{}, os.NewSyscallError("fchmod", err)
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return volumeEntry{}, os.NewSyscallError("fstat", err)
+		}
+	}
+	return v.entryOf(rel, &st), nil
+}
+
+// remove removes rel, a directory with everything beneath it (links are
+// removed, never followed). The root cannot be removed.
+func (v *volumeFS) remove(rel string) error {
+	if rel == "." {
+		return errorf(http.StatusBadRequest, "path /: the volume's root cannot be removed (remove what is in it, or destroy the volume)")
+	}
+	dir, name, err := v.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return pathError(rel, err)
+	}
+	if err := removeAt(dir, name, 0); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return pathError(rel, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// removeAt removes name in dir, and if it is a directory everything in
+// it first, depth directories down from the removal's start.
+func removeAt(dir int, name string, depth int) error {
+	err := unix.Unlinkat(dir, name, 0)
+	if err == nil || !errors.Is(err, unix.EISDIR) {
+		return err
+	}
+	if depth >= maxVolumeRemoveDepth {
+		return errorf(http.StatusConflict, "removal: directories nested over %d deep", maxVolumeRemoveDepth)
+	}
+	// A sandbox may keep adding entries: a few passes, then give up.
+	for range 8 {
+		sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+				// Replaced by a link or a file since: remove that.
+				return unix.Unlinkat(dir, name, 0)
+			}
+			return err
+		}
+		err = removeEntries(sub, depth)
+		unix.Close(sub)
+		if err != nil {
+			return err
+		}
+		err = unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
+		if !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
+			return err
+		}
+	}
+	return errorf(http.StatusConflict, "removal: the directory keeps filling up (a sandbox is writing to it)")
+}
+
+// removeEntries removes every entry of dir.
+func removeEntries(dir int, depth int) error {
+	dup, err := unix.Dup(dir)
+	if err != nil {
+		return os.NewSyscallError("dup", err)
+	}
+	f := os.NewFile(uintptr(dup), "")
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(1024)
+		for _, name := range names {
+			if err := removeAt(dir, name, depth+1); err != nil && !errors.Is(err, unix.ENOENT) {
+				return err
+			}
+		}
+		if err == io.EOF || len(names) == 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,712 @@
+package serve
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
+)
+
+// E2B's volumes: named directories that outlive sandboxes, mounted
+// read-write into the sandboxes that name them at creation
+// (volumeMounts), with a content API of their own (/volumecontent/ID/...)
+// that a client reaches with the volume's token. Each lives in
+// Options.VolumesDir/ID: volume.json (its id, name and creation time)
+// and data/, the directory sandboxes mount (as every tent rw mount: its
+// on-disk owner's files are the sandbox user's inside, and what a
+// sandbox creates there is the owner's on disk).
+
+// Bounds of the content API's work on a volume's behalf.
+const (
+	// maxVolumeListEntries bounds the entries one list answers.
+	maxVolumeListEntries = 100_000
+	// maxVolumeListDepth bounds a list's depth.
+	maxVolumeListDepth = 64
+	// maxVolumeRemoveDepth bounds the directory depth a removal walks
+	// (each level holds a descriptor).
+	maxVolumeRemoveDepth = 1024
+	// maxVolumePath bounds a path (Linux's PATH_MAX).
+	maxVolumePath = 4096
+)
+
+// volumeRel turns an API path ("/a/b", "a/b", "/") into one relative to
+// the volume's root ("a/b", "."): cleaned, so that ".." stops at the
+// root. A NUL or an empty path is refused.
+func volumeRel(p string) (string, error) {
+	if p == "" {
+		return "", errorf(http.StatusBadRequest, "path: empty: want a path in the volume, such as /dir/file")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", errorf(http.StatusBadRequest, "path %q: contains a NUL byte", p)
+	}
+	if len(p) > maxVolumePath {
+		return "", errorf(http.StatusBadRequest, "path: over %d bytes", maxVolumePath)
+	}
+	rel := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if rel == "" {
+		rel = "."
+	}
+	return rel, nil
+}
+
+// apiPath is rel as the API names it: "/a/b", "/" for the root.
+func apiPath(rel string) string {
+	if rel == "." {
+		return "/"
+	}
+	return "/" + rel
+}
+
+// volumeEntry is VolumeEntryStat: one entry as the API reports it.
+type volumeEntry struct {
+	Name   string    `json:"name"`
+	Type   string    `json:"type"`
+	Path   string    `json:"path"`
+	Size   int64     `json:"size"`
+	Mode   uint32    `json:"mode"`
+	UID    uint32    `json:"uid"`
+	GID    uint32    `json:"gid"`
+	Atime  time.Time `json:"atime"`
+	Mtime  time.Time `json:"mtime"`
+	Ctime  time.Time `json:"ctime"`
+	Target string    `json:"target,omitempty"`
+}
+
+// overflowID is how an id outside a sandbox's user namespace shows
+// inside it.
+const overflowID = 65534
+
+// checkMode refuses a mode beyond the permission bits: a set-id file
+// would be the server's user's (root's, for a root server) on the host.
+func checkMode(field string, mode *uint32) error {
+	if mode != nil && *mode&^0o777 != 0 {
+		return errorf(http.StatusBadRequest, "%s %#o: only permission bits (0-0777): set-id and sticky bits are refused", field, *mode)
+	}
+	return nil
+}
+
+// checkOwner refuses ids a sandbox cannot see: tent maps one id into a
+// sandbox, its user, which owns every file of the volume there.
+func checkOwner(field string, id *uint32) error {
+	if id != nil && *id != e2bUID {
+		return errorf(http.StatusBadRequest, "%s %d: a volume's files belong to the sandbox's user (%d) inside every sandbox: tent maps that one id, so no other owner can be given", field, *id, e2bUID)
+	}
+	return nil
+}
+
+// volumeRec is a volume, as volume.json keeps it.
+type volumeRec struct {
+	ID      string    `json:"volumeID"`
+	Name    string    `json:"name"`
+	Created time.Time `json:"createdAt"`
+}
+
+// volumes is the server's volume store.
+type volumes struct {
+	dir string // Options.VolumesDir; "" when volumes are not served
+	mu  sync.Mutex
+	// byID holds every volume; busy counts the creates in flight that
+	// mount each (a volume in use is not destroyed).
+	byID map[string]*volumeRec
+	busy map[string]int
+}
+
+// loadVolumes opens the store in dir (made, mode 0700, if missing) and
+// reads every volume in it; one it cannot read is logged and left alone.
+func loadVolumes(dir string, log *slog.Logger) (*volumes, error) {
+	v := &volumes{dir: dir, byID: map[string]*volumeRec{}, busy: map[string]int{}}
+	if dir == "" {
+		return v, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("volumes directory: %w", err)
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("volumes directory %s: not a directory", dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("volumes directory: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !validVolumeID(e.Name()) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "volume.json"))
+		var rec volumeRec
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err == nil && (rec.ID != e.Name() || !policy.ValidName(rec.Name)) {
+			err = errors.New("its record names another volume, or no valid name")
+		}
+		if err != nil {
+			log.Warn("a volume could not be read: left alone", "dir", filepath.Join(dir, e.Name()), "err", err)
+			continue
+		}
+		v.byID[rec.ID] = &rec
+	}
+	return v, nil
+}
+
+// validVolumeID reports whether id has the form newVolumeID makes.
+func validVolumeID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i, c := range []byte(id) {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// newVolumeID is a random id in UUID form, as E2B's.
+func newVolumeID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// dataDir is where volume id's files are.
+func (v *volumes) dataDir(id string) string { return filepath.Join(v.dir, id, "data") }
+
+// byName returns the volume named name.
+func (v *volumes) byName(name string) *volumeRec {
+	for _, rec := range v.byID {
+		if rec.Name == name {
+			return rec
+		}
+	}
+	return nil
+}
+
+// volumeToken is volume id's token for the content API: derived from the
+// API key, as sandboxes' access tokens are.
+func (s *Server) volumeToken(id string) string {
+	m := hmac.New(sha256.New, s.tokenKey)
+	m.Write([]byte("volume\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// volumeContentID returns the volume id of a content API path.
+func volumeContentID(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, "/volumecontent/")
+	if !ok {
+		return "", false
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id, id != ""
+}
+
+// volumeAuthorized reports whether r is a content API request carrying
+// its volume's token (Authorization: Bearer TOKEN), checked in constant
+// time.
+func (s *Server) volumeAuthorized(r *http.Request) bool {
+	id, ok := volumeContentID(r.URL.Path)
+	if !ok || s.vols.dir == "" {
+		return false
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(s.volumeToken(id)), []byte(tok)) == 1
+}
+
+// volumeUpload reports whether r uploads a file to a volume: its body is
+// bounded by MaxUploadBytes rather than MaxBodyBytes.
+func volumeUpload(r *http.Request) bool {
+	return r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/volumecontent/") && strings.HasSuffix(r.URL.Path, "/file")
+}
+
+// volumeUploadTimeout bounds reading an upload's body (the other
+// requests' bodies are bounded by RequestTimeout).
+const volumeUploadTimeout = time.Hour
+
+// volumeRoutes adds the volume API to m.
+func (s *Server) volumeRoutes(m *http.ServeMux) {
+	m.HandleFunc("POST /volumes", s.handleVolumeCreate)
+	m.HandleFunc("GET /volumes", s.handleVolumeList)
+	m.HandleFunc("GET /volumes/{volumeID}", s.handleVolumeGet)
+	m.HandleFunc("DELETE /volumes/{volumeID}", s.handleVolumeDestroy)
+	m.HandleFunc("GET /volumecontent/{volumeID}/file", s.volumeContent(s.handleVolumeRead))
+	m.HandleFunc("PUT /volumecontent/{volumeID}/file", s.volumeContent(s.handleVolumeWrite))
+	m.HandleFunc("GET /volumecontent/{volumeID}/dir", s.volumeContent(s.handleVolumeList1))
+	m.HandleFunc("POST /volumecontent/{volumeID}/dir", s.volumeContent(s.handleVolumeMakeDir))
+	m.HandleFunc("GET /volumecontent/{volumeID}/path", s.volumeContent(s.handleVolumeStat))
+	m.HandleFunc("PATCH /volumecontent/{volumeID}/path", s.volumeContent(s.handleVolumeSetMeta))
+	m.HandleFunc("DELETE /volumecontent/{volumeID}/path", s.volumeContent(s.handleVolumeRemove))
+}
+
+// volumeReply is Volume / VolumeAndToken.
+type volumeReply struct {
+	VolumeID string `json:"volumeID"`
+	Name     string `json:"name"`
+	Token    string `json:"token,omitempty"`
+}
+
+// servesVolumes refuses when the server has no volume store.
+func (s *Server) servesVolumes() error {
+	if s.vols.dir == "" {
+		return notImplemented("volumes (this server has no volumes directory)")
+	}
+	return nil
+}
+
+// handleVolumeCreate serves POST /volumes: {"name": NAME} makes an empty
+// volume; a name is unique.
+func (s *Server) handleVolumeCreate(w http.ResponseWriter, r *http.Request) {
+	if err := s.servesVolumes(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !policy.ValidName(req.Name) {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "name %q: a volume name is 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or a digit", req.Name))
+		return
+	}
+	rec, err := s.vols.create(req.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("volume created", "id", rec.ID, "name", rec.Name)
+	writeJSON(w, http.StatusCreated, volumeReply{VolumeID: rec.ID, Name: rec.Name, Token: s.volumeToken(rec.ID)})
+}
+
+// create makes volume name on disk, then records it.
+func (v *volumes) create(name string) (*volumeRec, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.byName(name) != nil {
+		return nil, errorf(http.StatusConflict, "a volume named %q exists already", name)
+	}
+	rec := &volumeRec{ID: newVolumeID(), Name: name, Created: time.Now().UTC()}
+	dir := filepath.Join(v.dir, rec.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the volume: %w", err)
+	}
+	b, _ := json.Marshal(rec)
+	err := os.Mkdir(filepath.Join(dir, "data"), 0o755)
+	if err == nil {
+		err = os.Chmod(filepath.Join(dir, "data"), 0o755) // whatever the umask
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "volume.json"), b, 0o600)
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("creating the volume: %w", err)
+	}
+	v.byID[rec.ID] = rec
+	return rec, nil
+}
+
+// handleVolumeList serves GET /volumes: every volume, by name.
+func (s *Server) handleVolumeList(w http.ResponseWriter, r *http.Request) {
+	if err := s.servesVolumes(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.vols.mu.Lock()
+	out := make([]volumeReply, 0, len(s.vols.byID))
+	for _, rec := range s.vols.byID {
+		out = append(out, volumeReply{VolumeID: rec.ID, Name: rec.Name})
+	}
+	s.vols.mu.Unlock()
+	slices.SortFunc(out, func(a, b volumeReply) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// lookupVolume returns volume id, or a 404.
+func (s *Server) lookupVolume(id string) (*volumeRec, error) {
+	if err := s.servesVolumes(); err != nil {
+		return nil, err
+	}
+	s.vols.mu.Lock()
+	rec := s.vols.byID[id]
+	s.vols.mu.Unlock()
+	if rec == nil {
+		return nil, errorf(http.StatusNotFound, "volume %q not found", id)
+	}
+	return rec, nil
+}
+
+// handleVolumeGet serves GET /volumes/{volumeID}, with its token.
+func (s *Server) handleVolumeGet(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.lookupVolume(r.PathValue("volumeID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, volumeReply{VolumeID: rec.ID, Name: rec.Name, Token: s.volumeToken(rec.ID)})
+}
+
+// handleVolumeDestroy serves DELETE /volumes/{volumeID}: the volume and
+// its files are removed, unless a sandbox mounts it (409: kill it first).
+func (s *Server) handleVolumeDestroy(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.lookupVolume(r.PathValue("volumeID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	infos, err := s.b.List(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data := s.vols.dataDir(rec.ID)
+	for _, info := range infos {
+		if slices.ContainsFunc(info.Spec.Mounts, func(m sandbox.Mount) bool { return m.Source == data }) {
+			s.writeError(w, r, errorf(http.StatusConflict, "volume %q is mounted by sandbox %s: kill it first", rec.Name, info.ID))
+			return
+		}
+	}
+	if err := s.vols.destroy(rec.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("volume destroyed", "id", rec.ID, "name", rec.Name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// destroy forgets volume id and removes its directory: first renamed
+// aside (so that it is gone at once, whole), then its files, without
+// following any link a sandbox left there.
+func (v *volumes) destroy(id string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.busy[id] > 0 {
+		return errorf(http.StatusConflict, "volume %s is being mounted by a sandbox being created", id)
+	}
+	if v.byID[id] == nil {
+		return errorf(http.StatusNotFound, "volume %q not found", id)
+	}
+	aside := ".destroyed-" + id
+	if err := os.Rename(filepath.Join(v.dir, id), filepath.Join(v.dir, aside)); err != nil {
+		return fmt.Errorf("destroying the volume: %w", err)
+	}
+	delete(v.byID, id)
+	root, err := openVolumeFS(v.dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.remove(aside); err != nil {
+		return fmt.Errorf("destroying the volume: removing its files: %w", err)
+	}
+	return nil
+}
+
+// volumeMount is one of a create's volumeMounts: the volume name's
+// volume at path.
+type volumeMount struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// maxVolumeMounts bounds a create's volumeMounts.
+const maxVolumeMounts = 16
+
+// checkVolumeMounts validates a create's volumeMounts (the volumes are
+// looked up when the sandbox is provisioned).
+func checkVolumeMounts(vms []volumeMount) error {
+	if len(vms) > maxVolumeMounts {
+		return errorf(http.StatusBadRequest, "volumeMounts: %d, at most %d", len(vms), maxVolumeMounts)
+	}
+	seen := map[string]bool{}
+	for i, vm := range vms {
+		if !policy.ValidName(vm.Name) {
+			return errorf(http.StatusBadRequest, "volumeMounts[%d].name %q: not a volume name", i, vm.Name)
+		}
+		if !strings.HasPrefix(vm.Path, "/") || path.Clean(vm.Path) != vm.Path || vm.Path == "/" || strings.IndexByte(vm.Path, 0) >= 0 {
+			return errorf(http.StatusBadRequest, "volumeMounts[%d].path %q: want a clean absolute path other than /", i, vm.Path)
+		}
+		if seen[vm.Path] {
+			return errorf(http.StatusBadRequest, "volumeMounts[%d].path %q: mounted twice", i, vm.Path)
+		}
+		seen[vm.Path] = true
+	}
+	return nil
+}
+
+// mountVolumes resolves vms to rw mounts and marks their volumes busy
+// until release is called (once the sandbox exists, or failed to).
+func (s *Server) mountVolumes(vms []volumeMount) (mounts []sandbox.Mount, release func(), err error) {
+	if len(vms) == 0 {
+		return nil, func() {}, nil
+	}
+	if err := s.servesVolumes(); err != nil {
+		return nil, nil, err
+	}
+	s.vols.mu.Lock()
+	defer s.vols.mu.Unlock()
+	var ids []string
+	for _, vm := range vms {
+		rec := s.vols.byName(vm.Name)
+		if rec == nil {
+			return nil, nil, errorf(http.StatusNotFound, "volume %q not found", vm.Name)
+		}
+		ids = append(ids, rec.ID)
+		mounts = append(mounts, sandbox.Mount{Source: s.vols.dataDir(rec.ID), Target: vm.Path, Access: sandbox.ReadWrite})
+	}
+	for _, id := range ids {
+		s.vols.busy[id]++
+	}
+	return mounts, func() {
+		s.vols.mu.Lock()
+		defer s.vols.mu.Unlock()
+		for _, id := range ids {
+			if s.vols.busy[id]--; s.vols.busy[id] <= 0 {
+				delete(s.vols.busy, id)
+			}
+		}
+	}, nil
+}
+
+// volumeMountsOf names the volumes spec mounts, as getInfo reports them.
+func (s *Server) volumeMountsOf(spec sandbox.Spec) []volumeMount {
+	if s.vols.dir == "" {
+		return nil
+	}
+	var out []volumeMount
+	s.vols.mu.Lock()
+	defer s.vols.mu.Unlock()
+	for _, m := range spec.Mounts {
+		rest, ok := strings.CutPrefix(m.Source, s.vols.dir+string(filepath.Separator))
+		id, tail, _ := strings.Cut(rest, string(filepath.Separator))
+		if !ok || tail != "data" || s.vols.byID[id] == nil {
+			continue
+		}
+		out = append(out, volumeMount{Name: s.vols.byID[id].Name, Path: m.Target})
+	}
+	return out
+}
+
+// volumeContent wraps a content API handler: it finds the volume and
+// opens its data directory for the request.
+func (s *Server) volumeContent(h func(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rec, err := s.lookupVolume(r.PathValue("volumeID"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		rel, err := volumeRel(r.URL.Query().Get("path"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		v, err := openVolumeFS(s.vols.dataDir(rec.ID))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer v.Close()
+		h(w, r, v, rel)
+	}
+}
+
+// queryUint parses query parameter name as a number (decimal, or 0o/0x
+// prefixed); nil when absent.
+func queryUint(r *http.Request, name string) (*uint32, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "%s %q: want a number", name, s)
+	}
+	u := uint32(n)
+	return &u, nil
+}
+
+// queryBool parses query parameter name: absent is false.
+func queryBool(r *http.Request, name string) (bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, errorf(http.StatusBadRequest, "%s %q: want true or false", name, s)
+	}
+	return b, nil
+}
+
+// newEntryOptions reads a write's or a mkdir's uid, gid, mode and force.
+func newEntryOptions(r *http.Request, defMode uint32) (mode uint32, force bool, err error) {
+	uid, err := queryUint(r, "uid")
+	if err == nil {
+		err = checkOwner("uid", uid)
+	}
+	var gid, m *uint32
+	if err == nil {
+		if gid, err = queryUint(r, "gid"); err == nil {
+			err = checkOwner("gid", gid)
+		}
+	}
+	if err == nil {
+		if m, err = queryUint(r, "mode"); err == nil {
+			err = checkMode("mode", m)
+		}
+	}
+	if err == nil {
+		force, err = queryBool(r, "force")
+	}
+	mode = defMode
+	if m != nil {
+		mode = *m
+	}
+	return mode, force, err
+}
+
+// handleVolumeRead serves GET .../file: the file's bytes.
+func (s *Server) handleVolumeRead(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string) {
+	f, size, err := v.openFile(rel)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	// What the file held when it was opened: a file a sandbox keeps
+	// growing is cut at that size.
+	_, _ = io.CopyN(w, f, size)
+}
+
+// handleVolumeWrite serves PUT .../file: the body becomes the file.
+func (s *Server) handleVolumeWrite(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string) {
+	mode, force, err := newEntryOptions(r, 0o644)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	e, err := v.writeFile(rel, r.Body, mode, force)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, e)
+}
+
+// handleVolumeList1 serves GET .../dir: a directory's entries, depth
+// levels down (default 1).
+func (s *Server) handleVolumeList1(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string) {
+	depth := 1
+	if d := r.URL.Query().Get("depth"); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 1 || n > maxVolumeListDepth {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "depth %q: want 1 to %d", d, maxVolumeListDepth))
+			return
+		}
+		depth = n
+	}
+	out, err := v.list(rel, depth)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleVolumeMakeDir serves POST .../dir.
+func (s *Server) handleVolumeMakeDir(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string) {
+	mode, force, err := newEntryOptions(r, 0o755)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	e, err := v.makeDir(rel, mode, force)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, e)
+}
+
+// handleVolumeStat serves GET .../path: one entry, links not followed.
+func (s *Server) handleVolumeStat(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string) {
+	e, err := v.stat(rel)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// handleVolumeSetMeta serves PATCH .../path: {"uid", "gid", "mode"}.
+func (s *Server) handleVolumeSetMeta(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string) {
+	var req struct {
+		UID  *uint32 `json:"uid"`
+		GID  *uint32 `json:"gid"`
+		Mode *uint32 `json:"mode"`
+	}
+	err := readJSON(r, &req)
+	if err == nil {
+		err = checkOwner("uid", req.UID)
+	}
+	if err == nil {
+		err = checkOwner("gid", req.GID)
+	}
+	if err == nil {
+		err = checkMode("mode", req.Mode)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	e, err := v.setMode(rel, req.Mode)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// handleVolumeRemove serves DELETE .../path: a file, a link, or a
+// directory with everything in it.
+func (s *Server) handleVolumeRemove(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string) {
+	if err := v.remove(rel); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
