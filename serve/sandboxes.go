@@ -61,6 +61,10 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 		return sandbox.Info{}, err
 	}
 	caps := s.b.Capabilities()
+	network, err := s.fillSecrets(plan.network)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
 	if !found && len(plan.volumes) > 0 {
 		return sandbox.Info{}, errorf(http.StatusBadRequest, "volumeMounts: a sandbox made from a snapshot (template %q) keeps the snapshot's mounts", plan.template)
 	}
@@ -78,7 +82,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 		snap := s.snapshotID(plan.template)
 		ov := sandbox.ForkOverrides{Env: plan.env, Labels: plan.labels()}
 		if plan.allowInternet != nil || plan.network != nil {
-			p, err := networkPolicy(sandbox.NetworkPolicy{}, plan.allowInternet, plan.network, false, caps.NetworkPolicy)
+			p, err := networkPolicy(sandbox.NetworkPolicy{}, plan.allowInternet, network, false, caps.NetworkPolicy)
 			if err != nil {
 				return sandbox.Info{}, err
 			}
@@ -90,7 +94,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 		}
 		return info, err
 	}
-	if spec.Network, err = networkPolicy(spec.Network, plan.allowInternet, plan.network, false, caps.NetworkPolicy); err != nil {
+	if spec.Network, err = networkPolicy(spec.Network, plan.allowInternet, network, false, caps.NetworkPolicy); err != nil {
 		return sandbox.Info{}, err
 	}
 	spec.Env = append(spec.Env, plan.env...)

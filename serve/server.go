@@ -117,6 +117,11 @@ type Options struct {
 	// volumeMounts, with a content API reached with each volume's token.
 	// "" refuses the volume API (501).
 	VolumesDir string
+	// SecretsFile, when not "", serves E2B's secrets, kept in that file
+	// (mode 0600): values a create's network.rules header transforms name
+	// as ${e2b.secrets.NAME}, put in by tent's proxy and never seen by
+	// the sandbox. "" refuses the secrets API (501).
+	SecretsFile string
 }
 
 // Defaults of [Options].
@@ -207,7 +212,8 @@ type Server struct {
 	boxes     map[string]*box // by full sandbox id
 	snapshots []*snapRecord   // taken through the server, oldest first
 
-	vols *volumes
+	vols    *volumes
+	secrets *secrets
 }
 
 // New returns a server over b. It fails when opts.APIKey is empty, or
@@ -257,6 +263,9 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s.vols = vols
+	if s.secrets, err = loadSecrets(opts.SecretsFile); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
 	s.mux = s.routes()
 	if opts.StateFile != "" {
 		saved, err := loadState(opts.StateFile)
@@ -366,6 +375,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.handleFork)
 	m.HandleFunc("DELETE /templates/{templateID}", s.handleDeleteSnapshot)
 	s.volumeRoutes(m)
+	s.secretRoutes(m)
 	m.HandleFunc("/", s.handleUnknown)
 	return m
 }

@@ -193,9 +193,10 @@ func runServe(ctx context.Context, g *cli.Globals, o *serveOptions) error {
 		return refuse("%v", err)
 	}
 	srv, err := serve.New(b, serve.Options{APIKey: key, TemplatesDir: o.templates, Logger: log,
-		StateFile:  filepath.Join(stateDir, "serve-state.json"),
-		VolumesDir: filepath.Join(stateDir, "volumes"),
-		Domain:     serveDomain(o.domain, l.Addr()), PrivatePorts: o.private})
+		StateFile:   filepath.Join(stateDir, "serve-state.json"),
+		VolumesDir:  filepath.Join(stateDir, "volumes"),
+		SecretsFile: filepath.Join(stateDir, "serve-secrets.json"),
+		Domain:      serveDomain(o.domain, l.Addr()), PrivatePorts: o.private})
 	if err != nil {
 		l.Close()
 		_ = closeBackend(context.Background())

@@ -1,0 +1,136 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSecretAPI: E2B's secrets CRUD. A value is in no answer and only in
+// the secrets file (mode 0600); a restarted server has the secrets.
+func TestSecretAPI(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secrets.json")
+	h := newHarness(t, Options{SecretsFile: file})
+	const value = "sk-live-0123456789abcdef"
+	r := h.do("POST", "/secrets", `{"name":"openai-api-key","value":"`+value+`","metadata":{"env":"test"}}`)
+	created := decode[secretInfo](t, r)
+	if r.status != http.StatusCreated || !strings.HasPrefix(created.ID, "sec_") || created.Name != "openai-api-key" || created.Version != 1 || created.Metadata["env"] != "test" || created.Created.IsZero() {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if strings.Contains(string(r.body), value) || strings.Contains(string(r.body), `"value"`) {
+		t.Fatalf("the create's answer holds the value: %s", r.body)
+	}
+	if r := h.do("POST", "/secrets", `{"name":"openai-api-key","value":"x"}`); r.status != http.StatusConflict {
+		t.Fatalf("a second secret of that name: %d %s", r.status, r.body)
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"name":"","value":"x"}`, "name"},
+		{`{"name":"a{b","value":"x"}`, "name"},
+		{`{"name":"a\nb","value":"x"}`, "name"},
+		{`{"name":"ok","value":""}`, "value: empty"},
+		{`{"name":"ok","value":"a\r\nX-Injected: 1"}`, "CR, LF"},
+		{`{"name":"ok","value":"x","metadata":{"":"v"}}`, "metadata"},
+	} {
+		if r := h.do("POST", "/secrets", c.body); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, c.want) {
+			t.Errorf("%s: %d %s, want 400 naming %q", c.body, r.status, r.body, c.want)
+		}
+	}
+	// By id and by name; an update is a new version.
+	for _, ref := range []string{created.ID, "openai-api-key"} {
+		if got := decode[secretInfo](t, h.do("GET", "/secrets/"+ref, "")); got.ID != created.ID {
+			t.Fatalf("GET /secrets/%s: %+v", ref, got)
+		}
+	}
+	r = h.do("POST", "/secrets/"+created.ID, `{"value":"sk-live-rotated-000000"}`)
+	if u := decode[secretInfo](t, r); r.status != http.StatusOK || u.Version != 2 || u.Metadata["env"] != "test" {
+		t.Fatalf("update: %d %s", r.status, r.body)
+	}
+	for _, m := range []string{"GET", "POST", "DELETE"} {
+		if r := h.do(m, "/secrets/missing", `{"value":"x"}`); r.status != http.StatusNotFound {
+			t.Errorf("%s a missing secret: %d %s", m, r.status, r.body)
+		}
+	}
+	// Pages, oldest first.
+	for _, n := range []string{"key-a", "key-b"} {
+		if r := h.do("POST", "/secrets", `{"name":"`+n+`","value":"v"}`); r.status != http.StatusCreated {
+			t.Fatal(r.status, string(r.body))
+		}
+	}
+	r = h.do("GET", "/secrets?limit=2", "")
+	page := decode[[]secretInfo](t, r)
+	next := r.header.Get("X-Next-Token")
+	if len(page) != 2 || page[0].Name != "openai-api-key" || next == "" {
+		t.Fatalf("page 1: %+v next %q", page, next)
+	}
+	r = h.do("GET", "/secrets?limit=2&nextToken="+next, "")
+	if page := decode[[]secretInfo](t, r); len(page) != 1 || page[0].Name != "key-b" || r.header.Get("X-Next-Token") != "" {
+		t.Fatalf("page 2: %+v", page)
+	}
+	if r := h.do("GET", "/secrets?limit=0", ""); r.status != http.StatusBadRequest {
+		t.Errorf("limit 0: %d", r.status)
+	}
+	if r := h.do("DELETE", "/secrets/key-a", ""); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the secrets file: %v %v", fi, err)
+	}
+	// A restarted server has them; the value is only in the file.
+	h2 := newHarness(t, Options{SecretsFile: file})
+	if all := decode[[]secretInfo](t, h2.do("GET", "/secrets", "")); len(all) != 2 || all[0].Version != 2 {
+		t.Fatalf("after a restart: %+v", all)
+	}
+	if b, _ := os.ReadFile(file); !strings.Contains(string(b), "sk-live-rotated-000000") {
+		t.Fatalf("the secrets file lacks the value")
+	}
+	if r := newHarness(t, Options{}).do("POST", "/secrets", `{"name":"x","value":"y"}`); r.status != http.StatusNotImplemented {
+		t.Errorf("no SecretsFile: %d %s", r.status, r.body)
+	}
+}
+
+// TestSecretFilledIntoRule: a header transform naming a secret
+// (${e2b.secrets.NAME}, the SDKs' Secret.fill) gets its value in the
+// sandbox's policy, for tent's proxy, and nowhere the server answers or
+// saves; a name the store lacks is refused before anything is made.
+func TestSecretFilledIntoRule(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	h := newHarness(t, Options{SecretsFile: filepath.Join(dir, "secrets.json"), StateFile: state})
+	const value = "ghp_0123456789abcdefghij"
+	if r := h.do("POST", "/secrets", `{"name":"gh","value":"`+value+`"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	body := `{"templateID":"base","network":{"allowOut":["api.github.com"],"denyOut":["0.0.0.0/0"],
+		"rules":{"api.github.com":[{"transform":{"headers":{"Authorization":"Bearer ${e2b.secrets.gh}"}}}]}}}`
+	r := h.do("POST", "/v2/sandboxes", body)
+	if r.status != http.StatusCreated || strings.Contains(string(r.body), value) {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := decode[sandboxResponse](t, r).SandboxID
+	info, err := h.f.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := info.Spec.Network.Secrets; len(s) != 1 || s[0].Value != "Bearer "+value || s[0].Header != "Authorization" {
+		t.Fatalf("the sandbox's policy: %+v", info.Spec.Network)
+	}
+	if r := h.do("GET", "/sandboxes/"+id, ""); strings.Contains(string(r.body), value) {
+		t.Errorf("getInfo holds the value: %s", r.body)
+	}
+	h.s.save()
+	if b, _ := os.ReadFile(state); strings.Contains(string(b), value) {
+		t.Errorf("the state file holds the value")
+	}
+	n := len(h.f.calls)
+	r = h.do("POST", "/v2/sandboxes", strings.Replace(body, "secrets.gh}", "secrets.nope}", 1))
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, `secret "nope" not found`) {
+		t.Fatalf("a missing secret: %d %s", r.status, r.body)
+	}
+	if len(h.f.calls) != n {
+		t.Errorf("the backend was called for a refused create: %v", h.f.calls[n:])
+	}
+}
