@@ -148,6 +148,13 @@ func loadVolumes(dir string, log *slog.Logger) (*volumes, error) {
 		return nil, fmt.Errorf("volumes directory: %w", err)
 	}
 	for _, e := range ents {
+		if aside, ok := strings.CutPrefix(e.Name(), ".destroyed-"); ok && e.IsDir() && validVolumeID(aside) {
+			// A destroy that did not finish: finish it.
+			if err := v.removeAside(e.Name()); err != nil {
+				log.Warn("a destroyed volume's files could not all be removed", "dir", filepath.Join(dir, e.Name()), "err", err)
+			}
+			continue
+		}
 		if !e.IsDir() || !validVolumeID(e.Name()) {
 			continue
 		}
@@ -315,6 +322,9 @@ func (v *volumes) create(name string) (*volumeRec, error) {
 	if v.byName(name) != nil {
 		return nil, errorf(http.StatusConflict, "a volume named %q exists already", name)
 	}
+	if len(v.byID) >= maxVolumes {
+		return nil, errorf(http.StatusConflict, "the server holds %d volumes already (its limit)", maxVolumes)
+	}
 	rec := &volumeRec{ID: newVolumeID(), Name: name, Created: time.Now().UTC()}
 	dir := filepath.Join(v.dir, rec.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -421,15 +431,20 @@ func (v *volumes) destroy(id string) error {
 		return fmt.Errorf("destroying the volume: %w", err)
 	}
 	delete(v.byID, id)
+	if err := v.removeAside(aside); err != nil {
+		return fmt.Errorf("destroying the volume: removing its files: %w", err)
+	}
+	return nil
+}
+
+// removeAside removes a destroyed volume's directory, name in v.dir.
+func (v *volumes) removeAside(name string) error {
 	root, err := openVolumeFS(v.dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	if err := root.remove(aside); err != nil {
-		return fmt.Errorf("destroying the volume: removing its files: %w", err)
-	}
-	return nil
+	return root.remove(name)
 }
 
 // volumeMount is one of a create's volumeMounts: the volume name's
@@ -438,6 +453,9 @@ type volumeMount struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
 }
+
+// maxVolumes bounds the volumes a server holds.
+const maxVolumes = 1000
 
 // maxVolumeMounts bounds a create's volumeMounts.
 const maxVolumeMounts = 16

@@ -362,3 +362,31 @@ func TestVolumeMountedInSandbox(t *testing.T) {
 		t.Fatalf("left in the volumes directory: %v", ents)
 	}
 }
+
+// TestVolumeUnfinishedDestroy: a destroy cut short (the server stopped
+// while removing) is finished when the server starts, links left in the
+// volume removed, not followed.
+func TestVolumeUnfinishedDestroy(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	aside := filepath.Join(dir, ".destroyed-"+newVolumeID(), "data")
+	if err := os.MkdirAll(filepath.Join(aside, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(aside, "a", "out")); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, Options{VolumesDir: dir})
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left after the start: %v", ents)
+	}
+	if b, err := os.ReadFile(filepath.Join(outside, "keep")); err != nil || string(b) != "k" {
+		t.Fatalf("outside: %q %v", b, err)
+	}
+	if v := decode[[]volumeReply](t, h.do("GET", "/volumes", "")); len(v) != 0 {
+		t.Fatalf("volumes: %+v", v)
+	}
+}
