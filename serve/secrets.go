@@ -175,14 +175,14 @@ type secretBody struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
-// handleSecretCreate serves POST /secrets: {name, value, metadata}.
-func (s *Server) handleSecretCreate(w http.ResponseWriter, r *http.Request) {
+// readSecretBody reads and checks a create's (named) or an update's body.
+func (s *Server) readSecretBody(r *http.Request, named bool) (secretBody, error) {
 	var req secretBody
 	err := s.servesSecrets()
 	if err == nil {
 		err = readJSON(r, &req)
 	}
-	if err == nil {
+	if err == nil && named {
 		err = checkSecretName(req.Name)
 	}
 	if err == nil {
@@ -191,6 +191,22 @@ func (s *Server) handleSecretCreate(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		_, err = checkMetadata(req.Metadata)
 	}
+	return req, err
+}
+
+// refLocked finds the secret r's path names (by id or name), or a 404.
+func (st *secrets) refLocked(r *http.Request) (int, *secretRec, error) {
+	ref := r.PathValue("secretID")
+	i, rec := st.findLocked(ref)
+	if rec == nil {
+		return -1, nil, errorf(http.StatusNotFound, "secret %q not found", ref)
+	}
+	return i, rec, nil
+}
+
+// handleSecretCreate serves POST /secrets: {name, value, metadata}.
+func (s *Server) handleSecretCreate(w http.ResponseWriter, r *http.Request) {
+	req, err := s.readSecretBody(r, true)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -267,9 +283,9 @@ func (s *Server) handleSecretGet(w http.ResponseWriter, r *http.Request) {
 	st := s.secrets
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	_, rec := st.findLocked(r.PathValue("secretID"))
-	if rec == nil {
-		s.writeError(w, r, errorf(http.StatusNotFound, "secret %q not found", r.PathValue("secretID")))
+	_, rec, err := st.refLocked(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, rec.info())
@@ -278,17 +294,7 @@ func (s *Server) handleSecretGet(w http.ResponseWriter, r *http.Request) {
 // handleSecretUpdate serves POST /secrets/{secretID}: a new value (a new
 // version) and, when given, new metadata.
 func (s *Server) handleSecretUpdate(w http.ResponseWriter, r *http.Request) {
-	var req secretBody
-	err := s.servesSecrets()
-	if err == nil {
-		err = readJSON(r, &req)
-	}
-	if err == nil {
-		err = checkSecretValue(req.Value)
-	}
-	if err == nil {
-		_, err = checkMetadata(req.Metadata)
-	}
+	req, err := s.readSecretBody(r, false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -296,9 +302,9 @@ func (s *Server) handleSecretUpdate(w http.ResponseWriter, r *http.Request) {
 	st := s.secrets
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	_, rec := st.findLocked(r.PathValue("secretID"))
-	if rec == nil {
-		s.writeError(w, r, errorf(http.StatusNotFound, "secret %q not found", r.PathValue("secretID")))
+	_, rec, err := st.refLocked(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	old := *rec
@@ -324,9 +330,9 @@ func (s *Server) handleSecretDestroy(w http.ResponseWriter, r *http.Request) {
 	st := s.secrets
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	i, rec := st.findLocked(r.PathValue("secretID"))
-	if rec == nil {
-		s.writeError(w, r, errorf(http.StatusNotFound, "secret %q not found", r.PathValue("secretID")))
+	i, rec, err := st.refLocked(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	list := st.list
