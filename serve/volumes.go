@@ -238,11 +238,13 @@ func volumeContentID(p string) (string, bool) {
 // time.
 func (s *Server) volumeAuthorized(r *http.Request) bool {
 	id, ok := volumeContentID(r.URL.Path)
-	if !ok || s.vols.dir == "" {
-		return false
-	}
+	return ok && s.volumeTokenFor(r, id)
+}
+
+// volumeTokenFor reports whether r carries volume id's token.
+func (s *Server) volumeTokenFor(r *http.Request, id string) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	if !ok || s.vols.dir == "" {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(s.volumeToken(id)), []byte(tok)) == 1
@@ -539,6 +541,13 @@ func (s *Server) volumeMountsOf(spec sandbox.Spec) []volumeMount {
 // opens its data directory for the request.
 func (s *Server) volumeContent(h func(w http.ResponseWriter, r *http.Request, v *volumeFS, rel string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// The token let the request in for the volume its path named
+		// first; the volume served must be that one, however the path
+		// was escaped.
+		if !s.validKey(r.Header.Get("X-API-Key")) && !s.volumeTokenFor(r, r.PathValue("volumeID")) {
+			s.writeError(w, r, errorf(http.StatusUnauthorized, "invalid or missing volume token for volume %q", r.PathValue("volumeID")))
+			return
+		}
 		rec, err := s.lookupVolume(r.PathValue("volumeID"))
 		if err != nil {
 			s.writeError(w, r, err)

@@ -168,6 +168,16 @@ func TestVolumeAPI(t *testing.T) {
 	if r = h.do("PUT", "/volumecontent/"+id2+"/file?path=/k", "k"); r.status != http.StatusCreated {
 		t.Fatalf("a content request with the API key: %d %s", r.status, r.body)
 	}
+	// A token for one volume, a path that escapes its way to another.
+	if r := h.content("PUT", id, tok, "file", "/private", "", "private data"); r.status != http.StatusCreated {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	for _, p := range []string{"/volumecontent/" + id2 + "%2F..%2F" + id + "/file?path=/private", "/volumecontent/" + id2 + "/../" + id + "/file?path=/private"} {
+		r := h.do("GET", p, "", "X-API-Key", "", "Authorization", "Bearer "+tok2)
+		if r.status == http.StatusOK || strings.Contains(string(r.body), "private data") {
+			t.Errorf("%s with the other volume's token: %d %s", p, r.status, r.body)
+		}
+	}
 	// The token of a volume does not open the control plane.
 	if r = h.do("GET", "/volumes", "", "X-API-Key", "", "Authorization", "Bearer "+tok); r.status != http.StatusUnauthorized {
 		t.Errorf("GET /volumes with a volume token: %d %s", r.status, r.body)
