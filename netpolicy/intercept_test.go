@@ -916,3 +916,53 @@ func TestSecretHeaderTransform(t *testing.T) {
 		t.Errorf("printed: %q", s)
 	}
 }
+
+// TestHeaderTransformPartNotEchoed: an upstream that echoes only the
+// token of a header transform's "Bearer TOKEN" (as many APIs' "invalid
+// key: ..." pages do) does not hand the token to the sandbox: each part
+// of the value long enough to tell apart is scrubbed as the whole is;
+// a short word ("Bearer") is left alone.
+func TestHeaderTransformPartNotEchoed(t *testing.T) {
+	const token = "ghp_partial0123456789"
+	upCA, err := NewCA("upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		w.Header().Set("X-Refused", tok)
+		fmt.Fprintf(w, "invalid api key: %s (Bearer is the scheme)", tok)
+	}))
+	srv.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return upCA.leaf(h.ServerName) }}
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(upCA.Certificate())
+	ca, err := NewCA("sbx-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "127.0.0.1"},
+		Secrets: []Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: "Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = pol, ca, roots })
+	h.res.set("api.example.com", "127.0.0.1")
+	c := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	resp, body := get(t, c, fmt.Sprintf("https://api.example.com:%d/x", port(t, srv.URL)))
+	if strings.Contains(body, token) || strings.Contains(resp.Header.Get("X-Refused"), token) {
+		t.Fatalf("the token reached the sandbox: header %q, body %q", resp.Header.Get("X-Refused"), body)
+	}
+	if !strings.HasPrefix(body, "invalid api key: ") || !strings.Contains(body, "Bearer is the scheme") {
+		t.Fatalf("body %q: want the page with the token replaced and the rest as it was", body)
+	}
+	if got := credentialParts("Bearer " + token); len(got) != 1 || got[0] != token {
+		t.Errorf("credentialParts: %q", got)
+	}
+	if got := credentialParts("k1=" + token + "; k2=short, " + token); len(got) != 1 {
+		t.Errorf("credentialParts of a list: %q", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -25,9 +26,30 @@ func scrubPairs(secrets []compiledSecret, host string, port int) []scrubPair {
 	for i := range secrets {
 		if secrets[i].boundTo(host, port) {
 			pairs = append(pairs, scrubPair{[]byte(secrets[i].Value), []byte(secrets[i].Placeholder)})
+			if secrets[i].Header != "" {
+				for _, part := range credentialParts(secrets[i].Value) {
+					pairs = append(pairs, scrubPair{[]byte(part), []byte(secrets[i].Placeholder)})
+				}
+			}
 		}
 	}
 	return pairs
+}
+
+// credentialParts returns the parts of a header transform's value that
+// an upstream may echo on their own — the token of "Bearer TOKEN", the
+// values of "k1=v1, k2=v2" — so that they are kept out of responses as
+// the whole value is: the words between spaces, tabs, ',', ';' and '='
+// that are at least minSecretLen bytes long (shorter ones would match
+// ordinary text) and not the whole value.
+func credentialParts(v string) []string {
+	var parts []string
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(" \t,;=", r) }) {
+		if len(f) >= minSecretLen && f != v && !slices.Contains(parts, f) {
+			parts = append(parts, f)
+		}
+	}
+	return parts
 }
 
 type scrubPair struct{ value, placeholder []byte }

@@ -346,6 +346,11 @@ func (s *Server) handleSecretDestroy(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// minRuleSecret is the shortest secret a header transform may use: the
+// proxy replaces the value in responses, and a shorter one would match
+// ordinary text (netpolicy's own bound).
+const minRuleSecret = 8
+
 // secretRef is the placeholder Secret.fill makes.
 var secretRef = regexp.MustCompile(`\$\{e2b\.secrets\.([^{}]*)\}`)
 
@@ -367,7 +372,7 @@ func (s *Server) fillSecrets(nc *networkConfig) (*networkConfig, error) {
 			if rule.Transform != nil && len(rule.Transform.Headers) > 0 {
 				hs := make(map[string]string, len(rule.Transform.Headers))
 				for k, v := range rule.Transform.Headers {
-					var missing string
+					var missing, short string
 					hs[k] = secretRef.ReplaceAllStringFunc(v, func(ref string) string {
 						name := secretRef.FindStringSubmatch(ref)[1]
 						_, rec := st.findLocked(name)
@@ -375,10 +380,16 @@ func (s *Server) fillSecrets(nc *networkConfig) (*networkConfig, error) {
 							missing = name
 							return ref
 						}
+						if len(rec.Value) < minRuleSecret {
+							short = name
+						}
 						return rec.Value
 					})
 					if missing != "" {
 						return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d].transform.headers[%q]: secret %q not found (create it with Secret.create first)", h, i, k, missing)
+					}
+					if short != "" {
+						return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d].transform.headers[%q]: secret %q is shorter than %d bytes: too short for tent's proxy to keep it out of the answers the sandbox reads", h, i, k, short, minRuleSecret)
 					}
 				}
 				rule = networkRule{Transform: &ruleTransform{Headers: hs}}

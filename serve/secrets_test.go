@@ -125,6 +125,13 @@ func TestSecretFilledIntoRule(t *testing.T) {
 	if b, _ := os.ReadFile(state); strings.Contains(string(b), value) {
 		t.Errorf("the state file holds the value")
 	}
+	if r := h.do("POST", "/secrets", `{"name":"short","value":"abc"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	r = h.do("POST", "/v2/sandboxes", strings.Replace(body, "secrets.gh}", "secrets.short}", 1))
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, `secret "short" is shorter than 8 bytes`) {
+		t.Fatalf("a short secret: %d %s", r.status, r.body)
+	}
 	n := len(h.f.calls)
 	r = h.do("POST", "/v2/sandboxes", strings.Replace(body, "secrets.gh}", "secrets.nope}", 1))
 	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, `secret "nope" not found`) {
