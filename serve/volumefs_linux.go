@@ -353,14 +353,15 @@ func (v *volumeFS) list(rel string, depth int) ([]volumeEntry, error) {
 		return nil, err
 	}
 	out := []volumeEntry{}
-	err = v.listAt(fd, rel, depth, &out)
+	size := 0
+	err = v.listAt(fd, rel, depth, &out, &size)
 	unix.Close(fd)
 	return out, err
 }
 
 // listAt appends dir's (rel's) entries to out and, depth > 1, those of
 // its subdirectories (never through a link). It closes nothing.
-func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry) error {
+func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry, size *int) error {
 	dup, err := unix.Dup(dir)
 	if err != nil {
 		return os.NewSyscallError("dup", err)
@@ -382,13 +383,17 @@ func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry) er
 			if e.Type == "symlink" {
 				e.Target = readlinkAt(dir, name)
 			}
+			// Deep paths are long: the answer is bounded in bytes too.
+			if *size += len(e.Path) + len(e.Name) + len(e.Target) + volumeEntryOverhead; *size > maxVolumeListBytes {
+				return errorf(http.StatusBadRequest, "path %s: the list is over %d MiB: list a subdirectory, or with a smaller depth", apiPath(rel), maxVolumeListBytes>>20)
+			}
 			*out = append(*out, e)
 			if depth > 1 && e.Type == "directory" {
 				sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 				if err != nil {
 					continue // replaced by something else since
 				}
-				err = v.listAt(sub, child, depth-1, out)
+				err = v.listAt(sub, child, depth-1, out, size)
 				unix.Close(sub)
 				if err != nil {
 					return err

@@ -39,6 +39,11 @@ import (
 const (
 	// maxVolumeListEntries bounds the entries one list answers.
 	maxVolumeListEntries = 100_000
+	// maxVolumeListBytes bounds what a list holds and answers (names,
+	// paths and link targets, each entry counted volumeEntryOverhead
+	// more for the rest).
+	maxVolumeListBytes  = 16 << 20
+	volumeEntryOverhead = 256
 	// maxVolumeListDepth bounds a list's depth.
 	maxVolumeListDepth = 64
 	// maxVolumeRemoveDepth bounds the directory depth a removal walks

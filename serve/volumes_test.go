@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // newVolume creates volume name through h and returns its id and token.
@@ -398,5 +401,46 @@ func TestVolumeUnfinishedDestroy(t *testing.T) {
 	}
 	if v := decode[[]volumeReply](t, h.do("GET", "/volumes", "")); len(v) != 0 {
 		t.Fatalf("volumes: %+v", v)
+	}
+}
+
+// TestVolumeListBounded: a tree a sandbox built to make a list's answer
+// huge (long names, deep, many files at the bottom: 1200 paths of ~15 KB)
+// is refused with a 400 rather than held in the server's memory; a
+// shallower list of it still answers.
+func TestVolumeListBounded(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, Options{VolumesDir: dir})
+	id, tok := h.newVolume("v")
+	fd, err := unix.Open(filepath.Join(dir, id, "data"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("n", 255)
+	for range 60 {
+		if err := unix.Mkdirat(fd, long, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, long, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	for i := range 1200 {
+		f, err := unix.Openat(fd, fmt.Sprintf("%04d%s", i, long[4:]), unix.O_CREAT|unix.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(f)
+	}
+	unix.Close(fd)
+	r := h.content("GET", id, tok, "dir", "/", "depth=64", "")
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "over 16 MiB") {
+		t.Fatalf("depth 64: %d %.200s", r.status, r.body)
+	}
+	if ls := decode[[]volumeEntry](t, h.content("GET", id, tok, "dir", "/", "depth=2", "")); len(ls) != 2 {
+		t.Fatalf("depth 2: %d entries", len(ls))
 	}
 }
