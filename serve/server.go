@@ -410,11 +410,20 @@ func readJSON(r *http.Request, v any) error {
 	return decodeJSON(b, v)
 }
 
-// acquireProvision waits for a provisioning turn.
+// acquireProvision waits for a provisioning turn. While it is held no
+// volume is destroyed (a fork or a resume may mount one).
 func (s *Server) acquireProvision(ctx context.Context) (release func(), err error) {
 	select {
 	case s.provision <- struct{}{}:
-		return func() { <-s.provision }, nil
+		s.vols.mu.Lock()
+		s.vols.provisioning++
+		s.vols.mu.Unlock()
+		return func() {
+			s.vols.mu.Lock()
+			s.vols.provisioning--
+			s.vols.mu.Unlock()
+			<-s.provision
+		}, nil
 	case <-ctx.Done():
 		return nil, errorf(http.StatusServiceUnavailable, "waited too long for a provisioning turn: %v", ctx.Err())
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +68,8 @@ func pathError(rel string, err error) error {
 		return errorf(http.StatusBadRequest, "path %s: a symbolic link or another mount on the way: the volume API does not follow links", apiPath(rel))
 	case errors.Is(err, unix.ENAMETOOLONG):
 		return errorf(http.StatusBadRequest, "path %s: a name is too long", apiPath(rel))
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return errorf(http.StatusForbidden, "path %s: permission denied (a sandbox took the server's access away: change the mode back, from a sandbox or with a PATCH of the entry)", apiPath(rel))
 	}
 	return fmt.Errorf("volume path %s: %w", apiPath(rel), err)
 }
@@ -412,22 +415,21 @@ func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry, si
 // setMode changes rel's mode. Only files and directories are changed:
 // on the descriptor opened, never through a name.
 func (v *volumeFS) setMode(rel string, mode *uint32) (volumeEntry, error) {
+	// O_PATH: the entry is not opened for reading (a FIFO cannot block,
+	// a mode 0 file is reached), and O_NOFOLLOW keeps a link a link.
 	var fd int
 	var err error
 	if rel == "." {
-		fd, err = unix.Openat(v.root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(v.root, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	} else {
 		dir, name, perr := v.parent(rel)
 		if perr != nil {
 			return volumeEntry{}, perr
 		}
-		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		unix.Close(dir)
 	}
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) {
-			return volumeEntry{}, errorf(http.StatusBadRequest, "path %s: only a file's or a directory's metadata can be changed", apiPath(rel))
-		}
 		return volumeEntry{}, pathError(rel, err)
 	}
 	defer unix.Close(fd)
@@ -439,14 +441,24 @@ func (v *volumeFS) setMode(rel string, mode *uint32) (volumeEntry, error) {
 		return volumeEntry{}, errorf(http.StatusBadRequest, "path %s: only a file's or a directory's metadata can be changed", apiPath(rel))
 	}
 	if mode != nil {
-		if err := unix.Fchmod(fd, *mode); err != nil {
-			return volumeEntry{}, os.NewSyscallError("fchmod", err)
+		if err := chmodFD(fd, *mode); err != nil {
+			return volumeEntry{}, err
 		}
 		if err := unix.Fstat(fd, &st); err != nil {
 			return volumeEntry{}, os.NewSyscallError("fstat", err)
 		}
 	}
 	return v.entryOf(rel, &st), nil
+}
+
+// chmodFD changes the mode of the file or directory fd (an O_PATH
+// descriptor, on which fchmod is refused) through its /proc/self/fd
+// link: the inode held, whatever its name now leads to.
+func chmodFD(fd int, mode uint32) error {
+	if err := unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode, 0); err != nil {
+		return os.NewSyscallError("chmod", err)
+	}
+	return nil
 }
 
 // remove removes rel, a directory with everything beneath it (links are
@@ -485,7 +497,7 @@ func removeAt(dir int, name string, depth int) error {
 	}
 	// A sandbox may keep adding entries: a few passes, then give up.
 	for range 8 {
-		sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		sub, err := openToEmpty(dir, name)
 		if err != nil {
 			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 				// Replaced by a link or a file since: remove that.
@@ -504,6 +516,20 @@ func removeAt(dir int, name string, depth int) error {
 		}
 	}
 	return errorf(http.StatusConflict, "removal: the directory keeps filling up (a sandbox is writing to it)")
+}
+
+// openToEmpty opens directory name in dir to remove what is in it,
+// making it readable and writable for its owner first: a sandbox may
+// have left it mode 0 or read-only, which stops a server that is not
+// root. It is on its way out, so its mode no longer matters.
+func openToEmpty(dir int, name string) (int, error) {
+	p, err := unix.Openat(dir, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(p)
+	_ = chmodFD(p, 0o700) // not the owner: the removal says why below
+	return unix.Openat(p, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
 // removeEntries removes every entry of dir.

@@ -133,6 +133,9 @@ type volumes struct {
 	// mount each (a volume in use is not destroyed).
 	byID map[string]*volumeRec
 	busy map[string]int
+	// provisioning counts the sandboxes being provisioned (see
+	// Server.acquireProvision).
+	provisioning int
 }
 
 // loadVolumes opens the store in dir (made, mode 0700, if missing) and
@@ -401,19 +404,20 @@ func (s *Server) handleVolumeDestroy(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	infos, err := s.b.List(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	data := s.vols.dataDir(rec.ID)
-	for _, info := range infos {
-		if slices.ContainsFunc(info.Spec.Mounts, func(m sandbox.Mount) bool { return m.Source == data }) {
-			s.writeError(w, r, errorf(http.StatusConflict, "volume %q is mounted by sandbox %s: kill it first", rec.Name, info.ID))
-			return
+	inUse := func() error {
+		infos, err := s.b.List(r.Context())
+		if err != nil {
+			return err
 		}
+		for _, info := range infos {
+			if slices.ContainsFunc(info.Spec.Mounts, func(m sandbox.Mount) bool { return m.Source == data }) {
+				return errorf(http.StatusConflict, "volume %q is mounted by sandbox %s: kill it first", rec.Name, info.ID)
+			}
+		}
+		return nil
 	}
-	if err := s.vols.destroy(rec.ID); err != nil {
+	if err := s.vols.destroy(rec.ID, inUse); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -423,23 +427,41 @@ func (s *Server) handleVolumeDestroy(w http.ResponseWriter, r *http.Request) {
 
 // destroy forgets volume id and removes its directory: first renamed
 // aside (so that it is gone at once, whole), then its files, without
-// following any link a sandbox left there.
-func (v *volumes) destroy(id string) error {
+// following any link a sandbox left there. It refuses while a sandbox
+// is being provisioned (a fork or a resume may mount any volume its
+// snapshot names) or while inUse (called under the store's lock, so that
+// no provisioning starts meanwhile) says a sandbox mounts it. Where the
+// files cannot all be removed, the volume is put back and kept.
+func (v *volumes) destroy(id string, inUse func() error) error {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.busy[id] > 0 {
-		return errorf(http.StatusConflict, "volume %s is being mounted by a sandbox being created", id)
-	}
-	if v.byID[id] == nil {
-		return errorf(http.StatusNotFound, "volume %q not found", id)
+	rec := v.byID[id]
+	var err error
+	switch {
+	case rec == nil:
+		err = errorf(http.StatusNotFound, "volume %q not found", id)
+	case v.busy[id] > 0 || v.provisioning > 0:
+		err = errorf(http.StatusConflict, "volume %s: sandboxes are being created, forked or resumed, and may mount it: try again once they are", rec.Name)
+	default:
+		err = inUse()
 	}
 	aside := ".destroyed-" + id
-	if err := os.Rename(filepath.Join(v.dir, id), filepath.Join(v.dir, aside)); err != nil {
-		return fmt.Errorf("destroying the volume: %w", err)
+	if err == nil {
+		if err = os.Rename(filepath.Join(v.dir, id), filepath.Join(v.dir, aside)); err == nil {
+			delete(v.byID, id)
+		}
 	}
-	delete(v.byID, id)
-	if err := v.removeAside(aside); err != nil {
-		return fmt.Errorf("destroying the volume: removing its files: %w", err)
+	v.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if rerr := v.removeAside(aside); rerr != nil {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.byName(rec.Name) == nil && os.Rename(filepath.Join(v.dir, aside), filepath.Join(v.dir, id)) == nil {
+			v.byID[id] = rec
+			return fmt.Errorf("volume %s: its files could not all be removed, so it is kept: %w", rec.Name, rerr)
+		}
+		return fmt.Errorf("volume %s: its files could not all be removed (%w); they are left in %s", rec.Name, rerr, filepath.Join(v.dir, aside))
 	}
 	return nil
 }
@@ -478,7 +500,7 @@ func checkVolumeMounts(vms []volumeMount) error {
 		if !policy.ValidName(vm.Name) {
 			return errorf(http.StatusBadRequest, "volumeMounts[%d].name %q: not a volume name", i, vm.Name)
 		}
-		if !strings.HasPrefix(vm.Path, "/") || path.Clean(vm.Path) != vm.Path || vm.Path == "/" || strings.IndexByte(vm.Path, 0) >= 0 {
+		if !strings.HasPrefix(vm.Path, "/") || path.Clean(vm.Path) != vm.Path || vm.Path == "/" || !printable(vm.Path) {
 			return errorf(http.StatusBadRequest, "volumeMounts[%d].path %q: want a clean absolute path other than /", i, vm.Path)
 		}
 		if seen[vm.Path] {

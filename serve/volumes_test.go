@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -442,5 +443,78 @@ func TestVolumeListBounded(t *testing.T) {
 	}
 	if ls := decode[[]volumeEntry](t, h.content("GET", id, tok, "dir", "/", "depth=2", "")); len(ls) != 2 {
 		t.Fatalf("depth 2: %d entries", len(ls))
+	}
+}
+
+// TestVolumeDestroyRefusals: no destroy while a sandbox is being
+// provisioned (a fork or a resume mounts whatever volume its snapshot
+// names, found by review: a fork racing a destroy got an emptied mount);
+// a destroy that cannot remove every file (a tree nested deeper than the
+// removal walks) keeps the volume instead of losing it; a sandbox's
+// chmod 000 / 0500 / file 000 does not stop a server that is not root.
+func TestVolumeDestroyRefusals(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, Options{VolumesDir: dir})
+	id, tok := h.newVolume("v")
+	release, err := h.s.acquireProvision(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := h.do("DELETE", "/volumes/"+id, ""); r.status != http.StatusConflict || !strings.Contains(r.errBody(t).Message, "forked or resumed") {
+		t.Fatalf("destroy during a provision: %d %s", r.status, r.body)
+	}
+	release()
+
+	data := filepath.Join(dir, id, "data")
+	fd, err := unix.Open(data, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxVolumeRemoveDepth + 8 {
+		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	r := h.do("DELETE", "/volumes/"+id, "")
+	if r.status != http.StatusConflict || !strings.Contains(r.errBody(t).Message, "kept") {
+		t.Fatalf("destroy of a tree too deep: %d %s", r.status, r.body)
+	}
+	if v := decode[volumeReply](t, h.do("GET", "/volumes/"+id, "")); v.VolumeID != id {
+		t.Fatalf("the volume after a failed destroy: %+v", v)
+	}
+	// A sandbox can still clear it (a mv of the tree's top up a level
+	// would do; here the test cuts it), and the destroy then goes through.
+	if err := os.Rename(filepath.Join(data, strings.Repeat("d/", 40)), filepath.Join(data, "cut")); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What a sandbox may do to the modes (as the server's user's files).
+	must(os.MkdirAll(filepath.Join(data, "locked", "sub"), 0o755))
+	must(os.WriteFile(filepath.Join(data, "locked", "f"), []byte("x"), 0o644))
+	must(os.WriteFile(filepath.Join(data, "noread"), []byte("x"), 0o644))
+	must(os.Chmod(filepath.Join(data, "locked", "sub"), 0))
+	must(os.Chmod(filepath.Join(data, "locked"), 0o500))
+	must(os.Chmod(filepath.Join(data, "noread"), 0))
+	r = h.do("PATCH", "/volumecontent/"+id+"/path?path=/noread", `{"mode":420}`, "X-API-Key", "", "Authorization", "Bearer "+tok)
+	if e := decode[volumeEntry](t, r); r.status != http.StatusOK || e.Mode != 0o644 {
+		t.Fatalf("PATCH of a mode 0 file: %d %s", r.status, r.body)
+	}
+	if r := h.do("DELETE", "/volumes/"+id, ""); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left: %v", ents)
 	}
 }
