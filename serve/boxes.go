@@ -157,6 +157,10 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 		return err
 	}
 	defer release()
+	if info, err := handle.Open(ctx, s.b, id).Info(ctx); err == nil && len(info.Spec.Network.Secrets) > 0 {
+		// Refused before anything ends: the resume would be refused.
+		return errFilesPauseSecrets
+	}
 	snap, err := handle.Open(ctx, s.b, id).Snapshot(ctx)
 	if err != nil {
 		return err
@@ -177,6 +181,11 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 	s.dropPauseSnapshot(old)
 	return nil
 }
+
+// errFilesPauseSecrets refuses a filesystem-only pause of a sandbox with
+// header transforms: it restarts from a snapshot, and snapshots never
+// hold secret values, so the sandbox could not be resumed.
+var errFilesPauseSecrets = errorf(http.StatusBadRequest, "a filesystem-only pause (memory: false) restarts the sandbox from a snapshot, which never holds the values of its network.rules header transforms: pause it with its memory, or kill it")
 
 // dropPauseSnapshot removes a filesystem-only pause's snapshot (nil:
 // none); a failure is logged.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
 // TestSecretAPI: E2B's secrets CRUD. A value is in no answer and only in
@@ -124,6 +126,18 @@ func TestSecretFilledIntoRule(t *testing.T) {
 	h.s.save()
 	if b, _ := os.ReadFile(state); strings.Contains(string(b), value) {
 		t.Errorf("the state file holds the value")
+	}
+	// A filesystem-only pause would lose the value (a snapshot never
+	// holds it): refused up front, the sandbox left running.
+	if r := h.do("POST", "/sandboxes/"+id+"/pause", `{"memory":false}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "filesystem-only pause") {
+		t.Fatalf("a filesystem-only pause: %d %s", r.status, r.body)
+	}
+	if info, err := h.f.Get(context.Background(), id); err != nil || info.State != sandbox.StateRunning {
+		t.Fatalf("after the refused pause: %v %v", info.State, err)
+	}
+	withPause := strings.Replace(body, `{"templateID":"base",`, `{"templateID":"base","autoPause":true,"autoPauseMemory":false,`, 1)
+	if r := h.do("POST", "/v2/sandboxes", withPause); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "filesystem-only pause") {
+		t.Fatalf("autoPauseMemory false with header transforms: %d %s", r.status, r.body)
 	}
 	if r := h.do("POST", "/secrets", `{"name":"short","value":"abc"}`); r.status != http.StatusCreated {
 		t.Fatal(r.status, string(r.body))
