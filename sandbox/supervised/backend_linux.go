@@ -248,7 +248,11 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 			_ = cmd.Wait()
 			return fmt.Errorf("the sandbox's supervisor ended as it was ready: %w (see %s)", err, logFile.Name())
 		}
-		_ = cmd.Process.Release()
+		// The supervisor outlives this call, not this process: a
+		// long-lived caller (tent serve) reaps it when it ends, or each
+		// sandbox it ever ran would stay behind as a zombie, holding a
+		// pid. (A short-lived one, the CLI, leaves it to init.)
+		go func() { _ = cmd.Wait() }()
 		return nil
 	}
 	// A refusal may run over several lines (what is missing, the fix):
