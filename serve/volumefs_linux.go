@@ -332,6 +332,10 @@ func (v *volumeFS) makeDir(rel string, mode uint32, force bool) (volumeEntry, er
 			return volumeEntry{}, errorf(http.StatusNotFound, "Path %s not found", apiPath(sofar))
 		case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
 			// A file or a link where a directory is wanted.
+			var st unix.Stat_t
+			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return volumeEntry{}, pathError(sofar, unix.ELOOP)
+			}
 			if last {
 				return volumeEntry{}, errorf(http.StatusConflict, "Path %s already exists", apiPath(rel))
 			}
