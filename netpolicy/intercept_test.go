@@ -930,8 +930,19 @@ func TestHeaderTransformPartNotEchoed(t *testing.T) {
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		w.Header().Set("X-Refused", tok)
-		fmt.Fprintf(w, "invalid api key: %s (Bearer is the scheme)", tok)
+		switch r.URL.Path {
+		case "/echo": // every header, as httpbin's /headers
+			fmt.Fprintf(w, "%v", r.Header)
+		case "/range": // the token in a page served by ranges
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader("your key "+tok+" is not valid, padding padding padding"))
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Echo")
+			fmt.Fprint(w, "body")
+			w.Header().Set("X-Echo", tok)
+		default:
+			w.Header().Set("X-Refused", tok)
+			fmt.Fprintf(w, "invalid api key: %s (Bearer is the scheme)", tok)
+		}
 	}))
 	srv.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return upCA.leaf(h.ServerName) }}
 	srv.StartTLS()
@@ -944,13 +955,18 @@ func TestHeaderTransformPartNotEchoed(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Certificate())
-	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "127.0.0.1"},
-		Secrets: []Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: "Bearer " + token}}})
+	const key2 = "key2_0123456789abcdef"
+	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "api2.example.com", "127.0.0.1"},
+		Secrets: []Secret{
+			{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: "Bearer " + token},
+			{Name: "E2B_RULE_2", Hosts: []string{"api2.example.com"}, Header: "X-Api-Key", Value: key2},
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = pol, ca, roots })
 	h.res.set("api.example.com", "127.0.0.1")
+	h.res.set("api2.example.com", "127.0.0.1")
 	c := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
 	resp, body := get(t, c, fmt.Sprintf("https://api.example.com:%d/x", port(t, srv.URL)))
 	if strings.Contains(body, token) || strings.Contains(resp.Header.Get("X-Refused"), token) {
@@ -958,6 +974,42 @@ func TestHeaderTransformPartNotEchoed(t *testing.T) {
 	}
 	if !strings.HasPrefix(body, "invalid api key: ") || !strings.Contains(body, "Bearer is the scheme") {
 		t.Fatalf("body %q: want the page with the token replaced and the rest as it was", body)
+	}
+	// What a review then tried (each leaked before the fix after it):
+	// the placeholder the scrubbed echo taught the sandbox, sent back in
+	// a Basic credential (the proxy re-encoded the value into it); the
+	// echo fetched in 7-byte ranges; the echo in a trailer; a quoted
+	// token.
+	_, echo := get(t, c, fmt.Sprintf("https://api2.example.com:%d/echo", port(t, srv.URL)))
+	i := strings.Index(echo, "X-Api-Key:[")
+	if i < 0 || strings.Contains(echo, key2) {
+		t.Fatalf("the echo of api2's headers: %q", echo)
+	}
+	ph := echo[i+len("X-Api-Key:["):]
+	ph = ph[:strings.IndexByte(ph, ']')]
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:"+ph))
+	_, body = get(t, c, fmt.Sprintf("https://api2.example.com:%d/echo", port(t, srv.URL)), "Authorization", basic, "X-Mine", ph)
+	if strings.Contains(body, key2) || strings.Contains(body, base64.StdEncoding.EncodeToString([]byte("u:"+key2))) {
+		t.Errorf("the placeholder sent back was replaced by the value: %q", body)
+	}
+	var joined strings.Builder
+	for off := 0; off < 200; off += 7 {
+		r, part := get(t, c, fmt.Sprintf("https://api.example.com:%d/range", port(t, srv.URL)), "Range", fmt.Sprintf("bytes=%d-%d", off, off+6))
+		if r.StatusCode == http.StatusPartialContent {
+			joined.WriteString(part)
+		} else if off == 0 && strings.Contains(part, token) {
+			t.Errorf("a whole answer to a range request holds the token: %q", part)
+		}
+	}
+	if strings.Contains(joined.String(), token) {
+		t.Errorf("the token reassembled from ranges: %q", joined.String())
+	}
+	resp, _ = get(t, c, fmt.Sprintf("https://api.example.com:%d/trailer", port(t, srv.URL)))
+	if strings.Contains(fmt.Sprint(resp.Trailer), token) {
+		t.Errorf("the token in a trailer: %v", resp.Trailer)
+	}
+	if got := credentialParts(`Token token="` + token + `"`); len(got) != 1 || got[0] != token {
+		t.Errorf("credentialParts of a quoted token: %q", got)
 	}
 	if got := credentialParts("Bearer " + token); len(got) != 1 || got[0] != token {
 		t.Errorf("credentialParts: %q", got)

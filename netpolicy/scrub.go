@@ -41,10 +41,12 @@ func scrubPairs(secrets []compiledSecret, host string, port int) []scrubPair {
 // values of "k1=v1, k2=v2" — so that they are kept out of responses as
 // the whole value is: the words between spaces, tabs, ',', ';' and '='
 // that are at least minSecretLen bytes long (shorter ones would match
-// ordinary text) and not the whole value.
+// ordinary text) and not the whole value; quotes and ':' separate too
+// (Token token="TOKEN"). An upstream that re-encodes or re-cases the
+// value can still hand it back: only its verbatim forms are removed.
 func credentialParts(v string) []string {
 	var parts []string
-	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(" \t,;=", r) }) {
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(" \t,;=:\"'", r) }) {
 		if len(f) >= minSecretLen && f != v && !slices.Contains(parts, f) {
 			parts = append(parts, f)
 		}
@@ -58,6 +60,9 @@ type scrubPair struct{ value, placeholder []byte }
 // client: header fields now, the body as it is read.
 func scrubResponse(resp *http.Response, pairs []scrubPair) error {
 	scrubHeader(resp.Header, pairs)
+	// Trailers arrive after the body, past where they could be
+	// scrubbed: none are relayed.
+	resp.Trailer = nil
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}

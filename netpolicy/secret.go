@@ -219,6 +219,19 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 		s := &secrets[i]
 		bound := inject && s.boundTo(host, port)
 		inHeader := false
+		if s.Header != "" {
+			// A header transform's placeholder is never the sandbox's to
+			// send (the proxy sets the header itself); it only learns it
+			// from a scrubbed answer. Sent back, in any header or the URL,
+			// it stays the placeholder: it must not make the proxy write
+			// the value where the sandbox chooses (an echoed Basic
+			// credential would carry it out base64-encoded).
+			if bound {
+				req.Header.Set(s.Header, s.Value)
+				sub.injected = append(sub.injected, s.Name)
+			}
+			continue
+		}
 		for name, vs := range req.Header {
 			for j, v := range vs {
 				if nv, hit := replaceIn(v, s, bound, name); hit {
@@ -235,10 +248,6 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 				req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
 			}
 			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.Value))
-		}
-		if bound && s.Header != "" {
-			req.Header.Set(s.Header, s.Value)
-			inHeader = true
 		}
 		switch {
 		case bound && (inHeader || inURL && s.InURL):
