@@ -391,7 +391,7 @@ func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry, si
 				e.Target = readlinkAt(dir, name)
 			}
 			// Deep paths are long: the answer is bounded in bytes too.
-			if *size += len(e.Path) + len(e.Name) + len(e.Target) + volumeEntryOverhead; *size > maxVolumeListBytes {
+			if *size += jsonLen(e.Path) + jsonLen(e.Name) + jsonLen(e.Target) + volumeEntryOverhead; *size > maxVolumeListBytes {
 				return errorf(http.StatusBadRequest, "path %s: the list is over %d MiB: list a subdirectory, or with a smaller depth", apiPath(rel), maxVolumeListBytes>>20)
 			}
 			*out = append(*out, e)

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
@@ -118,11 +119,35 @@ func checkOwner(field string, id *uint32) error {
 	return nil
 }
 
+// jsonLen is how many bytes s takes in encoding/json's output: what a
+// name a sandbox chose costs the answer ('<' is 6 bytes there, and so
+// is each byte that is not UTF-8), not what it costs on disk.
+func jsonLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r < 0x20, r == '<', r == '>', r == '&', r == '\u2028', r == '\u2029':
+			n += 6
+		case r == '"', r == '\\':
+			n += 2
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
 // volumeRec is a volume, as volume.json keeps it.
 type volumeRec struct {
 	ID      string    `json:"volumeID"`
 	Name    string    `json:"name"`
 	Created time.Time `json:"createdAt"`
+	// destroying is set while a destroy removes the volume's files: its
+	// name stays taken (a destroy that fails puts the volume back) and
+	// nothing mounts or serves it.
+	destroying bool
 }
 
 // volumes is the server's volume store.
@@ -136,12 +161,18 @@ type volumes struct {
 	// provisioning counts the sandboxes being provisioned (see
 	// Server.acquireProvision).
 	provisioning int
+	// lists bounds the lists answered at once (each may hold up to
+	// maxVolumeListBytes, twice: the entries and their JSON).
+	lists chan struct{}
 }
+
+// maxVolumeLists bounds the content API's lists in flight.
+const maxVolumeLists = 4
 
 // loadVolumes opens the store in dir (made, mode 0700, if missing) and
 // reads every volume in it; one it cannot read is logged and left alone.
 func loadVolumes(dir string, log *slog.Logger) (*volumes, error) {
-	v := &volumes{dir: dir, byID: map[string]*volumeRec{}, busy: map[string]int{}}
+	v := &volumes{dir: dir, byID: map[string]*volumeRec{}, busy: map[string]int{}, lists: make(chan struct{}, maxVolumeLists)}
 	if dir == "" {
 		return v, nil
 	}
@@ -378,10 +409,13 @@ func (s *Server) lookupVolume(id string) (*volumeRec, error) {
 		return nil, err
 	}
 	s.vols.mu.Lock()
+	defer s.vols.mu.Unlock()
 	rec := s.vols.byID[id]
-	s.vols.mu.Unlock()
 	if rec == nil {
 		return nil, errorf(http.StatusNotFound, "volume %q not found", id)
+	}
+	if rec.destroying {
+		return nil, errorf(http.StatusConflict, "volume %s is being destroyed", rec.Name)
 	}
 	return rec, nil
 }
@@ -439,6 +473,8 @@ func (v *volumes) destroy(id string, inUse func() error) error {
 	switch {
 	case rec == nil:
 		err = errorf(http.StatusNotFound, "volume %q not found", id)
+	case rec.destroying:
+		err = errorf(http.StatusConflict, "volume %s is being destroyed", rec.Name)
 	case v.busy[id] > 0 || v.provisioning > 0:
 		err = errorf(http.StatusConflict, "volume %s: sandboxes are being created, forked or resumed, and may mount it: try again once they are", rec.Name)
 	default:
@@ -447,23 +483,26 @@ func (v *volumes) destroy(id string, inUse func() error) error {
 	aside := ".destroyed-" + id
 	if err == nil {
 		if err = os.Rename(filepath.Join(v.dir, id), filepath.Join(v.dir, aside)); err == nil {
-			delete(v.byID, id)
+			rec.destroying = true
 		}
 	}
 	v.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if rerr := v.removeAside(aside); rerr != nil {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if v.byName(rec.Name) == nil && os.Rename(filepath.Join(v.dir, aside), filepath.Join(v.dir, id)) == nil {
-			v.byID[id] = rec
-			return fmt.Errorf("volume %s: its files could not all be removed, so it is kept: %w", rec.Name, rerr)
-		}
+	rerr := v.removeAside(aside)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	rec.destroying = false
+	if rerr == nil {
+		delete(v.byID, id)
+		return nil
+	}
+	if err := os.Rename(filepath.Join(v.dir, aside), filepath.Join(v.dir, id)); err != nil {
+		delete(v.byID, id)
 		return fmt.Errorf("volume %s: its files could not all be removed (%w); they are left in %s", rec.Name, rerr, filepath.Join(v.dir, aside))
 	}
-	return nil
+	return fmt.Errorf("volume %s: what is left of its files could not be removed, so it is kept: %w", rec.Name, rerr)
 }
 
 // removeAside removes a destroyed volume's directory, name in v.dir.
@@ -527,6 +566,9 @@ func (s *Server) mountVolumes(vms []volumeMount) (mounts []sandbox.Mount, releas
 		rec := s.vols.byName(vm.Name)
 		if rec == nil {
 			return nil, nil, errorf(http.StatusNotFound, "volume %q not found", vm.Name)
+		}
+		if rec.destroying {
+			return nil, nil, errorf(http.StatusConflict, "volume %q is being destroyed", vm.Name)
 		}
 		ids = append(ids, rec.ID)
 		mounts = append(mounts, sandbox.Mount{Source: s.vols.dataDir(rec.ID), Target: vm.Path, Access: sandbox.ReadWrite})
@@ -692,6 +734,14 @@ func (s *Server) handleVolumeList1(w http.ResponseWriter, r *http.Request, v *vo
 			return
 		}
 		depth = n
+	}
+	select {
+	case s.vols.lists <- struct{}{}:
+		defer func() { <-s.vols.lists }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, errorf(http.StatusTooManyRequests, "%d lists of volume content are being answered already (the limit)", maxVolumeLists))
+		return
 	}
 	out, err := v.list(rel, depth)
 	if err != nil {

@@ -465,6 +465,25 @@ func TestVolumeDestroyRefusals(t *testing.T) {
 		t.Fatalf("destroy during a provision: %d %s", r.status, r.body)
 	}
 	release()
+	// While a destroy removes the files, the name stays taken (a destroy
+	// that fails puts the volume back: found by review, a create of the
+	// same name in between lost the volume) and nothing serves it.
+	h.s.vols.mu.Lock()
+	h.s.vols.byID[id].destroying = true
+	h.s.vols.mu.Unlock()
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/volumes", `{"name":"v"}`},
+		{"GET", "/volumecontent/" + id + "/path?path=/", ""},
+		{"POST", "/v2/sandboxes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/mnt/v"}]}`},
+		{"DELETE", "/volumes/" + id, ""},
+	} {
+		if r := h.do(c.method, c.path, c.body); r.status != http.StatusConflict {
+			t.Errorf("%s %s during a destroy: %d %s", c.method, c.path, r.status, r.body)
+		}
+	}
+	h.s.vols.mu.Lock()
+	h.s.vols.byID[id].destroying = false
+	h.s.vols.mu.Unlock()
 
 	data := filepath.Join(dir, id, "data")
 	fd, err := unix.Open(data, unix.O_RDONLY|unix.O_DIRECTORY, 0)
