@@ -297,6 +297,22 @@ func RemoveTree(dir string) error {
 	return nil
 }
 
+// RemoveBeneath is RemoveTree for name in the directory parent, a
+// descriptor the caller resolved safely: for a tree inside a directory a
+// sandbox still writes to (a volume), where no path may be trusted. The
+// caller checks that name exists, if that matters (a missing one is not
+// an error); a tree deeper than MaxDepth wraps ErrTooDeep.
+func RemoveBeneath(parent int, name string) error {
+	return removeAt(parent, name, name, 0, true)
+}
+
+// ChmodNoFollow sets the mode of name in the directory parent without
+// following a symlink (a link is refused with ELOOP), on any kernel: see
+// chmodNoFollow.
+func ChmodNoFollow(parent int, name string, mode uint32) error {
+	return chmodNoFollow(parent, name, mode)
+}
+
 // chmodNoFollow sets the mode of name in parent, never through a symlink:
 // fchmodat2(AT_SYMLINK_NOFOLLOW) where the kernel has it (Linux 6.6),
 // else an O_PATH descriptor opened without following symlinks and chmod

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/fs"
 )
 
 // A volume's files are hostile input: every sandbox that mounts the
@@ -416,57 +418,41 @@ func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry, si
 	}
 }
 
-// setMode changes rel's mode. Only files and directories are changed:
-// on the descriptor opened, never through a name.
+// setMode changes rel's mode: only a file's or a directory's, never
+// through a link (fs.ChmodNoFollow), which reaches an entry a sandbox
+// left mode 0 (the server needs no permission on it).
 func (v *volumeFS) setMode(rel string, mode *uint32) (volumeEntry, error) {
-	// O_PATH: the entry is not opened for reading (a FIFO cannot block,
-	// a mode 0 file is reached), and O_NOFOLLOW keeps a link a link.
-	var fd int
-	var err error
-	if rel == "." {
-		fd, err = unix.Openat(v.root, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	} else {
-		dir, name, perr := v.parent(rel)
-		if perr != nil {
-			return volumeEntry{}, perr
+	dir, name := v.root, "."
+	if rel != "." {
+		pfd, n, err := v.parent(rel)
+		if err != nil {
+			return volumeEntry{}, err
 		}
-		fd, err = unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(dir)
+		defer unix.Close(pfd)
+		dir, name = pfd, n
 	}
-	if err != nil {
-		return volumeEntry{}, pathError(rel, err)
-	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return volumeEntry{}, os.NewSyscallError("fstat", err)
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return volumeEntry{}, pathError(rel, err)
 	}
 	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
 		return volumeEntry{}, errorf(http.StatusBadRequest, "path %s: only a file's or a directory's metadata can be changed", apiPath(rel))
 	}
 	if mode != nil {
-		if err := chmodFD(fd, *mode); err != nil {
-			return volumeEntry{}, err
+		if err := fs.ChmodNoFollow(dir, name, *mode); err != nil {
+			return volumeEntry{}, pathError(rel, err)
 		}
-		if err := unix.Fstat(fd, &st); err != nil {
-			return volumeEntry{}, os.NewSyscallError("fstat", err)
+		if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return volumeEntry{}, pathError(rel, err)
 		}
 	}
 	return v.entryOf(rel, &st), nil
 }
 
-// chmodFD changes the mode of the file or directory fd (an O_PATH
-// descriptor, on which fchmod is refused) through its /proc/self/fd
-// link: the inode held, whatever its name now leads to.
-func chmodFD(fd int, mode uint32) error {
-	if err := unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode, 0); err != nil {
-		return os.NewSyscallError("chmod", err)
-	}
-	return nil
-}
-
 // remove removes rel, a directory with everything beneath it (links are
-// removed, never followed). The root cannot be removed.
+// removed, never followed: fs.RemoveBeneath, which also makes each
+// directory a sandbox left mode 0 or read-only its owner's first). The
+// root cannot be removed.
 func (v *volumeFS) remove(rel string) error {
 	if rel == "." {
 		return errorf(http.StatusBadRequest, "path /: the volume's root cannot be removed (remove what is in it, or destroy the volume)")
@@ -480,82 +466,27 @@ func (v *volumeFS) remove(rel string) error {
 	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return pathError(rel, err)
 	}
-	if err := removeAt(dir, name, 0); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return pathError(rel, err)
-		}
-		return err
-	}
-	return nil
+	return removeError(fs.RemoveBeneath(dir, name))
 }
 
-// removeAt removes name in dir, and if it is a directory everything in
-// it first, depth directories down from the removal's start.
-func removeAt(dir int, name string, depth int) error {
-	err := unix.Unlinkat(dir, name, 0)
-	if err == nil || !errors.Is(err, unix.EISDIR) {
-		return err
+// removeError is the API's answer to a removal that stopped: a tree too
+// deep to walk, or a directory a sandbox keeps filling, is a 409.
+func removeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrTooDeep):
+		return errorf(http.StatusConflict, "removal: directories nested over %d deep: remove them from a sandbox that mounts the volume (%v)", fs.MaxDepth, err)
+	case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
+		return errorf(http.StatusConflict, "removal: a directory kept filling up (a sandbox is writing to it): %v", err)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return errorf(http.StatusForbidden, "removal: %v", err)
 	}
-	if depth >= maxVolumeRemoveDepth {
-		return errorf(http.StatusConflict, "removal: directories nested over %d deep", maxVolumeRemoveDepth)
-	}
-	// A sandbox may keep adding entries: a few passes, then give up.
-	for range 8 {
-		sub, err := openToEmpty(dir, name)
-		if err != nil {
-			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-				// Replaced by a link or a file since: remove that.
-				return unix.Unlinkat(dir, name, 0)
-			}
-			return err
-		}
-		err = removeEntries(sub, depth)
-		unix.Close(sub)
-		if err != nil {
-			return err
-		}
-		err = unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
-		if !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
-			return err
-		}
-	}
-	return errorf(http.StatusConflict, "removal: the directory keeps filling up (a sandbox is writing to it)")
+	return err
 }
 
-// openToEmpty opens directory name in dir to remove what is in it,
-// making it readable and writable for its owner first: a sandbox may
-// have left it mode 0 or read-only, which stops a server that is not
-// root. It is on its way out, so its mode no longer matters.
-func openToEmpty(dir int, name string) (int, error) {
-	p, err := unix.Openat(dir, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(p)
-	_ = chmodFD(p, 0o700) // not the owner: the removal says why below
-	return unix.Openat(p, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-}
-
-// removeEntries removes every entry of dir.
-func removeEntries(dir int, depth int) error {
-	dup, err := unix.Dup(dir)
-	if err != nil {
-		return os.NewSyscallError("dup", err)
-	}
-	f := os.NewFile(uintptr(dup), "")
-	defer f.Close()
-	for {
-		names, err := f.Readdirnames(1024)
-		for _, name := range names {
-			if err := removeAt(dir, name, depth+1); err != nil && !errors.Is(err, unix.ENOENT) {
-				return err
-			}
-		}
-		if err == io.EOF || len(names) == 0 {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+// removeAside removes a destroyed volume's directory, name in v.dir
+// (the server's own path), without following what a sandbox left in it.
+func (v *volumes) removeAside(name string) error {
+	return removeError(fs.RemoveTree(filepath.Join(v.dir, name)))
 }

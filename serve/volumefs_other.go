@@ -31,3 +31,5 @@ func (v *volumeFS) setMode(string, *uint32) (volumeEntry, error) {
 func (v *volumeFS) remove(string) error { return errVolumesLinux }
 
 var errVolumesLinux = notImplemented("volumes (they need Linux)")
+
+func (v *volumes) removeAside(string) error { return errVolumesLinux }

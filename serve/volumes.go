@@ -47,9 +47,6 @@ const (
 	volumeEntryOverhead = 256
 	// maxVolumeListDepth bounds a list's depth.
 	maxVolumeListDepth = 64
-	// maxVolumeRemoveDepth bounds the directory depth a removal walks
-	// (each level holds a descriptor).
-	maxVolumeRemoveDepth = 1024
 	// maxVolumePath bounds a path (Linux's PATH_MAX).
 	maxVolumePath = 4096
 )
@@ -503,16 +500,6 @@ func (v *volumes) destroy(id string, inUse func() error) error {
 		return fmt.Errorf("volume %s: its files could not all be removed (%w); they are left in %s", rec.Name, rerr, filepath.Join(v.dir, aside))
 	}
 	return fmt.Errorf("volume %s: what is left of its files could not be removed, so it is kept: %w", rec.Name, rerr)
-}
-
-// removeAside removes a destroyed volume's directory, name in v.dir.
-func (v *volumes) removeAside(name string) error {
-	root, err := openVolumeFS(v.dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return root.remove(name)
 }
 
 // volumeMount is one of a create's volumeMounts: the volume name's

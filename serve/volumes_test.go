@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/fs"
 )
 
 // newVolume creates volume name through h and returns its id and token.
@@ -490,7 +492,7 @@ func TestVolumeDestroyRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range maxVolumeRemoveDepth + 8 {
+	for range fs.MaxDepth + 8 {
 		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
 			t.Fatal(err)
 		}
