@@ -68,16 +68,15 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	if !found && len(plan.volumes) > 0 {
 		return sandbox.Info{}, errorf(http.StatusBadRequest, "volumeMounts: a sandbox made from a snapshot (template %q) keeps the snapshot's mounts", plan.template)
 	}
-	vmounts, releaseVolumes, err := s.mountVolumes(plan.volumes)
-	if err != nil {
-		return sandbox.Info{}, err
-	}
-	defer releaseVolumes()
 	release, err := s.acquireProvision(ctx)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
 	defer release()
+	vmounts, err := s.mountVolumes(plan.volumes)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
 	if !found {
 		snap := s.snapshotID(plan.template)
 		ov := sandbox.ForkOverrides{Env: plan.env, Labels: plan.labels()}

@@ -151,10 +151,8 @@ type volumeRec struct {
 type volumes struct {
 	dir string // Options.VolumesDir; "" when volumes are not served
 	mu  sync.Mutex
-	// byID holds every volume; busy counts the creates in flight that
-	// mount each (a volume in use is not destroyed).
+	// byID holds every volume.
 	byID map[string]*volumeRec
-	busy map[string]int
 	// provisioning counts the sandboxes being provisioned (see
 	// Server.acquireProvision).
 	provisioning int
@@ -169,7 +167,7 @@ const maxVolumeLists = 4
 // loadVolumes opens the store in dir (made, mode 0700, if missing) and
 // reads every volume in it; one it cannot read is logged and left alone.
 func loadVolumes(dir string, log *slog.Logger) (*volumes, error) {
-	v := &volumes{dir: dir, byID: map[string]*volumeRec{}, busy: map[string]int{}, lists: make(chan struct{}, maxVolumeLists)}
+	v := &volumes{dir: dir, byID: map[string]*volumeRec{}, lists: make(chan struct{}, maxVolumeLists)}
 	if dir == "" {
 		return v, nil
 	}
@@ -472,7 +470,7 @@ func (v *volumes) destroy(id string, inUse func() error) error {
 		err = errorf(http.StatusNotFound, "volume %q not found", id)
 	case rec.destroying:
 		err = errorf(http.StatusConflict, "volume %s is being destroyed", rec.Name)
-	case v.busy[id] > 0 || v.provisioning > 0:
+	case v.provisioning > 0:
 		err = errorf(http.StatusConflict, "volume %s: sandboxes are being created, forked or resumed, and may mount it: try again once they are", rec.Name)
 	default:
 		err = inUse()
@@ -537,41 +535,30 @@ func checkVolumeMounts(vms []volumeMount) error {
 	return nil
 }
 
-// mountVolumes resolves vms to rw mounts and marks their volumes busy
-// until release is called (once the sandbox exists, or failed to).
-func (s *Server) mountVolumes(vms []volumeMount) (mounts []sandbox.Mount, release func(), err error) {
+// mountVolumes resolves vms to rw mounts. The caller holds a
+// provisioning turn (acquireProvision), which keeps every volume from
+// being destroyed until the sandbox exists or failed to.
+func (s *Server) mountVolumes(vms []volumeMount) ([]sandbox.Mount, error) {
 	if len(vms) == 0 {
-		return nil, func() {}, nil
+		return nil, nil
 	}
 	if err := s.servesVolumes(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s.vols.mu.Lock()
 	defer s.vols.mu.Unlock()
-	var ids []string
+	var mounts []sandbox.Mount
 	for _, vm := range vms {
 		rec := s.vols.byName(vm.Name)
 		if rec == nil {
-			return nil, nil, errorf(http.StatusNotFound, "volume %q not found", vm.Name)
+			return nil, errorf(http.StatusNotFound, "volume %q not found", vm.Name)
 		}
 		if rec.destroying {
-			return nil, nil, errorf(http.StatusConflict, "volume %q is being destroyed", vm.Name)
+			return nil, errorf(http.StatusConflict, "volume %q is being destroyed", vm.Name)
 		}
-		ids = append(ids, rec.ID)
 		mounts = append(mounts, sandbox.Mount{Source: s.vols.dataDir(rec.ID), Target: vm.Path, Access: sandbox.ReadWrite})
 	}
-	for _, id := range ids {
-		s.vols.busy[id]++
-	}
-	return mounts, func() {
-		s.vols.mu.Lock()
-		defer s.vols.mu.Unlock()
-		for _, id := range ids {
-			if s.vols.busy[id]--; s.vols.busy[id] <= 0 {
-				delete(s.vols.busy, id)
-			}
-		}
-	}, nil
+	return mounts, nil
 }
 
 // volumeMountsOf names the volumes spec mounts, as getInfo reports them.
