@@ -58,8 +58,10 @@ type Handle interface {
 	// Mount adds m to the running sandbox (see [Sandbox.Mount]); m is
 	// validated as provisioning validates mounts (ErrInvalidSpec).
 	Mount(ctx context.Context, m Mount) error
-	// SetNetworkPolicy replaces a limited sandbox's rules; the mode itself
-	// is chosen at provision time (ErrUnsupported otherwise).
+	// SetNetworkPolicy replaces a limited sandbox's rules, its header
+	// transforms among them; its secrets that are variables are kept (see
+	// [Cmd.SetNetworkPolicy]). The mode itself is chosen at provision time
+	// (ErrUnsupported otherwise).
 	SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error
 	// Snapshot saves the sandbox's writable layers and spec (see
 	// [Sandbox.Snapshot]) where Fork and Resume find them.

@@ -23,6 +23,16 @@ import (
 // Switching to mode none denies every new connection. Switching to or
 // from host, or to limited for a sandbox started without it, fails with
 // ErrUnsupported: those are chosen when the sandbox is created.
+//
+// The header transforms among p's secrets (netpolicy.Secret with Header:
+// E2B's network rules) are rules like the others and replace the
+// sandbox's: none in p removes them, a new value rotates a credential.
+// They put nothing inside the sandbox, so they can change at run time,
+// provided the sandbox trusts the proxy's CA from its start (it was
+// given a secret or an HTTP rule then; else ErrUnsupported). The
+// sandbox's secrets that are variables (placeholders in its
+// environment) are kept whatever p says, and p may not give any: their
+// placeholders are already in the environment of what runs.
 func (c *Cmd) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -36,29 +46,38 @@ func (c *Cmd) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	if r == nil {
 		return errors.New("sandbox: not started")
 	}
-	return r.setNetworkPolicy(p)
+	_, err := r.setNetworkPolicy(p)
+	return err
 }
 
-func (r *running) setNetworkPolicy(p NetworkPolicy) error {
+// setNetworkPolicy puts p in force (see Cmd.SetNetworkPolicy) and returns
+// it as it is now: with the sandbox's variables among its secrets.
+func (r *running) setNetworkPolicy(p NetworkPolicy) (NetworkPolicy, error) {
 	if r.proxy == nil || p.Mode == netpolicy.Host {
-		return fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
+		return p, fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
 	}
-	if len(p.Secrets) > 0 {
-		return fmt.Errorf("%w: secrets are given when the sandbox starts (their variables hold placeholders from then on); they cannot change", ErrUnsupported)
+	var headers []netpolicy.Secret
+	for _, s := range p.Secrets {
+		if s.Header == "" {
+			return p, fmt.Errorf("%w: secret %s: secrets that are variables are given when the sandbox starts (their placeholders are in its environment from then on); only header transforms change at run time", ErrUnsupported, s.Name)
+		}
+		headers = append(headers, s)
 	}
 	if p.Mode == netpolicy.None || p.Mode == "" {
 		p = NetworkPolicy{Mode: netpolicy.Limited} // no allowed host: everything denied
 	}
-	p.Secrets = r.proxy.Policy().Secrets() // kept, with their placeholders and values
+	// The variables are kept, with their placeholders and values.
+	p.Secrets = slices.DeleteFunc(r.proxy.Policy().Secrets(), func(s netpolicy.Secret) bool { return s.Header != "" })
+	p.Secrets = append(p.Secrets, headers...)
 	compiled, err := netpolicy.Compile(p)
 	if err != nil {
-		return invalid(fmt.Errorf("network: %w", err))
+		return p, invalid(fmt.Errorf("network: %w", err))
 	}
 	if compiled.NeedsInterception() && r.plan.ca == nil {
-		return fmt.Errorf("%w: HTTP rules need the proxy to intercept TLS, which the sandbox must trust from its start: give a secret or an HTTP rule when it is created", ErrUnsupported)
+		return p, fmt.Errorf("%w: header transforms and HTTP rules need the proxy to intercept TLS, which the sandbox must trust from its start: give a secret or an HTTP rule when it is created", ErrUnsupported)
 	}
 	r.proxy.SetPolicy(compiled)
-	return nil
+	return p, nil
 }
 
 // maxCatchPorts caps the TCP ports a limited sandbox catches (one

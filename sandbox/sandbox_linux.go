@@ -347,7 +347,8 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	if done {
 		return ErrTerminated
 	}
-	if err := s.run.setNetworkPolicy(p); err != nil {
+	p, err := s.run.setNetworkPolicy(p)
+	if err != nil {
 		return err
 	}
 	// Names the new rules allow on ports not caught yet are caught from

@@ -387,3 +387,75 @@ func TestHeaderTransformInSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderTransformChangesAtRunTime: a running sandbox's header
+// transforms are rules like the others: SetNetworkPolicy rotates their
+// value (the next request carries the new one), and a policy without
+// them removes them (the request goes out as the sandbox sent it), while
+// the sandbox's variables stay. Info follows, and a sandbox that does
+// not trust the proxy's CA cannot gain one.
+func TestHeaderTransformChangesAtRunTime(t *testing.T) {
+	o := newSecretOrigin(t)
+	spec := withProbe(t, secretSpec(o.port))
+	const rotated = "ghp_ROTATED-value-9876543210"
+	header := func(v string) netpolicy.Secret {
+		return netpolicy.Secret{Name: "E2B_RULE_1", Hosts: []string{"other.example.com"}, Header: "Authorization", Value: "Bearer " + v}
+	}
+	spec.Network.Secrets = append(spec.Network.Secrets, header(sandboxSecret))
+	sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{Resolver: &fakeResolver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Terminate(context.Background())
+	request := func(path string) {
+		t.Helper()
+		res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c",
+			probeReq("GET", "https://other.example.com:"+o.port+path, "Authorization=Bearer from-inside") + "; " +
+				probeReq("GET", "https://api.example.com:"+o.port+path+"-var", "Authorization=Bearer $TOKEN")}})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		t.Logf("%s: exit %d\n%s%s", path, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	base := spec.Network
+	base.Secrets = []netpolicy.Secret{header(rotated)}
+	request("/first")
+	if err := sb.SetNetworkPolicy(context.Background(), base); err != nil {
+		t.Fatal(err)
+	}
+	request("/rotated")
+	base.Secrets = nil
+	if err := sb.SetNetworkPolicy(context.Background(), base); err != nil {
+		t.Fatal(err)
+	}
+	request("/removed")
+	// Without the transform, other.example.com is no longer intercepted:
+	// the sandbox's TLS goes through to the origin, whose certificate it
+	// does not trust, so no request arrives, with or without a header.
+	for path, want := range map[string]string{
+		"/first": "Bearer " + sandboxSecret, "/rotated": "Bearer " + rotated, "/removed": "",
+		"/first-var": "Bearer " + sandboxSecret, "/rotated-var": "Bearer " + sandboxSecret, "/removed-var": "Bearer " + sandboxSecret,
+	} {
+		if got := o.got(path); !strings.HasSuffix(got, want) || want == "" && got != "" {
+			t.Errorf("%s: the origin received %q, want %q", path, got, want)
+		}
+	}
+	info := sb.Info()
+	if s := info.Spec.Network.Secrets; len(s) != 1 || s[0].Name != "TOKEN" || s[0].Value != sandboxSecret {
+		t.Errorf("Info's secrets after the changes: %+v, want the variable only", s)
+	}
+	base.Secrets = []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: rotated}}
+	if err := sb.SetNetworkPolicy(context.Background(), base); !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "secret TOKEN") {
+		t.Errorf("a variable at run time: %v, want ErrUnsupported naming it", err)
+	}
+	plain, err := sandbox.Provision(context.Background(), withProbe(t, limited()), sandbox.ProvisionOptions{Resolver: &fakeResolver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Terminate(context.Background())
+	p := limited().Network
+	p.Secrets = []netpolicy.Secret{header(rotated)}
+	if err := plain.SetNetworkPolicy(context.Background(), p); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("a header transform for a sandbox without a CA: %v, want ErrUnsupported", err)
+	}
+}

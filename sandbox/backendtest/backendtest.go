@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/sandboxtest"
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -279,6 +280,49 @@ func network(t *testing.T, b sandbox.Backend) {
 	}
 	if err := on(t, b, lim.ID).SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"*"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("an allowlist of *: %v, want ErrInvalidSpec", err)
+	}
+	// Header transforms are rules: replaced (their values reach the
+	// proxy: a value under 8 bytes is refused) and removed at run time;
+	// variables are kept and cannot be added.
+	header := func(v string) netpolicy.Secret {
+		return netpolicy.Secret{Name: "RULE_1", Hosts: []string{"api.example.com"}, Header: "X-Token", Value: v}
+	}
+	variable := netpolicy.Secret{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: "variable-value-0123"}
+	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"api.example.com"}, Secrets: []netpolicy.Secret{variable, header("first-value-0123")}}}
+	sec := provision(t, b, spec)
+	p = spec.Network
+	p.Secrets = []netpolicy.Secret{header("rotated-value-0123")}
+	if err := on(t, b, sec.ID).SetNetworkPolicy(ctx, p); err != nil {
+		t.Fatalf("a header transform's new value: %v", err)
+	}
+	names := func() string {
+		got, err := get(ctx, b, sec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, s := range got.Spec.Network.Secrets {
+			n = append(n, s.Name+":"+s.Header)
+		}
+		return strings.Join(n, ",")
+	}
+	if got := names(); got != "TOKEN:,RULE_1:X-Token" {
+		t.Errorf("Get after a rotation: secrets %s, want TOKEN:,RULE_1:X-Token", got)
+	}
+	p.Secrets = []netpolicy.Secret{header("short")}
+	if err := on(t, b, sec.ID).SetNetworkPolicy(ctx, p); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("a header transform of 5 bytes: %v, want ErrInvalidSpec", err)
+	}
+	p.Secrets = []netpolicy.Secret{variable}
+	if err := on(t, b, sec.ID).SetNetworkPolicy(ctx, p); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("a variable at run time: %v, want ErrUnsupported", err)
+	}
+	p.Secrets = nil
+	if err := on(t, b, sec.ID).SetNetworkPolicy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != "TOKEN:" {
+		t.Errorf("Get after the header transforms' removal: secrets %s, want TOKEN:", got)
 	}
 }
 

@@ -387,10 +387,11 @@ func (s *Sandbox) Mount(ctx context.Context, m sandbox.Mount) error {
 	return s.simple(ctx, request{Op: opMount, Mount: &m})
 }
 
-// SetNetworkPolicy replaces a limited sandbox's rules; its record keeps
-// them.
+// SetNetworkPolicy replaces a limited sandbox's rules (see
+// sandbox.Cmd.SetNetworkPolicy); its record keeps them, the values of
+// header transforms only in the supervisor's memory.
 func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p sandbox.NetworkPolicy) error {
-	return s.simple(ctx, request{Op: opNet, Network: &p})
+	return s.simple(ctx, request{Op: opNet, Network: &p, SecretValues: secretValues(p)})
 }
 
 // Suspend freezes the sandbox.

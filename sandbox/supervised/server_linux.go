@@ -245,10 +245,14 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		if req.Network == nil {
 			return fmt.Errorf("%w: net needs a policy", sandbox.ErrInvalidSpec)
 		}
+		fillSecretValues(req.Network, req.SecretValues)
 		if err := sb.SetNetworkPolicy(ctx, *req.Network); err != nil {
 			return err
 		}
-		return s.save(func() { s.rec.Spec.Network = *req.Network })
+		// The policy as it is now: with the variables kept (their values
+		// are not written: netpolicy.Secret.Value is never JSON).
+		p := sb.Info().Spec.Network
+		return s.save(func() { s.rec.Spec.Network = p })
 	case opMount:
 		if req.Mount == nil {
 			return fmt.Errorf("%w: mount needs a mount", sandbox.ErrInvalidSpec)
