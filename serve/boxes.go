@@ -138,6 +138,7 @@ func (s *Server) kill(ctx context.Context, id string) error {
 		}
 		s.mu.Unlock()
 		s.forget(id)
+		s.forgetRules(id)
 		s.dropPauseSnapshot(snap)
 	}
 	return err

@@ -57,9 +57,6 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 	if err := checkUnsupportedNet(nc); err != nil {
 		return sandbox.NetworkPolicy{}, err
 	}
-	if update && len(nc.Rules) > 0 {
-		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.rules: header transforms are set when the sandbox is created, not changed at run time")
-	}
 	secrets, err := ruleSecrets(nc.Rules)
 	if err != nil {
 		return sandbox.NetworkPolicy{}, err

@@ -122,7 +122,31 @@ func TestNetworkRulesHeaderTransforms(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with %q", c.body, r.status, r.body, c.want)
 		}
 	}
-	if r := h.do("PUT", "/sandboxes/"+id+"/network", `{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"`+value+`"}}}]}}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "when the sandbox is created") {
-		t.Errorf("rules in an update: %d %s", r.status, r.body)
+	// An update's rules replace the header transforms (E2B's
+	// updateNetwork), kept out of answers and the state file alike; an
+	// update without rules removes them.
+	const other = "e2b-update-value-456"
+	if r := h.do("PUT", "/sandboxes/"+id+"/network", `{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"`+other+`"}}}]}}`); r.status != http.StatusNoContent {
+		t.Fatalf("rules in an update: %d %s", r.status, r.body)
+	}
+	if info, _ := h.f.Get(context.Background(), id); len(info.Spec.Network.Secrets) != 1 || info.Spec.Network.Secrets[0].Header != "X-A" || info.Spec.Network.Secrets[0].Value != other {
+		t.Errorf("the policy after an update with rules: %+v", info.Spec.Network)
+	}
+	if r := h.do("GET", "/sandboxes/"+id, ""); strings.Contains(string(r.body), other) || !strings.Contains(string(r.body), `"X-A":"`+redacted+`"`) {
+		t.Errorf("getInfo after an update with rules: %s", r.body)
+	}
+	h.s.save()
+	if b, _ := os.ReadFile(state); strings.Contains(string(b), other) {
+		t.Errorf("the state file holds an update's value")
+	}
+	if r := h.do("PUT", "/sandboxes/"+id+"/network", `{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"]}`); r.status != http.StatusNoContent {
+		t.Fatalf("an update without rules: %d %s", r.status, r.body)
+	}
+	if info, _ := h.f.Get(context.Background(), id); len(info.Spec.Network.Secrets) != 0 {
+		t.Errorf("the policy after an update without rules: %+v", info.Spec.Network)
+	}
+	none := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", `{"templateID":"base"}`)).SandboxID
+	if r := h.do("PUT", "/sandboxes/"+none+"/network", `{"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"`+other+`"}}}]}}`); r.status != http.StatusConflict {
+		t.Errorf("rules for a sandbox without network: %d %s, want 409", r.status, r.body)
 	}
 }

@@ -55,15 +55,34 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 // provisionPlan provisions a sandbox from a template, or forks one from
 // the snapshot the template id names.
-func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.Info, error) {
+func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (info sandbox.Info, err error) {
 	spec, found, err := s.templateSpec(plan.template)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
 	caps := s.b.Capabilities()
-	network, err := s.fillSecrets(plan.network)
+	network, gen, err := s.fillSecrets(plan.network)
 	if err != nil {
 		return sandbox.Info{}, err
+	}
+	if plan.network != nil && len(secretNames(plan.network.Rules)) > 0 {
+		// Its rules are kept for their secrets' changes once it runs.
+		// A sandbox whose secrets could not be revoked later is not
+		// left running.
+		defer func() {
+			if err == nil {
+				var changed bool
+				if changed, err = s.recordRules(info.ID, plan.network.Rules, gen); err == nil && changed {
+					err = s.applyRules(ctx, info.ID)
+				}
+				if err != nil {
+					if kerr := s.kill(ctx, info.ID); kerr != nil {
+						s.log.Error("killing a sandbox whose rules could not be kept", "id", info.ID, "err", kerr)
+					}
+					info = sandbox.Info{}
+				}
+			}
+		}()
 	}
 	if !found && len(plan.volumes) > 0 {
 		return sandbox.Info{}, errorf(http.StatusBadRequest, "volumeMounts: a sandbox made from a snapshot (template %q) keeps the snapshot's mounts", plan.template)
@@ -135,7 +154,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (sandbox.In
 	if spec.Root == nil && !mountsAt(spec, rootHome) {
 		spec.Tmpfs = append(slices.Clip(spec.Tmpfs), rootHome)
 	}
-	info, err := s.b.Provision(ctx, spec)
+	info, err = s.b.Provision(ctx, spec)
 	if errors.Is(err, sandbox.ErrUnsupported) {
 		// No user namespaces here: the template's sandbox as it is, as
 		// the server's user (or, for root, tent's unprivileged id).
@@ -496,27 +515,28 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
 	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	filled, gen, err := s.fillSecrets(&req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	cur := info.Spec.Network
-	p, err := networkPolicy(cur, nil, &req, true, s.b.Capabilities().NetworkPolicy)
+	p, err := networkPolicy(cur, nil, filled, true, s.b.Capabilities().NetworkPolicy)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	switch cur.Mode.Normalize() {
 	case p.Mode.Normalize():
-		if p.Mode.Normalize() == netpolicy.Limited {
-			if err := handle.Open(r.Context(), s.b, info.ID).SetNetworkPolicy(r.Context(), p); err != nil {
-				s.writeError(w, r, err)
-				return
-			}
-		}
 	case netpolicy.None:
-		if len(p.AllowedHosts) > 0 {
+		if len(p.AllowedHosts) > 0 || len(p.Secrets) > 0 {
 			s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s was created without network rules (no network at all), and tent picks the network mode at creation: create it with network rules (for example denyOut: [\"0.0.0.0/0\"]) to change them at run time", info.ID))
 			return
 		}
@@ -525,9 +545,31 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s runs with network mode %s, which cannot become %s at run time", info.ID, cur.Mode.Normalize(), p.Mode.Normalize()))
 		return
 	}
+	// The rules are kept before they are in force, so that a secret's
+	// change from then on reaches them; a refused change puts the
+	// previous ones back.
+	prev := s.secrets.rulesOf(info.ID)
+	changed, err := s.recordRules(info.ID, req.Rules, gen)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if cur.Mode.Normalize() == netpolicy.Limited {
+		err = handle.Open(r.Context(), s.b, info.ID).SetNetworkPolicy(r.Context(), p)
+		if err == nil && changed {
+			err = s.applyRulesLocked(r.Context(), info.ID)
+		}
+		if err != nil {
+			if _, rerr := s.recordRules(info.ID, prev, 0); rerr != nil {
+				s.log.Error("putting a sandbox's previous network rules back", "id", info.ID, "err", rerr)
+			}
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	s.mu.Lock()
 	b := s.boxLocked(info.ID)
-	b.allowInternet, b.network = req.AllowInternetAccess, &req
+	b.allowInternet, b.network = req.AllowInternetAccess, redactRules(&req)
 	s.markDirtyLocked()
 	s.mu.Unlock()
 	s.log.Info("sandbox network rules replaced", "id", info.ID, "allowed", p.AllowedHosts)

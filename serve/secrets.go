@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,11 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/tent-sandbox/tent/internal/handle"
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
 // E2B's secrets: named values the server keeps and a sandbox never sees.
@@ -24,7 +30,16 @@ import (
 // the sandbox's HTTPS requests to that host (see secrets.md). Values are
 // kept in Options.SecretsFile (mode 0600, written whole at each change,
 // as the API key file is kept) and never answered, logged or saved in the
-// state file; an update reaches the sandboxes created after it.
+// state file.
+//
+// A change of a secret reaches the running sandboxes whose rules name
+// it, as E2B resolves a secret when a request goes out: the file also
+// keeps those sandboxes' rules as they were given (with their
+// placeholders), and an update, a destroy or a create of that name puts
+// their header transforms in force again (Handle.SetNetworkPolicy).
+// A destroyed secret's headers are no longer added (revoked: requests go
+// out as the sandbox sent them); a secret that running sandboxes use
+// cannot become shorter than minRuleSecret.
 
 // secretRec is one secret as the secrets file keeps it.
 type secretRec struct {
@@ -68,6 +83,17 @@ type secrets struct {
 	file string // Options.SecretsFile; "" when secrets are not served
 	mu   sync.Mutex
 	list []*secretRec // in creation order
+	gen  uint64       // counts the changes of secrets (see recordRules)
+	// rules are the network rules, as given, of the sandboxes whose
+	// header transforms name a secret, by sandbox id.
+	rules map[string]map[string][]networkRule
+}
+
+// secretsFile is what the secrets file holds. An older server wrote the
+// secrets' list alone (a JSON array), which loadSecrets still reads.
+type secretsFile struct {
+	Secrets []*secretRec                        `json:"secrets"`
+	Rules   map[string]map[string][]networkRule `json:"rules,omitempty"`
 }
 
 // loadSecrets reads file, if it exists.
@@ -83,7 +109,14 @@ func loadSecrets(file string) (*secrets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets file: %w", err)
 	}
-	if err := json.Unmarshal(b, &s.list); err != nil {
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
+		err = json.Unmarshal(b, &s.list)
+	} else {
+		var f secretsFile
+		err = json.Unmarshal(b, &f)
+		s.list, s.rules = f.Secrets, f.Rules
+	}
+	if err != nil {
 		return nil, fmt.Errorf("secrets file %s: %w", file, err)
 	}
 	return s, nil
@@ -92,7 +125,7 @@ func loadSecrets(file string) (*secrets, error) {
 // saveLocked writes the store whole: a temporary file (mode 0600)
 // renamed over the old one.
 func (s *secrets) saveLocked() error {
-	b, err := json.Marshal(s.list)
+	b, err := json.Marshal(secretsFile{Secrets: s.list, Rules: s.rules})
 	if err != nil {
 		return err
 	}
@@ -194,9 +227,8 @@ func (s *Server) readSecretBody(r *http.Request, named bool) (secretBody, error)
 	return req, err
 }
 
-// refLocked finds the secret r's path names (by id or name), or a 404.
-func (st *secrets) refLocked(r *http.Request) (int, *secretRec, error) {
-	ref := r.PathValue("secretID")
+// refLocked finds the secret ref names (an id or a name), or a 404.
+func (st *secrets) refLocked(ref string) (int, *secretRec, error) {
 	i, rec := st.findLocked(ref)
 	if rec == nil {
 		return -1, nil, errorf(http.StatusNotFound, "secret %q not found", ref)
@@ -211,16 +243,27 @@ func (s *Server) handleSecretCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	st := s.secrets
+	info, err := s.secrets.create(req)
+	if err == nil {
+		s.log.Info("secret created", "id", info.ID, "name", info.Name)
+		err = s.refreshRules(r.Context(), info.Name)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, info)
+}
+
+// create adds a secret.
+func (st *secrets) create(req secretBody) (secretInfo, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if _, old := st.findLocked(req.Name); old != nil {
-		s.writeError(w, r, errorf(http.StatusConflict, "a secret named %q exists already", req.Name))
-		return
+		return secretInfo{}, errorf(http.StatusConflict, "a secret named %q exists already", req.Name)
 	}
 	if len(st.list) >= maxSecretsStored {
-		s.writeError(w, r, errorf(http.StatusConflict, "the server holds %d secrets already (its limit)", maxSecretsStored))
-		return
+		return secretInfo{}, errorf(http.StatusConflict, "the server holds %d secrets already (its limit)", maxSecretsStored)
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -229,11 +272,10 @@ func (s *Server) handleSecretCreate(w http.ResponseWriter, r *http.Request) {
 	st.list = append(st.list, rec)
 	if err := st.saveLocked(); err != nil {
 		st.list = st.list[:len(st.list)-1]
-		s.writeError(w, r, err)
-		return
+		return secretInfo{}, err
 	}
-	s.log.Info("secret created", "id", rec.ID, "name", rec.Name)
-	writeJSON(w, http.StatusCreated, rec.info())
+	st.gen++
+	return rec.info(), nil
 }
 
 // handleSecretList serves GET /secrets?limit=N&nextToken=T, oldest
@@ -283,7 +325,7 @@ func (s *Server) handleSecretGet(w http.ResponseWriter, r *http.Request) {
 	st := s.secrets
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	_, rec, err := st.refLocked(r)
+	_, rec, err := st.refLocked(r.PathValue("secretID"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -299,13 +341,30 @@ func (s *Server) handleSecretUpdate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	st := s.secrets
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	_, rec, err := st.refLocked(r)
+	info, err := s.secrets.update(r.PathValue("secretID"), req)
+	if err == nil {
+		s.log.Info("secret updated", "id", info.ID, "name", info.Name, "version", info.Version)
+		err = s.refreshRules(r.Context(), info.Name)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// update gives secret ref (an id or a name) a new value.
+func (st *secrets) update(ref string, req secretBody) (secretInfo, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	_, rec, err := st.refLocked(ref)
+	if err != nil {
+		return secretInfo{}, err
+	}
+	if len(req.Value) < minRuleSecret {
+		if ids := st.usingLocked(rec.Name); len(ids) > 0 {
+			return secretInfo{}, errorf(http.StatusBadRequest, "value: secret %q is in the network rules of %d running sandboxes (%s): a value under %d bytes is too short for tent's proxy to keep it out of the answers they read", rec.Name, len(ids), strings.Join(ids, ", "), minRuleSecret)
+		}
 	}
 	old := *rec
 	rec.Value, rec.Version, rec.Updated = req.Value, rec.Version+1, time.Now().UTC()
@@ -314,36 +373,46 @@ func (s *Server) handleSecretUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := st.saveLocked(); err != nil {
 		*rec = old
-		s.writeError(w, r, err)
-		return
+		return secretInfo{}, err
 	}
-	s.log.Info("secret updated", "id", rec.ID, "name", rec.Name, "version", rec.Version)
-	writeJSON(w, http.StatusOK, rec.info())
+	st.gen++
+	return rec.info(), nil
 }
 
 // handleSecretDestroy serves DELETE /secrets/{secretID}.
 func (s *Server) handleSecretDestroy(w http.ResponseWriter, r *http.Request) {
-	if err := s.servesSecrets(); err != nil {
-		s.writeError(w, r, err)
-		return
+	err := s.servesSecrets()
+	var info secretInfo
+	if err == nil {
+		info, err = s.secrets.destroy(r.PathValue("secretID"))
 	}
-	st := s.secrets
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	i, rec, err := st.refLocked(r)
+	if err == nil {
+		s.log.Info("secret destroyed", "id", info.ID, "name", info.Name)
+		err = s.refreshRules(r.Context(), info.Name)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// destroy removes secret ref (an id or a name).
+func (st *secrets) destroy(ref string) (secretInfo, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	i, rec, err := st.refLocked(ref)
+	if err != nil {
+		return secretInfo{}, err
 	}
 	list := st.list
 	st.list = append(append([]*secretRec{}, list[:i]...), list[i+1:]...)
 	if err := st.saveLocked(); err != nil {
 		st.list = list
-		s.writeError(w, r, err)
-		return
+		return secretInfo{}, err
 	}
-	s.log.Info("secret destroyed", "id", rec.ID, "name", rec.Name)
-	w.WriteHeader(http.StatusNoContent)
+	st.gen++
+	return rec.info(), nil
 }
 
 // minRuleSecret is the shortest secret a header transform may use: the
@@ -356,24 +425,38 @@ var secretRef = regexp.MustCompile(`\$\{e2b\.secrets\.([^{}]*)\}`)
 
 // fillSecrets returns nc with every ${e2b.secrets.NAME} in its header
 // transforms replaced by the secret's value (nc itself is left as it
-// is: it is what the server keeps, redacted). A name the store does not
-// hold is a 400.
-func (s *Server) fillSecrets(nc *networkConfig) (*networkConfig, error) {
-	if nc == nil || len(nc.Rules) == 0 {
-		return nc, nil
-	}
-	c := *nc
-	c.Rules = make(map[string][]networkRule, len(nc.Rules))
+// is: it is what the server keeps, redacted), and the store's generation
+// it was filled at (see recordRules). A name the store does not hold is
+// a 400.
+func (s *Server) fillSecrets(nc *networkConfig) (*networkConfig, uint64, error) {
 	st := s.secrets
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for h, rs := range nc.Rules {
+	if nc == nil || len(nc.Rules) == 0 {
+		return nc, st.gen, nil
+	}
+	rules, err := st.fillLocked(nc.Rules, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	c := *nc
+	c.Rules = rules
+	return &c, st.gen, nil
+}
+
+// fillLocked returns rules with their secrets' values in. A secret the
+// store does not hold, or one too short for a rule, is a 400; with
+// revoke, the header naming it is left out instead (and a rule left
+// without headers).
+func (st *secrets) fillLocked(rules map[string][]networkRule, revoke bool) (map[string][]networkRule, error) {
+	out := make(map[string][]networkRule, len(rules))
+	for h, rs := range rules {
 		for i, rule := range rs {
 			if rule.Transform != nil && len(rule.Transform.Headers) > 0 {
 				hs := make(map[string]string, len(rule.Transform.Headers))
 				for k, v := range rule.Transform.Headers {
 					var missing, short string
-					hs[k] = secretRef.ReplaceAllStringFunc(v, func(ref string) string {
+					filled := secretRef.ReplaceAllStringFunc(v, func(ref string) string {
 						name := secretRef.FindStringSubmatch(ref)[1]
 						_, rec := st.findLocked(name)
 						if rec == nil || st.file == "" {
@@ -385,17 +468,182 @@ func (s *Server) fillSecrets(nc *networkConfig) (*networkConfig, error) {
 						}
 						return rec.Value
 					})
-					if missing != "" {
+					switch {
+					case (missing != "" || short != "") && revoke:
+						continue
+					case missing != "":
 						return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d].transform.headers[%q]: secret %q not found (create it with Secret.create first)", h, i, k, missing)
-					}
-					if short != "" {
+					case short != "":
 						return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d].transform.headers[%q]: secret %q is shorter than %d bytes: too short for tent's proxy to keep it out of the answers the sandbox reads", h, i, k, short, minRuleSecret)
 					}
+					hs[k] = filled
+				}
+				if len(hs) == 0 {
+					continue
 				}
 				rule = networkRule{Transform: &ruleTransform{Headers: hs}}
 			}
-			c.Rules[h] = append(c.Rules[h], rule)
+			out[h] = append(out[h], rule)
 		}
 	}
-	return &c, nil
+	return out, nil
+}
+
+// secretNames returns the names of the secrets rules' header transforms
+// name, nil without.
+func secretNames(rules map[string][]networkRule) []string {
+	var names []string
+	for _, rs := range rules {
+		for _, r := range rs {
+			if r.Transform == nil {
+				continue
+			}
+			for _, v := range r.Transform.Headers {
+				for _, m := range secretRef.FindAllStringSubmatch(v, -1) {
+					if !slices.Contains(names, m[1]) {
+						names = append(names, m[1])
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+// usingLocked returns the sandboxes whose rules name secret name.
+func (st *secrets) usingLocked(name string) []string {
+	var ids []string
+	for id, rules := range st.rules {
+		if slices.Contains(secretNames(rules), name) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// recordRules keeps sandbox id's rules, as given, when they name a
+// secret (and forgets them otherwise), so that a change of the secret
+// reaches the sandbox. gen is the store's generation the sandbox's
+// policy was filled at: changed reports that a secret changed since, and
+// the caller puts the rules in force again (applyRules: a create or an
+// update racing a secret's change).
+func (s *Server) recordRules(id string, rules map[string][]networkRule, gen uint64) (changed bool, err error) {
+	st := s.secrets
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	uses := len(secretNames(rules)) > 0
+	old, had := st.rules[id]
+	if !uses && !had {
+		return false, nil
+	}
+	if !uses {
+		delete(st.rules, id)
+	} else {
+		if st.rules == nil {
+			st.rules = map[string]map[string][]networkRule{}
+		}
+		st.rules[id] = rules
+	}
+	if err := st.saveLocked(); err != nil {
+		if had {
+			st.rules[id] = old
+		} else {
+			delete(st.rules, id)
+		}
+		return false, fmt.Errorf("sandbox %s: keeping its network rules for its secrets' changes: %w", id, err)
+	}
+	return uses && st.gen != gen, nil
+}
+
+// rulesOf returns the rules kept for sandbox id, nil without.
+func (st *secrets) rulesOf(id string) map[string][]networkRule {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.rules[id]
+}
+
+// forgetRules drops sandbox id's rules (it is gone).
+func (s *Server) forgetRules(id string) {
+	st := s.secrets
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rules, ok := st.rules[id]
+	if !ok {
+		return
+	}
+	delete(st.rules, id)
+	if err := st.saveLocked(); err != nil {
+		st.rules[id] = rules
+		s.log.Warn("forgetting a sandbox's network rules", "id", id, "err", err)
+	}
+}
+
+// refreshRules puts the header transforms of the running sandboxes that
+// use secret name in force again, after a change of it. A sandbox that
+// could not be reached, though it runs, is an error naming it: it may
+// still add the old value.
+func (s *Server) refreshRules(ctx context.Context, name string) error {
+	st := s.secrets
+	st.mu.Lock()
+	ids := st.usingLocked(name)
+	st.mu.Unlock()
+	var failed []string
+	var first error
+	for _, id := range ids {
+		if err := s.applyRules(ctx, id); err != nil {
+			s.log.Error("a secret's change did not reach a sandbox using it", "secret", name, "id", id, "err", err)
+			failed = append(failed, id)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("secret %q changed, but sandboxes %s using it kept their previous header transforms (kill them to be sure): %w", name, strings.Join(failed, ", "), first)
+	}
+	if len(ids) > 0 {
+		s.log.Info("a secret's change reached the sandboxes using it", "secret", name, "sandboxes", ids)
+	}
+	return nil
+}
+
+// applyRules gives sandbox id the header transforms of its recorded
+// rules with the secrets' values as they are now: a revoked secret's
+// headers are left out.
+func (s *Server) applyRules(ctx context.Context, id string) error {
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
+	return s.applyRulesLocked(ctx, id)
+}
+
+// applyRulesLocked is applyRules for a caller holding s.netMu.
+func (s *Server) applyRulesLocked(ctx context.Context, id string) error {
+	st := s.secrets
+	st.mu.Lock()
+	rules, ok := st.rules[id]
+	var filled map[string][]networkRule
+	if ok {
+		filled, _ = st.fillLocked(rules, true)
+	}
+	st.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	headers, err := ruleSecrets(filled)
+	if err != nil {
+		return err
+	}
+	h := handle.Open(ctx, s.b, id)
+	info, err := h.Info(ctx)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		s.forgetRules(id)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p := info.Spec.Network
+	p.Secrets = headers // a record's secrets have no values; the backend keeps variables
+	return h.SetNetworkPolicy(ctx, p)
 }

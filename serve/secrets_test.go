@@ -2,6 +2,8 @@ package serve
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -153,5 +155,173 @@ func TestSecretFilledIntoRule(t *testing.T) {
 	}
 	if len(h.f.calls) != n {
 		t.Errorf("the backend was called for a refused create: %v", h.f.calls[n:])
+	}
+}
+
+// TestSecretChangesReachSandboxes: a secret's update, destroy and
+// re-create reach the running sandboxes whose rules name it (created with
+// them or given them by an update), across a restart of the server; a
+// destroyed secret's header is no longer added, the rules' other headers
+// stay; sandboxes that do not use it are not touched; a value too short
+// for a rule is refused while a sandbox uses it; a sandbox the change
+// could not reach is named in an error; a killed sandbox's rules are
+// dropped from the secrets file.
+func TestSecretChangesReachSandboxes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "secrets.json")
+	opts := Options{SecretsFile: file, StateFile: filepath.Join(dir, "state.json")}
+	h := newHarness(t, opts)
+	const v1, v2, v3, literal = "ghp_first-value-0123", "ghp_second-value-4567", "ghp_third-value-8901", "literal-header-value"
+	if r := h.do("POST", "/secrets", `{"name":"gh","value":"`+v1+`"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	limited := `{"templateID":"base","network":{"allowOut":["api.github.com"],"denyOut":["0.0.0.0/0"]`
+	rules := `"rules":{"api.github.com":[{"transform":{"headers":{"Authorization":"Bearer ${e2b.secrets.gh}","X-Lit":"` + literal + `"}}}]}`
+	created := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`,`+rules+`}}`)).SandboxID
+	updated := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`}}`)).SandboxID
+	if r := h.do("PUT", "/sandboxes/"+updated+"/network", `{"allowOut":["api.github.com"],"denyOut":["0.0.0.0/0"],`+rules+`}`); r.status != http.StatusNoContent {
+		t.Fatalf("an update with rules: %d %s", r.status, r.body)
+	}
+	bystander := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`}}`)).SandboxID
+	headers := func(id string) map[string]string {
+		t.Helper()
+		info, err := h.f.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, s := range info.Spec.Network.Secrets {
+			m[s.Header] = s.Value
+		}
+		return m
+	}
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for _, id := range []string{created, updated} {
+			if got := headers(id); !maps.Equal(got, want) {
+				t.Errorf("%s: sandbox %s's header transforms %v, want %v", when, id, got, want)
+			}
+		}
+		if got := headers(bystander); len(got) != 0 {
+			t.Errorf("%s: the sandbox without rules has %v", when, got)
+		}
+	}
+	check("created", map[string]string{"Authorization": "Bearer " + v1, "X-Lit": literal})
+	calls := func() int {
+		n := 0
+		for _, c := range h.f.calls {
+			if c == "SetNetworkPolicy" {
+				n++
+			}
+		}
+		return n
+	}
+	before := calls()
+	if r := h.do("POST", "/secrets/gh", `{"value":"`+v2+`"}`); r.status != http.StatusOK {
+		t.Fatal(r.status, string(r.body))
+	}
+	check("updated", map[string]string{"Authorization": "Bearer " + v2, "X-Lit": literal})
+	if n := calls() - before; n != 2 {
+		t.Errorf("an update made %d policy changes, want 2 (the sandboxes using the secret)", n)
+	}
+	r := h.do("POST", "/secrets/gh", `{"value":"short"}`)
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, created) || !strings.Contains(r.errBody(t).Message, updated) {
+		t.Errorf("a short value for a secret in use: %d %s", r.status, r.body)
+	}
+	check("after the refused update", map[string]string{"Authorization": "Bearer " + v2, "X-Lit": literal})
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(b), "${e2b.secrets.gh}") || strings.Contains(string(b), bystander) {
+		t.Errorf("the secrets file keeps the rules of the sandboxes using a secret: %v\n%s", err, b)
+	}
+
+	// A restarted server still reaches them.
+	if err := h.s.Close(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	opts.APIKey = testKey
+	s2, err := New(h.f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background(), false) })
+	h.s, h.url = s2, newTestHTTP(t, s2)
+	if r := h.do("DELETE", "/secrets/gh", ""); r.status != http.StatusNoContent {
+		t.Fatal(r.status, string(r.body))
+	}
+	check("destroyed", map[string]string{"X-Lit": literal})
+	if r := h.do("POST", "/secrets", `{"name":"gh","value":"`+v3+`"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	check("created again", map[string]string{"Authorization": "Bearer " + v3, "X-Lit": literal})
+
+	// A sandbox the change cannot reach is named, the change itself made.
+	h.f.fail("SetNetworkPolicy", errors.New("supervisor gone"))
+	r = h.do("POST", "/secrets/gh", `{"value":"`+v1+`"}`)
+	if r.status != http.StatusInternalServerError || !strings.Contains(r.errBody(t).Message, created) || !strings.Contains(r.errBody(t).Message, "supervisor gone") {
+		t.Errorf("an update that did not reach the sandboxes: %d %s", r.status, r.body)
+	}
+	h.f.fail("SetNetworkPolicy", nil)
+	if r := h.do("GET", "/secrets/gh", ""); decode[secretInfo](t, r).Version != 2 {
+		t.Errorf("the store after the unreached update: %s", r.body)
+	}
+	for _, id := range []string{created, updated} {
+		if r := h.do("DELETE", "/sandboxes/"+id, ""); r.status != http.StatusNoContent {
+			t.Fatal(r.status, string(r.body))
+		}
+	}
+	if b, _ := os.ReadFile(file); strings.Contains(string(b), created) || strings.Contains(string(b), updated) {
+		t.Errorf("the killed sandboxes' rules are still in the secrets file:\n%s", b)
+	}
+	if b, _ := os.ReadFile(opts.StateFile); strings.Contains(string(b), v1) || strings.Contains(string(b), v3) || strings.Contains(string(b), literal) {
+		t.Errorf("the state file holds a value")
+	}
+}
+
+// TestRecordRulesSeesARacingChange: a create filled before a secret
+// changed, recorded after, is told to put its rules in force again.
+func TestRecordRulesSeesARacingChange(t *testing.T) {
+	h := newHarness(t, Options{SecretsFile: filepath.Join(t.TempDir(), "secrets.json")})
+	if r := h.do("POST", "/secrets", `{"name":"gh","value":"ghp_first-value-0123"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	rules := map[string][]networkRule{"api.github.com": {{Transform: &ruleTransform{Headers: map[string]string{"Authorization": "Bearer ${e2b.secrets.gh}"}}}}}
+	_, gen, err := h.s.fillSecrets(&networkConfig{Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := h.s.recordRules("a", rules, gen); err != nil || changed {
+		t.Fatalf("nothing changed: %v %v", changed, err)
+	}
+	// Sandbox a is not the backend's: its rules are dropped on the way.
+	if r := h.do("POST", "/secrets/gh", `{"value":"ghp_second-value-4567"}`); r.status != http.StatusOK {
+		t.Fatalf("an update: %d %s", r.status, r.body)
+	}
+	if h.s.secrets.rulesOf("a") != nil {
+		t.Errorf("the rules of a sandbox the backend does not have were kept")
+	}
+	if changed, err := h.s.recordRules("b", rules, gen); err != nil || !changed {
+		t.Errorf("a secret changed after the fill: %v %v, want changed", changed, err)
+	}
+}
+
+// TestSecretsFileOfAnEarlierServer: the secrets file an earlier server
+// wrote (the list alone) is read, and written in today's form at the
+// next change.
+func TestSecretsFileOfAnEarlierServer(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secrets.json")
+	old := `[{"secretID":"sec_0123","name":"gh","value":"ghp_old-server-value","currentVersion":3,"metadata":{},"createdAt":"2026-11-28T10:00:00Z","updatedAt":"2026-11-28T10:00:00Z"}]`
+	if err := os.WriteFile(file, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, Options{SecretsFile: file})
+	if info := decode[secretInfo](t, h.do("GET", "/secrets/gh", "")); info.ID != "sec_0123" || info.Version != 3 {
+		t.Fatalf("the earlier server's secret: %+v", info)
+	}
+	if r := h.do("POST", "/secrets/gh", `{"value":"ghp_new-server-value"}`); r.status != http.StatusOK {
+		t.Fatal(r.status, string(r.body))
+	}
+	b, _ := os.ReadFile(file)
+	if !strings.HasPrefix(string(b), `{"secrets":[{"secretID":"sec_0123"`) || !strings.Contains(string(b), "ghp_new-server-value") {
+		t.Errorf("the file after a change: %s", b)
 	}
 }

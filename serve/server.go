@@ -206,6 +206,10 @@ type Server struct {
 	saveStop chan struct{}
 	saveDone chan struct{}
 
+	// netMu serializes the changes of sandboxes' network policies (a PUT
+	// .../network, a secret's change reaching the sandboxes using it).
+	netMu sync.Mutex
+
 	mu        sync.Mutex
 	closed    bool
 	pending   int             // creates and forks in flight
