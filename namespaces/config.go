@@ -65,6 +65,10 @@ type Config struct {
 	Hostname string `json:"hostname"`
 	// Loopback brings up lo (own network namespace).
 	Loopback bool `json:"loopback"`
+	// Sysctls are written under /proc/sys, in name order, before the
+	// root filesystem is built: sysctls of the init's own IPC and network
+	// namespaces, which the sandbox package has checked.
+	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// ProxyListeners makes the init listen on [ProxyHTTPPort] and
 	// [ProxySOCKSPort] of 127.0.0.1 inside the sandbox's network namespace
 	// and hand both listening sockets to the host with the "started"

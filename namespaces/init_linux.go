@@ -520,6 +520,9 @@ func setup(cfg *Config, fds []int) error {
 	if err := netnsSysctls(cfg); err != nil {
 		return err
 	}
+	if err := specSysctls(cfg); err != nil {
+		return err
+	}
 	if cfg.Plan == nil {
 		return errors.New("no mount plan")
 	}

@@ -3,7 +3,10 @@ package namespaces
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +40,22 @@ func netnsSysctls(cfg *Config) error {
 		return nil
 	}
 	return err
+}
+
+// specSysctls writes cfg.Sysctls (Spec.Sysctls), in name order, after
+// netnsSysctls (so that the spec may set ip_unprivileged_port_start
+// back) and before the root filesystem is built. Each is a sysctl of the
+// init's own IPC or network namespace: /proc/sys shows the namespaces of
+// the thread that opens it, and the kernel refuses a write to another
+// one from this user namespace.
+func specSysctls(cfg *Config) error {
+	for _, k := range slices.Sorted(maps.Keys(cfg.Sysctls)) {
+		path := "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
+		if err := writeSysctl(path, cfg.Sysctls[k]); err != nil {
+			return fmt.Errorf("sysctl %s=%s: %w", k, cfg.Sysctls[k], err)
+		}
+	}
+	return nil
 }
 
 // writeSysctl writes value to the sysctl file path.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,8 +146,9 @@ func TestConvertRefused(t *testing.T) {
 		{"relative netns", "linux.namespaces[2] (network).path", func(s *specs.Spec) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "netns/x"})
 		}, sandbox.ErrInvalidSpec},
-		{"sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.shmmax": "1"} }, ErrUnsupportedConfig},
+		{"sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.core_pattern": "|/x"} }, ErrUnsupportedConfig},
 		{"host net sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"net.ipv4.ip_forward": "1"} }, ErrUnsupportedConfig},
+		{"sysctl name", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"fs/mqueue/../x": "1"} }, sandbox.ErrInvalidSpec},
 		{"rlimit", "process.rlimits[1]", func(s *specs.Spec) {
 			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_CORE"})
 		}, ErrUnsupportedConfig},
@@ -166,5 +168,31 @@ func TestConvertRefused(t *testing.T) {
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: got %v, want %v naming %s", c.name, err, c.want, c.field)
 		}
+	}
+}
+
+// linux.sysctl: the container's own namespaces' (IPC; net.* of its own
+// network namespace) become the sandbox's Spec.Sysctls, which its init
+// sets; net.* of a network namespace joined by path (a pod's) are set
+// there by the runtime.
+func TestConvertSysctls(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Linux.Namespaces = append(cfg.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+	cfg.Linux.Sysctl = map[string]string{"kernel.shm_rmid_forced": "1", "fs.mqueue.msg_max": "100", "net.core.somaxconn": "1000"}
+	b, err := convert("/b", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(b.Spec.Sysctls, cfg.Linux.Sysctl) || len(b.Sysctls) != 0 {
+		t.Errorf("own namespaces: the sandbox's %v, the runtime's %v; want all the sandbox's", b.Spec.Sysctls, b.Sysctls)
+	}
+	cfg = baseConfig()
+	cfg.Linux.Namespaces = append(cfg.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/var/run/netns/pod"})
+	cfg.Linux.Sysctl = map[string]string{"kernel.shm_rmid_forced": "1", "net.ipv4.ip_unprivileged_port_start": "0"}
+	if b, err = convert("/b", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Spec.Sysctls) != 1 || b.Spec.Sysctls["kernel.shm_rmid_forced"] != "1" || len(b.Sysctls) != 1 || b.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "0" {
+		t.Errorf("a joined network namespace: the sandbox's %v, the runtime's %v", b.Spec.Sysctls, b.Sysctls)
 	}
 }

@@ -301,17 +301,29 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			// Network sysctls of a namespace joined by path (a pod's) are
-			// set there, before the sandbox starts, by the runtime; every
-			// other one is refused (the host's network namespace's never).
-			if !strings.HasPrefix(k, "net.") || b.NetNS == "" {
-				return unsupported("linux.sysctl", "%s: tent sets only network sysctls (net.*) of a network namespace it joins", k)
-			}
 			if !validSysctl(k) {
 				return invalid("linux.sysctl", "%q is not a sysctl name", k)
 			}
+			// Network sysctls of a namespace joined by path (a pod's) are
+			// set there, before the sandbox starts, by the runtime; the
+			// others are the sandbox's own namespaces' (IPC, its own
+			// network), which it sets itself and checks (sandbox.Spec's
+			// Sysctls: the host's never).
+			if strings.HasPrefix(k, "net.") && b.NetNS != "" {
+				if b.Sysctls == nil {
+					b.Sysctls = map[string]string{}
+				}
+				b.Sysctls[k] = l.Sysctl[k]
+				continue
+			}
+			if b.Spec.Sysctls == nil {
+				b.Spec.Sysctls = map[string]string{}
+			}
+			b.Spec.Sysctls[k] = l.Sysctl[k]
 		}
-		b.Sysctls = l.Sysctl
+		if err := sandbox.ValidateSysctls(b.Spec.Sysctls, b.Spec.Network); err != nil {
+			return unsupported("linux.sysctl", "%v", err)
+		}
 	}
 	if r := l.Resources; r != nil {
 		if err := convertResources(b, r, invalid); err != nil {

@@ -98,6 +98,9 @@ func validate(s *Spec) error {
 	if err := validatePorts(s); err != nil {
 		return err
 	}
+	if err := ValidateSysctls(s.Sysctls, s.Network); err != nil {
+		return err
+	}
 	if s.Sudo {
 		if t, ok := sudoConflict(s); ok {
 			return fmt.Errorf("sudo: %s is mounted at or above tent's sudo (%s, %s): move that mount or leave sudo off", t, namespaces.SudoDir, namespaces.SudoPathDir)
@@ -206,6 +209,13 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	if s.User != nil {
 		p.uid, p.gid = s.User.UID, s.User.GID
 	}
+	if k, ok := ipcSysctl(s.Sysctls); ok && p.uid != 0 {
+		// The kernel lets only the IPC namespace's root (uid 0 of its
+		// user namespace) write its sysctls, and the sandbox maps one id.
+		return nil, &UnsupportedError{Missing: []Missing{{Protection: "sysctl " + k,
+			Reason: fmt.Sprintf("only the root of the sandbox's IPC namespace may set its sysctls, and the sandbox maps one id, its user's (uid %d)", p.uid),
+			Fix:    "run the sandbox as uid 0 inside (Spec.User, tent --user 0), or leave the IPC sysctls out (net.* ones need no root)"}}}
+	}
 	p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(p.uid), HostID: hostUID, Size: 1}
 	p.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(p.gid), HostID: hostGID, Size: 1}
 	p.opts.Privileged = p.privileged
@@ -311,6 +321,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	p.cfg = namespaces.Config{
 		Plan:     mounts,
 		Hostname: hostname,
+		Sysctls:  s.Sysctls,
 		Sudo:     s.Sudo,
 		Loopback: !p.opts.ShareNet,
 		// Limited: listeners inside, handed to the host-side proxy.

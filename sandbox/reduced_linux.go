@@ -94,6 +94,10 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 		return nil, nil, &UnsupportedError{Missing: []Missing{{Protection: "root filesystem, writable root, sudo, tmpfs, masked and read-only paths",
 			Reason: "the reduced tier has no mount namespace", Fix: fixUserNS}}}
 	}
+	if len(s.Sysctls) > 0 {
+		return nil, nil, &UnsupportedError{Missing: []Missing{{Protection: "sysctls",
+			Reason: "the reduced tier has no IPC or network namespace of its own: its sysctls would be the host's", Fix: fixUserNS}}}
+	}
 
 	r.add("user namespace", Absent, why)
 	r.add("mount namespace", Absent, "reduced tier: the host's filesystem, restricted by Landlock")

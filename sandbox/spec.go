@@ -85,6 +85,19 @@ type Spec struct {
 	User *User `json:"user,omitempty"`
 	// Hostname inside; "" means [DefaultHostname], never the host's.
 	Hostname string `json:"hostname,omitempty"`
+	// Sysctls are set in the sandbox's own namespaces before its command
+	// starts, as docker's --sysctl: those of its IPC namespace
+	// (kernel.msgmax, kernel.msgmnb, kernel.msgmni, kernel.sem,
+	// kernel.shm_rmid_forced, kernel.shmall, kernel.shmmax, kernel.shmmni,
+	// fs.mqueue.*) and, unless the network mode is host, of its network
+	// namespace (net.*, such as net.ipv4.ping_group_range). Nothing of the
+	// host's changes; any other name is ErrInvalidSpec, a value the kernel
+	// refuses fails the start naming the sysctl, and the reduced tier
+	// (no namespaces of its own) cannot set any. The kernel lets only the
+	// IPC namespace's root set its sysctls: the IPC ones need the
+	// sandbox's user to be uid 0 inside (a root caller's default; an
+	// [*UnsupportedError] otherwise).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// Network is the network policy; the zero value is mode none (own
 	// network namespace, loopback only). Limited mode reaches allowed hosts
 	// through tent's host-side proxy; host shares the host's network.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -46,6 +47,7 @@ import (
 //	env_inherit: false       # true: the caller's whole environment as the base
 //	user: "1000:1000"        # UID[:GID]
 //	hostname: box
+//	sysctls: {kernel.shm_rmid_forced: "1"}  # as --sysctl: the sandbox's own IPC and network ones
 //	seccomp: default         # default | unconfined | PATH to an OCI/Docker profile
 //	best_effort: false
 //	secrets:                 # see Secret: values come from the environment
@@ -57,28 +59,29 @@ import (
 // apply in the order env_file, env_pass, env (later wins); the CLI's
 // --env-file, --env-pass and --env come after them.
 type Policy struct {
-	Mounts     []Mount  `json:"mounts,omitempty" yaml:"mounts,omitempty"`
-	RO         []string `json:"ro,omitempty" yaml:"ro,omitempty"`
-	RW         []string `json:"rw,omitempty" yaml:"rw,omitempty"`
-	RWGit      bool     `json:"rw_git,omitempty" yaml:"rw_git,omitempty"`
-	Workdir    string   `json:"workdir,omitempty" yaml:"workdir,omitempty"`
-	Net        string   `json:"net,omitempty" yaml:"net,omitempty"`
-	AllowHosts []string `json:"allowed_hosts,omitempty" yaml:"allowed_hosts,omitempty"`
-	DenyHosts  []string `json:"denied_hosts,omitempty" yaml:"denied_hosts,omitempty"`
-	Secrets    []Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
-	Memory     Scalar   `json:"memory,omitempty" yaml:"memory,omitempty"`
-	Pids       int64    `json:"pids,omitempty" yaml:"pids,omitempty"`
-	CPUs       float64  `json:"cpus,omitempty" yaml:"cpus,omitempty"`
-	Timeout    Scalar   `json:"timeout,omitempty" yaml:"timeout,omitempty"`
-	NoFile     uint64   `json:"nofile,omitempty" yaml:"nofile,omitempty"`
-	EnvFile    []string `json:"env_file,omitempty" yaml:"env_file,omitempty"`
-	EnvPass    []string `json:"env_pass,omitempty" yaml:"env_pass,omitempty"`
-	Env        EnvVars  `json:"env,omitempty" yaml:"env,omitempty"`
-	EnvInherit bool     `json:"env_inherit,omitempty" yaml:"env_inherit,omitempty"`
-	User       Scalar   `json:"user,omitempty" yaml:"user,omitempty"`
-	Hostname   string   `json:"hostname,omitempty" yaml:"hostname,omitempty"`
-	Seccomp    string   `json:"seccomp,omitempty" yaml:"seccomp,omitempty"`
-	BestEffort bool     `json:"best_effort,omitempty" yaml:"best_effort,omitempty"`
+	Mounts     []Mount           `json:"mounts,omitempty" yaml:"mounts,omitempty"`
+	RO         []string          `json:"ro,omitempty" yaml:"ro,omitempty"`
+	RW         []string          `json:"rw,omitempty" yaml:"rw,omitempty"`
+	RWGit      bool              `json:"rw_git,omitempty" yaml:"rw_git,omitempty"`
+	Workdir    string            `json:"workdir,omitempty" yaml:"workdir,omitempty"`
+	Net        string            `json:"net,omitempty" yaml:"net,omitempty"`
+	AllowHosts []string          `json:"allowed_hosts,omitempty" yaml:"allowed_hosts,omitempty"`
+	DenyHosts  []string          `json:"denied_hosts,omitempty" yaml:"denied_hosts,omitempty"`
+	Secrets    []Secret          `json:"secrets,omitempty" yaml:"secrets,omitempty"`
+	Memory     Scalar            `json:"memory,omitempty" yaml:"memory,omitempty"`
+	Pids       int64             `json:"pids,omitempty" yaml:"pids,omitempty"`
+	CPUs       float64           `json:"cpus,omitempty" yaml:"cpus,omitempty"`
+	Timeout    Scalar            `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	NoFile     uint64            `json:"nofile,omitempty" yaml:"nofile,omitempty"`
+	EnvFile    []string          `json:"env_file,omitempty" yaml:"env_file,omitempty"`
+	EnvPass    []string          `json:"env_pass,omitempty" yaml:"env_pass,omitempty"`
+	Env        EnvVars           `json:"env,omitempty" yaml:"env,omitempty"`
+	EnvInherit bool              `json:"env_inherit,omitempty" yaml:"env_inherit,omitempty"`
+	User       Scalar            `json:"user,omitempty" yaml:"user,omitempty"`
+	Hostname   string            `json:"hostname,omitempty" yaml:"hostname,omitempty"`
+	Sysctls    map[string]string `json:"sysctls,omitempty" yaml:"sysctls,omitempty"`
+	Seccomp    string            `json:"seccomp,omitempty" yaml:"seccomp,omitempty"`
+	BestEffort bool              `json:"best_effort,omitempty" yaml:"best_effort,omitempty"`
 
 	// Dir is the directory relative host paths are resolved against;
 	// [Load] sets it to the file's directory, "" means the current
@@ -223,7 +226,7 @@ func yamlUnknownKey(msg string) (line, key string, ok bool) {
 	return line, key, ok
 }
 
-const knownKeys = "known keys: mounts (source, target, access), ro, rw, rw_git, workdir, net, memory, pids, cpus, timeout, nofile, env_file, env_pass, env, env_inherit, user, hostname, seccomp, best_effort"
+const knownKeys = "known keys: mounts (source, target, access), ro, rw, rw_git, workdir, net, memory, pids, cpus, timeout, nofile, env_file, env_pass, env, env_inherit, user, hostname, sysctls, seccomp, best_effort"
 
 // path resolves a host path of the policy against p.Dir.
 func (p *Policy) path(name string) (string, error) {
@@ -327,6 +330,9 @@ func (p *Policy) Apply(spec *sandbox.Spec, getenv func(string) (string, bool)) e
 	}
 	if p.Hostname != "" {
 		spec.Hostname = p.Hostname
+	}
+	if len(p.Sysctls) > 0 {
+		spec.Sysctls = maps.Clone(p.Sysctls)
 	}
 	if p.Seccomp != "" {
 		sc, err := LoadSeccomp(p.Seccomp, dir)
