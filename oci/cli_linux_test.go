@@ -149,6 +149,10 @@ func TestConvertRefused(t *testing.T) {
 		{"sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.core_pattern": "|/x"} }, ErrUnsupportedConfig},
 		{"host net sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"net.ipv4.ip_forward": "1"} }, ErrUnsupportedConfig},
 		{"sysctl name", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"fs/mqueue/../x": "1"} }, sandbox.ErrInvalidSpec},
+		{"pod IPC sysctl", "linux.sysctl", func(s *specs.Spec) {
+			s.Annotations = map[string]string{"io.kubernetes.cri.container-type": "sandbox"}
+			s.Linux.Sysctl = map[string]string{"kernel.shm_rmid_forced": "1"}
+		}, ErrUnsupportedConfig},
 		{"rlimit", "process.rlimits[1]", func(s *specs.Spec) {
 			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_CORE"})
 		}, ErrUnsupportedConfig},

@@ -316,6 +316,13 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 				b.Sysctls[k] = l.Sysctl[k]
 				continue
 			}
+			if !strings.HasPrefix(k, "net.") && podSandbox(b.Config.Annotations) {
+				// A pod's sysctls come in its sandbox container's bundle,
+				// for the pod's IPC namespace; tent gives every container
+				// an IPC namespace of its own, so the pod's other
+				// containers would not have them.
+				return unsupported("linux.sysctl", "%s: a pod's IPC sysctls are its shared IPC namespace's, and tent gives each container its own: only network ones (net.*) reach the pod's containers", k)
+			}
 			if b.Spec.Sysctls == nil {
 				b.Spec.Sysctls = map[string]string{}
 			}
@@ -401,6 +408,12 @@ func hostnameFromMounts(mounts []sandbox.Mount) string {
 		return name
 	}
 	return ""
+}
+
+// podSandbox reports whether annotations mark a CRI pod's sandbox
+// container (containerd's and CRI-O's keys).
+func podSandbox(annotations map[string]string) bool {
+	return annotations["io.kubernetes.cri.container-type"] == "sandbox" || annotations["io.kubernetes.cri-o.ContainerType"] == "sandbox"
 }
 
 // validSysctl accepts dotted names of lower-case letters, digits, '_'
