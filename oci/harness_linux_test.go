@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -295,11 +296,19 @@ func newImage(t testing.TB, busybox string, cmd []string) image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, applet := range strings.Fields(string(list)) {
+	applets := strings.Fields(string(list))
+	for _, applet := range applets {
 		if applet != "busybox" && !strings.ContainsAny(applet, "/[") {
 			// Hard links, as busybox's own images have them.
 			add(&tar.Header{Typeflag: tar.TypeLink, Name: "bin/" + applet, Linkname: "bin/busybox", Mode: 0o755}, nil)
 		}
+	}
+	if !slices.Contains(applets, "pgrep") {
+		// cri-tools' busybox images have pgrep (critest checks with
+		// "pgrep sleep" that a timed-out exec is gone); Debian's busybox
+		// has pidof, which answers "pgrep NAME" alike, one pid a line.
+		script := []byte("#!/bin/sh\nfound=\nfor p in $(pidof \"$1\"); do echo \"$p\"; found=1; done\n[ -n \"$found\" ]\n")
+		add(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/pgrep", Mode: 0o755, Size: int64(len(script))}, script)
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
