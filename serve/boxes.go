@@ -183,6 +183,15 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 	return nil
 }
 
+// pausesFilesOnly reports whether sandbox id's timeout pauses it keeping
+// only its files (autoPauseMemory: false).
+func (s *Server) pausesFilesOnly(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.boxes[id]
+	return b != nil && b.onTimeout == onTimeoutPause && b.pauseFiles
+}
+
 // errFilesPauseSecrets refuses a filesystem-only pause of a sandbox with
 // header transforms: it restarts from a snapshot, and snapshots never
 // hold secret values, so the sandbox could not be resumed.

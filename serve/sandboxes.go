@@ -522,6 +522,11 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if len(req.Rules) > 0 && s.pausesFilesOnly(info.ID) {
+		// Its timeout's pause would be refused, as at create.
+		s.writeError(w, r, errFilesPauseSecrets)
+		return
+	}
 	filled, gen, err := s.fillSecrets(&req)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -361,13 +361,22 @@ func (st *secrets) update(ref string, req secretBody) (secretInfo, error) {
 	if err != nil {
 		return secretInfo{}, err
 	}
-	if len(req.Value) < minRuleSecret {
-		if ids := st.usingLocked(rec.Name); len(ids) > 0 {
-			return secretInfo{}, errorf(http.StatusBadRequest, "value: secret %q is in the network rules of %d running sandboxes (%s): a value under %d bytes is too short for tent's proxy to keep it out of the answers they read", rec.Name, len(ids), strings.Join(ids, ", "), minRuleSecret)
+	old := *rec
+	rec.Value = req.Value
+	// The rules of the sandboxes using it must take the new value (a
+	// value too short for the proxy to scrub, a header too long): checked
+	// before anything changes.
+	for _, id := range st.usingLocked(rec.Name) {
+		filled, err := st.fillLocked(st.rules[id], false)
+		if err == nil {
+			_, err = ruleSecrets(filled)
+		}
+		if err != nil {
+			*rec = old
+			return secretInfo{}, errorf(http.StatusBadRequest, "value: secret %q is in the network rules of running sandbox %s, which cannot take this value: %v", rec.Name, id, err)
 		}
 	}
-	old := *rec
-	rec.Value, rec.Version, rec.Updated = req.Value, rec.Version+1, time.Now().UTC()
+	rec.Version, rec.Updated = rec.Version+1, time.Now().UTC()
 	if req.Metadata != nil {
 		rec.Metadata = req.Metadata
 	}

@@ -225,10 +225,19 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 		t.Errorf("an update made %d policy changes, want 2 (the sandboxes using the secret)", n)
 	}
 	r := h.do("POST", "/secrets/gh", `{"value":"short"}`)
-	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, created) || !strings.Contains(r.errBody(t).Message, updated) {
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "running sandbox "+created) || !strings.Contains(r.errBody(t).Message, "shorter than 8 bytes") {
 		t.Errorf("a short value for a secret in use: %d %s", r.status, r.body)
 	}
-	check("after the refused update", map[string]string{"Authorization": "Bearer " + v2, "X-Lit": literal})
+	// 16 KiB is a secret's bound, but "Bearer " and it is over a header
+	// transform's.
+	r = h.do("POST", "/secrets/gh", `{"value":"`+strings.Repeat("v", maxSecretValue)+`"}`)
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "cannot take this value") {
+		t.Errorf("a value too long for a rule: %d %.300s", r.status, r.body)
+	}
+	check("after the refused updates", map[string]string{"Authorization": "Bearer " + v2, "X-Lit": literal})
+	if info := decode[secretInfo](t, h.do("GET", "/secrets/gh", "")); info.Version != 2 {
+		t.Errorf("the refused updates made versions: %+v", info)
+	}
 	b, err := os.ReadFile(file)
 	if err != nil || !strings.Contains(string(b), "${e2b.secrets.gh}") || strings.Contains(string(b), bystander) {
 		t.Errorf("the secrets file keeps the rules of the sandboxes using a secret: %v\n%s", err, b)
