@@ -46,38 +46,46 @@ func (c *Cmd) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	if r == nil {
 		return errors.New("sandbox: not started")
 	}
-	_, err := r.setNetworkPolicy(p)
-	return err
+	_, compiled, err := r.prepareNetworkPolicy(p)
+	if err != nil {
+		return err
+	}
+	r.proxy.SetPolicy(compiled)
+	return nil
 }
 
-// setNetworkPolicy puts p in force (see Cmd.SetNetworkPolicy) and returns
-// it as it is now: with the sandbox's variables among its secrets.
-func (r *running) setNetworkPolicy(p NetworkPolicy) (NetworkPolicy, error) {
+// prepareNetworkPolicy checks p (see Cmd.SetNetworkPolicy) and compiles
+// what the proxy is to enforce, changing nothing: it returns p as the
+// sandbox is to report it (with its variables among its secrets) and the
+// compiled policy for r.proxy.SetPolicy.
+func (r *running) prepareNetworkPolicy(p NetworkPolicy) (NetworkPolicy, *netpolicy.Compiled, error) {
 	if r.proxy == nil || p.Mode == netpolicy.Host {
-		return p, fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
+		return p, nil, fmt.Errorf("%w: the network mode (none, limited or host) is chosen when the sandbox starts; only a limited sandbox's rules can change", ErrUnsupported)
 	}
 	var headers []netpolicy.Secret
 	for _, s := range p.Secrets {
 		if s.Header == "" {
-			return p, fmt.Errorf("%w: secret %s: secrets that are variables are given when the sandbox starts (their placeholders are in its environment from then on); only header transforms change at run time", ErrUnsupported, s.Name)
+			return p, nil, fmt.Errorf("%w: secret %s: secrets that are variables are given when the sandbox starts (their placeholders are in its environment from then on); only header transforms change at run time", ErrUnsupported, s.Name)
 		}
 		headers = append(headers, s)
-	}
-	if p.Mode == netpolicy.None || p.Mode == "" {
-		p = NetworkPolicy{Mode: netpolicy.Limited} // no allowed host: everything denied
 	}
 	// The variables are kept, with their placeholders and values.
 	p.Secrets = slices.DeleteFunc(r.proxy.Policy().Secrets(), func(s netpolicy.Secret) bool { return s.Header != "" })
 	p.Secrets = append(p.Secrets, headers...)
-	compiled, err := netpolicy.Compile(p)
+	enforced := p
+	if p.Mode == netpolicy.None || p.Mode == "" {
+		// No allowed host: everything denied (the policy as given, mode
+		// none, is what the sandbox reports).
+		enforced = NetworkPolicy{Mode: netpolicy.Limited, Secrets: p.Secrets}
+	}
+	compiled, err := netpolicy.Compile(enforced)
 	if err != nil {
-		return p, invalid(fmt.Errorf("network: %w", err))
+		return p, nil, invalid(fmt.Errorf("network: %w", err))
 	}
 	if compiled.NeedsInterception() && r.plan.ca == nil {
-		return p, fmt.Errorf("%w: header transforms and HTTP rules need the proxy to intercept TLS, which the sandbox must trust from its start: give a secret or an HTTP rule when it is created", ErrUnsupported)
+		return p, nil, fmt.Errorf("%w: header transforms and HTTP rules need the proxy to intercept TLS, which the sandbox must trust from its start: give a secret or an HTTP rule when it is created", ErrUnsupported)
 	}
-	r.proxy.SetPolicy(compiled)
-	return p, nil
+	return p, compiled, nil
 }
 
 // maxCatchPorts caps the TCP ports a limited sandbox catches (one
@@ -106,15 +114,11 @@ func portList(ports []int) string {
 }
 
 // catchNewPorts asks the init of a long-lived limited sandbox to catch the
-// ports policy needs that it does not catch yet, and serves them. The
+// ports compiled needs that it does not catch yet, and serves them. The
 // caller holds no lock that the init's answer needs.
-func (r *running) catchNewPorts(policy NetworkPolicy) error {
+func (r *running) catchNewPorts(compiled *netpolicy.Compiled) error {
 	if r.proxy == nil || !r.plan.cfg.Transparent || r.init == nil {
 		return nil
-	}
-	compiled, err := netpolicy.Compile(policy)
-	if err != nil {
-		return invalid(fmt.Errorf("network: %w", err))
 	}
 	r.catchMu.Lock()
 	defer r.catchMu.Unlock()

@@ -347,16 +347,19 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	if done {
 		return ErrTerminated
 	}
-	p, err := s.run.setNetworkPolicy(p)
+	p, compiled, err := s.run.prepareNetworkPolicy(p)
 	if err != nil {
 		return err
 	}
 	// Names the new rules allow on ports not caught yet are caught from
 	// now on too (a one-shot Cmd keeps the ports it started with: its
-	// init answers no requests).
-	if err := s.run.catchNewPorts(p); err != nil {
+	// init answers no requests): first, so that a policy whose ports
+	// cannot be caught changes nothing. A port caught early is harmless:
+	// the proxy judges its connections by the policy in force.
+	if err := s.run.catchNewPorts(compiled); err != nil {
 		return err
 	}
+	s.run.proxy.SetPolicy(compiled)
 	s.mu.Lock()
 	s.spec.Network = p
 	s.mu.Unlock()

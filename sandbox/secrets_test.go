@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -420,6 +421,16 @@ func TestHeaderTransformChangesAtRunTime(t *testing.T) {
 	base := spec.Network
 	base.Secrets = []netpolicy.Secret{header(rotated)}
 	request("/first")
+	// A policy whose ports cannot all be caught is refused and changes
+	// nothing: the header keeps its value.
+	tooMany := base
+	for port := 2000; port < 2260; port++ {
+		tooMany.AllowedHosts = append(slices.Clip(tooMany.AllowedHosts), fmt.Sprintf("p.example.com:%d", port))
+	}
+	if err := sb.SetNetworkPolicy(context.Background(), tooMany); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "ports caught") {
+		t.Fatalf("a policy needing 260 more ports caught: %v, want ErrInvalidSpec", err)
+	}
+	request("/refused")
 	if err := sb.SetNetworkPolicy(context.Background(), base); err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +444,7 @@ func TestHeaderTransformChangesAtRunTime(t *testing.T) {
 	// the sandbox's TLS goes through to the origin, whose certificate it
 	// does not trust, so no request arrives, with or without a header.
 	for path, want := range map[string]string{
-		"/first": "Bearer " + sandboxSecret, "/rotated": "Bearer " + rotated, "/removed": "",
+		"/first": "Bearer " + sandboxSecret, "/refused": "Bearer " + sandboxSecret, "/rotated": "Bearer " + rotated, "/removed": "",
 		"/first-var": "Bearer " + sandboxSecret, "/rotated-var": "Bearer " + sandboxSecret, "/removed-var": "Bearer " + sandboxSecret,
 	} {
 		if got := o.got(path); !strings.HasSuffix(got, want) || want == "" && got != "" {
