@@ -52,7 +52,7 @@ func specSysctls(cfg *Config) error {
 	for _, k := range slices.Sorted(maps.Keys(cfg.Sysctls)) {
 		path := "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
 		if err := writeSysctl(path, cfg.Sysctls[k]); err != nil {
-			return fmt.Errorf("sysctl %s=%s: %w", k, cfg.Sysctls[k], err)
+			return fmt.Errorf("sysctl %s=%q: %w", k, cfg.Sysctls[k], err)
 		}
 	}
 	return nil

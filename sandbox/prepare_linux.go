@@ -211,10 +211,9 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 	}
 	if k, ok := ipcSysctl(s.Sysctls); ok && p.uid != 0 {
 		// The kernel lets only the IPC namespace's root (uid 0 of its
-		// user namespace) write its sysctls, and the sandbox maps one id.
-		return nil, &UnsupportedError{Missing: []Missing{{Protection: "sysctl " + k,
-			Reason: fmt.Sprintf("only the root of the sandbox's IPC namespace may set its sysctls, and the sandbox maps one id, its user's (uid %d)", p.uid),
-			Fix:    "run the sandbox as uid 0 inside (Spec.User, tent --user 0), or leave the IPC sysctls out (net.* ones need no root)"}}}
+		// user namespace) write its sysctls, and the sandbox maps one id:
+		// the spec contradicts itself, on any host.
+		return nil, invalid(fmt.Errorf("sysctls: %s: only the root of the sandbox's IPC namespace may set its sysctls, and the sandbox maps one id, its user's (uid %d): run it as uid 0 inside (user, tent --user 0) or leave the IPC sysctls out (net.* ones need no root)", k, p.uid))
 	}
 	p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(p.uid), HostID: hostUID, Size: 1}
 	p.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(p.gid), HostID: hostGID, Size: 1}

@@ -95,8 +95,8 @@ type Spec struct {
 	// refuses fails the start naming the sysctl, and the reduced tier
 	// (no namespaces of its own) cannot set any. The kernel lets only the
 	// IPC namespace's root set its sysctls: the IPC ones need the
-	// sandbox's user to be uid 0 inside (a root caller's default; an
-	// [*UnsupportedError] otherwise).
+	// sandbox's user to be uid 0 inside (a root caller's default;
+	// ErrInvalidSpec otherwise).
 	Sysctls map[string]string `json:"sysctls,omitempty"`
 	// Network is the network policy; the zero value is mode none (own
 	// network namespace, loopback only). Limited mode reaches allowed hosts

@@ -158,8 +158,9 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 		return err
 	}
 	defer release()
-	if info, err := handle.Open(ctx, s.b, id).Info(ctx); err == nil && len(info.Spec.Network.Secrets) > 0 {
-		// Refused before anything ends: the resume would be refused.
+	if info, err := handle.Open(ctx, s.b, id).Info(ctx); err == nil && len(info.Spec.Network.Secrets) > 0 || s.secrets.rulesOf(id) != nil {
+		// Refused before anything ends: the resume would be refused (or,
+		// its rules' secrets revoked now, refused when they come back).
 		return errFilesPauseSecrets
 	}
 	snap, err := handle.Open(ctx, s.b, id).Snapshot(ctx)

@@ -560,9 +560,13 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Mode.Normalize() == netpolicy.Limited {
-		err = handle.Open(r.Context(), s.b, info.ID).SetNetworkPolicy(r.Context(), p)
+		// On a context of its own: a client gone must not leave the
+		// rules kept and the sandbox's not in force.
+		ctx, cancel := s.detached(r)
+		defer cancel()
+		err = handle.Open(ctx, s.b, info.ID).SetNetworkPolicy(ctx, p)
 		if err == nil && changed {
-			err = s.applyRulesLocked(r.Context(), info.ID)
+			err = s.applyRulesLocked(ctx, info.ID)
 		}
 		if err != nil {
 			if _, rerr := s.recordRules(info.ID, prev, 0); rerr != nil {

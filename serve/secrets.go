@@ -227,6 +227,18 @@ func (s *Server) readSecretBody(r *http.Request, named bool) (secretBody, error)
 	return req, err
 }
 
+// namedLocked returns the secret called name (a rule's
+// ${e2b.secrets.NAME} names a secret by name only, never by id, so that
+// the sandboxes using a secret are found by its name).
+func (s *secrets) namedLocked(name string) *secretRec {
+	for _, r := range s.list {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
 // refLocked finds the secret ref names (an id or a name), or a 404.
 func (st *secrets) refLocked(ref string) (int, *secretRec, error) {
 	i, rec := st.findLocked(ref)
@@ -246,7 +258,7 @@ func (s *Server) handleSecretCreate(w http.ResponseWriter, r *http.Request) {
 	info, err := s.secrets.create(req)
 	if err == nil {
 		s.log.Info("secret created", "id", info.ID, "name", info.Name)
-		err = s.refreshRules(r.Context(), info.Name)
+		err = s.refreshRulesFor(r, info.Name)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -270,6 +282,10 @@ func (st *secrets) create(req secretBody) (secretInfo, error) {
 	now := time.Now().UTC()
 	rec := &secretRec{ID: "sec_" + hex.EncodeToString(b[:]), Name: req.Name, Value: req.Value, Version: 1, Metadata: req.Metadata, Created: now, Updated: now}
 	st.list = append(st.list, rec)
+	if err := st.checkUsesLocked(rec.Name); err != nil {
+		st.list = st.list[:len(st.list)-1]
+		return secretInfo{}, err
+	}
 	if err := st.saveLocked(); err != nil {
 		st.list = st.list[:len(st.list)-1]
 		return secretInfo{}, err
@@ -344,7 +360,7 @@ func (s *Server) handleSecretUpdate(w http.ResponseWriter, r *http.Request) {
 	info, err := s.secrets.update(r.PathValue("secretID"), req)
 	if err == nil {
 		s.log.Info("secret updated", "id", info.ID, "name", info.Name, "version", info.Version)
-		err = s.refreshRules(r.Context(), info.Name)
+		err = s.refreshRulesFor(r, info.Name)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -363,18 +379,9 @@ func (st *secrets) update(ref string, req secretBody) (secretInfo, error) {
 	}
 	old := *rec
 	rec.Value = req.Value
-	// The rules of the sandboxes using it must take the new value (a
-	// value too short for the proxy to scrub, a header too long): checked
-	// before anything changes.
-	for _, id := range st.usingLocked(rec.Name) {
-		filled, err := st.fillLocked(st.rules[id], false)
-		if err == nil {
-			_, err = ruleSecrets(filled)
-		}
-		if err != nil {
-			*rec = old
-			return secretInfo{}, errorf(http.StatusBadRequest, "value: secret %q is in the network rules of running sandbox %s, which cannot take this value: %v", rec.Name, id, err)
-		}
+	if err := st.checkUsesLocked(rec.Name); err != nil {
+		*rec = old
+		return secretInfo{}, err
 	}
 	rec.Version, rec.Updated = rec.Version+1, time.Now().UTC()
 	if req.Metadata != nil {
@@ -397,7 +404,7 @@ func (s *Server) handleSecretDestroy(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		s.log.Info("secret destroyed", "id", info.ID, "name", info.Name)
-		err = s.refreshRules(r.Context(), info.Name)
+		err = s.refreshRulesFor(r, info.Name)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -467,7 +474,7 @@ func (st *secrets) fillLocked(rules map[string][]networkRule, revoke bool) (map[
 					var missing, short string
 					filled := secretRef.ReplaceAllStringFunc(v, func(ref string) string {
 						name := secretRef.FindStringSubmatch(ref)[1]
-						_, rec := st.findLocked(name)
+						rec := st.namedLocked(name)
 						if rec == nil || st.file == "" {
 							missing = name
 							return ref
@@ -517,6 +524,51 @@ func secretNames(rules map[string][]networkRule) []string {
 		}
 	}
 	return names
+}
+
+// checkUsesLocked checks that the rules of the running sandboxes that
+// use secret name can take its value as the store holds it now, before a
+// create or an update is kept: long enough for the proxy to scrub it
+// from answers, a header within the bound. Their other secrets do not
+// matter here (one revoked is left out, as applyRules does).
+func (st *secrets) checkUsesLocked(name string) error {
+	ids := st.usingLocked(name)
+	if len(ids) == 0 {
+		return nil
+	}
+	if rec := st.namedLocked(name); len(rec.Value) < minRuleSecret {
+		return errorf(http.StatusBadRequest, "value: secret %q is in the network rules of running sandboxes (%s), where a value under %d bytes is too short for tent's proxy to keep it out of the answers they read", name, strings.Join(ids, ", "), minRuleSecret)
+	}
+	for _, id := range ids {
+		filled, _ := st.fillLocked(st.rules[id], true)
+		if _, err := ruleSecrets(filled); err != nil {
+			return errorf(http.StatusBadRequest, "value: secret %q is in the network rules of running sandbox %s, which cannot take this value: %v", name, id, err)
+		}
+	}
+	return nil
+}
+
+// pruneRules drops the rules kept for sandboxes not in live (the
+// backend's, when the server starts: those ended while no server ran).
+func (st *secrets) pruneRules(live map[string]bool) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	old := st.rules
+	pruned := map[string]map[string][]networkRule{}
+	for id, r := range old {
+		if live[id] {
+			pruned[id] = r
+		}
+	}
+	if len(pruned) == len(old) {
+		return nil
+	}
+	st.rules = pruned
+	if err := st.saveLocked(); err != nil {
+		st.rules = old
+		return err
+	}
+	return nil
 }
 
 // usingLocked returns the sandboxes whose rules name secret name.
@@ -588,6 +640,15 @@ func (s *Server) forgetRules(id string) {
 	}
 }
 
+// refreshRulesFor is refreshRules for request r's change, on a context
+// of its own: a client that goes away must not leave the change half
+// made (the store changed, the sandboxes not).
+func (s *Server) refreshRulesFor(r *http.Request, name string) error {
+	ctx, cancel := s.detached(r)
+	defer cancel()
+	return s.refreshRules(ctx, name)
+}
+
 // refreshRules puts the header transforms of the running sandboxes that
 // use secret name in force again, after a change of it. A sandbox that
 // could not be reached, though it runs, is an error naming it: it may
@@ -609,7 +670,8 @@ func (s *Server) refreshRules(ctx context.Context, name string) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("secret %q changed, but sandboxes %s using it kept their previous header transforms (kill them to be sure): %w", name, strings.Join(failed, ", "), first)
+		// The change is made: a 500, whatever the sandboxes answered.
+		return errorf(http.StatusInternalServerError, "secret %q changed, but sandboxes %s using it kept their previous header transforms (kill them to be sure): %v", name, strings.Join(failed, ", "), first)
 	}
 	if len(ids) > 0 {
 		s.log.Info("a secret's change reached the sandboxes using it", "secret", name, "sandboxes", ids)

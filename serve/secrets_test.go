@@ -2,7 +2,7 @@ package serve
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -225,7 +225,7 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 		t.Errorf("an update made %d policy changes, want 2 (the sandboxes using the secret)", n)
 	}
 	r := h.do("POST", "/secrets/gh", `{"value":"short"}`)
-	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "running sandbox "+created) || !strings.Contains(r.errBody(t).Message, "shorter than 8 bytes") {
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, created+", "+updated) || !strings.Contains(r.errBody(t).Message, "under 8 bytes") {
 		t.Errorf("a short value for a secret in use: %d %s", r.status, r.body)
 	}
 	// 16 KiB is a secret's bound, but "Bearer " and it is over a header
@@ -243,8 +243,19 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 		t.Errorf("the secrets file keeps the rules of the sandboxes using a secret: %v\n%s", err, b)
 	}
 
-	// A restarted server still reaches them.
+	// A rule names a secret by name, never by id (the sandboxes using a
+	// secret are found by its name).
+	gh := decode[secretInfo](t, h.do("GET", "/secrets/gh", ""))
+	if r := h.do("POST", "/v2/sandboxes", limited+`,"rules":{"api.github.com":[{"transform":{"headers":{"X-Id":"${e2b.secrets.`+gh.ID+`}"}}}]}}}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "not found") {
+		t.Errorf("a rule naming a secret by id: %d %s", r.status, r.body)
+	}
+	// A restarted server still reaches them; the rules of a sandbox that
+	// ended while it was down are dropped.
+	gone := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`,`+rules+`}}`)).SandboxID
 	if err := h.s.Close(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.f.Terminate(context.Background(), gone); err != nil {
 		t.Fatal(err)
 	}
 	opts.APIKey = testKey
@@ -254,6 +265,9 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s2.Close(context.Background(), false) })
 	h.s, h.url = s2, newTestHTTP(t, s2)
+	if b, _ := os.ReadFile(file); strings.Contains(string(b), gone) || !strings.Contains(string(b), created) {
+		t.Errorf("the secrets file after a restart keeps the rules of an ended sandbox, or lost a running one's:\n%s", b)
+	}
 	if r := h.do("DELETE", "/secrets/gh", ""); r.status != http.StatusNoContent {
 		t.Fatal(r.status, string(r.body))
 	}
@@ -263,14 +277,42 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 	}
 	check("created again", map[string]string{"Authorization": "Bearer " + v3, "X-Lit": literal})
 
+	// One sandbox, two secrets: one revoked does not keep the other from
+	// rotating; created again too short, it is refused (its header would
+	// be left out silently); a revoked rule still refuses a
+	// filesystem-only pause (the value would come back to a sandbox
+	// without the proxy's CA).
+	if r := h.do("POST", "/secrets", `{"name":"other","value":"`+v1+`"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	two := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`,"rules":{"api.github.com":[{"transform":{"headers":{"X-A":"${e2b.secrets.gh}","X-B":"${e2b.secrets.other}"}}}]}}}`)).SandboxID
+	if r := h.do("DELETE", "/secrets/other", ""); r.status != http.StatusNoContent {
+		t.Fatal(r.status, string(r.body))
+	}
+	if r := h.do("POST", "/secrets/gh", `{"value":"`+v2+`"}`); r.status != http.StatusOK {
+		t.Fatalf("rotating a secret beside a revoked one: %d %s", r.status, r.body)
+	}
+	if got := headers(two); !maps.Equal(got, map[string]string{"X-A": v2}) {
+		t.Errorf("the sandbox with a revoked and a rotated secret: %v", got)
+	}
+	if r := h.do("POST", "/secrets", `{"name":"other","value":"short"}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "under 8 bytes") {
+		t.Errorf("a secret in use created again too short: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/sandboxes/"+two+"/pause", `{"memory":false}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "filesystem-only pause") {
+		t.Errorf("a filesystem-only pause with a revoked rule: %d %s", r.status, r.body)
+	}
+
 	// A sandbox the change cannot reach is named, the change itself made.
-	h.f.fail("SetNetworkPolicy", errors.New("supervisor gone"))
+	// A change that could not reach a sandbox is made, and a 500 (not
+	// the 4xx of the sandbox's refusal: the client must not take it for
+	// "nothing changed") naming the sandbox.
+	h.f.fail("SetNetworkPolicy", fmt.Errorf("supervisor gone: %w", sandbox.ErrUnsupported))
 	r = h.do("POST", "/secrets/gh", `{"value":"`+v1+`"}`)
 	if r.status != http.StatusInternalServerError || !strings.Contains(r.errBody(t).Message, created) || !strings.Contains(r.errBody(t).Message, "supervisor gone") {
 		t.Errorf("an update that did not reach the sandboxes: %d %s", r.status, r.body)
 	}
 	h.f.fail("SetNetworkPolicy", nil)
-	if r := h.do("GET", "/secrets/gh", ""); decode[secretInfo](t, r).Version != 2 {
+	if r := h.do("GET", "/secrets/gh", ""); decode[secretInfo](t, r).Version != 3 {
 		t.Errorf("the store after the unreached update: %s", r.body)
 	}
 	for _, id := range []string{created, updated} {

@@ -270,6 +270,22 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 	if s.secrets, err = loadSecrets(opts.SecretsFile); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
+	if len(s.secrets.rules) > 0 {
+		// The rules of sandboxes that ended while no server ran go.
+		ctx, cancel := context.WithTimeout(context.Background(), opts.RequestTimeout)
+		infos, err := b.List(ctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("serve: listing the backend's sandboxes: %w", err)
+		}
+		live := make(map[string]bool, len(infos))
+		for _, i := range infos {
+			live[i.ID] = true
+		}
+		if err := s.secrets.pruneRules(live); err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+	}
 	s.mux = s.routes()
 	if opts.StateFile != "" {
 		saved, err := loadState(opts.StateFile)

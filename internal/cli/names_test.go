@@ -2,11 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 // Names are unique per state directory: a second tent create --name box
@@ -150,4 +155,26 @@ func waitNoFatal(cmd *exec.Cmd, stdout, stderr *bytes.Buffer, start time.Time) r
 		r.stderr += err.Error()
 	}
 	return r
+}
+
+// tent net refuses to replace the rules of a sandbox with header
+// transforms (made by tent serve): they are rules a new policy replaces,
+// and their values are not in the record it has, so it would drop them.
+// Printing the policy still works.
+func TestNetKeepsHeaderTransforms(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	b, err := supervised.Open(l.dir, supervised.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.Provision(context.Background(), sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"api.example.com"},
+		Secrets: []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "X-Token", Value: "header-value-0123"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.tent(t, "net", info.ID, "--allow-host", "api.example.com", "--allow-host", "other.example.com").expect(t, 125, "header transforms (X-Token for api.example.com)", "tent serve")
+	if r := l.tent(t, "net", info.ID); r.code != 0 || r.stdout != "net: limited\nallow-host: api.example.com\n" {
+		t.Errorf("tent net %s after the refusal: exit %d, %q", info.ID, r.code, r.stdout)
+	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -66,6 +67,14 @@ sandbox created with --net host keeps the host's network.`,
 			}
 			if err := p.Validate(); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			for _, s := range rec.Spec.Network.Secrets {
+				if s.Header != "" {
+					// Header transforms are rules, which a new policy
+					// replaces, and their values are not in the record
+					// this command has: it would drop them.
+					return &exitError{code: exitRefused, msg: fmt.Sprintf("sandbox %s has header transforms (%s for %s), set through tent serve (E2B's network rules): change its rules there (updateNetwork), where their values are", rec.ID, s.Header, strings.Join(s.Hosts, ","))}
+				}
 			}
 			if err := rec.sb.SetNetworkPolicy(c.Context(), p); err != nil {
 				return &exitError{code: exitRefused, msg: err.Error()}

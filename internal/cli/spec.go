@@ -79,7 +79,7 @@ func (o *RunOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.envInherit, "env-inherit", false, "start from tent's whole environment instead of the clean default (PATH, HOME, TERM, LANG, TZ, USER)")
 	f.StringVar(&o.user, "user", "", "identity inside, numeric `UID[:GID]` (GID defaults to UID)")
 	f.StringVar(&o.hostname, "hostname", "", "host `NAME` inside (default \""+sandbox.DefaultHostname+"\", never the host's)")
-	f.StringArrayVar(&o.sysctls, "sysctl", nil, "set sysctl `K=V` of the sandbox's own namespaces: kernel.msg*, kernel.sem, kernel.shm* and fs.mqueue.* (IPC: root inside only), net.* (its network; not with --net host); repeatable")
+	f.StringArrayVar(&o.sysctls, "sysctl", nil, "set sysctl `K=V` of the sandbox's own namespaces: kernel.msg*, kernel.sem, kernel.shm* and fs.mqueue.* (IPC: uid 0 inside only), net.* (its network; not with --net host); repeatable")
 	f.StringVar(&o.seccomp, "seccomp", "default", "syscall filter: `default`, unconfined, or the path of an OCI/Docker seccomp JSON profile")
 	f.StringVar(&o.policy, "policy", "", "read settings from a JSON or YAML policy `FILE`; flags override it")
 	f.StringVar(&o.tier, "tier", "auto", "`TIER`: auto (full when user namespaces are available, else reduced), full, or reduced (no namespaces: Landlock, seccomp, no_new_privs, rlimits/cgroup; one-shot tent run only)")
