@@ -182,7 +182,7 @@ func TestConvertRefused(t *testing.T) {
 func TestConvertSysctls(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Linux.Namespaces = append(cfg.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
-	cfg.Linux.Sysctl = map[string]string{"kernel.shm_rmid_forced": "1", "fs.mqueue.msg_max": "100", "net.core.somaxconn": "1000"}
+	cfg.Linux.Sysctl = map[string]string{"kernel.shm_rmid_forced": "1", "fs.mqueue.msg_max": "100", "net.ipv4.ip_local_port_range": "20000 30000"}
 	b, err := convert("/b", cfg)
 	if err != nil {
 		t.Fatal(err)

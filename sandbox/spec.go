@@ -92,7 +92,9 @@ type Spec struct {
 	// fs.mqueue.*) and, unless the network mode is host, of its network
 	// namespace (net.*, such as net.ipv4.ping_group_range). Nothing of the
 	// host's changes; any other name is ErrInvalidSpec, a value the kernel
-	// refuses fails the start naming the sysctl, and the reduced tier
+	// refuses, or a sysctl it does not give a user namespace's network
+	// (net.core.somaxconn before Linux 6.6 or so), fails the start naming
+	// the sysctl, and the reduced tier
 	// (no namespaces of its own) cannot set any. The kernel lets only the
 	// IPC namespace's root set its sysctls: the IPC ones need the
 	// sandbox's user to be uid 0 inside (a root caller's default;

@@ -33,7 +33,7 @@ env: {B: 2, A: "1", EMPTY: }
 env_inherit: true
 user: 1000:100
 hostname: box
-sysctls: {kernel.shm_rmid_forced: "1", net.core.somaxconn: 1024}
+sysctls: {kernel.shm_rmid_forced: "1", net.ipv4.ip_local_port_range: "20000 30000"}
 seccomp: unconfined
 best_effort: true
 `
@@ -43,7 +43,7 @@ const policyJSON = `{
   "ro": ["/data:/data"], "rw": ["./out"], "workdir": "/work", "net": "host",
   "memory": 268435456, "pids": 64, "cpus": 1.5, "timeout": "30s", "nofile": 1024,
   "env_file": [".env"], "env_pass": ["PASSED", "UNSET"], "env": {"B": 2, "A": "1", "EMPTY": null},
-  "env_inherit": true, "user": "1000:100", "hostname": "box", "sysctls": {"kernel.shm_rmid_forced": "1", "net.core.somaxconn": "1024"}, "seccomp": "unconfined", "best_effort": true
+  "env_inherit": true, "user": "1000:100", "hostname": "box", "sysctls": {"kernel.shm_rmid_forced": "1", "net.ipv4.ip_local_port_range": "20000 30000"}, "seccomp": "unconfined", "best_effort": true
 }`
 
 func getenv(name string) (string, bool) {
@@ -78,7 +78,7 @@ func TestPolicyJSONAndYAMLAgree(t *testing.T) {
 		EnvInherit: true,
 		User:       &sandbox.User{UID: 1000, GID: 100},
 		Hostname:   "box",
-		Sysctls:    map[string]string{"kernel.shm_rmid_forced": "1", "net.core.somaxconn": "1024"},
+		Sysctls:    map[string]string{"kernel.shm_rmid_forced": "1", "net.ipv4.ip_local_port_range": "20000 30000"},
 		Seccomp:    sandbox.Seccomp{Unconfined: true},
 		BestEffort: true,
 	}
