@@ -93,7 +93,7 @@ type Spec struct {
 	// namespace (net.*, such as net.ipv4.ping_group_range). Nothing of the
 	// host's changes; any other name is ErrInvalidSpec, a value the kernel
 	// refuses, or a sysctl it does not give a user namespace's network
-	// (net.core.somaxconn before Linux 6.6 or so), fails the start naming
+	// (net.core.somaxconn on Linux 6.1, for one), fails the start naming
 	// the sysctl, and the reduced tier
 	// (no namespaces of its own) cannot set any. The kernel lets only the
 	// IPC namespace's root set its sysctls: the IPC ones need the
