@@ -153,6 +153,9 @@ func (s *Server) kill(ctx context.Context, id string) error {
 // the server's own, not listed; it is removed once the sandbox is resumed
 // from it or killed.
 func (s *Server) pauseFiles(ctx context.Context, id string) error {
+	// No rules may come between the check below and the stop.
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
 	release, err := s.acquireProvision(ctx)
 	if err != nil {
 		return err

@@ -73,7 +73,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (info sandb
 			if err == nil {
 				var changed bool
 				if changed, err = s.recordRules(info.ID, plan.network.Rules, gen); err == nil && changed {
-					err = s.applyRules(ctx, info.ID)
+					err = s.applyChanged(ctx, info.ID)
 				}
 				if err != nil {
 					if kerr := s.kill(ctx, info.ID); kerr != nil {
@@ -564,7 +564,14 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		// rules kept and the sandbox's not in force.
 		ctx, cancel := s.detached(r)
 		defer cancel()
-		err = handle.Open(ctx, s.b, info.ID).SetNetworkPolicy(ctx, p)
+		if changed {
+			// A secret changed since the fill: the rules must suit it
+			// before anything is in force.
+			err = s.secrets.take(req.Rules)
+		}
+		if err == nil {
+			err = handle.Open(ctx, s.b, info.ID).SetNetworkPolicy(ctx, p)
+		}
 		if err == nil && changed {
 			err = s.applyRulesLocked(ctx, info.ID)
 		}

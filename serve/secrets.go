@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -405,6 +406,15 @@ func (s *Server) handleSecretDestroy(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		s.log.Info("secret destroyed", "id", info.ID, "name", info.Name)
 		err = s.refreshRulesFor(r, info.Name)
+	} else if he := (*httpError)(nil); errors.As(err, &he) && he.status == http.StatusNotFound {
+		// Gone already, perhaps by a destroy whose revocation did not
+		// reach every sandbox (a 500, a crash): this one pushes it again.
+		name := r.PathValue("secretID")
+		if s.secrets.used(name) {
+			if rerr := s.refreshRulesFor(r, name); rerr != nil {
+				err = rerr
+			}
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -548,6 +558,45 @@ func (st *secrets) checkUsesLocked(name string) error {
 	return nil
 }
 
+// used reports whether kept rules name secret name.
+func (st *secrets) used(name string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.usingLocked(name)) > 0
+}
+
+// takeLocked checks that rules can be put in force with the secrets as
+// the store holds them now: each secret they name that the store has is
+// long enough, and the headers are within bounds (a revoked secret's are
+// left out, as applyRules does).
+func (st *secrets) takeLocked(rules map[string][]networkRule) error {
+	for _, name := range secretNames(rules) {
+		if rec := st.namedLocked(name); rec != nil && len(rec.Value) < minRuleSecret {
+			return errorf(http.StatusBadRequest, "secret %q is shorter than %d bytes (it changed meanwhile): too short for tent's proxy to keep it out of the answers the sandbox reads", name, minRuleSecret)
+		}
+	}
+	filled, _ := st.fillLocked(rules, true)
+	_, err := ruleSecrets(filled)
+	return err
+}
+
+// reconcileRules puts the kept rules of every sandbox in force again,
+// when the server starts: a change of a secret that a crash cut short
+// (the store changed, some sandboxes not) is finished.
+func (s *Server) reconcileRules(timeout time.Duration) {
+	st := s.secrets
+	st.mu.Lock()
+	ids := slices.Sorted(maps.Keys(st.rules))
+	st.mu.Unlock()
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := s.applyRules(ctx, id); err != nil {
+			s.log.Error("putting a sandbox's rules in force again at start", "id", id, "err", err)
+		}
+		cancel()
+	}
+}
+
 // pruneRules drops the rules kept for sandboxes not in live (the
 // backend's, when the server starts: those ended while no server ran).
 func (st *secrets) pruneRules(live map[string]bool) error {
@@ -688,6 +737,31 @@ func (s *Server) applyRules(ctx context.Context, id string) error {
 	return s.applyRulesLocked(ctx, id)
 }
 
+// take is takeLocked for a caller not holding st.mu.
+func (st *secrets) take(rules map[string][]networkRule) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.takeLocked(rules)
+}
+
+// applyChanged is applyRules for a sandbox whose rules were filled
+// before a secret they name changed (a create or an update racing it):
+// the secrets as they are now must suit them (a value made too short
+// meanwhile would otherwise be left out silently).
+func (s *Server) applyChanged(ctx context.Context, id string) error {
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
+	return s.applyChangedLocked(ctx, id)
+}
+
+// applyChangedLocked is applyChanged for a caller holding s.netMu.
+func (s *Server) applyChangedLocked(ctx context.Context, id string) error {
+	if err := s.secrets.take(s.secrets.rulesOf(id)); err != nil {
+		return err
+	}
+	return s.applyRulesLocked(ctx, id)
+}
+
 // applyRulesLocked is applyRules for a caller holding s.netMu.
 func (s *Server) applyRulesLocked(ctx context.Context, id string) error {
 	st := s.secrets
@@ -716,5 +790,13 @@ func (s *Server) applyRulesLocked(ctx context.Context, id string) error {
 	}
 	p := info.Spec.Network
 	p.Secrets = headers // a record's secrets have no values; the backend keeps variables
-	return h.SetNetworkPolicy(ctx, p)
+	err = h.SetNetworkPolicy(ctx, p)
+	if err != nil {
+		// Ended meanwhile (a kill racing the change): nothing to reach.
+		if _, ierr := h.Info(ctx); errors.Is(ierr, sandbox.ErrNotFound) {
+			s.forgetRules(id)
+			return nil
+		}
+	}
+	return err
 }

@@ -376,3 +376,72 @@ func TestSecretsFileOfAnEarlierServer(t *testing.T) {
 		t.Errorf("the file after a change: %s", b)
 	}
 }
+
+// TestSecretChangeFinishedLater: a destroy whose revocation did not reach
+// a sandbox (a 500) is finished by the next DELETE of the name (a 404 for
+// the secret, the sandbox revoked) or, after a crash, by the server's
+// next start; a sandbox using secrets is not forked (the fork would
+// report rules it lacks); a value made too short after a create's fill
+// is refused when the create keeps its rules.
+func TestSecretChangeFinishedLater(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SecretsFile: filepath.Join(dir, "secrets.json"), StateFile: filepath.Join(dir, "state.json")}
+	h := newHarness(t, opts)
+	for _, n := range []string{"a", "b"} {
+		if r := h.do("POST", "/secrets", `{"name":"`+n+`","value":"ghp_value-of-`+n+`-0123"}`); r.status != http.StatusCreated {
+			t.Fatal(r.status, string(r.body))
+		}
+	}
+	create := func(name string) string {
+		r := h.do("POST", "/v2/sandboxes", `{"templateID":"base","network":{"allowOut":["api.github.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.github.com":[{"transform":{"headers":{"X-T":"${e2b.secrets.`+name+`}"}}}]}}}`)
+		if r.status != http.StatusCreated {
+			t.Fatal(r.status, string(r.body))
+		}
+		return decode[sandboxResponse](t, r).SandboxID
+	}
+	headers := func(id string) int {
+		info, err := h.f.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(info.Spec.Network.Secrets)
+	}
+	ida, idb := create("a"), create("b")
+	if r := h.do("POST", "/sandboxes/"+ida+"/fork", `{}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "name secrets") {
+		t.Errorf("a fork of a sandbox using secrets: %d %s", r.status, r.body)
+	}
+	h.f.fail("SetNetworkPolicy", fmt.Errorf("supervisor stuck"))
+	for _, n := range []string{"a", "b"} {
+		if r := h.do("DELETE", "/secrets/"+n, ""); r.status != http.StatusInternalServerError {
+			t.Fatalf("a destroy that did not reach its sandbox: %d %s", r.status, r.body)
+		}
+	}
+	h.f.fail("SetNetworkPolicy", nil)
+	if headers(ida) != 1 || headers(idb) != 1 {
+		t.Fatalf("the failed revocations changed the sandboxes")
+	}
+	if r := h.do("DELETE", "/secrets/a", ""); r.status != http.StatusNotFound || headers(ida) != 0 {
+		t.Errorf("a DELETE again: %d %s, the sandbox's headers %d, want 404 and none", r.status, r.body, headers(ida))
+	}
+	// b's revocation is finished by the next start.
+	if err := h.s.Close(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	opts.APIKey = testKey
+	s2, err := New(h.f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background(), false) })
+	h.s, h.url = s2, newTestHTTP(t, s2)
+	if headers(idb) != 0 {
+		t.Errorf("after a restart, the sandbox still adds the destroyed secret")
+	}
+	// A create filled before its secret became too short.
+	if r := h.do("POST", "/secrets", `{"name":"c","value":"short"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	if err := h.s.secrets.take(map[string][]networkRule{"api.github.com": {{Transform: &ruleTransform{Headers: map[string]string{"X-T": "${e2b.secrets.c}"}}}}}); err == nil || !strings.Contains(err.Error(), "shorter than 8 bytes") {
+		t.Errorf("rules naming a secret made too short: %v", err)
+	}
+}

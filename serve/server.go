@@ -285,6 +285,7 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 		if err := s.secrets.pruneRules(live); err != nil {
 			return nil, fmt.Errorf("serve: %w", err)
 		}
+		s.reconcileRules(opts.RequestTimeout)
 	}
 	s.mux = s.routes()
 	if opts.StateFile != "" {

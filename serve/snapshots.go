@@ -63,6 +63,13 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if s.secrets.rulesOf(info.ID) != nil {
+		// Its rules name secrets (revoked ones, or the fork would be
+		// refused for their values): a fork would report rules it does
+		// not have, and miss the secrets' changes.
+		s.writeError(w, r, errorf(http.StatusBadRequest, "sandbox %s's network rules name secrets, whose values a snapshot never holds: a fork cannot have them", info.ID))
+		return
+	}
 	ctx, cancel := s.detached(r)
 	defer cancel()
 	snap, err := s.snapshot(ctx, info.ID)
@@ -158,6 +165,13 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.secrets.rulesOf(info.ID) != nil {
+		// Its rules name secrets (revoked ones, or the fork would be
+		// refused for their values): a fork would report rules it does
+		// not have, and miss the secrets' changes.
+		s.writeError(w, r, errorf(http.StatusBadRequest, "sandbox %s's network rules name secrets, whose values a snapshot never holds: a fork cannot have them", info.ID))
 		return
 	}
 	ctx, cancel := s.detached(r)
