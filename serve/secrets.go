@@ -536,22 +536,12 @@ func secretNames(rules map[string][]networkRule) []string {
 	return names
 }
 
-// checkUsesLocked checks that the rules of the running sandboxes that
-// use secret name can take its value as the store holds it now, before a
-// create or an update is kept: long enough for the proxy to scrub it
-// from answers, a header within the bound. Their other secrets do not
-// matter here (one revoked is left out, as applyRules does).
+// checkUsesLocked checks, before a create or an update is kept, that
+// the rules of the running sandboxes using secret name can take its
+// value as the store holds it now (see takeLocked).
 func (st *secrets) checkUsesLocked(name string) error {
-	ids := st.usingLocked(name)
-	if len(ids) == 0 {
-		return nil
-	}
-	if rec := st.namedLocked(name); len(rec.Value) < minRuleSecret {
-		return errorf(http.StatusBadRequest, "value: secret %q is in the network rules of running sandboxes (%s), where a value under %d bytes is too short for tent's proxy to keep it out of the answers they read", name, strings.Join(ids, ", "), minRuleSecret)
-	}
-	for _, id := range ids {
-		filled, _ := st.fillLocked(st.rules[id], true)
-		if _, err := ruleSecrets(filled); err != nil {
+	for _, id := range st.usingLocked(name) {
+		if err := st.takeLocked(st.rules[id]); err != nil {
 			return errorf(http.StatusBadRequest, "value: secret %q is in the network rules of running sandbox %s, which cannot take this value: %v", name, id, err)
 		}
 	}
@@ -572,7 +562,7 @@ func (st *secrets) used(name string) bool {
 func (st *secrets) takeLocked(rules map[string][]networkRule) error {
 	for _, name := range secretNames(rules) {
 		if rec := st.namedLocked(name); rec != nil && len(rec.Value) < minRuleSecret {
-			return errorf(http.StatusBadRequest, "secret %q is shorter than %d bytes (it changed meanwhile): too short for tent's proxy to keep it out of the answers the sandbox reads", name, minRuleSecret)
+			return errorf(http.StatusBadRequest, "secret %q is shorter than %d bytes: too short for tent's proxy to keep it out of the answers the sandbox reads", name, minRuleSecret)
 		}
 	}
 	filled, _ := st.fillLocked(rules, true)
@@ -745,21 +735,14 @@ func (st *secrets) take(rules map[string][]networkRule) error {
 }
 
 // applyChanged is applyRules for a sandbox whose rules were filled
-// before a secret they name changed (a create or an update racing it):
-// the secrets as they are now must suit them (a value made too short
-// meanwhile would otherwise be left out silently).
+// before a secret they name changed (a create racing it): the secrets as
+// they are now must suit them (a value made too short meanwhile would
+// otherwise be left out silently).
 func (s *Server) applyChanged(ctx context.Context, id string) error {
-	s.netMu.Lock()
-	defer s.netMu.Unlock()
-	return s.applyChangedLocked(ctx, id)
-}
-
-// applyChangedLocked is applyChanged for a caller holding s.netMu.
-func (s *Server) applyChangedLocked(ctx context.Context, id string) error {
 	if err := s.secrets.take(s.secrets.rulesOf(id)); err != nil {
 		return err
 	}
-	return s.applyRulesLocked(ctx, id)
+	return s.applyRules(ctx, id)
 }
 
 // applyRulesLocked is applyRules for a caller holding s.netMu.

@@ -225,7 +225,7 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 		t.Errorf("an update made %d policy changes, want 2 (the sandboxes using the secret)", n)
 	}
 	r := h.do("POST", "/secrets/gh", `{"value":"short"}`)
-	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, created+", "+updated) || !strings.Contains(r.errBody(t).Message, "under 8 bytes") {
+	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "running sandbox "+created) || !strings.Contains(r.errBody(t).Message, "shorter than 8 bytes") {
 		t.Errorf("a short value for a secret in use: %d %s", r.status, r.body)
 	}
 	// 16 KiB is a secret's bound, but "Bearer " and it is over a header
@@ -252,19 +252,11 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 	// A restarted server still reaches them; the rules of a sandbox that
 	// ended while it was down are dropped.
 	gone := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`,`+rules+`}}`)).SandboxID
-	if err := h.s.Close(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.f.Terminate(context.Background(), gone); err != nil {
-		t.Fatal(err)
-	}
-	opts.APIKey = testKey
-	s2, err := New(h.f, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s2.Close(context.Background(), false) })
-	h.s, h.url = s2, newTestHTTP(t, s2)
+	h.restart(func() {
+		if err := h.f.Terminate(context.Background(), gone); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if b, _ := os.ReadFile(file); strings.Contains(string(b), gone) || !strings.Contains(string(b), created) {
 		t.Errorf("the secrets file after a restart keeps the rules of an ended sandbox, or lost a running one's:\n%s", b)
 	}
@@ -295,7 +287,7 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 	if got := headers(two); !maps.Equal(got, map[string]string{"X-A": v2}) {
 		t.Errorf("the sandbox with a revoked and a rotated secret: %v", got)
 	}
-	if r := h.do("POST", "/secrets", `{"name":"other","value":"short"}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "under 8 bytes") {
+	if r := h.do("POST", "/secrets", `{"name":"other","value":"short"}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "running sandbox "+two) || !strings.Contains(r.errBody(t).Message, "shorter than 8 bytes") {
 		t.Errorf("a secret in use created again too short: %d %s", r.status, r.body)
 	}
 	if r := h.do("POST", "/sandboxes/"+two+"/pause", `{"memory":false}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "filesystem-only pause") {
@@ -424,16 +416,7 @@ func TestSecretChangeFinishedLater(t *testing.T) {
 		t.Errorf("a DELETE again: %d %s, the sandbox's headers %d, want 404 and none", r.status, r.body, headers(ida))
 	}
 	// b's revocation is finished by the next start.
-	if err := h.s.Close(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	opts.APIKey = testKey
-	s2, err := New(h.f, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s2.Close(context.Background(), false) })
-	h.s, h.url = s2, newTestHTTP(t, s2)
+	h.restart(nil)
 	if headers(idb) != 0 {
 		t.Errorf("after a restart, the sandbox still adds the destroyed secret")
 	}

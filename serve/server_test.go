@@ -22,11 +22,12 @@ const testKey = "e2b_test_key"
 
 // harness is a server over a fake backend, behind httptest.
 type harness struct {
-	t   *testing.T
-	f   *fakeBackend
-	api *fakeAPI
-	s   *Server
-	url string
+	t    *testing.T
+	f    *fakeBackend
+	api  *fakeAPI
+	s    *Server
+	url  string
+	opts Options // as New was given them
 }
 
 func newHarness(t *testing.T, opts Options) *harness {
@@ -40,10 +41,29 @@ func newHarness(t *testing.T, opts Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.s = s
+	h.s, h.opts = s, opts
 	h.url = newTestHTTP(t, s)
 	t.Cleanup(func() { _ = s.Close(context.Background(), false) })
 	return h
+}
+
+// restart stops the server keeping its sandboxes, then between (nil
+// for none) starts a new one over the same backend and options, as
+// `tent serve --keep-sandboxes` restarted over its state directory.
+func (h *harness) restart(between func()) {
+	h.t.Helper()
+	if err := h.s.Close(context.Background(), true); err != nil {
+		h.t.Fatal(err)
+	}
+	if between != nil {
+		between()
+	}
+	s, err := New(h.f, h.opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = s.Close(context.Background(), false) })
+	h.s, h.url = s, newTestHTTP(h.t, s)
 }
 
 // newTestHTTP serves s on a loopback port until the test ends.
