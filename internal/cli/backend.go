@@ -30,14 +30,19 @@ func (g *Globals) BackendWith(opts supervised.Options) *supervised.Backend {
 func (g *Globals) backend() *supervised.Backend { return g.BackendWith(supervised.Options{}) }
 
 // sandboxView is a sandbox as tent ls -o json, inspect and --format show
-// it (the Go names are the template's: {{.Name}}, {{.State}}...).
+// it (the Go names are the template's: {{.Name}}, {{.State}}...). A
+// sandbox whose record cannot be read (supervised.RecordError) is listed
+// with its id (from the file's name), State "broken", the record's file
+// and the error, and nothing else.
 type sandboxView struct {
 	ID          string               `json:"id"`
 	Name        string               `json:"name,omitempty"`
 	Labels      map[string]string    `json:"labels,omitempty"`
-	Created     time.Time            `json:"created"`
+	Created     time.Time            `json:"created,omitzero"`
 	State       sandbox.State        `json:"state"`
-	Spec        sandbox.Spec         `json:"spec"`
+	Record      string               `json:"record,omitempty"` // a broken record's file
+	Error       string               `json:"error,omitempty"`  // what is wrong with it
+	Spec        sandbox.Spec         `json:"spec,omitzero"`
 	Protections []sandbox.Protection `json:"protections,omitempty"`
 	Layers      []sandbox.CowLayer   `json:"layers,omitempty"`
 	Cgroups     []string             `json:"cgroups,omitempty"`
@@ -46,6 +51,14 @@ type sandboxView struct {
 	Reason      string               `json:"reason,omitempty"`
 
 	sb *supervised.Sandbox // set by lookup (not by list): the handle its verbs act on
+}
+
+// stateBroken is the State of a sandbox whose record cannot be read.
+const stateBroken sandbox.State = "broken"
+
+// brokenView describes a sandbox whose record cannot be read.
+func brokenView(e *supervised.RecordError) *sandboxView {
+	return &sandboxView{ID: e.ID, State: stateBroken, Record: e.Path, Error: e.Err.Error()}
 }
 
 func viewOf(i sandbox.Info) *sandboxView {
@@ -61,7 +74,7 @@ func (g *Globals) lookup(ref string) (*sandboxView, error) {
 	ctx := context.Background()
 	sb, i, err := g.backend().Lookup(ctx, ref)
 	if err != nil {
-		return nil, &exitError{code: exitRefused, msg: err.Error()}
+		return nil, &exitError{code: exitRefused, msg: err.Error(), err: err}
 	}
 	v := viewOf(i)
 	v.sb = sb
@@ -79,15 +92,19 @@ func (g *Globals) handle(ref string) (*supervised.Sandbox, error) {
 	return sb, nil
 }
 
-// list returns every sandbox of the state directory, oldest first.
+// list returns every sandbox of the state directory, oldest first, then
+// those whose record is broken, by id.
 func (g *Globals) list() ([]*sandboxView, error) {
-	all, err := g.backend().List(context.Background())
+	all, broken, err := g.backend().ListAll(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*sandboxView, len(all))
-	for i, info := range all {
-		out[i] = viewOf(info)
+	out := make([]*sandboxView, 0, len(all)+len(broken))
+	for _, info := range all {
+		out = append(out, viewOf(info))
+	}
+	for _, b := range broken {
+		out = append(out, brokenView(b))
 	}
 	return out, nil
 }

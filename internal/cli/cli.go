@@ -52,9 +52,13 @@ func Main(args []string, servers Servers) int {
 type exitError struct {
 	code int
 	msg  string
+	err  error // what it reports, when it has one (see Unwrap)
 }
 
 func (e *exitError) Error() string { return e.msg }
+
+// Unwrap returns the error the exit reports, if any.
+func (e *exitError) Unwrap() error { return e.err }
 
 // ExitRefused is the exit code of tent's own failure or refusal.
 const ExitRefused = exitRefused

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 func newLsCmd(g *Globals) *cobra.Command {
@@ -21,15 +23,20 @@ func newLsCmd(g *Globals) *cobra.Command {
 		Long: `List the sandboxes of the state directory, oldest first: running,
 suspended and stopped ones (a sandbox whose --timeout ran out, or whose
 supervisor died, stays listed as stopped, with the reason, until tent rm).
+A sandbox whose record cannot be read (cut short, garbage, not a file) is
+listed last as broken, with the record's file and the error (-o json:
+"state": "broken", "record", "error"); tent rm ID removes it, and the
+sandbox with it if its supervisor still runs.
 
 --filter keeps the sandboxes that match every filter given:
   label=K=V   the label K has the value V     label=K   has the label K
-  name=NAME   the name is NAME                state=S   running, suspended or stopped
+  name=NAME   the name is NAME                state=S   running, suspended, stopped or broken
   id=PREFIX   the id starts with PREFIX
 
 --format applies a Go template to each sandbox's record (the fields of
 tent inspect, by their Go names: {{.ID}}, {{.Name}}, {{.State}},
-{{.Labels}}, {{.Created}}, {{.Reason}}); {{json .}} prints it as JSON.`,
+{{.Labels}}, {{.Created}}, {{.Reason}}; a broken record's {{.Record}} and
+{{.Error}}); {{json .}} prints it as JSON.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
@@ -69,11 +76,17 @@ tent inspect, by their Go names: {{.ID}}, {{.Name}}, {{.State}},
 						labels = append(labels, k+"="+v)
 					}
 					sort.Strings(labels)
-					state := string(r.State)
-					if r.Reason != "" {
+					state, age := string(r.State), ""
+					switch {
+					case r.State == stateBroken:
+						state += " (" + r.Record + ": " + r.Error + ")"
+					case r.Reason != "":
 						state += " (" + r.Reason + ")"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, state, humanAge(r.Created, now), strings.Join(labels, ","))
+					if !r.Created.IsZero() {
+						age = humanAge(r.Created, now)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, state, age, strings.Join(labels, ","))
 				}
 				return tw.Flush()
 			})
@@ -106,9 +119,9 @@ func parseFilters(fs []string) (func(*sandboxView) bool, error) {
 			preds = append(preds, func(r *sandboxView) bool { return r.Name == v })
 		case "state":
 			switch v {
-			case "running", "suspended", "stopped":
+			case "running", "suspended", "stopped", string(stateBroken):
 			default:
-				return nil, fmt.Errorf("--filter %q: want state=running, suspended or stopped", f)
+				return nil, fmt.Errorf("--filter %q: want state=running, suspended, stopped or broken", f)
 			}
 			preds = append(preds, func(r *sandboxView) bool { return string(r.State) == v })
 		case "id":
@@ -172,7 +185,7 @@ func newRmCmd(g *Globals) *cobra.Command {
 	var all bool
 	c := &cobra.Command{
 		Use:   "rm ID... | --all",
-		Short: "Terminate sandboxes and remove them",
+		Short: "Terminate sandboxes and remove them (a broken record too)",
 		RunE: func(c *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return &usageError{cmd: c.CommandPath(), err: errors.New("give sandbox ids or --all")}
@@ -187,7 +200,9 @@ func newRmCmd(g *Globals) *cobra.Command {
 			}
 			for _, ref := range args {
 				rec, err := g.lookup(ref)
-				if err != nil {
+				if re := (*supervised.RecordError)(nil); errors.As(err, &re) {
+					rec = brokenView(re) // its Terminate removes it
+				} else if err != nil {
 					return err
 				}
 				recs = append(recs, rec)
@@ -206,12 +221,18 @@ func newRmCmd(g *Globals) *cobra.Command {
 					failed = append(failed, err.Error())
 				}
 			}
+			if all {
+				// What creates killed before their sandbox was saved left.
+				if err := g.backend().Sweep(c.Context()); err != nil {
+					failed = append(failed, err.Error())
+				}
+			}
 			if len(failed) > 0 {
 				return &exitError{code: exitRefused, msg: strings.Join(failed, "\n")}
 			}
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&all, "all", false, "remove every sandbox")
+	c.Flags().BoolVar(&all, "all", false, "remove every sandbox (those with a broken record too) and what creates killed early left")
 	return c
 }

@@ -2,6 +2,7 @@ package supervised
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -46,3 +47,39 @@ func DefaultStateDir() string {
 // ErrUnsafeStateDir is returned for a state directory that someone other
 // than the caller owns or may write.
 var ErrUnsafeStateDir = errors.New("unsafe state directory")
+
+// RecordError is a sandbox whose record in the state directory cannot be
+// read: a file cut short or empty (a full disk, a crash of something that
+// wrote it by hand), garbage, a record that names another sandbox, or an
+// ID.json that is not a regular file (a symlink, which is never followed,
+// a directory). One broken record stops nothing else:
+//
+//   - [Backend.List] (the [sandbox.Backend] verb) leaves it out, as it
+//     cannot describe it; [Backend.ListAll] returns the readable
+//     sandboxes and, beside them, one *RecordError per broken record;
+//   - [Backend.Lookup] of its id (or of a prefix only it matches) fails
+//     with it, and so does every verb of its handle but Terminate; names
+//     resolve among the readable records (a broken record's name is
+//     unknown);
+//   - [Backend.Sandbox] (and Open) of its exact id returns a handle whose
+//     Terminate removes it: the record and the supervisor's files, and
+//     the sandbox itself when its supervisor still runs (found through
+//     its control socket beside the record, asked to remove the sandbox,
+//     and killed if it does not answer).
+//
+// Match it with errors.As.
+type RecordError struct {
+	// ID is the sandbox's id, from the record's file name.
+	ID string
+	// Path is the record's file, ID.json in the state directory.
+	Path string
+	// Err says what is wrong with it.
+	Err error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("sandbox %s: broken state record %s: %v (tent rm %s removes it)", e.ID, e.Path, e.Err, e.ID)
+}
+
+// Unwrap returns Err.
+func (e *RecordError) Unwrap() error { return e.Err }

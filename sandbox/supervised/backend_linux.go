@@ -140,6 +140,19 @@ func (b *Backend) Fork(ctx context.Context, ref string, o sandbox.ForkOverrides)
 	return b.spawn(ctx, launch{ID: newID(), Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo, SecretValues: values})
 }
 
+// Sweep removes the files that sandboxes without a record left in the
+// state directory: the log (and socket, temporaries) of a create or fork
+// killed before its sandbox was saved. A create in progress, and any
+// live supervisor, holds a lock on its sandbox's log and is never
+// touched. Provision and Fork sweep as they start; tent rm --all too.
+// Records, broken or not, are not touched (Terminate removes them).
+func (b *Backend) Sweep(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.st.sweep()
+}
+
 // Snapshots lists the state directory's snapshots, oldest first.
 func (b *Backend) Snapshots(ctx context.Context) ([]*sandbox.Snapshot, error) {
 	if err := b.st.checkDir(); err != nil {
@@ -178,6 +191,11 @@ func (b *Backend) spawn(ctx context.Context, o launch) (sandbox.Info, error) {
 			return sandbox.Info{}, &nameError{fmt.Sprintf("the name %q is already used by sandbox %s (%s): choose another name, or tent rm %s", name, other.ID, other.State, other.ID)}
 		}
 	}
+	// What creates killed before their sandbox was saved left goes (see
+	// stateDir.sweep): cheap, a directory read.
+	if err := b.st.sweep(); err != nil {
+		b.log.Debug("sweeping the state directory", "err", err)
+	}
 	o.Store, o.IdleAfter, o.NetLog = b.st.Dir, b.opts.IdleAfter, b.opts.NetLog
 	o.Debug = b.log.Enabled(ctx, slog.LevelDebug)
 	if err := b.start(ctx, o); err != nil {
@@ -197,7 +215,9 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 		return err
 	}
 	defer r.Close()
-	logFile, err := os.OpenFile(logPath(b.st, o.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	// The log, locked: what tells a sweep that this sandbox is being
+	// created, and, once the supervisor holds it, that it lives.
+	logFile, err := openLog(b.st, o.ID)
 	if err != nil {
 		w.Close()
 		return err
@@ -313,14 +333,21 @@ func (b *Backend) Open(ctx context.Context, ref string) (sandbox.Handle, error) 
 // Sandbox is Open with the concrete handle. For an id it reads only the
 // head of the record (see recordHead), all that the calls that reach the
 // supervisor (Exec, File, Dial, the process verbs...) read; a name or a
-// prefix is resolved from the whole records.
+// prefix is resolved from the whole records. The exact id of a broken
+// record (see [RecordError]) gives a handle too, whose Terminate removes
+// it and whose other verbs fail with the *RecordError.
 func (b *Backend) Sandbox(ctx context.Context, ref string) (*Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if validID(ref) {
-		if r, err := b.st.head(ref); err == nil {
+		r, err := b.st.head(ref)
+		if err == nil {
 			return &Sandbox{b: b, id: r.ID}, nil
+		}
+		if errors.As(err, new(*RecordError)) {
+			// Its Terminate removes it; its other verbs fail with err.
+			return &Sandbox{b: b, id: ref}, nil
 		}
 	}
 	rec, err := b.st.Get(ref)
@@ -368,17 +395,31 @@ func (s *Sandbox) Info(ctx context.Context) (sandbox.Info, error) {
 	return s.b.info(rec), nil
 }
 
-// List returns every sandbox of the state directory, oldest first.
+// List returns every sandbox of the state directory whose record can be
+// read, oldest first. A broken record (see [RecordError]) is left out,
+// not an error: one bad record does not hide the others. [Backend.ListAll]
+// returns the broken ones too.
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
-	recs, err := b.st.List()
+	all, _, err := b.ListAll(ctx)
+	return all, err
+}
+
+// ListAll is List, and the records that cannot be read beside it, by id:
+// one [*RecordError] each (the id, the file and what is wrong with it).
+// The error is for the state directory itself (unsafe, unreadable).
+func (b *Backend) ListAll(ctx context.Context) ([]sandbox.Info, []*RecordError, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	recs, broken, err := b.st.List()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]sandbox.Info, len(recs))
 	for i, r := range recs {
 		out[i] = b.info(r)
 	}
-	return out, nil
+	return out, broken, nil
 }
 
 // Mount adds m to the running sandbox (see sandbox.Sandbox.Mount); its
@@ -491,9 +532,15 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 
 // Terminate ends the sandbox and removes its record. Of a sandbox whose
 // supervisor is gone (killed: its processes died with it, or die once
-// their frozen cgroup is thawed) it reclaims what is left first.
+// their frozen cgroup is thawed) it reclaims what is left first. A
+// sandbox whose record is broken (see [RecordError]) is removed too: its
+// supervisor, if one still listens on its socket, removes the sandbox
+// (or is killed), and its files go.
 func (s *Sandbox) Terminate(ctx context.Context) error {
 	rec, err := s.rec()
+	if re := (*RecordError)(nil); errors.As(err, &re) && re.ID == s.id {
+		return s.b.removeBroken(ctx, s.id)
+	}
 	if err != nil {
 		return err
 	}

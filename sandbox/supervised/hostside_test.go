@@ -121,7 +121,7 @@ func TestStateDirMustBeTheCallers(t *testing.T) {
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (stateDir{Dir: link}).List(); !errors.Is(err, ErrUnsafeStateDir) {
+	if _, _, err := (stateDir{Dir: link}).List(); !errors.Is(err, ErrUnsafeStateDir) {
 		t.Fatalf("List through a symlink: %v, want ErrUnsafeStateDir", err)
 	}
 	if os.Geteuid() == 0 {
@@ -186,8 +186,10 @@ func TestRecordsAreValidatedBeforeActing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(st.Dir, rec.ID+".json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.List(); err == nil || !strings.Contains(err.Error(), `names sandbox "fedcba9876543210"`) {
-		t.Errorf("a record naming another id: %v", err)
+	// It is a broken record: listed as such, the others still listed.
+	if recs, broken, err := st.List(); err != nil || len(recs) != 0 || len(broken) != 1 || broken[0].ID != rec.ID ||
+		!strings.Contains(broken[0].Error(), `names sandbox "fedcba9876543210"`) {
+		t.Errorf("a record naming another id: %v, %v, %v", recs, broken, err)
 	}
 }
 

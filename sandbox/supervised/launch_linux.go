@@ -163,7 +163,13 @@ func superviseMain() int {
 		err = fmt.Errorf("%q is not a sandbox id", o.ID)
 	}
 	if err != nil {
-		fmt.Fprintf(ready, "error 125 invalid reading the launch from fd 4: %v\n", err)
+		if _, werr := fmt.Fprintf(ready, "error 125 invalid reading the launch from fd 4: %v\n", err); werr != nil {
+			// The creator died before it sent the launch (or while it
+			// did): nobody will read the log, ours by the command line.
+			if len(os.Args) == 3 && validID(os.Args[2]) {
+				_ = os.Remove(logPath(stateDir{Dir: os.Args[1]}, os.Args[2]))
+			}
+		}
 		return 1
 	}
 	fail := func(err error) int {

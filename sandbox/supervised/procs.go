@@ -1,6 +1,7 @@
 package supervised
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -27,7 +28,8 @@ type ProcessInfo struct {
 	Tag     string    `json:"tag,omitempty"`
 	Started time.Time `json:"started"`
 	// Running is true until the command has exited; then Ended, Exit
-	// and Signal say how.
+	// and Signal say how. A running command has no exit status: its
+	// JSON has no "exit" (as no "ended" and no "signal"), and Exit is 0.
 	Running bool       `json:"running"`
 	Ended   *time.Time `json:"ended,omitempty"`
 	Exit    int        `json:"exit"`
@@ -50,3 +52,17 @@ type DetachOptions struct {
 // the sandbox, or one that has already exited where a running one is
 // needed (a signal).
 var ErrNoProcess = errors.New("no such detached command")
+
+// MarshalJSON writes p with "exit" only once the command has exited: a
+// running command has no exit status (a 0 would read as success).
+func (p ProcessInfo) MarshalJSON() ([]byte, error) {
+	type plain ProcessInfo // without this method
+	v := struct {
+		plain
+		Exit *int `json:"exit,omitempty"`
+	}{plain: plain(p)}
+	if !p.Running {
+		v.Exit = &p.Exit
+	}
+	return json.Marshal(v)
+}

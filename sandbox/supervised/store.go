@@ -6,12 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/namespaces"
@@ -77,6 +83,44 @@ func (s stateDir) ensure() error {
 
 func (s stateDir) path(id string) string { return filepath.Join(s.Dir, id+".json") }
 
+// maxRecordSize bounds what is read of a record: tent's are a few KiB
+// (the spec, with its environment, mounts and rules).
+const maxRecordSize = 16 << 20
+
+// openDir opens the state directory without following a symlink and
+// checks the directory it opened as checkDir does (see
+// [ErrUnsafeStateDir]): records are read, written and removed beneath
+// this descriptor, so that what is acted on is in what was checked. A
+// missing directory fails with an error matching os.ErrNotExist.
+func (s stateDir) openDir() (*os.File, error) {
+	fd, err := unix.Open(s.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.EINTR {
+		fd, err = unix.Open(s.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		if err == unix.ELOOP || err == unix.ENOTDIR {
+			if cerr := s.checkDir(); cerr != nil {
+				return nil, cerr
+			}
+		}
+		return nil, &os.PathError{Op: "open", Path: s.Dir, Err: err}
+	}
+	d := os.NewFile(uintptr(fd), s.Dir)
+	fi, err := d.Stat()
+	if err == nil {
+		err = checkStateDirInfo(s.Dir, fi, os.Geteuid())
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// dirFD is d's descriptor, for the *at system calls (d stays open, in
+// blocking mode, as a directory's descriptor always is).
+func dirFD(d *os.File) int { return int(d.Fd()) }
+
 // load reads the record of id as saved, without reconciling its state.
 func (s stateDir) load(id string) (*record, error) {
 	var r record
@@ -101,25 +145,78 @@ func (s stateDir) head(id string) (*record, error) {
 }
 
 // decode reads the record of id into v, whose id field is *got, and
-// checks that the record names id.
+// checks that the record names id. A record that is missing fails with
+// an error matching os.ErrNotExist; one that is there but cannot be read
+// with a [*RecordError].
 func (s stateDir) decode(id string, v any, got *string) error {
 	if !validID(id) {
 		return fmt.Errorf("%w: %q is not a sandbox id", sandbox.ErrNotFound, id)
 	}
-	if err := s.checkDir(); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(s.path(id))
+	d, err := s.openDir()
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("state record %s: %w", s.path(id), err)
+	defer d.Close()
+	return s.decodeAt(d, id, v, got)
+}
+
+// decodeAt is decode beneath the state directory's descriptor d.
+func (s stateDir) decodeAt(d *os.File, id string, v any, got *string) error {
+	b, err := readRecord(d, id)
+	if errors.Is(err, os.ErrNotExist) {
+		return err
 	}
-	if *got != id {
-		return fmt.Errorf("state record %s names sandbox %q", s.path(id), *got)
+	if err == nil {
+		if err = json.Unmarshal(b, v); err == nil && *got != id {
+			err = fmt.Errorf("it names sandbox %q", *got)
+		}
+	}
+	if err != nil {
+		return &RecordError{ID: id, Path: s.path(id), Err: err}
 	}
 	return nil
+}
+
+// readRecord reads the record of id beneath the state directory's
+// descriptor d: a regular file (a symlink is not followed, a directory,
+// a FIFO or a device is not read) of at most maxRecordSize bytes. A
+// missing record fails with an error matching os.ErrNotExist.
+func readRecord(d *os.File, id string) ([]byte, error) {
+	name := id + ".json"
+	fd, err := unix.Openat(dirFD(d), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Openat(dirFD(d), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	}
+	switch {
+	case err == unix.ELOOP:
+		return nil, errors.New("it is a symlink (never followed)")
+	case err == unix.ENOENT:
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	case err != nil:
+		return nil, os.NewSyscallError("open", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case fi.IsDir():
+		return nil, errors.New("it is a directory")
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("it is not a regular file (%s)", fi.Mode().Type())
+	case fi.Size() > maxRecordSize:
+		return nil, fmt.Errorf("it has %d bytes, more than a record may (%d)", fi.Size(), maxRecordSize)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRecordSize {
+		return nil, fmt.Errorf("it has more bytes than a record may (%d)", maxRecordSize)
+	}
+	return b, nil
 }
 
 // SnapshotsDir holds the snapshots (see Sandbox.Snapshot).
@@ -128,21 +225,52 @@ func (s stateDir) SnapshotsDir() string { return filepath.Join(s.Dir, "snapshots
 // SocketPath is where the supervisor of id listens.
 func (s stateDir) SocketPath(id string) string { return filepath.Join(s.Dir, id+".sock") }
 
-// Save writes r atomically: a temporary file in the same directory,
-// fsync'd, renamed over the record, and the directory fsync'd.
+// Save writes r atomically, beneath the state directory's descriptor: a
+// temporary file beside the record (.ID.RANDOM.tmp, created exclusively,
+// 0600), written whole and fsync'd, renamed over the record, and the
+// directory fsync'd, so that a crash or a full disk leaves the old
+// record or the new one, never a torn one. The temporary of a write that
+// failed is removed; that of a process killed while writing goes with
+// the sandbox's other files ([stateDir.Reclaim], [stateDir.sweep]).
 func (s stateDir) Save(r *record) error {
 	if err := s.ensure(); err != nil {
 		return err
+	}
+	if !validID(r.ID) {
+		return fmt.Errorf("saving a record: %q is not a sandbox id", r.ID)
 	}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(s.Dir, "."+r.ID+".*.tmp")
+	d, err := s.openDir()
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	defer d.Close()
+	var tmp string
+	var f *os.File
+	for range 100 {
+		tmp = fmt.Sprintf(".%s.%d.tmp", r.ID, rand.Uint32())
+		fd, err := unix.Openat(dirFD(d), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err == unix.EEXIST || err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "create", Path: filepath.Join(s.Dir, tmp), Err: err}
+		}
+		f = os.NewFile(uintptr(fd), filepath.Join(s.Dir, tmp))
+		break
+	}
+	if f == nil {
+		return fmt.Errorf("saving the record of %s: no free temporary name", r.ID)
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = unix.Unlinkat(dirFD(d), tmp, 0)
+		}
+	}()
 	if _, err := f.Write(append(data, '\n')); err != nil {
 		f.Close()
 		return err
@@ -154,13 +282,14 @@ func (s stateDir) Save(r *record) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), s.path(r.ID)); err != nil {
-		return err
+	if err := unix.Renameat(dirFD(d), tmp, dirFD(d), r.ID+".json"); err != nil {
+		return &os.LinkError{Op: "rename", Old: f.Name(), New: s.path(r.ID), Err: err}
 	}
-	if d, err := os.Open(s.Dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
+	renamed = true
+	// The rename reaches the disk with the directory. (Its failure is not
+	// the save's: the new record is in place, and the callers that saw an
+	// error would tear down a sandbox that its record says runs.)
+	_ = d.Sync()
 	return nil
 }
 
@@ -192,36 +321,49 @@ func (s stateDir) removeFiles(id string) error {
 
 // List reads every record, oldest first, reconciling each one's state
 // with its supervisor: a record whose supervisor is gone reads "stopped".
+// A record that cannot be read does not stop the others: it is returned
+// in broken (by id), as a [*RecordError].
 //
 // The directory must be the caller's (see [ErrUnsafeStateDir]); files
 // not named after a sandbox id (16 hex digits) are not records, and a
 // record must name the id of its file.
-func (s stateDir) List() ([]*record, error) {
-	if err := s.checkDir(); err != nil {
-		return nil, err
+func (s stateDir) List() (recs []*record, broken []*RecordError, err error) {
+	d, err := s.openDir()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
 	}
-	paths, err := filepath.Glob(filepath.Join(s.Dir, "*.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []*record
-	for _, p := range paths {
-		id := strings.TrimSuffix(filepath.Base(p), ".json")
-		if !validID(id) {
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range names {
+		id, ok := strings.CutSuffix(n, ".json")
+		if !ok || !validID(id) {
 			continue
 		}
-		r, err := s.load(id)
-		if errors.Is(err, os.ErrNotExist) {
+		var r record
+		err := s.decodeAt(d, id, &r, &r.ID)
+		var re *RecordError
+		switch {
+		case errors.As(err, &re):
+			broken = append(broken, re)
+			continue
+		case errors.Is(err, os.ErrNotExist):
 			continue // removed meanwhile
+		case err != nil:
+			return nil, nil, err
 		}
-		if err != nil {
-			return nil, err
-		}
+		r.Socket = s.SocketPath(id)
 		r.reconcile()
-		out = append(out, r)
+		recs = append(recs, &r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
-	return out, nil
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Created.Before(recs[j].Created) })
+	sort.Slice(broken, func(i, j int) bool { return broken[i].ID < broken[j].ID })
+	return recs, broken, nil
 }
 
 // Get finds a record by exact id, exact name or unique id prefix.
@@ -233,6 +375,10 @@ func (s stateDir) List() ([]*record, error) {
 // on a sandbox the caller did not mean. Names are unique per state
 // directory (tent create refuses a second one; see [stateDir.NameInUse]),
 // but records written by older versions may share one.
+//
+// A broken record (see [RecordError]) is matched by its id or an id
+// prefix, never by name (its name is unknown); the one match being
+// broken fails with its *RecordError.
 func (s stateDir) Get(ref string) (*record, error) {
 	if ref == "" {
 		return nil, fmt.Errorf("%w: empty id", sandbox.ErrNotFound)
@@ -245,46 +391,55 @@ func (s stateDir) Get(ref string) (*record, error) {
 			r.reconcile()
 			return r, nil
 		}
-		if !errors.Is(err, os.ErrNotExist) {
+		if !errors.Is(err, os.ErrNotExist) || errors.As(err, new(*RecordError)) {
 			return nil, err
 		}
 	}
-	all, err := s.List()
+	all, broken, err := s.List()
 	if err != nil {
 		return nil, err
 	}
 	var matches []*record
+	var names []string
 	for _, r := range all {
 		if r.ID == ref {
 			return r, nil
 		}
 		if r.Name == ref || strings.HasPrefix(r.ID, ref) {
 			matches = append(matches, r)
+			n := r.ID
+			if r.Name != "" {
+				n += " (" + r.Name + ")"
+			}
+			names = append(names, n)
 		}
 	}
-	switch len(matches) {
+	var brokenMatch *RecordError
+	for _, b := range broken {
+		if strings.HasPrefix(b.ID, ref) {
+			brokenMatch = b
+			names = append(names, b.ID+" (broken record)")
+		}
+	}
+	switch len(names) {
 	case 0:
 		return nil, fmt.Errorf("%w: %q (see tent ls)", sandbox.ErrNotFound, ref)
 	case 1:
+		if brokenMatch != nil {
+			return nil, brokenMatch
+		}
 		return matches[0], nil
 	}
-	var names []string
-	for _, r := range matches {
-		n := r.ID
-		if r.Name != "" {
-			n += " (" + r.Name + ")"
-		}
-		names = append(names, n)
-	}
 	sort.Strings(names)
-	return nil, fmt.Errorf("%w: %q matches %d sandboxes: %s; use a full id", sandbox.ErrAmbiguous, ref, len(matches), strings.Join(names, ", "))
+	return nil, fmt.Errorf("%w: %q matches %d sandboxes: %s; use a full id", sandbox.ErrAmbiguous, ref, len(names), strings.Join(names, ", "))
 }
 
 // NameInUse returns the record of the sandbox named name, or nil when no
 // sandbox has that name. A stopped sandbox keeps its name until it is
-// removed.
+// removed. Broken records (see [RecordError]) are not looked at: their
+// names cannot be read.
 func (s stateDir) NameInUse(name string) (*record, error) {
-	all, err := s.List()
+	all, _, err := s.List()
 	if err != nil {
 		return nil, err
 	}
@@ -342,9 +497,37 @@ func (s stateDir) Usage(rec *record) (sandbox.Usage, error) {
 // every reader sees it.
 func (r *record) reconcile() {
 	if r.live() && !supervisorAlive(r) {
-		r.State = sandbox.StateStopped
+		r.State, r.Reason = sandbox.StateStopped, supervisorGoneReason(r, bootTime())
 	}
 }
+
+// supervisorGoneReason says why a sandbox whose supervisor is gone
+// stopped: nobody could write it down (SIGKILL, a crash, the host's
+// restart take the supervisor before it can), so it is told from what
+// is known. A supervisor started before this boot went with the host's
+// restart (booted is zero when unknown).
+func supervisorGoneReason(r *record, booted time.Time) string {
+	if !booted.IsZero() && !r.Created.IsZero() && r.Created.Before(booted) {
+		return fmt.Sprintf("the host restarted: its supervisor (pid %d) is gone", r.Supervisor)
+	}
+	return fmt.Sprintf("its supervisor (pid %d) died: killed or crashed", r.Supervisor)
+}
+
+// bootTime is when the host booted (/proc/stat's btime), zero if unknown.
+var bootTime = sync.OnceValue(func() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return time.Unix(n, 0)
+			}
+		}
+	}
+	return time.Time{}
+})
 
 func (r *record) live() bool {
 	return r.State == sandbox.StateRunning || r.State == sandbox.StateSuspended
