@@ -27,6 +27,13 @@ func TestCLIDetachedCommands(t *testing.T) {
 		strings.Fields(lines[1])[0] != strconv.Itoa(pid) || strings.Fields(lines[1])[1] != "running" || !strings.Contains(lines[1], "sh -c") {
 		t.Errorf("tent ps:\n%s", ps.stdout)
 	}
+	// A running command has no exit status: none in JSON either.
+	var running []map[string]any
+	if err := json.Unmarshal([]byte(l.tent(t, "ps", "-o", "json", id).stdout), &running); err != nil || len(running) != 1 || running[0]["running"] != true {
+		t.Errorf("tent ps -o json of a running command: %v, %v", running, err)
+	} else if exit, ok := running[0]["exit"]; ok {
+		t.Errorf("tent ps -o json of a running command has \"exit\": %v", exit)
+	}
 	l.tent(t, "exec", id, "--", "touch", "/tmp/go").expect(t, 0)
 	a := l.tent(t, "attach", id, strconv.Itoa(pid))
 	if a.code != 3 || a.stdout != "started\ndone\n" {
