@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -130,12 +131,65 @@ func init() {
 	handoff.RemoveSnapshotTemps = removeSnapshotTemps
 }
 
-// endReason says why s, which ended on its own, ended.
+// endReason says why s, which ended on its own, ended: its
+// Limits.Timeout ran out, or its init ended (see initEndReason).
 func (s *Sandbox) endReason() string {
 	if !s.deadline.IsZero() && !time.Now().Before(s.deadline) {
 		return fmt.Sprintf("timed out after %s", s.spec.Limits.Timeout)
 	}
-	return "its init exited"
+	code, status, ok := waitNoReap(s.run.init.Pid())
+	return initEndReason(code, status, ok, s.run.oomKills())
+}
+
+// initEndReason says how a sandbox's init ended, from its wait status
+// (code CLD_EXITED with its exit status, or CLD_KILLED or CLD_DUMPED
+// with the signal; ok false when unknown) and the OOM kills its cgroup
+// counted: a kill with an OOM kill counted is the OOM killer's (with
+// memory.oom.group it ends the whole sandbox, its init first among
+// them).
+func initEndReason(code, status int32, ok bool, oomKills int64) string {
+	switch {
+	case oomKills > 0 && (!ok || code != cldExited):
+		return "out of memory: the OOM killer ended its init"
+	case !ok:
+		return "its init ended"
+	case code == cldExited:
+		return fmt.Sprintf("its init exited with status %d", status)
+	case code == cldKilled || code == cldDumped:
+		return fmt.Sprintf("its init was killed (%s)", unix.SignalName(syscall.Signal(status)))
+	}
+	return "its init ended"
+}
+
+// si_code values of SIGCHLD (siginfo.h): how a child ended.
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
+// waitNoReap reads how the child pid ended without reaping it (waitid
+// with WNOWAIT: Terminate reaps it): the siginfo's si_code and
+// si_status; ok is false while it runs or when it is not a child.
+func waitNoReap(pid int) (code, status int32, ok bool) {
+	if pid <= 0 {
+		return 0, 0, false
+	}
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+	for err == unix.EINTR {
+		err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+	}
+	if err != nil || info.Signo != int32(unix.SIGCHLD) {
+		return 0, 0, false
+	}
+	// The SIGCHLD fields follow si_signo, si_errno and si_code, aligned
+	// as a pointer: si_pid, si_uid, si_status.
+	fields := unsafe.Add(unsafe.Pointer(&info), (3*4+unsafe.Sizeof(uintptr(0))-1)/unsafe.Sizeof(uintptr(0))*unsafe.Sizeof(uintptr(0)))
+	if *(*int32)(fields) != int32(pid) {
+		return 0, 0, false
+	}
+	return info.Code, *(*int32)(unsafe.Add(fields, 8)), true
 }
 
 // handOff replaces this process with the supervisor's idle holder,

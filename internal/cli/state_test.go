@@ -286,3 +286,38 @@ func TestKilledCreateLeftoversGo(t *testing.T) {
 		break
 	}
 }
+
+// A sandbox whose init died (killed on the host, the OOM killer) ends:
+// its record says stopped, and why, in ls and inspect; exec refuses it.
+// (It read running, with no init, before.)
+func TestKilledInitSaysWhy(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t, "--name", "victim")
+	sup, initPID := supervisorAndInit(t, l, id)
+	if err := syscall.Kill(initPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(30*time.Second, func() bool { return l.lsStates(t)[id] == "stopped" }) {
+		t.Fatalf("ls -o json after the init's kill: %v, want %s stopped", l.lsStates(t), id)
+	}
+	const want = "its init was killed (SIGKILL)"
+	if v := l.lsJSON(t)[id]; v["reason"] != want || v["ended"] == nil {
+		t.Errorf("ls -o json: %v, want the reason %q and when it ended", v, want)
+	}
+	if r := l.tent(t, "ls"); !strings.Contains(r.stdout, " stopped ("+want+") ") {
+		t.Errorf("ls:\n%s", r.stdout)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(l.tent(t, "inspect", "victim").stdout), &rec); err != nil || rec["reason"] != want {
+		t.Errorf("inspect: %v, %v", rec, err)
+	}
+	l.tent(t, "exec", "victim", "--", "true").expect(t, 125, "is stopped")
+	if !poll(10*time.Second, func() bool { return !alive(sup) }) {
+		t.Errorf("the supervisor of the ended sandbox still runs")
+	}
+	l.tent(t, "rm", "victim").expect(t, 0)
+	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
+		t.Errorf("state left after rm: %v", ents)
+	}
+}

@@ -71,6 +71,10 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 		}
 		_ = st.keepEnded(rec, reason)
 	}()
+	// The init's death ends the sandbox (its processes died with it):
+	// the record says stopped, and why (handoff.Ended).
+	initGone, stopWatch := watchExit(sb.Info().InitPID)
+	defer stopWatch()
 	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1), stopped: make(chan struct{}, 1)}
 	activity := make(chan struct{}, 1)
 	var inflight atomic.Int64
@@ -111,6 +115,9 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 			ended, reason = true, StopReason
 			return nil
 		case <-sb.Done():
+			ended = true
+			return nil
+		case <-initGone:
 			ended = true
 			return nil
 		case <-activity:
@@ -334,3 +341,34 @@ func refusePeer(conn *net.UnixConn, why error) {
 
 // closeFDs closes descriptors received and not used.
 func closeFDs(fds []int) { ctlmsg.Close(fds) }
+
+// watchExit returns a channel closed when process pid exits (a pidfd
+// becoming readable, through the runtime's poller), and the function
+// that stops watching. A pid that cannot be watched (0, gone already
+// and reaped) gives a channel that is never closed.
+func watchExit(pid int) (<-chan struct{}, func()) {
+	exited := make(chan struct{})
+	if pid <= 0 {
+		return exited, func() {}
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return exited, func() {}
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return exited, func() {}
+	}
+	go func() {
+		err := rc.Read(func(fd uintptr) bool {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+			return err == nil && n > 0
+		})
+		if err == nil {
+			close(exited)
+		}
+	}()
+	return exited, func() { f.Close() }
+}
