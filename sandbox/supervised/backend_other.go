@@ -73,6 +73,14 @@ func (b *Backend) Fork(context.Context, string, sandbox.ForkOverrides) (sandbox.
 	return sandbox.Info{}, errNotLinux
 }
 
+// ListAll fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) ListAll(context.Context) ([]sandbox.Info, []*RecordError, error) {
+	return nil, nil, errNotLinux
+}
+
+// Sweep fails with an error wrapping [sandbox.ErrUnsupported].
+func (b *Backend) Sweep(context.Context) error { return errNotLinux }
+
 // Snapshots fails with an error wrapping [sandbox.ErrUnsupported].
 func (b *Backend) Snapshots(context.Context) ([]*sandbox.Snapshot, error) { return nil, errNotLinux }
 

@@ -11,8 +11,13 @@
 // leaves the old or the new one), the supervisor's control socket ID.sock
 // and its log ID.log, and the snapshots/ directory. Names ([sandbox.Spec]
 // Name) are unique per directory, checked under a lock. Records are data:
-// before acting on one (a cow layer to remove, a cgroup to reclaim) the
-// backend checks it has the shape tent gives it.
+// they are read beneath the directory's descriptor, never through a
+// symlink, and before acting on one (a cow layer to remove, a cgroup to
+// reclaim) the backend checks it has the shape tent gives it. A record
+// that cannot be read stops nothing else: see [RecordError]. The creator
+// of a sandbox, then its supervisor, holds an exclusive flock on its log,
+// so that [Backend.Sweep] removes what killed creates left and never a
+// create in progress.
 //
 // # Supervisors
 //
@@ -37,7 +42,8 @@
 // [Options].IdleAfter) gives way to a small idle holder, a C loop of a few
 // hundred KiB, which execs the supervisor again when a request comes. A
 // supervisor that dies (killed, a host restart) takes its sandbox's
-// processes with it; its record then reads stopped, [Sandbox.Terminate]
+// processes with it; its record then reads stopped (its Reason says the
+// supervisor died, or the host restarted), [Sandbox.Terminate]
 // reclaims what is left (cow layers, cgroups) and [Sandbox.Resume]
 // provisions the sandbox again from its latest snapshot.
 package supervised
