@@ -122,16 +122,26 @@ func TestBrokenRecordCLI(t *testing.T) {
 }
 
 // Records broken every way (empty, garbage, a symlink, a directory, and
-// one of a running sandbox) do not stop tent rm --all: every sandbox
-// goes, its processes too, and nothing is left; a symlink's target is
-// never touched.
+// one of a running sandbox whose supervisor idles) do not stop tent rm
+// --all: every sandbox goes, its processes and cgroups too, and nothing
+// is left; a symlink's target is never touched.
 func TestBrokenRecordsRmAll(t *testing.T) {
 	t.Parallel()
 	l := newLife(t)
 	running := l.create(t, "--name", "running")
-	emptied := l.create(t)
+	emptied := l.create(t, "--idle-after", "50ms")
 	sup, initPID := supervisorAndInit(t, l, emptied)
 	supRunning, _ := supervisorAndInit(t, l, running)
+	cgroups := l.records(t)[emptied].Cgroups
+	// Its supervisor gives way to its idle holder, which the removal
+	// wakes.
+	idle := func() bool {
+		c, _ := os.ReadFile("/proc/" + strconv.Itoa(sup) + "/cmdline")
+		return strings.HasPrefix(string(c), "tent-idle-supervisor\x00")
+	}
+	if !poll(30*time.Second, idle) {
+		t.Fatal("the supervisor never idled")
+	}
 	if err := os.WriteFile(filepath.Join(l.dir, emptied+".json"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +176,11 @@ func TestBrokenRecordsRmAll(t *testing.T) {
 	for _, pid := range []int{sup, initPID, supRunning} {
 		if !poll(5*time.Second, func() bool { return !alive(pid) }) {
 			t.Errorf("process %d outlived tent rm --all", pid)
+		}
+	}
+	for _, c := range cgroups {
+		if _, err := os.Stat(c); err == nil {
+			t.Errorf("cgroup %s left after tent rm --all", c)
 		}
 	}
 	if ents, _ := os.ReadDir(l.dir); len(ents) != 0 {
