@@ -282,8 +282,10 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 	_ = cmd.Wait()
 	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 4)
 	if len(f) < 4 || f[0] != "error" {
-		// Keep the log: it is all there is to say what happened.
-		return fmt.Errorf("the sandbox's supervisor failed: see %s", logFile.Name())
+		// Keep the log: it is all there is to say what happened. (A later
+		// sweep removes it, the sandbox having no record: its end is in
+		// the error too.)
+		return fmt.Errorf("the sandbox's supervisor failed: see %s%s", logFile.Name(), logTail(logFile.Name()))
 	}
 	_ = os.Remove(logFile.Name()) // a refusal leaves nothing behind
 	code, _ := strconv.Atoi(f[1])
@@ -663,4 +665,27 @@ func waitGone(rec *record) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return !supervisorAlive(rec)
+}
+
+// logTail is the end of a supervisor's log (its last 2 KiB, not following
+// a symlink) as a suffix for an error: "" when empty or unreadable.
+func logTail(path string) string {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return ""
+	}
+	const maxTail = 2048
+	off := max(0, fi.Size()-maxTail)
+	b := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(b, off)
+	tail := strings.TrimSpace(strings.ToValidUTF8(string(b[:n]), "?"))
+	if tail == "" {
+		return ""
+	}
+	return ", which ends:\n" + tail
 }
