@@ -2,13 +2,16 @@ package supervised
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
 )
@@ -71,6 +74,18 @@ func resume(ctx context.Context, o launch, stateFD, reason string) error {
 		return fail(fmt.Errorf("descriptor %d is not a unix socket", r.Listener))
 	}
 	rec, err := st.load(r.ID)
+	if re := (*RecordError)(nil); errors.As(err, &re) && re.ID == r.ID {
+		// Its record was damaged while it idled: this process knows the
+		// sandbox, and writes it again rather than ending it. (Should
+		// that fail, it serves on: tent rm reaches it through its socket.)
+		rec, err = rebuiltRecord(r.ID, sb), nil
+		rec.Socket = st.SocketPath(r.ID)
+		if serr := st.Save(rec); serr != nil {
+			popts.Logger.Warn("the sandbox's record could not be written again", "id", r.ID, "err", serr)
+		} else {
+			popts.Logger.Warn("the sandbox's record was broken: written again from the supervisor's state", "id", r.ID, "was", re.Err)
+		}
+	}
 	if err != nil {
 		l.Close()
 		return fail(err)
@@ -81,4 +96,28 @@ func resume(ctx context.Context, o launch, stateFD, reason string) error {
 		ctx = c
 	}
 	return serve(ctx, st, rec, sb, l, o)
+}
+
+// rebuiltRecord is the record of sandbox id as its supervisor (this
+// process) knows it, for one whose record cannot be read: its name,
+// labels, spec, protections, layers and cgroups from sb; Created is when
+// the supervisor started (its start time since boot), the best known.
+func rebuiltRecord(id string, sb *sandbox.Sandbox) *record {
+	info := sb.Info()
+	state := sandbox.StateRunning
+	if info.State == sandbox.StateSuspended {
+		state = sandbox.StateSuspended
+	}
+	pid := os.Getpid()
+	start := namespaces.StartTicks(pid)
+	created := time.Now().UTC()
+	if booted := bootTime(); !booted.IsZero() && start > 0 {
+		// Clock ticks are USER_HZ, 100 on every Linux architecture.
+		created = booted.Add(time.Duration(start) * (time.Second / 100)).UTC()
+	}
+	return &record{
+		recordHead: recordHead{ID: id, State: state, Supervisor: pid, SupervisorStart: start},
+		Name:       info.Spec.Name, Labels: info.Spec.Labels, Created: created,
+		Spec: info.Spec, Protections: info.Protections, Layers: info.Layers, Cgroups: info.CgroupPaths,
+	}
 }

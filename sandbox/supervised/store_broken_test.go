@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -361,5 +363,65 @@ func TestProcessInfoJSON(t *testing.T) {
 		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, tc.p) {
 			t.Errorf("%s read back: %+v, %v", b, back, err)
 		}
+	}
+}
+
+// A supervisor that idled while its record was damaged, woken, writes
+// its record again from what it knows (it ended its sandbox before: a
+// proxied connection from inside was enough to lose it).
+func TestIdleSupervisorRewritesItsBrokenRecord(t *testing.T) {
+	if !namespaces.IdleHolderAvailable() {
+		t.Skip("this build has no idle holder (cgo)")
+	}
+	b, err := Open(t.TempDir(), Options{IdleAfter: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		all, _, _ := b.ListAll(ctx)
+		for _, i := range all {
+			_ = sbOf(t, b, i.ID).Terminate(ctx)
+		}
+	})
+	info := provision(t, b, sandbox.Spec{Name: "heal", Labels: map[string]string{"k": "v"}})
+	rec, err := b.st.load(info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := rec.Supervisor
+	idle := func() bool {
+		c, _ := os.ReadFile("/proc/" + strconv.Itoa(sup) + "/cmdline")
+		return strings.HasPrefix(string(c), namespaces.IdleSupervisorArg0+"\x00")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !idle(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the supervisor never idled")
+		}
+	}
+	if err := os.WriteFile(b.st.path(info.ID), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Woken by a connection (as by a proxied one from inside).
+	conn, err := net.Dial("unixpacket", b.st.SocketPath(info.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	var got *record
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if got, err = b.st.load(info.ID); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the record after the wake-up: %v", err)
+	}
+	if got.Name != "heal" || got.Labels["k"] != "v" || got.State != sandbox.StateRunning || got.Supervisor != sup || got.Created.IsZero() ||
+		len(got.Cgroups) != len(rec.Cgroups) || got.Spec.Name != "heal" {
+		t.Errorf("the record written again: %+v, want it as it was: %+v", got, rec)
+	}
+	if out, _ := execOut(t, b, "heal", "echo", "alive"); out != "alive\n" {
+		t.Errorf("exec after the wake-up: %q", out)
 	}
 }
