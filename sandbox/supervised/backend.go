@@ -65,7 +65,9 @@ var ErrUnsafeStateDir = errors.New("unsafe state directory")
 //     Terminate removes it: the record and the supervisor's files, and
 //     the sandbox itself when its supervisor still runs (found through
 //     its control socket beside the record, asked to remove the sandbox,
-//     and killed if it does not answer).
+//     and killed if it does not answer);
+//   - a live supervisor writes its record again when it next saves it (a
+//     network or mount change, a suspend) or wakes from idling.
 //
 // Match it with errors.As.
 type RecordError struct {
