@@ -313,7 +313,7 @@ func TestCleanDir(t *testing.T) {
 func TestMatch(t *testing.T) {
 	o := Options{Prefix: ".serve-state.json.tmp-"}
 	for name, want := range map[string]bool{
-		".serve-state.json.tmp-1234567890": true, // os.CreateTemp's, of older tents
+		".serve-state.json.tmp-1234567890":                 true, // os.CreateTemp's, of older tents
 		".serve-state.json.tmp-" + strings.Repeat("a", 16): true,
 		".serve-state.json.tmp-":                           false,
 		".serve-state.json.tmp-12/x":                       false,
