@@ -8,10 +8,13 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"os"
+	"path"
 	"sort"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // opaqueXattr marks an overlay directory that hides its lower
@@ -340,19 +343,22 @@ func ApplyChanges(dst, upper string, changes []Change) error {
 	defer w.close()
 	r := &dirCursor{root: ufd}
 	defer r.close()
+	cleaned := map[string]bool{}
 	for i, c := range changes {
 		if c.Kind == Deleted {
 			continue
 		}
-		if err := applyOne(w, r, comps[i], c.Path); err != nil {
+		if err := applyOne(w, r, comps[i], c.Path, cleaned); err != nil {
 			return fmt.Errorf("export of %s to %s: %w", upper, dst, err)
 		}
 	}
 	return nil
 }
 
-// applyOne copies the upper entry at comps (rel) into dst.
-func applyOne(w, r *dirCursor, comps []string, rel string) error {
+// applyOne copies the upper entry at comps (rel) into dst. The first
+// time it writes into a directory of dst (cleaned records which), it
+// removes the temporaries a killed export left there.
+func applyOne(w, r *dirCursor, comps []string, rel string, cleaned map[string]bool) error {
 	parent, name := comps[:len(comps)-1], comps[len(comps)-1]
 	ufd, err := r.dir(parent)
 	if errors.Is(err, unix.ENOENT) {
@@ -371,6 +377,10 @@ func applyOne(w, r *dirCursor, comps []string, rel string) error {
 	dfd, err := w.dir(parent)
 	if err != nil {
 		return err
+	}
+	if key := path.Join(parent...); !cleaned[key] {
+		cleaned[key] = true
+		_, _ = ExportTemps.Clean(dfd)
 	}
 	perm := uint32(st.Mode & 0o777)
 	switch st.Mode & unix.S_IFMT {
@@ -392,21 +402,21 @@ func applyOne(w, r *dirCursor, comps []string, rel string) error {
 		if err != nil {
 			return &os.PathError{Op: "readlinkat", Path: rel, Err: err}
 		}
-		if err := replace(dfd, name, rel); err != nil {
-			return err
-		}
-		if err := unix.Symlinkat(target, dfd, name); err != nil {
+		// Made beside it and renamed over it: the old file stays until
+		// the link exists.
+		tmp := ExportTemps.TempName()
+		if err := unix.Symlinkat(target, dfd, tmp); err != nil {
 			return &os.PathError{Op: "symlinkat", Path: rel, Err: err}
 		}
+		return renameOver(dfd, tmp, name, rel)
 	case unix.S_IFREG:
 		return copyFile(ufd, dfd, name, rel, perm)
 	case unix.S_IFIFO:
-		if err := replace(dfd, name, rel); err != nil {
-			return err
-		}
-		if err := unix.Mkfifoat(dfd, name, perm); err != nil {
+		tmp := ExportTemps.TempName()
+		if err := unix.Mkfifoat(dfd, tmp, perm); err != nil {
 			return &os.PathError{Op: "mkfifoat", Path: rel, Err: err}
 		}
+		return renameOver(dfd, tmp, name, rel)
 	default: // sockets, devices, whiteouts: not exported
 		return replace(dfd, name, rel)
 	}
@@ -427,8 +437,39 @@ func replace(dirfd int, name, rel string) error {
 	return &os.PathError{Op: "unlinkat", Path: rel, Err: err}
 }
 
-// copyFile copies the regular file name of srcDir into dstDir, created
-// anew (O_CREAT|O_EXCL|O_NOFOLLOW) with perm, holes kept.
+// ExportTemps names the temporaries an export writes beside the files it
+// replaces (see internal/atomicfile); an export removes the ones a killed
+// export left in the directories it writes into.
+var ExportTemps = atomicfile.Options{Prefix: ".tent-export-", Suffix: ".tmp"}
+
+// notDirAt fails with EEXIST (the changes did not delete it) when name
+// in dirfd is a directory: a file does not replace one.
+func notDirAt(dirfd int, name, rel string) error {
+	if st, err := lstatAt(dirfd, name); err == nil && isDirStat(&st) {
+		return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+	}
+	return nil
+}
+
+// renameOver renames the temporary tmp of dirfd over name (a file or
+// symlink there is replaced as one step, never followed; a directory is
+// EEXIST), and removes tmp when it fails.
+func renameOver(dirfd int, tmp, name, rel string) error {
+	err := unix.Renameat(dirfd, tmp, dirfd, name)
+	if err == nil {
+		return nil
+	}
+	_ = unix.Unlinkat(dirfd, tmp, 0)
+	if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
+		return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+	}
+	return &os.PathError{Op: "rename", Path: rel, Err: err}
+}
+
+// copyFile copies the regular file name of srcDir into dstDir with perm,
+// holes kept, atomically: written whole to a temporary beside it
+// (atomicfile), fsync'd and renamed over it, so that a full disk or a
+// kill leaves the old file, whole, with its mode, or the new one.
 func copyFile(srcDir, dstDir int, name, rel string, perm uint32) error {
 	in, err := openRegular(srcDir, name)
 	if err == unix.ENOENT {
@@ -438,21 +479,22 @@ func copyFile(srcDir, dstDir int, name, rel string, perm uint32) error {
 		return &os.PathError{Op: "open", Path: rel, Err: err}
 	}
 	defer in.Close()
-	if err := replace(dstDir, name, rel); err != nil {
+	if err := notDirAt(dstDir, name, rel); err != nil {
 		return err
 	}
-	out, err := unix.Openat(dstDir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	out, err := atomicfile.CreateAt(dstDir, name, os.FileMode(perm), ExportTemps)
 	if err != nil {
 		return &os.PathError{Op: "create", Path: rel, Err: err}
 	}
-	err = copyRegular(out, in.fd, in.st.Size)
-	if err == nil {
-		err = os.NewSyscallError("fchmod", unix.Fchmod(out, perm))
+	if err := copyRegular(int(out.Fd()), in.fd, in.st.Size); err != nil {
+		out.Abort()
+		return &os.PathError{Op: "copy", Path: rel, Err: err}
 	}
-	if cerr := unix.Close(out); err == nil && cerr != nil {
-		err = os.NewSyscallError("close", cerr)
-	}
-	if err != nil {
+	if err := out.Commit(); err != nil {
+		var le *os.LinkError
+		if errors.As(err, &le) && (le.Err == unix.EISDIR || le.Err == unix.ENOTEMPTY || le.Err == unix.EEXIST) {
+			return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+		}
 		return &os.PathError{Op: "copy", Path: rel, Err: err}
 	}
 	return nil

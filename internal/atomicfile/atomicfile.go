@@ -238,10 +238,13 @@ func (f *File) closeDir() {
 }
 
 // SyncDir fsyncs the directory dirfd (which may be an O_PATH
-// descriptor); a file system that cannot sync directories is not an
-// error.
+// descriptor); a file system that cannot sync directories, or a
+// directory the caller may not read, is not an error.
 func SyncDir(dirfd int) error {
 	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		return nil
+	}
 	if err != nil {
 		return &os.PathError{Op: "open", Path: ".", Err: err}
 	}
