@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -198,5 +199,69 @@ func TestApplyChangesCleansKilledTemps(t *testing.T) {
 	wantFile(t, "after the export", filepath.Join(dst, "d", "f"), "new", 0o644, "f", "l", live.TempName())
 	if l, err := os.Readlink(filepath.Join(dst, "d", "l")); err != nil || l != "f" {
 		t.Errorf("d/l: %q %v, want the link", l, err)
+	}
+}
+
+// fallbackEnv has the test binary, run as another user by
+// TestFileHelperWriteInPlaceFallback, run the file helper's write of the
+// path it names, stdin "new", and exit with its code.
+const fallbackEnv = "TENT_FS_TEST_WRITE_AS_USER"
+
+// Where no temporary can replace a file the sandbox may write — its
+// directory is not writable, or its owner is someone else whom a new
+// file could not be given — the write goes in place, as before: it
+// works, and the file keeps its owner.
+func TestFileHelperWriteInPlaceFallback(t *testing.T) {
+	if p := os.Getenv(fallbackEnv); p != "" {
+		code, _, errs := runHelper([]string{"write", p}, strings.NewReader("new"))
+		os.Stderr.WriteString(errs)
+		os.Exit(code)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the helper as other users")
+	}
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755)
+	os.Chmod(top, 0o755)
+	bin := filepath.Join(top, "test.bin")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const me, other = 12345, 23456
+	for _, tc := range []struct {
+		name     string
+		dirMode  os.FileMode
+		owner    int
+		fileMode os.FileMode
+	}{
+		{"directory not writable", 0o755, me, 0o644},
+		{"another user's file", 0o777, other, 0o666},
+	} {
+		dir := filepath.Join(top, strings.ReplaceAll(tc.name, " ", "-"))
+		if err := os.Mkdir(dir, tc.dirMode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, tc.dirMode)
+		p := filepath.Join(dir, "f")
+		writeFileMode(t, p, "old", tc.fileMode)
+		if err := os.Chown(p, tc.owner, tc.owner); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-test.run=^TestFileHelperWriteInPlaceFallback$")
+		cmd.Env = append(os.Environ(), fallbackEnv+"="+p)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: me, Gid: me}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: the write failed: %v %s", tc.name, err, out)
+			continue
+		}
+		var st syscall.Stat_t
+		b, _ := os.ReadFile(p)
+		if err := syscall.Stat(p, &st); err != nil || string(b) != "new" || int(st.Uid) != tc.owner || os.FileMode(st.Mode&0o777) != tc.fileMode {
+			t.Errorf("%s: %q, owner %d, mode %o (%v); want new, owner %d, mode %o", tc.name, b, st.Uid, st.Mode&0o777, err, tc.owner, tc.fileMode)
+		}
 	}
 }

@@ -530,7 +530,10 @@ func writeRegular(path string, mode os.FileMode, stdin io.Reader, keepMeta bool)
 	_, _ = o.Clean(dirfd)
 	f, err := atomicfile.CreateAt(dirfd, name, perm, o)
 	if err != nil {
-		if old != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS)) {
+		// No temporary can replace it here (never for want of space:
+		// in place, a full disk would cut the file short).
+		if old != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) ||
+			errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOVERFLOW)) {
 			return writeInPlace(old, stdin)
 		}
 		return &os.PathError{Op: "create", Path: path, Err: errnoIn(err)}

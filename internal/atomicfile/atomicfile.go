@@ -53,6 +53,10 @@ type Options struct {
 	// (at creation, so that a refusal comes before anything is written).
 	Chown    bool
 	UID, GID int
+	// Dirs has Clean remove stale temporary directories of the pattern
+	// too (those MkdirAt makes), with their contents; without it, Clean
+	// leaves every directory alone.
+	Dirs bool
 	// NoReplace refuses to replace an existing destination: the commit
 	// fails with EEXIST (Linux; elsewhere it is checked before the
 	// rename).
@@ -285,7 +289,7 @@ func WriteFile(path string, data []byte, perm os.FileMode, o Options) error {
 
 // Clean removes from the directory dirfd the temporaries of o's pattern
 // that no writer holds (left by a killed one): only regular files (and,
-// on Linux, directories made by [MkdirAt]) whose name matches exactly,
+// on Linux with Dirs, directories made by [MkdirAt]) whose name matches exactly,
 // never through a symlink. A temporary is removed only once its lock is
 // taken and it is still the entry of that name, so a writer's live
 // temporary is never removed. It returns how many it removed; entries it
@@ -314,7 +318,7 @@ func (o Options) Clean(dirfd int) (int, error) {
 	}
 	removed := 0
 	for _, n := range stale {
-		if removeStale(dirfd, n) {
+		if removeStale(dirfd, n, o.Dirs) {
 			removed++
 		}
 	}
@@ -322,8 +326,9 @@ func (o Options) Clean(dirfd int) (int, error) {
 }
 
 // removeStale removes the temporary name of dirfd when it is a regular
-// file (or a directory, see removeStaleDir) that nobody holds locked.
-func removeStale(dirfd int, name string) bool {
+// file (or, with dirs, a directory: see removeStaleDir) that nobody
+// holds locked.
+func removeStale(dirfd int, name string, dirs bool) bool {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return false
@@ -331,7 +336,7 @@ func removeStale(dirfd int, name string) bool {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
-		return removeStaleDir(dirfd, name, &st)
+		return dirs && removeStaleDir(dirfd, name, &st)
 	default:
 		return false
 	}

@@ -277,7 +277,7 @@ func TestCleanAfterKill(t *testing.T) {
 func TestCleanDir(t *testing.T) {
 	dir := t.TempDir()
 	dirfd := openDir(t, dir)
-	o := Options{Prefix: ".d-"}
+	o := Options{Prefix: ".d-", Dirs: true}
 	live, err := MkdirAt(dirfd, o)
 	if err != nil {
 		t.Fatal(err)
@@ -292,6 +292,11 @@ func TestCleanDir(t *testing.T) {
 	}
 	if err := os.Symlink(outside, filepath.Join(stale, "a", "out")); err != nil {
 		t.Fatal(err)
+	}
+	noDirs := o
+	noDirs.Dirs = false
+	if n, err := noDirs.Clean(dirfd); n != 0 || err != nil {
+		t.Fatalf("Clean without Dirs = %d, %v; want directories left alone", n, err)
 	}
 	if n, err := o.Clean(dirfd); n != 1 || err != nil {
 		t.Fatalf("Clean = %d, %v; want 1", n, err)

@@ -126,7 +126,7 @@ func (t *hostTarget) close() { t.d.Close() }
 // destination (see internal/atomicfile): .tent-cp-HEX.tmp, files and
 // directories, locked while they are written. Each copy out removes the
 // ones a killed copy left in its destination's directory.
-var CopyTemps = atomicfile.Options{Prefix: ".tent-cp-", Suffix: ".tmp"}
+var CopyTemps = atomicfile.Options{Prefix: ".tent-cp-", Suffix: ".tmp", Dirs: true}
 
 // tempName is a fresh name beside the target.
 func (t *hostTarget) tempName() string { return CopyTemps.TempName() }
