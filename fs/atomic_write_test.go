@@ -188,6 +188,13 @@ func TestApplyChangesCleansKilledTemps(t *testing.T) {
 	writeFileMode(t, filepath.Join(dst, "d", "l"), "a file", 0o644)
 	dead := ExportTemps.TempName()
 	writeFileMode(t, filepath.Join(dst, "d", dead), "half", 0o600)
+	deadDir := filepath.Join(dst, "d", ExportTemps.TempName()) // a symlink's, killed
+	if err := os.Mkdir(deadDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(deadDir, "entry")); err != nil {
+		t.Fatal(err)
+	}
 	live, err := atomicfile.Create(filepath.Join(dst, "d", "other"), 0o600, ExportTemps)
 	if err != nil {
 		t.Fatal(err)

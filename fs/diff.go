@@ -404,19 +404,21 @@ func applyOne(w, r *dirCursor, comps []string, rel string, cleaned map[string]bo
 		}
 		// Made beside it and renamed over it: the old file stays until
 		// the link exists.
-		tmp := ExportTemps.TempName()
-		if err := unix.Symlinkat(target, dfd, tmp); err != nil {
-			return &os.PathError{Op: "symlinkat", Path: rel, Err: err}
-		}
-		return renameOver(dfd, tmp, name, rel)
+		return placeOver(dfd, name, rel, func(d int, n string) error {
+			if err := unix.Symlinkat(target, d, n); err != nil {
+				return &os.PathError{Op: "symlinkat", Path: rel, Err: err}
+			}
+			return nil
+		})
 	case unix.S_IFREG:
 		return copyFile(ufd, dfd, name, rel, perm)
 	case unix.S_IFIFO:
-		tmp := ExportTemps.TempName()
-		if err := unix.Mkfifoat(dfd, tmp, perm); err != nil {
-			return &os.PathError{Op: "mkfifoat", Path: rel, Err: err}
-		}
-		return renameOver(dfd, tmp, name, rel)
+		return placeOver(dfd, name, rel, func(d int, n string) error {
+			if err := unix.Mkfifoat(d, n, perm); err != nil {
+				return &os.PathError{Op: "mkfifoat", Path: rel, Err: err}
+			}
+			return nil
+		})
 	default: // sockets, devices, whiteouts: not exported
 		return replace(dfd, name, rel)
 	}
@@ -438,9 +440,10 @@ func replace(dirfd int, name, rel string) error {
 }
 
 // ExportTemps names the temporaries an export writes beside the files it
-// replaces (see internal/atomicfile); an export removes the ones a killed
-// export left in the directories it writes into.
-var ExportTemps = atomicfile.Options{Prefix: ".tent-export-", Suffix: ".tmp"}
+// replaces (see internal/atomicfile): files, and directories a symlink or
+// a FIFO is made in before it is renamed into place. An export removes
+// the ones a killed export left in the directories it writes into.
+var ExportTemps = atomicfile.Options{Prefix: ".tent-export-", Suffix: ".tmp", Dirs: true}
 
 // notDirAt fails with EEXIST (the changes did not delete it) when name
 // in dirfd is a directory: a file does not replace one.
@@ -451,19 +454,20 @@ func notDirAt(dirfd int, name, rel string) error {
 	return nil
 }
 
-// renameOver renames the temporary tmp of dirfd over name (a file or
-// symlink there is replaced as one step, never followed; a directory is
-// EEXIST), and removes tmp when it fails.
-func renameOver(dirfd int, tmp, name, rel string) error {
-	err := unix.Renameat(dirfd, tmp, dirfd, name)
-	if err == nil {
-		return nil
+// placeOver puts the entry mk makes (a symlink, a FIFO) in place of
+// name in dirfd as one step (atomicfile.PlaceAt: made in a locked
+// temporary directory, renamed over name); a directory there is EEXIST,
+// since the changes did not delete it.
+func placeOver(dirfd int, name, rel string, mk func(dirfd int, name string) error) error {
+	err := atomicfile.PlaceAt(dirfd, name, ExportTemps, mk)
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		if le.Err == unix.EISDIR || le.Err == unix.ENOTEMPTY || le.Err == unix.EEXIST {
+			return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+		}
+		return &os.PathError{Op: "rename", Path: rel, Err: le.Err}
 	}
-	_ = unix.Unlinkat(dirfd, tmp, 0)
-	if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
-		return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
-	}
-	return &os.PathError{Op: "rename", Path: rel, Err: err}
+	return err
 }
 
 // copyFile copies the regular file name of srcDir into dstDir with perm,

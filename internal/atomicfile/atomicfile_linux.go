@@ -155,3 +155,30 @@ func removeTree(dirfd int, name string, fd int) error {
 	errs = append(errs, unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))
 	return errors.Join(errs...)
 }
+
+// PlaceAt puts an entry that cannot be written and locked as a [File]
+// can (a symlink, a FIFO) in place of name in the directory dirfd, as one
+// step: mk makes it as name in a temporary directory of o's pattern
+// (locked, see [MkdirAt]), from which it is renamed over name (with o's
+// NoReplace); the temporary directory is removed. A writer killed
+// meanwhile leaves that directory, which [Options.Clean] with Dirs
+// removes.
+func PlaceAt(dirfd int, name string, o Options, mk func(dirfd int, name string) error) error {
+	d, err := MkdirAt(dirfd, o)
+	if err != nil {
+		return err
+	}
+	defer d.Abort()
+	const entry = "entry"
+	if err := mk(d.Fd(), entry); err != nil {
+		return err
+	}
+	var flags uint
+	if o.NoReplace {
+		flags = unix.RENAME_NOREPLACE
+	}
+	if err := unix.Renameat2(d.Fd(), entry, dirfd, name, flags); err != nil {
+		return &os.LinkError{Op: "rename", Old: d.tmp + "/" + entry, New: name, Err: err}
+	}
+	return SyncDir(dirfd)
+}

@@ -333,3 +333,27 @@ func TestMatch(t *testing.T) {
 		t.Error("TempName does not Match")
 	}
 }
+
+// PlaceAt replaces a file with a symlink as one step, leaving no
+// temporary; a failure of mk leaves the old file.
+func TestPlaceAt(t *testing.T) {
+	dir := t.TempDir()
+	dirfd := openDir(t, dir)
+	o := Options{Prefix: ".p-", Dirs: true}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := PlaceAt(dirfd, "f", o, func(int, string) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("PlaceAt = %v, want boom", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "old" || len(names(t, dir)) != 1 {
+		t.Fatalf("after a failed PlaceAt: %q, %q", b, names(t, dir))
+	}
+	if err := PlaceAt(dirfd, "f", o, func(d int, n string) error { return unix.Symlinkat("target", d, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "f")); err != nil || l != "target" || len(names(t, dir)) != 1 {
+		t.Fatalf("after PlaceAt: %q %v, %q", l, err, names(t, dir))
+	}
+}

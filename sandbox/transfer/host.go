@@ -152,15 +152,20 @@ func (t *hostTarget) file(perm os.FileMode, fill func(io.Writer) error) error {
 
 // symlink creates a symlink to target (a link, never followed).
 func (t *hostTarget) symlink(target string) error {
-	tmp := t.tempName()
-	if err := unix.Symlinkat(target, t.fd(), tmp); err != nil {
-		return &os.PathError{Op: "symlink", Path: t.shown, Err: err}
+	// Made in a locked temporary directory beside the target, renamed
+	// over it: a kill leaves only that directory, which the next copy
+	// removes.
+	err := atomicfile.PlaceAt(t.fd(), t.name, CopyTemps, func(dirfd int, name string) error {
+		if err := unix.Symlinkat(target, dirfd, name); err != nil {
+			return &os.PathError{Op: "symlink", Path: t.shown, Err: err}
+		}
+		return nil
+	})
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return &os.PathError{Op: "rename", Path: t.shown, Err: le.Err}
 	}
-	if err := t.rename(tmp, 0); err != nil {
-		_ = unix.Unlinkat(t.fd(), tmp, 0)
-		return err
-	}
-	return nil
+	return err
 }
 
 // dir extracts the archive that fill writes into a temporary directory
@@ -216,14 +221,4 @@ func errnoOf(err error) error {
 		return errno
 	}
 	return err
-}
-
-func (t *hostTarget) rename(tmp string, flags uint) error {
-	if err := unix.Renameat2(t.fd(), tmp, t.fd(), t.name, flags); err != nil {
-		if errors.Is(err, unix.EEXIST) {
-			return &ExistsError{Path: t.shown, Meanwhile: true}
-		}
-		return &os.PathError{Op: "rename", Path: t.shown, Err: err}
-	}
-	return nil
 }
