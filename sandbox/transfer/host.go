@@ -128,9 +128,6 @@ func (t *hostTarget) close() { t.d.Close() }
 // ones a killed copy left in its destination's directory.
 var CopyTemps = atomicfile.Options{Prefix: ".tent-cp-", Suffix: ".tmp", Dirs: true}
 
-// tempName is a fresh name beside the target.
-func (t *hostTarget) tempName() string { return CopyTemps.TempName() }
-
 // file writes a regular file: a temporary beside the target (created
 // O_EXCL|O_NOFOLLOW, locked), filled by fill, given perm, synced and
 // renamed over the target (a symlink there is replaced, never
