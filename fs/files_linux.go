@@ -55,7 +55,9 @@ const (
 // an endless stream nor left waiting on a pipe. read sends at most the
 // size fstat gave (a file grown meanwhile is cut there); a file that
 // reports size 0, as procfs and sysfs files do, is read up to
-// MaxPseudoFileRead bytes, and fails with EFBIG beyond.
+// MaxPseudoFileRead bytes, and fails with EFBIG beyond. write and put
+// replace an existing file as one step (see writeRegular): a full disk
+// or a killed helper leaves it as it was.
 func RunFileHelper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) < 2 {
 		fmt.Fprintln(stderr, "EINVAL usage: tent-fs read|write|put|list|stat|mkdir|rename|watch|tar|untar|remove|remove-all PATH [ARG...]")
@@ -591,9 +593,7 @@ func openExisting(dirfd int, name, path string) (*os.File, error) {
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, nil
-	case errors.Is(err, unix.ELOOP): // a symlink swapped in meanwhile
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	case err != nil:
+	case err != nil: // ELOOP: a symlink swapped in meanwhile
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
