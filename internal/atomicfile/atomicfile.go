@@ -96,7 +96,8 @@ func (o Options) Match(name string) bool {
 }
 
 // File is a temporary being written, to be renamed over its destination
-// by Commit or removed by Abort. Write to it through its *os.File.
+// by Commit or removed by Abort. Write to it through its *os.File (and
+// end it with Commit or Abort, not Close).
 type File struct {
 	*os.File // the temporary, open for writing and locked
 	dirfd    int
@@ -154,11 +155,10 @@ func CreateAt(dirfd int, name string, perm os.FileMode, o Options) (*File, error
 // checks it is still there (a cleaner that locked it first removes it):
 // held is false when it is not.
 func lockCreated(dirfd, fd int, tmp string) (held bool, err error) {
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return false, nil
-		}
-		return false, &os.PathError{Op: "flock", Path: tmp, Err: err}
+	// A file system without flock (some FUSE ones) writes unlocked:
+	// Clean cannot lock such a temporary either, and leaves it.
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
 	}
 	var a, b unix.Stat_t
 	if err := unix.Fstat(fd, &a); err != nil {
