@@ -8,10 +8,13 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"os"
+	"path"
 	"sort"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // opaqueXattr marks an overlay directory that hides its lower
@@ -340,19 +343,22 @@ func ApplyChanges(dst, upper string, changes []Change) error {
 	defer w.close()
 	r := &dirCursor{root: ufd}
 	defer r.close()
+	cleaned := map[string]bool{}
 	for i, c := range changes {
 		if c.Kind == Deleted {
 			continue
 		}
-		if err := applyOne(w, r, comps[i], c.Path); err != nil {
+		if err := applyOne(w, r, comps[i], c.Path, cleaned); err != nil {
 			return fmt.Errorf("export of %s to %s: %w", upper, dst, err)
 		}
 	}
 	return nil
 }
 
-// applyOne copies the upper entry at comps (rel) into dst.
-func applyOne(w, r *dirCursor, comps []string, rel string) error {
+// applyOne copies the upper entry at comps (rel) into dst. The first
+// time it writes into a directory of dst (cleaned records which), it
+// removes the temporaries a killed export left there.
+func applyOne(w, r *dirCursor, comps []string, rel string, cleaned map[string]bool) error {
 	parent, name := comps[:len(comps)-1], comps[len(comps)-1]
 	ufd, err := r.dir(parent)
 	if errors.Is(err, unix.ENOENT) {
@@ -371,6 +377,10 @@ func applyOne(w, r *dirCursor, comps []string, rel string) error {
 	dfd, err := w.dir(parent)
 	if err != nil {
 		return err
+	}
+	if key := path.Join(parent...); !cleaned[key] {
+		cleaned[key] = true
+		_, _ = ExportTemps.Clean(dfd)
 	}
 	perm := uint32(st.Mode & 0o777)
 	switch st.Mode & unix.S_IFMT {
@@ -392,21 +402,23 @@ func applyOne(w, r *dirCursor, comps []string, rel string) error {
 		if err != nil {
 			return &os.PathError{Op: "readlinkat", Path: rel, Err: err}
 		}
-		if err := replace(dfd, name, rel); err != nil {
-			return err
-		}
-		if err := unix.Symlinkat(target, dfd, name); err != nil {
-			return &os.PathError{Op: "symlinkat", Path: rel, Err: err}
-		}
+		// Made beside it and renamed over it: the old file stays until
+		// the link exists.
+		return placeOver(dfd, name, rel, func(d int, n string) error {
+			if err := unix.Symlinkat(target, d, n); err != nil {
+				return &os.PathError{Op: "symlinkat", Path: rel, Err: err}
+			}
+			return nil
+		})
 	case unix.S_IFREG:
 		return copyFile(ufd, dfd, name, rel, perm)
 	case unix.S_IFIFO:
-		if err := replace(dfd, name, rel); err != nil {
-			return err
-		}
-		if err := unix.Mkfifoat(dfd, name, perm); err != nil {
-			return &os.PathError{Op: "mkfifoat", Path: rel, Err: err}
-		}
+		return placeOver(dfd, name, rel, func(d int, n string) error {
+			if err := unix.Mkfifoat(d, n, perm); err != nil {
+				return &os.PathError{Op: "mkfifoat", Path: rel, Err: err}
+			}
+			return nil
+		})
 	default: // sockets, devices, whiteouts: not exported
 		return replace(dfd, name, rel)
 	}
@@ -427,8 +439,41 @@ func replace(dirfd int, name, rel string) error {
 	return &os.PathError{Op: "unlinkat", Path: rel, Err: err}
 }
 
-// copyFile copies the regular file name of srcDir into dstDir, created
-// anew (O_CREAT|O_EXCL|O_NOFOLLOW) with perm, holes kept.
+// ExportTemps names the temporaries an export writes beside the files it
+// replaces (see internal/atomicfile): files, and directories a symlink or
+// a FIFO is made in before it is renamed into place. An export removes
+// the ones a killed export left in the directories it writes into.
+var ExportTemps = atomicfile.Options{Prefix: ".tent-export-", Suffix: ".tmp", Dirs: true}
+
+// notDirAt fails with EEXIST (the changes did not delete it) when name
+// in dirfd is a directory: a file does not replace one.
+func notDirAt(dirfd int, name, rel string) error {
+	if st, err := lstatAt(dirfd, name); err == nil && isDirStat(&st) {
+		return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+	}
+	return nil
+}
+
+// placeOver puts the entry mk makes (a symlink, a FIFO) in place of
+// name in dirfd as one step (atomicfile.PlaceAt: made in a locked
+// temporary directory, renamed over name); a directory there is EEXIST,
+// since the changes did not delete it.
+func placeOver(dirfd int, name, rel string, mk func(dirfd int, name string) error) error {
+	err := atomicfile.PlaceAt(dirfd, name, ExportTemps, mk)
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		if le.Err == unix.EISDIR || le.Err == unix.ENOTEMPTY || le.Err == unix.EEXIST {
+			return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+		}
+		return &os.PathError{Op: "rename", Path: rel, Err: le.Err}
+	}
+	return err
+}
+
+// copyFile copies the regular file name of srcDir into dstDir with perm,
+// holes kept, atomically: written whole to a temporary beside it
+// (atomicfile), fsync'd and renamed over it, so that a full disk or a
+// kill leaves the old file, whole, with its mode, or the new one.
 func copyFile(srcDir, dstDir int, name, rel string, perm uint32) error {
 	in, err := openRegular(srcDir, name)
 	if err == unix.ENOENT {
@@ -438,21 +483,22 @@ func copyFile(srcDir, dstDir int, name, rel string, perm uint32) error {
 		return &os.PathError{Op: "open", Path: rel, Err: err}
 	}
 	defer in.Close()
-	if err := replace(dstDir, name, rel); err != nil {
+	if err := notDirAt(dstDir, name, rel); err != nil {
 		return err
 	}
-	out, err := unix.Openat(dstDir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	out, err := atomicfile.CreateAt(dstDir, name, os.FileMode(perm), ExportTemps)
 	if err != nil {
 		return &os.PathError{Op: "create", Path: rel, Err: err}
 	}
-	err = copyRegular(out, in.fd, in.st.Size)
-	if err == nil {
-		err = os.NewSyscallError("fchmod", unix.Fchmod(out, perm))
+	if err := copyRegular(int(out.Fd()), in.fd, in.st.Size); err != nil {
+		out.Abort()
+		return &os.PathError{Op: "copy", Path: rel, Err: err}
 	}
-	if cerr := unix.Close(out); err == nil && cerr != nil {
-		err = os.NewSyscallError("close", cerr)
-	}
-	if err != nil {
+	if err := out.Commit(); err != nil {
+		var le *os.LinkError
+		if errors.As(err, &le) && (le.Err == unix.EISDIR || le.Err == unix.ENOTEMPTY || le.Err == unix.EEXIST) {
+			return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
+		}
 		return &os.PathError{Op: "copy", Path: rel, Err: err}
 	}
 	return nil

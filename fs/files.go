@@ -53,7 +53,10 @@ const (
 // subdirectories too, those there at the start and those created later
 // (at most [MaxWatchDirs] directories, ENOSPC beyond); "entries" adds
 // the FileInfo of the changed path where it still exists. When the
-// watched directory itself is removed or moved away, the op ends.
+// watched directory itself is removed or moved away, the op ends. The
+// helper's own write (a temporary beside the file, see WriteTemps,
+// renamed over it) is reported as a create and a write of the file; its
+// temporary is not reported.
 type WatchEvent struct {
 	Ready bool      `json:"ready,omitempty"`
 	Op    string    `json:"op,omitempty"`

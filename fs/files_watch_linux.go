@@ -25,6 +25,11 @@ type dirWatch struct {
 	recursive bool
 	entries   bool
 	dirs      map[int]string
+	// commit is the cookie of the last rename away of a temporary of the
+	// file helper's write (WriteTemps): its rename into place is reported
+	// as the write it is.
+	commit    uint32
+	hasCommit bool
 }
 
 func watchDir(path string, flags []string, stdin io.Reader, stdout io.Writer) error {
@@ -148,6 +153,18 @@ func (w *dirWatch) events(buf []byte, enc *json.Encoder) (done bool, err error) 
 		if !known {
 			continue
 		}
+		ops := watchOps(ev.Mask)
+		if ev.Mask&unix.IN_ISDIR == 0 && WriteTemps.Match(name) {
+			// The helper's temporary, a write under way: not reported;
+			// its rename into place is, as a create and a write.
+			if ev.Mask&unix.IN_MOVED_FROM != 0 {
+				w.commit, w.hasCommit = ev.Cookie, true
+			}
+			continue
+		}
+		if ev.Mask&unix.IN_MOVED_TO != 0 && w.hasCommit && ev.Cookie == w.commit {
+			ops, w.hasCommit = []string{"create", "write"}, false
+		}
 		rel := filepath.Join(dir, name)
 		self := ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0
 		if self && dir != "." {
@@ -158,7 +175,7 @@ func (w *dirWatch) events(buf []byte, enc *json.Encoder) (done bool, err error) 
 				return false, err
 			}
 		}
-		for _, op := range watchOps(ev.Mask) {
+		for _, op := range ops {
 			e := WatchEvent{Op: op, Name: rel}
 			if w.entries {
 				if fi, err := lstatInfo(filepath.Join(w.root, rel)); err == nil {

@@ -27,8 +27,11 @@ const (
 	// newline; a file that shrinks while it is read then fails with
 	// EAGAIN.
 	FileRead FileOp = "read"
-	// FileWrite creates or truncates the file at Path with Mode and
-	// streams In into it.
+	// FileWrite creates the file at Path with Mode, or replaces it, and
+	// streams In into it. An existing file is replaced as one step (a
+	// temporary beside it, renamed over it once In is written and
+	// synced), keeping its mode, owner and metadata: a full disk or a
+	// killed helper leaves it as it was.
 	FileWrite FileOp = "write"
 	// FilePut creates the missing parent directories of Path (mode 0755),
 	// then writes it as FileWrite does, sets its Metadata, and writes its

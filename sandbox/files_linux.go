@@ -27,8 +27,8 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string, w io.Writer) error 
 	return s.File(ctx, FileRequest{Op: FileRead, Path: path, Out: w})
 }
 
-// WriteFile creates or truncates the file at path with perm and streams r
-// into it.
+// WriteFile creates the file at path with perm, or replaces it as one
+// step (see [FileWrite]), and streams r into it.
 func (s *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, perm os.FileMode) error {
 	return s.File(ctx, FileRequest{Op: FileWrite, Path: path, Mode: perm, In: r})
 }

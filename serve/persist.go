@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"github.com/tent-sandbox/tent/internal/secretfile"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -92,24 +93,28 @@ func (s *Server) save() {
 	}
 }
 
-// writeFileAtomic writes data to path through a temporary file in the
-// same directory, synced, then renamed over path.
+// stateTemps names the temporaries the state file is written through,
+// beside it: .NAME.tmp-HEX (an older server's os.CreateTemp made
+// .NAME.tmp-DIGITS, which match too).
+func stateTemps(path string) atomicfile.Options {
+	return atomicfile.Options{Prefix: "." + filepath.Base(path) + ".tmp-"}
+}
+
+// writeFileAtomic writes data to path (mode 0600) with atomicfile: a
+// temporary beside it, synced, renamed over it, the directory synced.
 func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	return atomicfile.WriteFile(path, data, 0o600, stateTemps(path))
+}
+
+// cleanTemps removes the temporaries of path's that a killed writer left
+// beside it (see atomicfile.Options.Clean); o names them.
+func cleanTemps(path string, o atomicfile.Options) {
+	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return err
+		return
 	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(0o600), f.Sync(), f.Close()); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
+	defer d.Close()
+	_, _ = o.Clean(int(d.Fd()))
 }
 
 // load reads the state file, if any: it must be the caller's and not

@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -103,6 +104,11 @@ func loadSecrets(file string) (*secrets, error) {
 	if file == "" {
 		return s, nil
 	}
+	// What a killed server left beside the file (never the file itself).
+	cleanTemps(file, secretsTemps(file))
+	if !legacySecretsTemps.Match(filepath.Base(file)) {
+		cleanTemps(file, legacySecretsTemps)
+	}
 	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
@@ -123,36 +129,27 @@ func loadSecrets(file string) (*secrets, error) {
 	return s, nil
 }
 
-// saveLocked writes the store whole: a temporary file (mode 0600)
-// renamed over the old one.
+// saveLocked writes the store whole, with atomicfile: a temporary file
+// (mode 0600) beside it, synced, renamed over the old one.
 func (s *secrets) saveLocked() error {
 	b, err := json.Marshal(secretsFile{Secrets: s.list, Rules: s.rules})
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.file), ".secrets-*")
-	if err != nil {
-		return fmt.Errorf("saving the secrets: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.file)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(s.file, b, 0o600, secretsTemps(s.file)); err != nil {
 		return fmt.Errorf("saving the secrets: %w", err)
 	}
 	return nil
 }
+
+// secretsTemps names the temporaries the secrets file is written
+// through: .NAME.tmp-HEX beside it.
+func secretsTemps(file string) atomicfile.Options {
+	return atomicfile.Options{Prefix: "." + filepath.Base(file) + ".tmp-"}
+}
+
+// legacySecretsTemps names an older server's temporaries (.secrets-DIGITS).
+var legacySecretsTemps = atomicfile.Options{Prefix: ".secrets-"}
 
 // findLocked returns the secret whose id or name is ref.
 func (s *secrets) findLocked(ref string) (int, *secretRec) {

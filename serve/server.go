@@ -289,6 +289,7 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 	}
 	s.mux = s.routes()
 	if opts.StateFile != "" {
+		cleanTemps(opts.StateFile, stateTemps(opts.StateFile))
 		saved, err := loadState(opts.StateFile)
 		if err != nil {
 			return nil, fmt.Errorf("serve: %w", err)

@@ -38,6 +38,9 @@
 //     (files created O_EXCL|O_NOFOLLOW), synced, and renamed into place
 //     only once the whole copy succeeded; a failed copy leaves the
 //     destination exactly as it was, and no temporary file beside it.
+//     The temporaries ([CopyTemps]) are locked while they are written:
+//     each copy out removes those a killed copy left in its
+//     destination's directory, never a live one.
 //   - A directory comes out as the helper's tar stream, filtered (only
 //     directories, regular files and symlinks, permission bits only, at
 //     most [MaxEntries] entries and MaxSize bytes of data) and extracted

@@ -4,8 +4,6 @@ package transfer
 
 import (
 	"archive/tar"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // The host's side of a copy out: what the sandbox sends is hostile input.
@@ -107,6 +106,8 @@ func openHostTarget(dst, base string, srcIsDir bool) (*hostTarget, error) {
 		return nil, err
 	}
 	t := &hostTarget{d: d, name: name, shown: filepath.Join(parent, name)}
+	// What a killed copy left here (a temporary nobody holds locked).
+	_, _ = CopyTemps.Clean(t.fd())
 	if srcIsDir {
 		var st unix.Stat_t
 		if err := unix.Fstatat(t.fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
@@ -121,65 +122,63 @@ func (t *hostTarget) fd() int { return int(t.d.Fd()) }
 
 func (t *hostTarget) close() { t.d.Close() }
 
-// tempName is a fresh name beside the target.
-func (t *hostTarget) tempName() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return ".tent-cp-" + hex.EncodeToString(b[:]) + ".tmp"
-}
+// CopyTemps names the temporaries a copy out writes beside its
+// destination (see internal/atomicfile): .tent-cp-HEX.tmp, files and
+// directories, locked while they are written. Each copy out removes the
+// ones a killed copy left in its destination's directory.
+var CopyTemps = atomicfile.Options{Prefix: ".tent-cp-", Suffix: ".tmp", Dirs: true}
 
-// file writes a regular file: created O_EXCL|O_NOFOLLOW under a temporary
-// name, filled by fill, synced, given perm and renamed over the target
-// (a symlink there is replaced, never followed).
+// file writes a regular file: a temporary beside the target (created
+// O_EXCL|O_NOFOLLOW, locked), filled by fill, given perm, synced and
+// renamed over the target (a symlink there is replaced, never
+// followed), the directory synced; a failure removes the temporary.
 func (t *hostTarget) file(perm os.FileMode, fill func(io.Writer) error) error {
-	tmp := t.tempName()
-	fd, err := unix.Openat(t.fd(), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := atomicfile.CreateAt(t.fd(), t.name, perm&0o777, CopyTemps)
 	if err != nil {
-		return &os.PathError{Op: "create", Path: filepath.Join(t.d.Name(), tmp), Err: err}
+		return &os.PathError{Op: "create", Path: t.shown, Err: errnoOf(err)}
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	err = fill(f)
-	if err == nil {
-		err = f.Chmod(perm & 0o777)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = t.rename(tmp, 0)
-	}
-	if err != nil {
-		_ = unix.Unlinkat(t.fd(), tmp, 0)
-	}
-	return err
-}
-
-// symlink creates a symlink to target (a link, never followed).
-func (t *hostTarget) symlink(target string) error {
-	tmp := t.tempName()
-	if err := unix.Symlinkat(target, t.fd(), tmp); err != nil {
-		return &os.PathError{Op: "symlink", Path: t.shown, Err: err}
-	}
-	if err := t.rename(tmp, 0); err != nil {
-		_ = unix.Unlinkat(t.fd(), tmp, 0)
+	if err := fill(f); err != nil {
+		f.Abort()
 		return err
+	}
+	if err := f.Commit(); err != nil {
+		return &os.PathError{Op: "rename", Path: t.shown, Err: errnoOf(err)}
 	}
 	return nil
 }
 
-// dir extracts the archive that fill writes into a temporary directory
-// (fs.ExtractTar: every entry created beneath it, no symlink followed)
-// and renames it to the target, which must not exist meanwhile.
-func (t *hostTarget) dir(perm os.FileMode, fill func(io.Writer) error) error {
-	tmp := t.tempName()
-	if err := unix.Mkdirat(t.fd(), tmp, 0o700); err != nil {
-		return &os.PathError{Op: "mkdir", Path: filepath.Join(t.d.Name(), tmp), Err: err}
+// symlink creates a symlink to target (a link, never followed).
+func (t *hostTarget) symlink(target string) error {
+	// Made in a locked temporary directory beside the target, renamed
+	// over it: a kill leaves only that directory, which the next copy
+	// removes.
+	err := atomicfile.PlaceAt(t.fd(), t.name, CopyTemps, func(dirfd int, name string) error {
+		if err := unix.Symlinkat(target, dirfd, name); err != nil {
+			return &os.PathError{Op: "symlink", Path: t.shown, Err: err}
+		}
+		return nil
+	})
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return &os.PathError{Op: "rename", Path: t.shown, Err: le.Err}
 	}
-	// The directory fd held open, by its /proc name.
-	tmpPath := fmt.Sprintf("/proc/self/fd/%d/%s", t.fd(), tmp)
+	return err
+}
+
+// dir extracts the archive that fill writes into a temporary directory
+// (locked while it is filled; fs.ExtractTar: every entry created beneath
+// it, no symlink followed) and renames it to the target, which must not
+// exist meanwhile.
+func (t *hostTarget) dir(perm os.FileMode, fill func(io.Writer) error) error {
+	o := CopyTemps
+	o.NoReplace = true
+	d, err := atomicfile.MkdirAt(t.fd(), o)
+	if err != nil {
+		return &os.PathError{Op: "mkdir", Path: t.shown, Err: errnoOf(err)}
+	}
+	// The temporary directory held open, by its /proc name (its "."
+	// component: ExtractTar does not follow a final symlink).
+	tmpPath := fmt.Sprintf("/proc/self/fd/%d/.", d.Fd())
 	pr, pw := io.Pipe()
 	extracted := make(chan error, 1)
 	go func() {
@@ -190,31 +189,33 @@ func (t *hostTarget) dir(perm os.FileMode, fill func(io.Writer) error) error {
 		pr.CloseWithError(err)
 		extracted <- err
 	}()
-	err := fill(pw)
+	err = fill(pw)
 	pw.CloseWithError(err)
 	if xerr := <-extracted; err == nil || errors.Is(err, io.ErrClosedPipe) {
 		if xerr != nil {
 			err = xerr
 		}
 	}
-	if err == nil {
-		err = os.NewSyscallError("fchmodat", unix.Fchmodat(t.fd(), tmp, uint32(perm&0o777), 0))
-	}
-	if err == nil {
-		err = t.rename(tmp, unix.RENAME_NOREPLACE)
-	}
 	if err != nil {
-		_ = os.RemoveAll(tmpPath)
+		d.Abort()
+		return err
 	}
-	return err
-}
-
-func (t *hostTarget) rename(tmp string, flags uint) error {
-	if err := unix.Renameat2(t.fd(), tmp, t.fd(), t.name, flags); err != nil {
+	if err := d.Commit(t.name, perm&0o777); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return &ExistsError{Path: t.shown, Meanwhile: true}
 		}
-		return &os.PathError{Op: "rename", Path: t.shown, Err: err}
+		return &os.PathError{Op: "rename", Path: t.shown, Err: errnoOf(err)}
 	}
 	return nil
+}
+
+// errnoOf is the system error inside err (a *os.PathError, *os.LinkError
+// or *os.SyscallError of the temporary's), for an error naming the
+// destination instead.
+func errnoOf(err error) error {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
 }

@@ -1,0 +1,359 @@
+package atomicfile
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// childEnv has the test binary, started by TestCleanAfterKill, create a
+// temporary in that directory, write to it, say "ready" and wait to be
+// killed.
+const childEnv = "ATOMICFILE_TEST_CHILD_DIR"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		os.Exit(child(dir))
+	}
+	os.Exit(m.Run())
+}
+
+func child(dir string) int {
+	f, err := Create(filepath.Join(dir, "file"), 0o644, Options{Prefix: ".kill-"})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if _, err := f.Write(bytes.Repeat([]byte("x"), 1<<20)); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // killed meanwhile
+	return 0
+}
+
+func openDir(t *testing.T, dir string) int {
+	t.Helper()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return int(d.Fd())
+}
+
+// names lists dir.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns []string
+	for _, e := range ents {
+		ns = append(ns, e.Name())
+	}
+	return ns
+}
+
+func TestWriteFileReplaces(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(p, []byte("new content"), 0o644, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	fi, _ := os.Stat(p)
+	if err != nil || string(b) != "new content" || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("after the write: %q %v, mode %v; want the new content, mode 0644", b, err, fi.Mode())
+	}
+	if ns := names(t, dir); len(ns) != 1 {
+		t.Fatalf("the directory holds %q, want the file alone", ns)
+	}
+}
+
+// A symlink at the destination is replaced, never written through.
+func TestWriteFileReplacesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAt(openDir(t, dir), "f", 0o600, Options{}, func(w io.Writer) error {
+		_, err := io.WriteString(w, "new")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "keep" {
+		t.Fatalf("the symlink's target became %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "f")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("f is %v (%v), want a regular file", fi, err)
+	}
+}
+
+// A failed fill leaves the old file as it was and no temporary.
+func TestFailedWriteKeepsOld(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := WriteFileAt(openDir(t, dir), "f", 0o600, Options{}, func(w io.Writer) error {
+		_, _ = io.WriteString(w, "half")
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	checkOld(t, dir, "f", "old", 0o640)
+}
+
+// checkOld fails unless dir holds name alone, with content and perm.
+func checkOld(t *testing.T, dir, name, content string, perm os.FileMode) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	b, err := os.ReadFile(p)
+	fi, serr := os.Stat(p)
+	if err != nil || serr != nil || string(b) != content || fi.Mode().Perm() != perm {
+		t.Fatalf("%s: %q (%v), mode %v (%v); want %q, mode %v", name, b, err, fi.Mode(), serr, content, perm)
+	}
+	if ns := names(t, dir); len(ns) != 1 {
+		t.Fatalf("the directory holds %q, want %s alone", ns, name)
+	}
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory (root
+// only) and unmounts it at the end.
+func mountTmpfs(t *testing.T, size int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs (a full disk)")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", size)); err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// On a full disk the old file stays, whole, with its mode, and the
+// temporary is gone.
+func TestFullDiskKeepsOld(t *testing.T) {
+	dir := mountTmpfs(t, 64<<10)
+	p := filepath.Join(dir, "f")
+	old := strings.Repeat("o", 8<<10)
+	if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteFile(p, bytes.Repeat([]byte("n"), 1<<20), 0o600, Options{})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("err = %v, want ENOSPC", err)
+	}
+	checkOld(t, dir, "f", old, 0o644)
+}
+
+// Clean removes temporaries nobody holds, and only those: not a live
+// writer's, not a symlink, a FIFO or a name of another pattern.
+func TestClean(t *testing.T) {
+	dir := t.TempDir()
+	dirfd := openDir(t, dir)
+	o := Options{Prefix: ".x-", Suffix: ".tmp"}
+	live, err := CreateAt(dirfd, "f", 0o644, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Abort()
+	stale := o.TempName()
+	if err := os.WriteFile(filepath.Join(dir, stale), []byte("left"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link, fifo := o.TempName(), o.TempName()
+	if err := os.Symlink(outside, filepath.Join(dir, link)); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, fifo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := []string{".x-12.tmp.bak", ".x-zz.tmp", ".x-.tmp", "x-12.tmp", ".y-12.tmp"}
+	for _, n := range other {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := o.Clean(dirfd)
+	if err != nil || n != 1 {
+		t.Fatalf("Clean = %d, %v; want 1 removed", n, err)
+	}
+	want := append([]string{live.TempName(), link, fifo}, other...)
+	got := names(t, dir)
+	if len(got) != len(want) {
+		t.Fatalf("left %q, want %q", got, want)
+	}
+	for _, w := range want {
+		if _, err := os.Lstat(filepath.Join(dir, w)); err != nil {
+			t.Fatalf("%s was removed", w)
+		}
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "keep" {
+		t.Fatalf("the symlink's target became %q", b)
+	}
+	if err := live.Commit(); err != nil {
+		t.Fatalf("the live writer's commit: %v", err)
+	}
+}
+
+// A writer killed mid-write leaves its temporary; the next Clean removes
+// it (and not while the writer lives).
+func TestCleanAfterKill(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("child: %q", line)
+	}
+	o := Options{Prefix: ".kill-"}
+	dirfd := openDir(t, dir)
+	if n, err := o.Clean(dirfd); n != 0 || err != nil {
+		t.Fatalf("Clean while the writer lives = %d, %v; want nothing removed", n, err)
+	}
+	if ns := names(t, dir); len(ns) != 1 || !o.Match(ns[0]) {
+		t.Fatalf("while the writer lives: %q, want its temporary", ns)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if n, err := o.Clean(dirfd); n != 1 || err != nil {
+		t.Fatalf("Clean after the kill = %d, %v; want 1 removed", n, err)
+	}
+	if ns := names(t, dir); len(ns) != 0 {
+		t.Fatalf("after the kill and Clean: %q, want nothing", ns)
+	}
+}
+
+// A temporary directory is cleaned with its contents, never through a
+// symlink inside it.
+func TestCleanDir(t *testing.T) {
+	dir := t.TempDir()
+	dirfd := openDir(t, dir)
+	o := Options{Prefix: ".d-", Dirs: true}
+	live, err := MkdirAt(dirfd, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, o.TempName())
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "victim"), []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(stale, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(stale, "a", "out")); err != nil {
+		t.Fatal(err)
+	}
+	noDirs := o
+	noDirs.Dirs = false
+	if n, err := noDirs.Clean(dirfd); n != 0 || err != nil {
+		t.Fatalf("Clean without Dirs = %d, %v; want directories left alone", n, err)
+	}
+	if n, err := o.Clean(dirfd); n != 1 || err != nil {
+		t.Fatalf("Clean = %d, %v; want 1", n, err)
+	}
+	if ns := names(t, dir); len(ns) != 1 || ns[0] != live.Name() {
+		t.Fatalf("left %q, want the live %s", ns, live.Name())
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "keep" {
+		t.Fatal("a file behind the symlink was removed")
+	}
+	if err := live.Commit("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "d")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("d: %v %v", fi, err)
+	}
+}
+
+func TestMatch(t *testing.T) {
+	o := Options{Prefix: ".serve-state.json.tmp-"}
+	for name, want := range map[string]bool{
+		".serve-state.json.tmp-1234567890":                 true, // os.CreateTemp's, of older tents
+		".serve-state.json.tmp-" + strings.Repeat("a", 16): true,
+		".serve-state.json.tmp-":                           false,
+		".serve-state.json.tmp-12/x":                       false,
+		"serve-state.json":                                 false,
+		".serve-state.json.tmp-" + strings.Repeat("a", 33): false,
+	} {
+		if got := o.Match(name); got != want {
+			t.Errorf("Match(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if !o.Match(o.TempName()) {
+		t.Error("TempName does not Match")
+	}
+}
+
+// PlaceAt replaces a file with a symlink as one step, leaving no
+// temporary; a failure of mk leaves the old file.
+func TestPlaceAt(t *testing.T) {
+	dir := t.TempDir()
+	dirfd := openDir(t, dir)
+	o := Options{Prefix: ".p-", Dirs: true}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := PlaceAt(dirfd, "f", o, func(int, string) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("PlaceAt = %v, want boom", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "old" || len(names(t, dir)) != 1 {
+		t.Fatalf("after a failed PlaceAt: %q, %q", b, names(t, dir))
+	}
+	if err := PlaceAt(dirfd, "f", o, func(d int, n string) error { return unix.Symlinkat("target", d, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "f")); err != nil || l != "target" || len(names(t, dir)) != 1 {
+		t.Fatalf("after PlaceAt: %q %v, %q", l, err, names(t, dir))
+	}
+}
