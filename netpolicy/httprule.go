@@ -12,6 +12,14 @@ import (
 // (see [ParseHTTPRule]) when none of them allows its method and path.
 const ReasonHTTPRule = "method or path not allowed"
 
+// ReasonPathParam is the reason of a request whose path a rule's prefix
+// would allow but for a path parameter past the prefix: a ';' (escaped or
+// not), which servers such as Tomcat, Jetty and Spring cut off before
+// routing ("/repos/org/..;/other" reads "/repos/other" there), or an
+// escaped '%' (a server decoding twice reads "%252e" as "."). A rule
+// allows them only where its own path names them.
+const ReasonPathParam = "path parameter or double escape past the rule's path"
+
 // ReasonBadPath is the reason of a request whose path cannot be
 // normalised safely (an encoded slash or backslash, a ".." above the root,
 // a bad escape) to a host with HTTP rules.
@@ -39,8 +47,10 @@ type HTTPRule struct {
 // host; it is normalised as request paths are (see [NormalizePath]) and
 // matched as a prefix: one ending in "/" matches everything below it, one
 // that does not matches itself and everything below "itself/" (so
-// "/repos/org" never matches "/repos/organisation"). The query is not
-// part of the match. The second result is false when s is a plain host
+// "/repos/org" never matches "/repos/organisation"). Past the prefix, a
+// path may hold no ';' and no escaped '%' (see [ReasonPathParam]): a
+// rule allows them only by naming them in its prefix ("GET
+// api.example.com/v1;version=2/"). The query is not part of the match. The second result is false when s is a plain host
 // pattern (no method, no path), which [ParseRule] parses instead.
 func ParseHTTPRule(s string) (HTTPRule, bool, error) {
 	s = strings.TrimSpace(s)
@@ -126,12 +136,25 @@ func (r HTTPRule) String() string {
 	return s
 }
 
-// allows reports whether r allows method on path (normalised).
-func (r HTTPRule) allows(method, path string) bool {
-	if r.Methods != nil && !slices.Contains(r.Methods, method) {
-		return false
+// allows reports whether r allows method on path (normalised). When it
+// would but for what follows its prefix in path, a ';' or an escaped '%'
+// (see [ReasonPathParam]), it returns false and param true.
+func (r HTTPRule) allows(method, path string) (ok, param bool) {
+	if r.Methods != nil && !slices.Contains(r.Methods, method) || !pathUnder(path, r.Path) {
+		return false, false
 	}
-	return pathUnder(path, r.Path)
+	if r.Path != "" && hasPathParam(path[len(r.Path):]) {
+		return false, true
+	}
+	return true, false
+}
+
+// hasPathParam reports whether p (part of a normalised path) holds a
+// ';', escaped or not, or an escaped '%': what a server may read
+// otherwise than as part of a segment's name.
+func hasPathParam(p string) bool {
+	p = strings.ToUpper(p)
+	return strings.Contains(p, ";") || strings.Contains(p, "%3B") || strings.Contains(p, "%25")
 }
 
 // pathUnder reports whether path is prefix or below it.

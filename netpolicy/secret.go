@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -83,6 +84,10 @@ func NewPlaceholder() string {
 type compiledSecret struct {
 	Secret
 	hosts []Rule
+	// forms are what the scrubber replaces in responses from hosts: the
+	// forms (secretForms) of Value and, for a header transform, of each
+	// of its credentialParts, paired with the placeholder's.
+	forms []scrubPair
 }
 
 func (s *compiledSecret) boundTo(host string, port int) bool {
@@ -137,6 +142,14 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 			bad("header %q: want a header field name (letters, digits, '-'), not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Te, Trailer, Proxy-*)", s.Header)
 		}
 		cs := compiledSecret{Secret: s}
+		if s.Value != "" {
+			cs.forms = secretForms(s.Value, s.Placeholder)
+			if s.Header != "" {
+				for _, part := range credentialParts(s.Value) {
+					cs.forms = append(cs.forms, secretForms(part, s.Placeholder)...)
+				}
+			}
+		}
 		cs.Hosts = nil
 		for _, h := range s.Hosts {
 			r, err := ParseRule(h)
@@ -203,6 +216,10 @@ func validEnvName(s string) bool {
 type substitution struct {
 	injected []string
 	kept     []string
+	// made are the Basic credentials the proxy encoded with a value, each
+	// (in its forms) paired with the one the sandbox sent: the scrubber
+	// puts those back where the response echoes them.
+	made []scrubPair
 }
 
 // substitute replaces, in req's header fields (and URL where a secret
@@ -234,7 +251,7 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 		}
 		for name, vs := range req.Header {
 			for j, v := range vs {
-				if nv, hit := replaceIn(v, s, bound, name); hit {
+				if nv, hit := replaceIn(v, s, bound, name, &sub); hit {
 					inHeader = true
 					vs[j] = nv
 				}
@@ -243,9 +260,17 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 		inURL := strings.Contains(req.URL.RawPath, s.Placeholder) || strings.Contains(req.URL.Path, s.Placeholder) ||
 			strings.Contains(req.URL.RawQuery, s.Placeholder)
 		if inURL && bound && s.InURL {
-			req.URL.Path = strings.ReplaceAll(req.URL.Path, s.Placeholder, s.Value)
-			if req.URL.RawPath != "" {
-				req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
+			// The value is escaped whole, '/' included, so that it stays
+			// one path segment (or one query value): the escaped path is
+			// set explicitly, since net/http would escape Path itself and
+			// leave a '/' of the value a separator.
+			base := req.URL.EscapedPath()
+			if !strings.Contains(base, s.Placeholder) && strings.Contains(req.URL.Path, s.Placeholder) {
+				base = (&url.URL{Path: req.URL.Path}).EscapedPath() // the placeholder was sent escaped
+			}
+			escaped := strings.ReplaceAll(base, s.Placeholder, pathEscape(s.Value))
+			if p, err := url.PathUnescape(escaped); err == nil {
+				req.URL.Path, req.URL.RawPath = p, escaped
 			}
 			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.Value))
 		}
@@ -263,15 +288,18 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 }
 
 // replaceIn rewrites one header value; hit reports that s's placeholder
-// was there (replaced only when bound).
-func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bool) {
+// was there (replaced only when bound). A Basic credential it encodes
+// again is added to sub.made.
+func replaceIn(v string, s *compiledSecret, bound bool, name string, sub *substitution) (string, bool) {
 	if strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Proxy-Authorization") {
 		if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
 			if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil && strings.Contains(string(raw), s.Placeholder) {
 				if !bound {
 					return v, true
 				}
-				return scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.Placeholder, s.Value))), true
+				made := []byte(strings.ReplaceAll(string(raw), s.Placeholder, s.Value))
+				sub.made = append(sub.made, basicForms(made, raw)...)
+				return scheme + " " + base64.StdEncoding.EncodeToString(made), true
 			}
 		}
 	}
@@ -285,7 +313,8 @@ func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bo
 }
 
 // pathEscape percent-encodes every byte of s but the unreserved ones: a
-// value put into a path or a query then reads as itself.
+// value put into a path or a query then reads as itself, one segment (a
+// '/' is %2F) or one query value ('&', '=', '+' and '#' are escaped).
 func pathEscape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
