@@ -426,6 +426,20 @@ func TestHostileOriginPlainHTTP(t *testing.T) {
 	if !strings.Contains(string(b), "you last sent Bearer "+hostileTokenPH) {
 		t.Errorf("got\n%s", b)
 	}
+	// The same over SOCKS5 (as a program ignoring the proxy variables is
+	// caught): clear-text HTTP to a secret's host is read, not tunnelled.
+	sc, code := ih.socks5("api.example.com", o.plainPort)
+	if code != 0 {
+		t.Fatalf("SOCKS5 reply %d", code)
+	}
+	defer sc.Close()
+	sc.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(sc, "GET / HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort)
+	b, _ = io.ReadAll(sc)
+	assertNoValue(t, "plain http over SOCKS5", string(b))
+	if !strings.Contains(string(b), "you last sent Bearer "+hostileTokenPH) {
+		t.Errorf("over SOCKS5: got\n%s", b)
+	}
 }
 
 // TestHostileOriginCertificateName: an origin whose certificate names
