@@ -298,6 +298,77 @@ func TestHostileOriginBasicEcho(t *testing.T) {
 	}
 }
 
+// TestHostileOriginBasicTwoSecrets: a Basic credential holding two
+// secrets' placeholders (user and password) comes back, echoed, as the
+// sandbox sent it: no base64 of either value, alone or together.
+func TestHostileOriginBasicTwoSecrets(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		auth := r.Header.Get("Authorization")
+		return "HTTP/1.1 200 OK\r\nX-Echo: " + auth + "\r\nContent-Length: " + strconv.Itoa(len(auth)) + "\r\nConnection: close\r\n\r\n" + auth
+	})
+	ih := newHostileHarness(t, o)
+	sent := base64.StdEncoding.EncodeToString([]byte(hostileTokenPH + ":" + hostileKeyPH))
+	got := ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Basic "+sent+"\r\nConnection: close\r\n\r\n")
+	if a := o.last(t).Header.Get("Authorization"); a != "Basic "+base64.StdEncoding.EncodeToString([]byte(hostileToken+":"+hostileKey)) {
+		t.Fatalf("the origin received %q", a)
+	}
+	assertNoValue(t, "two secrets in Basic", got)
+	for _, v := range []string{hostileToken, hostileKey, hostileToken + ":" + hostileKey, hostileToken + ":" + hostileKeyPH, hostileTokenPH + ":" + hostileKey} {
+		for _, core := range b64Cores(v) {
+			if strings.Contains(got, core) {
+				t.Errorf("the answer holds %q, base64 of %q", core, v)
+			}
+		}
+	}
+	if !strings.Contains(got, "X-Echo: Basic "+sent+"\r\n") || strings.Count(got, "Basic "+sent) != 2 {
+		t.Errorf("got\n%s\nwant the sandbox's own credential echoed", got)
+	}
+}
+
+// TestHostileOriginTransformBasic: a header transform whose value is a
+// Basic credential: an origin echoing it decoded, or its password alone,
+// hands over neither.
+func TestHostileOriginTransformBasic(t *testing.T) {
+	const password = "tr4nsform-PASSWORD-value"
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(r.Header.Get("Authorization"), "Basic "))
+		_, pass, _ := strings.Cut(string(raw), ":")
+		body := "you are " + string(raw) + "; password " + pass + "; b64 " + base64.StdEncoding.EncodeToString([]byte(pass))
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ih := &interceptHarness{}
+	var err error
+	if ih.ca, err = NewCA("sbx-hostile"); err != nil {
+		t.Fatal(err)
+	}
+	ih.pool = x509.NewCertPool()
+	ih.pool.AddCert(ih.ca.Certificate())
+	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "127.0.0.1"},
+		Secrets: []Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization",
+			Value: "Basic " + base64.StdEncoding.EncodeToString([]byte("svc:"+password))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = pol, ih.ca, o.roots })
+	ih.res.set("api.example.com", "127.0.0.1")
+	ih.o = &recOrigin{port: o.port}
+	got := ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(o.last(t).Header.Get("Authorization"), "Basic ") {
+		t.Fatalf("the origin received %q", o.last(t).Header.Get("Authorization"))
+	}
+	if strings.Contains(got, password) || strings.Contains(got, "svc:"+password) {
+		t.Errorf("the sandbox received the password:\n%s", got)
+	}
+	for _, core := range b64Cores(password) {
+		if strings.Contains(got, core) {
+			t.Errorf("the answer holds %q, base64 of the password:\n%s", core, got)
+		}
+	}
+	if !strings.Contains(got, "you are ") {
+		t.Errorf("got\n%s", got)
+	}
+}
+
 // TestHostileOriginURLEcho: KEY (in_url) placed in a path and a query is
 // escaped as one segment ('/' too), and an origin echoing the request
 // target, encoded or decoded, hands back no form of it; the network log's

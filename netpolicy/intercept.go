@@ -76,7 +76,9 @@ func (p *Proxy) upstreamTLS(u *upstream, host string) error {
 		// The error may quote the host's certificate (the names it is
 		// valid for), which the host chose: one that learnt a secret's
 		// value from an earlier request could name it there.
-		err = scrubError(err, scrubPairs(p.policy.Load().secrets, name, u.rec.Port))
+		if pol := p.policy.Load(); pol != nil {
+			err = scrubError(err, scrubPairs(pol.secrets, name, u.rec.Port))
+		}
 		rec := u.rec
 		rec.Event, rec.Verdict = EventDecision, VerdictError
 		rec.Reason = "cannot intercept: " + errNoCA.Error()

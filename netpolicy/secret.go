@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -145,7 +146,14 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 		if s.Value != "" {
 			cs.forms = secretForms(s.Value, s.Placeholder)
 			if s.Header != "" {
-				for _, part := range credentialParts(s.Value) {
+				parts := credentialParts(s.Value)
+				// A Basic credential's decoded form, and its parts (the
+				// password of user:password), are the secret too.
+				if raw, ok := basicCredential(s.Value); ok && len(raw) >= minSecretLen {
+					parts = append(parts, string(raw))
+					parts = append(parts, credentialParts(string(raw))...)
+				}
+				for _, part := range parts {
 					cs.forms = append(cs.forms, secretForms(part, s.Placeholder)...)
 				}
 			}
@@ -230,8 +238,30 @@ type substitution struct {
 //
 // With inject false (a request in clear text) nothing is replaced: every
 // placeholder found is reported in kept.
-func substitute(secrets []compiledSecret, req *http.Request, host string, port int, inject bool) substitution {
-	var sub substitution
+func substitute(secrets []compiledSecret, req *http.Request, host string, port int, inject bool) (sub substitution) {
+	// The Basic credentials as the sandbox sent them: those the proxy
+	// encodes again with values (of one secret or several) are paired
+	// with them in sub.made when all are replaced.
+	sent := map[string][]string{}
+	for _, name := range []string{"Authorization", "Proxy-Authorization"} {
+		if vs := req.Header.Values(name); len(vs) > 0 {
+			sent[name] = slices.Clone(vs)
+		}
+	}
+	defer func() {
+		for name, vs := range sent {
+			now := req.Header.Values(name)
+			for j, v := range vs {
+				if j < len(now) && now[j] != v {
+					made, ok1 := basicCredential(now[j])
+					was, ok2 := basicCredential(v)
+					if ok1 && ok2 {
+						sub.made = append(sub.made, basicForms(made, was)...)
+					}
+				}
+			}
+		}
+	}()
 	for i := range secrets {
 		s := &secrets[i]
 		bound := inject && s.boundTo(host, port)
@@ -251,7 +281,7 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 		}
 		for name, vs := range req.Header {
 			for j, v := range vs {
-				if nv, hit := replaceIn(v, s, bound, name, &sub); hit {
+				if nv, hit := replaceIn(v, s, bound, name); hit {
 					inHeader = true
 					vs[j] = nv
 				}
@@ -288,18 +318,15 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 }
 
 // replaceIn rewrites one header value; hit reports that s's placeholder
-// was there (replaced only when bound). A Basic credential it encodes
-// again is added to sub.made.
-func replaceIn(v string, s *compiledSecret, bound bool, name string, sub *substitution) (string, bool) {
+// was there (replaced only when bound).
+func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bool) {
 	if strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Proxy-Authorization") {
 		if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
 			if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil && strings.Contains(string(raw), s.Placeholder) {
 				if !bound {
 					return v, true
 				}
-				made := []byte(strings.ReplaceAll(string(raw), s.Placeholder, s.Value))
-				sub.made = append(sub.made, basicForms(made, raw)...)
-				return scheme + " " + base64.StdEncoding.EncodeToString(made), true
+				return scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.Placeholder, s.Value))), true
 			}
 		}
 	}
@@ -310,6 +337,17 @@ func replaceIn(v string, s *compiledSecret, bound bool, name string, sub *substi
 		return v, true
 	}
 	return strings.ReplaceAll(v, s.Placeholder, s.Value), true
+}
+
+// basicCredential returns the decoded credential of a Basic
+// Authorization value.
+func basicCredential(v string) ([]byte, bool) {
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return nil, false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	return raw, err == nil
 }
 
 // pathEscape percent-encodes every byte of s but the unreserved ones: a
