@@ -658,3 +658,37 @@ func FuzzScrubReader(f *testing.F) {
 		}
 	})
 }
+
+// TestScrubReaderStreams: a streamed body (server-sent events) is not
+// held up: what no value can start with is returned at once, without
+// waiting for the next read; a possible start of a value is held.
+func TestScrubReaderStreams(t *testing.T) {
+	pairs := sortPairs(secretForms(hostileKey, hostileKeyPH))
+	for _, tc := range []struct{ event, first string }{
+		{"data: {\"token\": \"hello\"}\n\n", "data: {\"token\": \"hello\"}\n\n"},
+		{"data: pk/S3", "data: "},
+		{"data: pk%2FS3", "data: "},
+	} {
+		src := &onceReader{s: tc.event}
+		r := &scrubReader{r: src, pairs: pairs}
+		b := make([]byte, 1024)
+		n, err := r.Read(b)
+		if err != nil || string(b[:n]) != tc.first || src.calls != 1 {
+			t.Errorf("%q: first Read %q %v after %d reads, want %q after 1", tc.event, b[:n], err, src.calls, tc.first)
+		}
+	}
+}
+
+// onceReader returns s on its first Read, then io.EOF.
+type onceReader struct {
+	s     string
+	calls int
+}
+
+func (o *onceReader) Read(b []byte) (int, error) {
+	o.calls++
+	if o.calls > 1 {
+		return 0, io.EOF
+	}
+	return copy(b, o.s), nil
+}

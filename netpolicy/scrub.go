@@ -241,8 +241,9 @@ type readCloser struct {
 }
 
 // scrubReader copies r with every value of pairs replaced by its
-// placeholder, including a value split across reads: it holds back the
-// last len(longest value)-1 bytes of what it read until more arrives.
+// placeholder, including a value split across reads: it holds back what
+// of the last len(longest value)-1 bytes it read could be the start of
+// a value until more arrives.
 type scrubReader struct {
 	r     io.Reader
 	pairs []scrubPair
@@ -296,15 +297,26 @@ func (s *scrubReader) scan(final bool) {
 
 // replacePairs appends data to out with every value of pairs replaced by
 // its placeholder, the earliest first (the longest of those starting at
-// the same byte, pairs being sorted so). Unless final, it stops before
-// the last len(longest value)-1 bytes, where a value may start that the
-// next bytes complete, and returns them as rest: every value starting
-// before them lies whole in data. next is scratch space, returned for
-// reuse.
+// the same byte, pairs being sorted so). Unless final, it stops at the
+// first of the last len(longest value)-1 bytes where a value may start
+// that the next bytes complete, and returns the bytes from there as
+// rest: every value starting before them lies whole in data. next is
+// scratch space, returned for reuse.
 func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (_, rest []byte, _ []int) {
 	limit := len(data)
 	if !final {
+		// Every value starting before len-(longest-1) lies whole in
+		// data; of the bytes after, those from the first one where a
+		// value could start (data agrees with it as far as both go) are
+		// held back: a stream (server-sent events) is not held up by
+		// bytes no value can start with.
 		limit = max(0, len(data)-(longestValue(pairs)-1))
+		for j := limit; j < len(data); j++ {
+			if slices.ContainsFunc(pairs, func(p scrubPair) bool { return couldStart(data[j:], p.value) }) {
+				break
+			}
+			limit = j + 1
+		}
 	}
 	// next[k]: where pairs[k] next occurs at or after pos, -1 for nowhere
 	// before limit. Kept across matches, so each value is searched for
@@ -338,6 +350,13 @@ func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (
 		pos = limit
 	}
 	return out, data[pos:], next
+}
+
+// couldStart reports whether v could start where tail does: they agree
+// as far as both go.
+func couldStart(tail, v []byte) bool {
+	n := min(len(tail), len(v))
+	return bytes.Equal(tail[:n], v[:n])
 }
 
 // scrubString returns s with every value of pairs replaced.
