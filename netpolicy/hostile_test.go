@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -691,4 +692,58 @@ func (o *onceReader) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return copy(b, o.s), nil
+}
+
+// TestHostileOriginRotatedValue: after a header transform's value is
+// rotated (SetPolicy), its host echoing the old value it kept hands it
+// over no more than the new one.
+func TestHostileOriginRotatedValue(t *testing.T) {
+	const oldValue, newValue = "old-VALUE-0123456789abcdef", "new-VALUE-fedcba9876543210"
+	var mu sync.Mutex
+	var seen []string
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.Header.Get("X-Api-Key"))
+		body := "keys " + strings.Join(seen, ",")
+		return "HTTP/1.1 200 OK " + body + "\r\nX-Keys: " + body + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ca, err := NewCA("sbx-hostile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ih := &interceptHarness{ca: ca, pool: x509.NewCertPool(), o: &recOrigin{port: o.port}}
+	ih.pool.AddCert(ca.Certificate())
+	compile := func(v string) *Compiled {
+		pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "127.0.0.1"},
+			Secrets: []Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "X-Api-Key", Value: v}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pol
+	}
+	ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = compile(oldValue), ca, o.roots })
+	ih.res.set("api.example.com", "127.0.0.1")
+	req := "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n"
+	ih.rawExchange(t, "api.example.com", req)
+	ih.proxy.SetPolicy(compile(newValue))
+	got := ih.rawExchange(t, "api.example.com", req)
+	mu.Lock()
+	got2 := slices.Clone(seen)
+	mu.Unlock()
+	if len(got2) != 2 || got2[0] != oldValue || got2[1] != newValue {
+		t.Fatalf("the origin received %q", got2)
+	}
+	for _, v := range []string{oldValue, newValue} {
+		if strings.Contains(got, v) {
+			t.Errorf("the sandbox received %q:\n%s", v, got)
+		}
+	}
+	ih.proxy.SetPolicy(compile(oldValue)) // back: the old value is current again, the new one retired
+	got = ih.rawExchange(t, "api.example.com", req)
+	for _, v := range []string{oldValue, newValue} {
+		if strings.Contains(got, v) {
+			t.Errorf("after rotating back, the sandbox received %q:\n%s", v, got)
+		}
+	}
 }

@@ -161,7 +161,7 @@ func (s *httpConn) forward(req *http.Request) bool {
 	// No secret goes to a host in clear text, but its host may still
 	// send one back (one it keeps from an HTTPS request): its answers
 	// are scrubbed as on an intercepted connection.
-	s.scrub = scrubPairs(pol.secrets, normalizeHost(host), port)
+	s.scrub = s.p.scrubFor(pol, normalizeHost(host), port)
 	if pol.hasHTTPRules(host, port) {
 		d, ok, keep := s.checkRequest(req, pol, host, port)
 		if !ok {

@@ -76,9 +76,7 @@ func (p *Proxy) upstreamTLS(u *upstream, host string) error {
 		// The error may quote the host's certificate (the names it is
 		// valid for), which the host chose: one that learnt a secret's
 		// value from an earlier request could name it there.
-		if pol := p.policy.Load(); pol != nil {
-			err = scrubError(err, scrubPairs(pol.secrets, name, u.rec.Port))
-		}
+		err = scrubError(err, p.scrubFor(p.policy.Load(), name, u.rec.Port))
 		rec := u.rec
 		rec.Event, rec.Verdict = EventDecision, VerdictError
 		rec.Reason = "cannot intercept: " + errNoCA.Error()
@@ -173,7 +171,7 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 		return keep
 	}
 	key := ic.host + ":" + strconv.Itoa(ic.port)
-	s.scrub = scrubPairs(pol.secrets, ic.host, ic.port)
+	s.scrub = s.p.scrubFor(pol, ic.host, ic.port)
 	reused := s.up != nil
 	if !reused { // the last upstream connection ended: a new one, checked afresh
 		if err := s.dial(ic.host, ic.port, key); err != nil {

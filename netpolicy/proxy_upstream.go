@@ -171,6 +171,9 @@ func (p *Proxy) record(rec AuditRecord) {
 	if pol := p.policy.Load(); pol != nil && len(pol.scrubAll) > 0 {
 		rec.Path, rec.Reason = scrubString(rec.Path, pol.scrubAll), scrubString(rec.Reason, pol.scrubAll)
 	}
+	if r := p.retired.Load(); r != nil {
+		rec.Path, rec.Reason = scrubString(rec.Path, r.all), scrubString(rec.Reason, r.all)
+	}
 	p.audit.write(rec)
 	if !p.log.Enabled(context.Background(), slog.LevelDebug) {
 		return
