@@ -599,6 +599,21 @@ func TestHTTPRulePathParameters(t *testing.T) {
 			t.Errorf("%s: the origin received it", path)
 		}
 	}
+	// An overlong UTF-8 dot (old Tomcat read "%c0%ae" as ".") is refused
+	// as the other ambiguous paths are.
+	for _, path := range []string{"/repos/org/%c0%ae%c0%ae/other", "/repos/org/%C0%AE./x", "/repos/org/%ff/x"} {
+		got := ih.rawExchange(t, "rules.example.com", "GET "+path+" HTTP/1.1\r\nHost: rules.example.com\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Tent-Denied") != ReasonBadPath+"; rule=none" {
+			t.Errorf("%s: %s %q, want 400 %q", path, resp.Status, resp.Header.Get("X-Tent-Denied"), ReasonBadPath)
+		}
+	}
+	if got := ih.rawExchange(t, "rules.example.com", "GET /repos/org/caf%C3%A9 HTTP/1.1\r\nHost: rules.example.com\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 200 ") {
+		t.Errorf("an escaped UTF-8 name: %q", got)
+	}
 	// Where the rule names the parameter, it is what it allows.
 	for path, code := range map[string]int{"/api;v=2/items": 200, "/api;v=2/items;x": 403, "/api;v=3/items": 403, "/repos/org/x": 403} {
 		got := ih.rawExchange(t, "matrix.example.com", "GET "+path+" HTTP/1.1\r\nHost: matrix.example.com\r\nConnection: close\r\n\r\n")

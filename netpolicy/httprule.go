@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // ReasonHTTPRule is the reason of a request to a host that has HTTP rules
@@ -175,8 +177,10 @@ func pathUnder(path, prefix string) bool {
 // upper-case hex digits, empty segments ("//") removed, "." and ".."
 // segments resolved. It returns false, and the request is refused, for
 // what a server might read otherwise than the proxy: an escaped "/" or
-// "\" (%2F, %5C), a literal "\", a NUL, an invalid escape, a ".." that
-// would climb above the root, or a path that does not start with "/".
+// "\" (%2F, %5C), a literal "\", a NUL, an invalid escape, escapes of
+// bytes that are not UTF-8 (an overlong "%C0%AE" some servers read as
+// "."), a ".." that would climb above the root, or a path that does not
+// start with "/".
 func NormalizePath(p string) (string, bool) {
 	if p == "" || p[0] != '/' {
 		return "", false
@@ -231,7 +235,11 @@ func NormalizePath(p string) (string, bool) {
 			out = append(out, s)
 		}
 	}
-	return "/" + strings.Join(out, "/"), true
+	np := "/" + strings.Join(out, "/")
+	if u, err := url.PathUnescape(np); err != nil || !utf8.ValidString(u) {
+		return "", false // an overlong %C0%AE, which old servers read as '.'
+	}
+	return np, true
 }
 
 func unhex(c byte) int {
