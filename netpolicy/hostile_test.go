@@ -762,3 +762,47 @@ func TestHostileOriginRotatedValue(t *testing.T) {
 		}
 	}
 }
+
+// TestNetLogPathCutKeepsNoValue: the network log keeps the path the
+// sandbox sent, cut to 512 bytes: cut where the value was put in, the
+// path would hold a piece of it, which no scrubbing of the record finds.
+func TestNetLogPathCutKeepsNoValue(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	})
+	ih := newHostileHarness(t, o)
+	pad := "/" + strings.Repeat("a", 490)
+	ih.rawExchange(t, "api.example.com", "GET "+pad+"/"+hostileKeyPH+"/x HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(o.last(t).RequestURI, pathEscape(hostileKey)) {
+		t.Fatalf("the origin received %q", o.last(t).RequestURI)
+	}
+	ih.proxy.Close()
+	esc := pathEscape(hostileKey)
+	for _, r := range ih.audit.records(t) {
+		if r.Event != EventRequest {
+			continue
+		}
+		if want := clampText(pad+"/"+hostileKeyPH+"/x", 512); r.Path != want {
+			t.Errorf("path %q, want %q", r.Path, want)
+		}
+		for n := 8; n <= len(esc); n++ {
+			if strings.Contains(r.Path, esc[:n]) {
+				t.Fatalf("the log's path holds %q, the start of the value", esc[:n])
+			}
+		}
+	}
+}
+
+// TestRecordScrubbed: whatever a record is given, the audit log holds no
+// value of the policy's secrets, current or retired (the last net under
+// the callers, which record what the sandbox sent).
+func TestRecordScrubbed(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string { return "" })
+	ih := newHostileHarness(t, o)
+	ih.proxy.record(AuditRecord{Event: EventDecision, Reason: "quoted " + hostileToken + " " + base64.StdEncoding.EncodeToString([]byte("u:"+hostileKey)), Path: "/" + pathEscape(hostileKey)})
+	ih.proxy.Close()
+	assertNoValue(t, "record", ih.auditText())
+	if !strings.Contains(ih.auditText(), `"reason":"quoted `+hostileTokenPH+" ") {
+		t.Errorf("log: %s", ih.auditText())
+	}
+}
