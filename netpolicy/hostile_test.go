@@ -806,3 +806,21 @@ func TestRecordScrubbed(t *testing.T) {
 		t.Errorf("log: %s", ih.auditText())
 	}
 }
+
+// TestSecretFormsQuoted: a value with '/', '"' and non-ASCII letters,
+// quoted by the JSON encoders APIs use (Go's, PHP's escaping '/',
+// Python's escaping non-ASCII) or by Go's %q, is found in each.
+func TestSecretFormsQuoted(t *testing.T) {
+	const v, ph = `q/"value"-é-😀-<x>`, "tent_33333333333333333333333333333333_ph"
+	pairs := sortPairs(secretForms(v, ph))
+	for _, quoted := range []string{
+		`{"k":"q/\"value\"-é-😀-\u003cx\u003e"}`,      // Go
+		`{"k":"q\/\"value\"-é-😀-<x>"}`,                // PHP
+		`{"k": "q/\"value\"-\u00e9-\ud83d\ude00-<x>"}`, // Python
+		fmt.Sprintf("%q", v),
+	} {
+		if got := scrubString(quoted, pairs); strings.Contains(got, "value") {
+			t.Errorf("%s: scrubbed to %s", quoted, got)
+		}
+	}
+}

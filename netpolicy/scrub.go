@@ -6,12 +6,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Responses from a secret's hosts never carry its value back into the
@@ -75,8 +78,9 @@ func sortPairs(pairs []scrubPair) []scrubPair {
 //     upper-case hex digits (as the proxy writes it into a path or a
 //     query) and lower-case ones, and as url.QueryEscape and
 //     url.PathEscape write it;
-//   - quoted: inside a JSON string (with and without HTML escapes) and a
-//     Go string literal;
+//   - quoted: inside a JSON string (with and without HTML escapes, with
+//     '/' escaped as PHP writes it, non-ASCII escaped as Python writes
+//     it) and a Go string literal;
 //   - base64: the characters of a standard or URL-alphabet base64 that
 //     depend on v's bytes alone, for each of the three offsets v can
 //     start at in what was encoded (so the base64 of "user:" + v in a
@@ -101,6 +105,10 @@ func secretForms(v, ph string) []scrubPair {
 	for _, html := range []bool{true, false} {
 		add(jsonInner(v, html), jsonInner(ph, html))
 	}
+	// As PHP's json_encode writes it ("\/"), and Python's json.dumps
+	// (non-ASCII as \uXXXX).
+	add(strings.ReplaceAll(jsonInner(v, false), "/", `\/`), ph)
+	add(asciiJSON(jsonInner(v, false)), ph)
 	add(goInner(v), goInner(ph))
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for off := range 3 {
@@ -149,6 +157,24 @@ func jsonInner(s string, html bool) string {
 	}
 	q := strings.TrimSuffix(b.String(), "\n")
 	return q[1 : len(q)-1]
+}
+
+// asciiJSON writes the non-ASCII characters of a JSON string's inside
+// as \u escapes (UTF-16, as JSON has them).
+func asciiJSON(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }
 
 // goInner is s as written inside a Go string literal (%q).
