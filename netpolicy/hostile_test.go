@@ -814,8 +814,8 @@ func TestSecretFormsQuoted(t *testing.T) {
 	const v, ph = `q/"value"-é-😀-<x>`, "tent_33333333333333333333333333333333_ph"
 	pairs := sortPairs(secretForms(v, ph))
 	for _, quoted := range []string{
-		`{"k":"q/\"value\"-é-😀-\u003cx\u003e"}`,      // Go
-		`{"k":"q\/\"value\"-é-😀-<x>"}`,                // PHP
+		`{"k":"q/\"value\"-é-😀-\u003cx\u003e"}`,        // Go
+		`{"k":"q\/\"value\"-é-😀-<x>"}`,                 // PHP
 		`{"k": "q/\"value\"-\u00e9-\ud83d\ude00-<x>"}`, // Python
 		fmt.Sprintf("%q", v),
 	} {
