@@ -60,10 +60,15 @@
 // query) of HTTPS requests to those hosts only; elsewhere, and in clear
 // text, the placeholder stays and an audit record says so
 // ([AuditRecord.Kept]). Responses from a secret's hosts get the
-// placeholder back in place of the value, in header fields and bodies.
-// An allowed host may also be an [HTTPRule] ("GET,HEAD
-// api.github.com/repos/org/"): requests there must match a rule's
-// methods and path prefix, the path normalised by [NormalizePath] first
+// placeholder back in place of the value, in every byte the proxy relays
+// (status line, header names and values, bodies; trailers are dropped)
+// and in every form of the value the proxy made or an echo commonly
+// makes (percent-encoded, quoted, inside base64); the proxy's own error
+// texts never quote those hosts. A host that encodes the value its own
+// way can still hand it over. An allowed host may also be an [HTTPRule]
+// ("GET,HEAD api.github.com/repos/org/"): requests there must match a
+// rule's methods and path prefix, the path normalised by
+// [NormalizePath] first, with no ';' path parameter past the prefix
 // ([Compiled.CheckRequest]); others get 403 with the host's rules.
 //
 // # Interception

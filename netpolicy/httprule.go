@@ -4,13 +4,23 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // ReasonHTTPRule is the reason of a request to a host that has HTTP rules
 // (see [ParseHTTPRule]) when none of them allows its method and path.
 const ReasonHTTPRule = "method or path not allowed"
+
+// ReasonPathParam is the reason of a request whose path a rule's prefix
+// would allow but for a path parameter past the prefix: a ';' (escaped or
+// not), which servers such as Tomcat, Jetty and Spring cut off before
+// routing ("/repos/org/..;/other" reads "/repos/other" there), or an
+// escaped '%' (a server decoding twice reads "%252e" as "."). A rule
+// allows them only where its own path names them.
+const ReasonPathParam = "path parameter or double escape past the rule's path"
 
 // ReasonBadPath is the reason of a request whose path cannot be
 // normalised safely (an encoded slash or backslash, a ".." above the root,
@@ -39,8 +49,10 @@ type HTTPRule struct {
 // host; it is normalised as request paths are (see [NormalizePath]) and
 // matched as a prefix: one ending in "/" matches everything below it, one
 // that does not matches itself and everything below "itself/" (so
-// "/repos/org" never matches "/repos/organisation"). The query is not
-// part of the match. The second result is false when s is a plain host
+// "/repos/org" never matches "/repos/organisation"). Past the prefix, a
+// path may hold no ';' and no escaped '%' (see [ReasonPathParam]): a
+// rule allows them only by naming them in its prefix ("GET
+// api.example.com/v1;version=2/"). The query is not part of the match. The second result is false when s is a plain host
 // pattern (no method, no path), which [ParseRule] parses instead.
 func ParseHTTPRule(s string) (HTTPRule, bool, error) {
 	s = strings.TrimSpace(s)
@@ -126,12 +138,25 @@ func (r HTTPRule) String() string {
 	return s
 }
 
-// allows reports whether r allows method on path (normalised).
-func (r HTTPRule) allows(method, path string) bool {
-	if r.Methods != nil && !slices.Contains(r.Methods, method) {
-		return false
+// allows reports whether r allows method on path (normalised). When it
+// would but for what follows its prefix in path, a ';' or an escaped '%'
+// (see [ReasonPathParam]), it returns false and param true.
+func (r HTTPRule) allows(method, path string) (ok, param bool) {
+	if r.Methods != nil && !slices.Contains(r.Methods, method) || !pathUnder(path, r.Path) {
+		return false, false
 	}
-	return pathUnder(path, r.Path)
+	if r.Path != "" && hasPathParam(path[len(r.Path):]) {
+		return false, true
+	}
+	return true, false
+}
+
+// hasPathParam reports whether p (part of a normalised path) holds a
+// ';', escaped or not, or an escaped '%': what a server may read
+// otherwise than as part of a segment's name.
+func hasPathParam(p string) bool {
+	p = strings.ToUpper(p)
+	return strings.Contains(p, ";") || strings.Contains(p, "%3B") || strings.Contains(p, "%25")
 }
 
 // pathUnder reports whether path is prefix or below it.
@@ -152,8 +177,10 @@ func pathUnder(path, prefix string) bool {
 // upper-case hex digits, empty segments ("//") removed, "." and ".."
 // segments resolved. It returns false, and the request is refused, for
 // what a server might read otherwise than the proxy: an escaped "/" or
-// "\" (%2F, %5C), a literal "\", a NUL, an invalid escape, a ".." that
-// would climb above the root, or a path that does not start with "/".
+// "\" (%2F, %5C), a literal "\", a NUL, an invalid escape, escapes of
+// bytes that are not UTF-8 (an overlong "%C0%AE" some servers read as
+// "."), a ".." that would climb above the root, or a path that does not
+// start with "/".
 func NormalizePath(p string) (string, bool) {
 	if p == "" || p[0] != '/' {
 		return "", false
@@ -208,7 +235,11 @@ func NormalizePath(p string) (string, bool) {
 			out = append(out, s)
 		}
 	}
-	return "/" + strings.Join(out, "/"), true
+	np := "/" + strings.Join(out, "/")
+	if u, err := url.PathUnescape(np); err != nil || !utf8.ValidString(u) {
+		return "", false // an overlong %C0%AE, which old servers read as '.'
+	}
+	return np, true
 }
 
 func unhex(c byte) int {

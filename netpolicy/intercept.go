@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +73,10 @@ func (p *Proxy) upstreamTLS(u *upstream, host string) error {
 	}
 	if err != nil {
 		p.untrack(u.Conn)
+		// The error may quote the host's certificate (the names it is
+		// valid for), which the host chose: one that learnt a secret's
+		// value from an earlier request could name it there.
+		err = scrubError(err, p.scrubFor(p.policy.Load(), name, u.rec.Port))
 		rec := u.rec
 		rec.Event, rec.Verdict = EventDecision, VerdictError
 		rec.Reason = "cannot intercept: " + errNoCA.Error()
@@ -166,28 +171,38 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 		return keep
 	}
 	key := ic.host + ":" + strconv.Itoa(ic.port)
+	s.scrub = s.p.scrubFor(pol, ic.host, ic.port)
 	reused := s.up != nil
 	if !reused { // the last upstream connection ended: a new one, checked afresh
 		if err := s.dial(ic.host, ic.port, key); err != nil {
 			return s.refused(err, req)
 		}
 	}
+	// What the records keep is the path the sandbox sent, with its
+	// placeholders, never one a value was put into.
+	path := recordPath(req)
 	sub := substitute(pol.secrets, req, ic.host, ic.port, !ic.plain)
-	s.scrub = scrubPairs(pol.secrets, ic.host, ic.port)
-	if len(s.scrub) > 0 {
-		// Whole, plain answers only: a value can be found in neither an
-		// encoded body nor a range of one (a sandbox could fetch a
-		// secret echoed back a few bytes at a time).
-		req.Header.Del("Accept-Encoding")
-		req.Header.Del("Range")
-		req.Header.Del("If-Range")
+	if len(sub.made) > 0 {
+		s.scrub = sortPairs(append(slices.Clone(s.scrub), sub.made...))
 	}
-	s.recordRequest(req, ic.proto, ic.host, ic.port, d, sub.injected)
+	if len(s.scrub) > 0 {
+		wholeAnswers(req)
+	}
+	s.recordRequest(req, ic.proto, ic.host, ic.port, d, sub.injected, path)
 	if len(sub.kept) > 0 {
-		s.p.keptPlaceholders(ic.scheme(), ic.host, ic.port, req, sub.kept)
+		s.p.keptPlaceholders(ic.scheme(), ic.host, ic.port, req, sub.kept, path)
 	}
 	req.URL.Scheme, req.URL.Host = "", ""
 	return s.exchange(req, ic.host, ic.port, key, reused)
+}
+
+// wholeAnswers asks, by req, for whole, plain answers: a value can be
+// found in neither an encoded body nor a range of one (a sandbox could
+// fetch a secret echoed back a few bytes at a time).
+func wholeAnswers(req *http.Request) {
+	req.Header.Del("Accept-Encoding")
+	req.Header.Del("Range")
+	req.Header.Del("If-Range")
 }
 
 // checkRequest applies pol to req, sent to host:port over the upstream
@@ -216,8 +231,12 @@ func (s *httpConn) checkRequest(req *http.Request, pol *Compiled, host string, p
 	}
 	if !d.Allowed {
 		body := ""
-		if d.Reason == ReasonHTTPRule {
+		switch d.Reason {
+		case ReasonHTTPRule:
 			body = fmt.Sprintf("tent: blocked %s %s on %s: no HTTP rule of the sandbox's network policy allows it (this host's rules: %s)\n",
+				recordMethod(req.Method), clampText(np, 256), net.JoinHostPort(normalizeHost(host), strconv.Itoa(port)), d.Rule)
+		case ReasonPathParam:
+			body = fmt.Sprintf("tent: blocked %s %s on %s: a ';' path parameter or an escaped '%%' past the path an HTTP rule names, which a server may read as another path (this host's rules: %s)\n",
 				recordMethod(req.Method), clampText(np, 256), net.JoinHostPort(normalizeHost(host), strconv.Itoa(port)), d.Rule)
 		}
 		return d, false, s.interceptRefusal(req, http.StatusForbidden, d.Reason, d.Rule, body)
@@ -246,12 +265,13 @@ func requestPath(target string) string {
 }
 
 // recordRequest audits an allowed request.
-func (s *httpConn) recordRequest(req *http.Request, proto, host string, port int, d Decision, secrets []string) {
+// path is recordPath of the request as the sandbox sent it.
+func (s *httpConn) recordRequest(req *http.Request, proto, host string, port int, d Decision, secrets []string, path string) {
 	if s.icpt != nil {
 		proto = s.icpt.scheme()
 	}
 	s.p.record(AuditRecord{Event: EventRequest, Proto: proto, Host: recordHost(host), Port: port, Verdict: VerdictAllow,
-		Rule: d.Rule, Reason: d.Reason, Method: recordMethod(req.Method), Path: recordPath(req), Secrets: secrets})
+		Rule: d.Rule, Reason: d.Reason, Method: recordMethod(req.Method), Path: path, Secrets: secrets})
 }
 
 // interceptRefusal answers a request the proxy refuses with code, audits
@@ -284,10 +304,11 @@ func (s *httpConn) interceptRefusal(req *http.Request, code int, reason, rule, b
 
 // keptPlaceholders audits and logs the placeholders a request carried to
 // a host their secrets are not bound to (or over plain HTTP): they were
-// sent as they are.
-func (p *Proxy) keptPlaceholders(proto, host string, port int, req *http.Request, names []string) {
+// sent as they are. path is recordPath of the request as the sandbox
+// sent it.
+func (p *Proxy) keptPlaceholders(proto, host string, port int, req *http.Request, names []string, path string) {
 	p.record(AuditRecord{Event: EventRequest, Proto: proto, Host: recordHost(host), Port: port, Verdict: VerdictAllow,
-		Method: recordMethod(req.Method), Path: recordPath(req), Reason: "placeholders kept: not a host of their secrets", Kept: names})
+		Method: recordMethod(req.Method), Path: path, Reason: "placeholders kept: not a host of their secrets", Kept: names})
 	level := slog.LevelDebug // once per proxy as a warning: a sandbox could flood the log
 	if p.count.keptWarned.CompareAndSwap(false, true) {
 		level = slog.LevelWarn

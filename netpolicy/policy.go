@@ -59,6 +59,7 @@ type Compiled struct {
 	deny      []compiledRule
 	httpRules []compiledHTTPRule
 	secrets   []compiledSecret
+	scrubAll  []scrubPair // allPairs(secrets): what no log record holds
 }
 
 type compiledHTTPRule struct {
@@ -124,6 +125,7 @@ func Compile(p Policy) (*Compiled, error) {
 	for _, s := range c.secrets {
 		c.policy.Secrets = append(c.policy.Secrets, s.Secret)
 	}
+	c.scrubAll = allPairs(c.secrets)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -192,7 +194,8 @@ func (c *Compiled) NeedsInterception() bool {
 // allowed. A plain allow rule for the host allows every request; else an
 // HTTP rule must allow the method and path, and when none does the
 // verdict is [ReasonHTTPRule] with Rule listing the host's HTTP rules
-// ("; "-separated). A host no HTTP rule names is decided by CheckName
+// ("; "-separated), or [ReasonPathParam] when one would have allowed it
+// but for a path parameter. A host no HTTP rule names is decided by CheckName
 // alone.
 func (c *Compiled) CheckRequest(host string, port int, method, path string) Decision {
 	d := c.CheckName(host, port)
@@ -206,19 +209,24 @@ func (c *Compiled) CheckRequest(host string, port int, method, path string) Deci
 		}
 	}
 	var named []string
+	reason := ReasonHTTPRule
 	for _, r := range c.httpRules {
 		if !r.Host.matchName(h, port) {
 			continue
 		}
-		if r.allows(method, path) {
+		ok, param := r.allows(method, path)
+		if ok {
 			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+		if param {
+			reason = ReasonPathParam
 		}
 		named = append(named, r.text)
 	}
 	if named == nil {
 		return d
 	}
-	return Decision{Rule: strings.Join(named, "; "), Reason: ReasonHTTPRule}
+	return Decision{Rule: strings.Join(named, "; "), Reason: reason}
 }
 
 // hasHTTPRules reports whether an HTTP rule names host:port.

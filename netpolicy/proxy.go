@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,19 +111,24 @@ type ProxyConfig struct {
 // listeners the caller passes, letting through only what the current
 // policy allows. Its methods are safe for concurrent use.
 type Proxy struct {
-	policy   atomic.Pointer[Compiled]
-	id       string
-	resolver Resolver
-	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
-	audit    auditLog
-	log      *slog.Logger
-	denials  denials
-	bulk     chan struct{} // large tunnel buffers in use (see pump)
-	lim      limits
-	count    counters
-	fake     fakeNames // the stub DNS's answers (transparent sandboxes)
-	ca       *CA
-	roots    *x509.CertPool
+	policy atomic.Pointer[Compiled]
+	// retired holds the values of secrets of earlier policies (a header
+	// transform rotated or removed by SetPolicy): their hosts may still
+	// echo them, so responses are scrubbed of them too.
+	retired   atomic.Pointer[retiredSecrets]
+	retiredMu sync.Mutex // serializes updates of retired
+	id        string
+	resolver  Resolver
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	audit     auditLog
+	log       *slog.Logger
+	denials   denials
+	bulk      chan struct{} // large tunnel buffers in use (see pump)
+	lim       limits
+	count     counters
+	fake      fakeNames // the stub DNS's answers (transparent sandboxes)
+	ca        *CA
+	roots     *x509.CertPool
 
 	ctx    context.Context // cancelled by Close: aborts lookups and dials
 	cancel context.CancelFunc
@@ -184,7 +190,74 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 // afterwards, and every later request on a kept-alive HTTP connection,
 // follows c; tunnels already established are left open. nil denies
 // everything.
-func (p *Proxy) SetPolicy(c *Compiled) { p.policy.Store(c) }
+func (p *Proxy) SetPolicy(c *Compiled) {
+	p.retiredMu.Lock()
+	defer p.retiredMu.Unlock()
+	p.retire(p.policy.Swap(c), c)
+}
+
+// retiredSecrets are secrets of earlier policies whose values the current
+// one no longer has, newest last, at most maxRetired; all are their
+// forms.
+type retiredSecrets struct {
+	secrets []compiledSecret
+	all     []scrubPair
+}
+
+// maxRetired bounds the secrets a proxy keeps scrubbing after a policy
+// change dropped them.
+const maxRetired = 64
+
+// retire keeps the secrets of old whose values cur lacks in p.retired.
+// p.retiredMu is held.
+func (p *Proxy) retire(old, cur *Compiled) {
+	if old == nil {
+		return
+	}
+	var kept []compiledSecret
+	if r := p.retired.Load(); r != nil {
+		kept = slices.Clone(r.secrets)
+	}
+	has := func(list []compiledSecret, v string) bool {
+		return slices.ContainsFunc(list, func(s compiledSecret) bool { return s.Value == v })
+	}
+	changed := false
+	for _, s := range old.secrets {
+		if s.Value == "" || cur != nil && has(cur.secrets, s.Value) || has(kept, s.Value) {
+			continue
+		}
+		kept = append(kept, s)
+		changed = true
+	}
+	if cur != nil { // a value that is current again is no longer retired
+		n := len(kept)
+		kept = slices.DeleteFunc(kept, func(s compiledSecret) bool { return has(cur.secrets, s.Value) })
+		changed = changed || len(kept) != n
+	}
+	if !changed {
+		return
+	}
+	if len(kept) > maxRetired {
+		kept = slices.Clone(kept[len(kept)-maxRetired:])
+	}
+	p.retired.Store(&retiredSecrets{secrets: kept, all: allPairs(kept)})
+}
+
+// scrubFor returns what responses from host:port are scrubbed of under
+// pol: the forms of the values of pol's secrets bound to it, and of the
+// retired ones that were.
+func (p *Proxy) scrubFor(pol *Compiled, host string, port int) []scrubPair {
+	var pairs []scrubPair
+	if pol != nil {
+		pairs = scrubPairs(pol.secrets, host, port)
+	}
+	if r := p.retired.Load(); r != nil {
+		if more := scrubPairs(r.secrets, host, port); len(more) > 0 {
+			pairs = sortPairs(append(pairs, more...))
+		}
+	}
+	return pairs
+}
 
 // Policy returns the policy in force (nil if none).
 func (p *Proxy) Policy() *Compiled { return p.policy.Load() }

@@ -162,8 +162,18 @@ func (p *Proxy) fail(rec AuditRecord, d Decision, op string, err error) error {
 	return &failure{op: op, dest: net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)), err: err}
 }
 
+// record writes rec to the audit log (and tent's log, at debug level).
+// Its texts never hold a secret's value in any form the scrubber knows:
+// records keep what the sandbox sent, and what a host said is scrubbed
+// where it is quoted; this is the last net for both.
 func (p *Proxy) record(rec AuditRecord) {
 	rec.Time, rec.Sandbox = time.Now().UTC(), p.id
+	if pol := p.policy.Load(); pol != nil && len(pol.scrubAll) > 0 {
+		rec.Path, rec.Reason = scrubString(rec.Path, pol.scrubAll), scrubString(rec.Reason, pol.scrubAll)
+	}
+	if r := p.retired.Load(); r != nil {
+		rec.Path, rec.Reason = scrubString(rec.Path, r.all), scrubString(rec.Reason, r.all)
+	}
 	p.audit.write(rec)
 	if !p.log.Enabled(context.Background(), slog.LevelDebug) {
 		return

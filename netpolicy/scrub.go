@@ -3,37 +3,184 @@ package netpolicy
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Responses from a secret's hosts never carry its value back into the
 // sandbox: an API that echoes a request's headers, or an error page that
-// quotes the token it refused, would otherwise hand it over. On an
-// intercepted connection the proxy asks those hosts for uncompressed
-// responses (it drops Accept-Encoding from the request), replaces the
-// value by the placeholder in every response header field and in the
-// body, streaming, and decodes a gzip body itself to do so. A body in
-// another encoding it cannot read (br, zstd...) is refused with a 502.
+// quotes the token it refused, would otherwise hand it over. Every byte
+// such a host sends that the proxy relays passes through the scrubber:
+// the status line (of interim 1xx responses too), header field names
+// (matched regardless of case, since net/http re-cases them) and values,
+// the body, streaming; trailers are never relayed; tent's own error texts
+// never quote what the host sent. On an intercepted connection the proxy
+// asks those hosts for uncompressed responses (it drops Accept-Encoding
+// from the request), and decodes a gzip body itself; a body in another
+// encoding it cannot read (br, zstd...) is refused with a 502.
+//
+// The scrubber knows every form of a value that the proxy itself
+// produced or that a common echo produces of it (see secretForms): the
+// value as it is, percent-encoded (as in_url places it), JSON- or
+// Go-quoted, and inside any base64 (a Basic credential the proxy
+// encoded), each replaced by the same form of the placeholder; the
+// exact Basic credentials the proxy made for a request become again the
+// ones the sandbox sent. An origin that encodes the value its own way
+// (hex, reversed, compressed, encrypted, a character at a time) can
+// still hand it over: no proxy can find a value it cannot recognise.
 
 // scrubPairs returns the values to replace, and their placeholders, in
-// responses from host:port: those of the secrets bound to it.
+// responses from host:port: every form of those of the secrets bound to
+// it, longest first.
 func scrubPairs(secrets []compiledSecret, host string, port int) []scrubPair {
 	var pairs []scrubPair
 	for i := range secrets {
 		if secrets[i].boundTo(host, port) {
-			pairs = append(pairs, scrubPair{[]byte(secrets[i].Value), []byte(secrets[i].Placeholder)})
-			if secrets[i].Header != "" {
-				for _, part := range credentialParts(secrets[i].Value) {
-					pairs = append(pairs, scrubPair{[]byte(part), []byte(secrets[i].Placeholder)})
-				}
-			}
+			pairs = append(pairs, secrets[i].forms...)
+		}
+	}
+	return sortPairs(pairs)
+}
+
+// allPairs returns every form of every secret of secrets: what no log
+// record may hold.
+func allPairs(secrets []compiledSecret) []scrubPair {
+	var pairs []scrubPair
+	for i := range secrets {
+		pairs = append(pairs, secrets[i].forms...)
+	}
+	return sortPairs(pairs)
+}
+
+// sortPairs orders pairs longest value first: where two forms start at
+// the same byte (a padded and an unpadded base64), the longer one is
+// replaced.
+func sortPairs(pairs []scrubPair) []scrubPair {
+	slices.SortStableFunc(pairs, func(a, b scrubPair) int { return len(b.value) - len(a.value) })
+	return pairs
+}
+
+// secretForms returns the forms of the value v the scrubber replaces,
+// each paired with the same form of the placeholder ph:
+//
+//   - v itself;
+//   - percent-encoded: every byte but the unreserved ones escaped, with
+//     upper-case hex digits (as the proxy writes it into a path or a
+//     query) and lower-case ones, and as url.QueryEscape and
+//     url.PathEscape write it;
+//   - quoted: inside a JSON string (with and without HTML escapes, with
+//     '/' escaped as PHP writes it, non-ASCII escaped as Python writes
+//     it) and a Go string literal;
+//   - base64: the characters of a standard or URL-alphabet base64 that
+//     depend on v's bytes alone, for each of the three offsets v can
+//     start at in what was encoded (so the base64 of "user:" + v in a
+//     Basic credential, of v alone, or of anything around v, padded or
+//     not), replaced by the placeholder's characters at the same offset.
+//
+// Forms equal to v, or to one another, are listed once.
+func secretForms(v, ph string) []scrubPair {
+	var pairs []scrubPair
+	seen := map[string]bool{}
+	add := func(val, rep string) {
+		if val != "" && !seen[val] {
+			seen[val] = true
+			pairs = append(pairs, scrubPair{[]byte(val), []byte(rep)})
+		}
+	}
+	add(v, ph)
+	add(pathEscape(v), pathEscape(ph))
+	add(lowerEscapes(pathEscape(v)), lowerEscapes(pathEscape(ph)))
+	add(url.QueryEscape(v), url.QueryEscape(ph))
+	add(url.PathEscape(v), url.PathEscape(ph))
+	for _, html := range []bool{true, false} {
+		add(jsonInner(v, html), jsonInner(ph, html))
+	}
+	// As PHP's json_encode writes it ("\/"), and Python's json.dumps
+	// (non-ASCII as \uXXXX).
+	add(strings.ReplaceAll(jsonInner(v, false), "/", `\/`), ph)
+	add(asciiJSON(jsonInner(v, false)), ph)
+	add(goInner(v), goInner(ph))
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for off := range 3 {
+			add(base64Core(enc, v, off), base64Core(enc, ph, off))
 		}
 	}
 	return pairs
+}
+
+// base64Core returns the characters of enc's encoding of off bytes
+// followed by v that depend on v's bytes alone: whatever precedes and
+// follows v, its base64 holds them.
+func base64Core(enc *base64.Encoding, v string, off int) string {
+	s := enc.EncodeToString(append(make([]byte, off, off+len(v)), v...))
+	return s[(8*off+5)/6 : 8*(off+len(v))/6]
+}
+
+// lowerEscapes writes the hex digits of the percent-escapes of s in lower
+// case.
+func lowerEscapes(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lowerByte(b[i+1]), lowerByte(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// jsonInner is s as written inside a JSON string, escaping HTML
+// characters as encoding/json does by default, or not.
+func jsonInner(s string, html bool) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(html)
+	if err := e.Encode(s); err != nil {
+		return ""
+	}
+	q := strings.TrimSuffix(b.String(), "\n")
+	return q[1 : len(q)-1]
+}
+
+// asciiJSON writes the non-ASCII characters of a JSON string's inside
+// as \u escapes (UTF-16, as JSON has them).
+func asciiJSON(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// goInner is s as written inside a Go string literal (%q).
+func goInner(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // credentialParts returns the parts of a header transform's value that
@@ -43,7 +190,8 @@ func scrubPairs(secrets []compiledSecret, host string, port int) []scrubPair {
 // that are at least minSecretLen bytes long (shorter ones would match
 // ordinary text) and not the whole value; quotes and ':' separate too
 // (Token token="TOKEN"). An upstream that re-encodes or re-cases the
-// value can still hand it back: only its verbatim forms are removed.
+// value can still hand it back: only the forms of secretForms are
+// removed.
 func credentialParts(v string) []string {
 	var parts []string
 	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(" \t,;=:\"'", r) }) {
@@ -54,15 +202,32 @@ func credentialParts(v string) []string {
 	return parts
 }
 
+// basicForms returns the forms of a Basic credential the proxy made
+// (made: the base64 it wrote) to put back the one the sandbox sent in
+// its place (sent: what the sandbox wrote, decoded to raw): padded or
+// not, in the standard or the URL alphabet.
+func basicForms(made, sent []byte) []scrubPair {
+	var pairs []scrubPair
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		m := enc.EncodeToString(made)
+		if !slices.ContainsFunc(pairs, func(p scrubPair) bool { return string(p.value) == m }) {
+			pairs = append(pairs, scrubPair{[]byte(m), []byte(enc.EncodeToString(sent))})
+		}
+	}
+	return pairs
+}
+
 type scrubPair struct{ value, placeholder []byte }
 
+// errUnreadableEncoding is the failure of a response from a secret's
+// host whose body tent cannot read; it does not quote the encoding (the
+// host chose it).
+var errUnreadableEncoding = errors.New("a response from a secret's host is encoded in a way tent cannot check for the secret's value (it reads gzip and identity)")
+
 // scrubResponse rewrites resp so that no value of pairs reaches the
-// client: header fields now, the body as it is read.
+// client: its head now, the body as it is read.
 func scrubResponse(resp *http.Response, pairs []scrubPair) error {
-	scrubHeader(resp.Header, pairs)
-	// Trailers arrive after the body, past where they could be
-	// scrubbed: none are relayed.
-	resp.Trailer = nil
+	scrubHead(resp, pairs)
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
@@ -72,14 +237,14 @@ func scrubResponse(resp *http.Response, pairs []scrubPair) error {
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			return fmt.Errorf("the gzip body of a response from a secret's host: %w", err)
+			return errors.New("the gzip body of a response from a secret's host cannot be read")
 		}
 		body = readCloser{zr, resp.Body}
 		resp.Header.Del("Content-Encoding")
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
 	default:
-		return fmt.Errorf("a response from a secret's host is encoded %q, which tent cannot check for the secret's value", enc)
+		return errUnreadableEncoding
 	}
 	same := true
 	for _, p := range pairs {
@@ -102,19 +267,22 @@ type readCloser struct {
 }
 
 // scrubReader copies r with every value of pairs replaced by its
-// placeholder, including a value split across reads: it holds back the
-// last len(longest value)-1 bytes of what it read until more arrives.
+// placeholder, including a value split across reads: it holds back what
+// of the last len(longest value)-1 bytes it read could be the start of
+// a value until more arrives.
 type scrubReader struct {
 	r     io.Reader
 	pairs []scrubPair
 	buf   []byte // read, not yet scanned (the held-back tail first)
 	out   []byte // scanned, not yet returned
 	obuf  []byte // out's storage, reused
+	next  []int  // scratch of scan
 	err   error
 }
 
-// scrubBuf is how much a scrubReader reads at once: with what it has
-// scanned, at most twice that is held per response being relayed.
+// scrubBuf is how much a scrubReader reads at once (more when a form of a
+// value is longer): with what it has scanned, at most about twice that is
+// held per response being relayed.
 const scrubBuf = 32 << 10
 
 func (s *scrubReader) Read(b []byte) (int, error) {
@@ -123,7 +291,7 @@ func (s *scrubReader) Read(b []byte) (int, error) {
 			return 0, s.err
 		}
 		if s.buf == nil {
-			s.buf = make([]byte, 0, scrubBuf)
+			s.buf = make([]byte, 0, max(scrubBuf, 2*longestValue(s.pairs)))
 		}
 		n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
 		s.buf = s.buf[:len(s.buf)+n]
@@ -135,48 +303,168 @@ func (s *scrubReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
+func longestValue(pairs []scrubPair) int {
+	longest := 0
+	for _, p := range pairs {
+		longest = max(longest, len(p.value))
+	}
+	return longest
+}
+
 // scan moves what of buf can no longer be the start of a value to out,
 // replacing values; with final, all of it. What it holds back is less
 // than the longest value, so buf always has room to read more.
 func (s *scrubReader) scan(final bool) {
-	longest := 0
-	for _, p := range s.pairs {
-		longest = max(longest, len(p.value))
-	}
-	data := s.buf
-	out := s.obuf[:0]
-	for {
-		best, which := -1, 0
-		for k, p := range s.pairs {
-			if j := bytes.Index(data, p.value); j >= 0 && (best < 0 || j < best) {
-				best, which = j, k
-			}
-		}
-		if best >= 0 {
-			out = append(append(out, data[:best]...), s.pairs[which].placeholder...)
-			data = data[best+len(s.pairs[which].value):]
-			continue
-		}
-		cut := len(data)
-		if !final {
-			cut = max(0, len(data)-(longest-1))
-		}
-		out = append(out, data[:cut]...)
-		data = data[cut:]
-		break
-	}
-	s.obuf, s.out = out, out
-	s.buf = s.buf[:copy(s.buf, data)]
+	var rest []byte
+	s.obuf, rest, s.next = replacePairs(s.obuf[:0], s.buf, s.pairs, final, s.next)
+	s.out = s.obuf
+	s.buf = s.buf[:copy(s.buf, rest)]
 }
 
-// scrubHeader replaces the values of pairs in every field of h.
-func scrubHeader(h http.Header, pairs []scrubPair) {
-	for _, vs := range h {
-		for i, v := range vs {
-			for _, p := range pairs {
-				v = strings.ReplaceAll(v, string(p.value), string(p.placeholder))
+// replacePairs appends data to out with every value of pairs replaced by
+// its placeholder, the earliest first (the longest of those starting at
+// the same byte, pairs being sorted so). Unless final, it stops at the
+// first of the last len(longest value)-1 bytes where a value may start
+// that the next bytes complete, and returns the bytes from there as
+// rest: every value starting before them lies whole in data. next is
+// scratch space, returned for reuse.
+func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (_, rest []byte, _ []int) {
+	limit := len(data)
+	if !final {
+		// Every value starting before len-(longest-1) lies whole in
+		// data; of the bytes after, those from the first one where a
+		// value could start (data agrees with it as far as both go) are
+		// held back: a stream (server-sent events) is not held up by
+		// bytes no value can start with.
+		limit = max(0, len(data)-(longestValue(pairs)-1))
+		for j := limit; j < len(data); j++ {
+			if slices.ContainsFunc(pairs, func(p scrubPair) bool { return couldStart(data[j:], p.value) }) {
+				break
 			}
-			vs[i] = v
+			limit = j + 1
 		}
 	}
+	// next[k]: where pairs[k] next occurs at or after pos, -1 for nowhere
+	// before limit. Kept across matches, so each value is searched for
+	// again only when a replacement went past where it was found.
+	next = slices.Grow(next[:0], len(pairs))[:len(pairs)]
+	for k := range next {
+		next[k] = -2 // not searched yet
+	}
+	pos := 0
+	for pos < limit {
+		best, which := -1, 0
+		for k, p := range pairs {
+			if next[k] == -2 || next[k] >= 0 && next[k] < pos {
+				next[k] = -1
+				if j := bytes.Index(data[pos:], p.value); j >= 0 && pos+j < limit {
+					next[k] = pos + j
+				}
+			}
+			if next[k] >= 0 && (best < 0 || next[k] < best) {
+				best, which = next[k], k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		out = append(append(out, data[pos:best]...), pairs[which].placeholder...)
+		pos = best + len(pairs[which].value)
+	}
+	if pos < limit {
+		out = append(out, data[pos:limit]...)
+		pos = limit
+	}
+	return out, data[pos:], next
+}
+
+// couldStart reports whether v could start where tail does: they agree
+// as far as both go.
+func couldStart(tail, v []byte) bool {
+	n := min(len(tail), len(v))
+	return bytes.Equal(tail[:n], v[:n])
+}
+
+// scrubString returns s with every value of pairs replaced.
+func scrubString(s string, pairs []scrubPair) string {
+	if len(pairs) == 0 {
+		return s
+	}
+	out, _, _ := replacePairs(nil, []byte(s), pairs, true, nil)
+	return string(out)
+}
+
+// scrubFold is scrubString matching values regardless of ASCII case, for
+// header field names (which net/http re-cases, and which are read
+// regardless of case).
+func scrubFold(s string, pairs []scrubPair) string {
+	low := []byte(strings.ToLower(s))
+	if len(low) != len(s) { // not ASCII: bytes would not line up
+		low = []byte(s)
+	}
+	lowPairs := make([]scrubPair, len(pairs))
+	for i, p := range pairs {
+		lowPairs[i] = scrubPair{bytes.ToLower(p.value), p.placeholder}
+		if len(lowPairs[i].value) != len(p.value) {
+			lowPairs[i].value = p.value
+		}
+	}
+	var b strings.Builder
+	pos := 0
+	for pos < len(low) {
+		best, which := -1, 0
+		for k, p := range lowPairs {
+			if j := bytes.Index(low[pos:], p.value); j >= 0 && (best < 0 || pos+j < best) {
+				best, which = pos+j, k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		b.WriteString(s[pos:best])
+		b.Write(lowPairs[which].placeholder)
+		pos = best + len(lowPairs[which].value)
+	}
+	b.WriteString(s[pos:])
+	return b.String()
+}
+
+// scrubHead replaces the values of pairs in the head of resp (a final
+// or an interim response): the status line's reason phrase, the names
+// and values of the header fields. Trailers arrive after the body, past
+// where they could be scrubbed: none are relayed.
+func scrubHead(resp *http.Response, pairs []scrubPair) {
+	resp.Trailer = nil
+	if len(pairs) == 0 {
+		return
+	}
+	resp.Status = scrubString(resp.Status, pairs)
+	h := resp.Header
+	for name, vs := range h {
+		for i, v := range vs {
+			vs[i] = scrubString(v, pairs)
+		}
+		if clean := scrubFold(name, pairs); clean != name {
+			delete(h, name)
+			h[clean] = append(h[clean], vs...)
+		}
+	}
+}
+
+// scrubbedError is an error whose text, which may quote what a secret's
+// host sent, went through the scrubber.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// scrubError returns err with its text scrubbed of pairs.
+func scrubError(err error, pairs []scrubPair) error {
+	if err == nil || len(pairs) == 0 {
+		return err
+	}
+	return &scrubbedError{scrubString(err.Error(), pairs), err}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -83,6 +85,10 @@ func NewPlaceholder() string {
 type compiledSecret struct {
 	Secret
 	hosts []Rule
+	// forms are what the scrubber replaces in responses from hosts: the
+	// forms (secretForms) of Value and, for a header transform, of each
+	// of its credentialParts, paired with the placeholder's.
+	forms []scrubPair
 }
 
 func (s *compiledSecret) boundTo(host string, port int) bool {
@@ -137,6 +143,21 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 			bad("header %q: want a header field name (letters, digits, '-'), not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Te, Trailer, Proxy-*)", s.Header)
 		}
 		cs := compiledSecret{Secret: s}
+		if s.Value != "" {
+			cs.forms = secretForms(s.Value, s.Placeholder)
+			if s.Header != "" {
+				parts := credentialParts(s.Value)
+				// A Basic credential's decoded form, and its parts (the
+				// password of user:password), are the secret too.
+				if raw, ok := basicCredential(s.Value); ok && len(raw) >= minSecretLen {
+					parts = append(parts, string(raw))
+					parts = append(parts, credentialParts(string(raw))...)
+				}
+				for _, part := range parts {
+					cs.forms = append(cs.forms, secretForms(part, s.Placeholder)...)
+				}
+			}
+		}
 		cs.Hosts = nil
 		for _, h := range s.Hosts {
 			r, err := ParseRule(h)
@@ -203,6 +224,10 @@ func validEnvName(s string) bool {
 type substitution struct {
 	injected []string
 	kept     []string
+	// made are the Basic credentials the proxy encoded with a value, each
+	// (in its forms) paired with the one the sandbox sent: the scrubber
+	// puts those back where the response echoes them.
+	made []scrubPair
 }
 
 // substitute replaces, in req's header fields (and URL where a secret
@@ -213,8 +238,30 @@ type substitution struct {
 //
 // With inject false (a request in clear text) nothing is replaced: every
 // placeholder found is reported in kept.
-func substitute(secrets []compiledSecret, req *http.Request, host string, port int, inject bool) substitution {
-	var sub substitution
+func substitute(secrets []compiledSecret, req *http.Request, host string, port int, inject bool) (sub substitution) {
+	// The Basic credentials as the sandbox sent them: those the proxy
+	// encodes again with values (of one secret or several) are paired
+	// with them in sub.made when all are replaced.
+	sent := map[string][]string{}
+	for _, name := range []string{"Authorization", "Proxy-Authorization"} {
+		if vs := req.Header.Values(name); len(vs) > 0 {
+			sent[name] = slices.Clone(vs)
+		}
+	}
+	defer func() {
+		for name, vs := range sent {
+			now := req.Header.Values(name)
+			for j, v := range vs {
+				if j < len(now) && now[j] != v {
+					made, ok1 := basicCredential(now[j])
+					was, ok2 := basicCredential(v)
+					if ok1 && ok2 {
+						sub.made = append(sub.made, basicForms(made, was)...)
+					}
+				}
+			}
+		}
+	}()
 	for i := range secrets {
 		s := &secrets[i]
 		bound := inject && s.boundTo(host, port)
@@ -243,9 +290,17 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 		inURL := strings.Contains(req.URL.RawPath, s.Placeholder) || strings.Contains(req.URL.Path, s.Placeholder) ||
 			strings.Contains(req.URL.RawQuery, s.Placeholder)
 		if inURL && bound && s.InURL {
-			req.URL.Path = strings.ReplaceAll(req.URL.Path, s.Placeholder, s.Value)
-			if req.URL.RawPath != "" {
-				req.URL.RawPath = strings.ReplaceAll(req.URL.RawPath, s.Placeholder, pathEscape(s.Value))
+			// The value is escaped whole, '/' included, so that it stays
+			// one path segment (or one query value): the escaped path is
+			// set explicitly, since net/http would escape Path itself and
+			// leave a '/' of the value a separator.
+			base := req.URL.EscapedPath()
+			if !strings.Contains(base, s.Placeholder) && strings.Contains(req.URL.Path, s.Placeholder) {
+				base = (&url.URL{Path: req.URL.Path}).EscapedPath() // the placeholder was sent escaped
+			}
+			escaped := strings.ReplaceAll(base, s.Placeholder, pathEscape(s.Value))
+			if p, err := url.PathUnescape(escaped); err == nil {
+				req.URL.Path, req.URL.RawPath = p, escaped
 			}
 			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.Value))
 		}
@@ -284,8 +339,20 @@ func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bo
 	return strings.ReplaceAll(v, s.Placeholder, s.Value), true
 }
 
+// basicCredential returns the decoded credential of a Basic
+// Authorization value.
+func basicCredential(v string) ([]byte, bool) {
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return nil, false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	return raw, err == nil
+}
+
 // pathEscape percent-encodes every byte of s but the unreserved ones: a
-// value put into a path or a query then reads as itself.
+// value put into a path or a query then reads as itself, one segment (a
+// '/' is %2F) or one query value ('&', '=', '+' and '#' are escaped).
 func pathEscape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {

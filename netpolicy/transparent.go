@@ -84,9 +84,11 @@ func resetConn(c net.Conn) {
 // already), by its first byte: TLS is terminated as for a CONNECT.
 // Anything else is not HTTPS, so no secret goes in: to a host with HTTP
 // rules it is read as clear-text HTTP and held to them (plain HTTP to
-// port 80, say; other protocols fail as bad requests), to a host that only
-// a secret names it is tunnelled as any host's would be (git over SSH to
-// a host whose HTTPS API has a token, say).
+// port 80, say; other protocols fail as bad requests); to a host that only
+// a secret names, clear-text HTTP is read the same way (without HTTP
+// rules: to scrub the answers) and any other protocol is tunnelled as
+// any host's would be (git over SSH to a host whose HTTPS API has a
+// token, say).
 func (p *Proxy) interceptByFirstByte(c net.Conn, pending []byte, u *upstream, host string, port int) {
 	first := pending
 	if len(first) == 0 {
@@ -109,8 +111,18 @@ func (p *Proxy) interceptByFirstByte(c net.Conn, pending []byte, u *upstream, ho
 		return
 	}
 	if !p.Policy().hasHTTPRules(host, port) {
-		p.tunnel(c, u, first)
-		return
+		// A host only a secret names: clear-text HTTP is read (no
+		// secret goes in, but the host's answers are scrubbed of the
+		// values it may have kept from HTTPS requests); anything else
+		// is tunnelled unread.
+		var isHTTP bool
+		_ = c.SetReadDeadline(p.lim.deadline(time.Now()))
+		first, isHTTP = sniffMethod(c, first)
+		_ = c.SetReadDeadline(time.Time{})
+		if !isHTTP {
+			p.tunnel(c, u, first)
+			return
+		}
 	}
 	defer c.Close()
 	pc := &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(append([]byte(nil), first...)), c)}
@@ -120,4 +132,38 @@ func (p *Proxy) interceptByFirstByte(c net.Conn, pending []byte, u *upstream, ho
 	s.bw = bufio.NewWriter(c)
 	s.setUpstream(u, s.icpt.host+":"+strconv.Itoa(port))
 	s.serve(time.Now())
+}
+
+// sniffMethod reads from c, after first (what the client sent already),
+// as long as what it has could be the start of an HTTP request line's
+// method: upper-case letters, at most 8 bytes. It returns every byte it
+// has and whether they start with a method and a space. It reads no
+// more than such a start, so a protocol whose client sends something
+// else first is not held up; one whose first message is a few
+// upper-case letters without an end waits for the head timeout.
+func sniffMethod(c net.Conn, first []byte) ([]byte, bool) {
+	b := first
+	for {
+		i := 0
+		for i < len(b) && 'A' <= b[i] && b[i] <= 'Z' {
+			i++
+		}
+		if i < len(b) {
+			switch m := string(b[:i]); {
+			case b[i] != ' ':
+				return b, false
+			case m == "GET", m == "HEAD", m == "POST", m == "PUT", m == "DELETE", m == "OPTIONS", m == "PATCH", m == "TRACE":
+				return b, true
+			}
+			return b, false
+		}
+		if len(b) >= 8 {
+			return b, false
+		}
+		var one [1]byte
+		if _, err := io.ReadFull(c, one[:]); err != nil {
+			return b, false
+		}
+		b = append(b, one[0])
+	}
 }

@@ -181,7 +181,7 @@ func main() {
 		fmt.Println(cpu() - before)
 	case "fetch": // fetch URL: GET through the environment's proxy, any certificate; print status, denial header, body
 		request([]string{"-k", "GET", args[0]})
-	case "req": // req [-k] [-noproxy] METHOD URL [NAME=VALUE...]: one request, header values $-expanded; print status, denial header, body
+	case "req": // req [-k] [-noproxy] [-dump] METHOD URL [NAME=VALUE...]: one request, header values (and with -dump the URL) $-expanded; print status, denial header, body (-dump: the status line, every header field, the body)
 		request(args)
 	case "say": // say HOST:PORT MSG: connect without a proxy, send MSG and a newline, print the first line of the reply
 		c, err := net.DialTimeout("tcp", args[0], 10*time.Second)
@@ -363,8 +363,14 @@ func parseIP4(s string) []byte {
 // sends the variable's value.
 func request(args []string) {
 	tr := &http.Transport{Proxy: http.ProxyFromEnvironment}
+	dump := false
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		switch args[0] {
+		case "-dump":
+			dump = true
+			if len(args) > 2 {
+				args[2] = os.ExpandEnv(args[2]) // the URL, after the flag and METHOD
+			}
 		case "-k":
 			tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // a host the proxy does not intercept: the tests' own server
 		case "-noproxy":
@@ -388,5 +394,12 @@ func request(args []string) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if dump {
+		fmt.Printf("status %s\n", resp.Status)
+		resp.Header.Write(os.Stdout)
+		resp.Trailer.Write(os.Stdout)
+		fmt.Printf("\n%s\n", body)
+		return
+	}
 	fmt.Printf("%d %s %s\n", resp.StatusCode, resp.Header.Get("X-Tent-Denied"), strings.TrimSpace(string(body)))
 }
