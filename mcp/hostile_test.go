@@ -250,7 +250,11 @@ func TestMalformedJSONRPC(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, &sdk.IOTransport{Reader: inR, Writer: outW}) }()
+	go func() {
+		err := srv.Run(ctx, &StdioTransport{Reader: inR, Writer: outW, MaxLine: 4096})
+		outW.Close() // a session that ends early fails next rather than hangs
+		done <- err
+	}()
 	answers := bufio.NewScanner(outR)
 	answers.Buffer(nil, 1<<20)
 	send := func(line string) { fmt.Fprintln(inW, line) }
@@ -304,12 +308,56 @@ func TestMalformedJSONRPC(t *testing.T) {
 	if m := next(); m["result"] == nil {
 		t.Errorf("ping after the bad messages: %v", m)
 	}
-	// Not JSON at all: a parse error, or the stream is closed; either
-	// way the server's Run ends cleanly and made nothing.
-	send(`{"jsonrpc":"2.0","id":9,"method":`)
+	// What the SDK's own stdio transport ended the session on: each is
+	// answered with the JSON-RPC error for it (id null unless the
+	// message had a valid one), then the session goes on.
+	for _, c := range []struct {
+		line string
+		code float64
+		id   any
+		msg  string
+	}{
+		{`garbage`, -32700, nil, "Parse error"},
+		// (The SDK's decoder took the next lines as the rest of this one.)
+		{`{"jsonrpc":"2.0","id":9,"method":`, -32700, nil, "Parse error"},
+		{`{"jsonrpc":"2.0","id":10,"method":"ping"} trailing`, -32700, nil, "Parse error"},
+		{`{"jsonrpc":"2.0","id":1}{"jsonrpc":"2.0","id":2}`, -32700, nil, "Parse error"},
+		{`"a string"`, -32600, nil, "Invalid Request"},
+		{`42`, -32600, nil, "Invalid Request"},
+		{`null`, -32600, nil, "Invalid Request"},
+		{`{"jsonrpc":"1.0","id":11,"method":"ping"}`, -32600, float64(11), "Invalid Request"},
+		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, -32600, nil, "Invalid Request"},
+		{`{"jsonrpc":"2.0"}`, -32600, nil, "Invalid Request"},
+		{`[]`, -32600, nil, "an empty batch"},
+		{`[{"jsonrpc":"2.0","id":13,"method":"ping"},7]`, -32600, nil, "batch element 2"},
+		{`[{"jsonrpc":"2.0","id":14,"method":"ping"},{"jsonrpc":"2.0","id":14,"method":"ping"}]`, -32600, nil, "reuses the id"},
+		{`{"jsonrpc":"2.0","id":16,"method":"ping","params":"` + strings.Repeat("x", 5000) + `"}`, -32600, nil, "at most 4096 bytes"},
+		{strings.Repeat("y", 3*4096+1), -32600, nil, "at most 4096 bytes"},
+	} {
+		send(c.line)
+		m := next()
+		e, _ := m["error"].(map[string]any)
+		if id, ok := m["id"]; !ok || id != c.id || errCode(m) != c.code || !strings.Contains(fmt.Sprint(e["message"]), c.msg) {
+			t.Errorf("%.60s: answered %v; want code %v with %q and id %v", c.line, m, c.code, c.msg, c.id)
+		}
+		send(``) // empty lines are skipped
+		send(`{"jsonrpc":"2.0","id":100,"method":"ping"}`)
+		if m := next(); m["result"] == nil || m["id"] != float64(100) {
+			t.Fatalf("ping after %.60s: %v", c.line, m)
+		}
+	}
+	// A valid batch is answered as one.
+	send(`[{"jsonrpc":"2.0","id":15,"method":"ping"},{"jsonrpc":"2.0","id":16,"method":"ping"}]`)
+	if !answers.Scan() || !strings.HasPrefix(answers.Text(), "[") || !strings.Contains(answers.Text(), `"id":16`) {
+		t.Errorf("a batch: %q, %v", answers.Text(), answers.Err())
+	}
+	// The session ends when its input does, and the server's Run with it.
 	inW.Close()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the server did not end after its input closed")
 	}

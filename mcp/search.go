@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -39,7 +38,7 @@ type findIn struct {
 
 type grepIn struct {
 	Sandbox    string `json:"sandbox,omitempty" jsonschema:"the sandbox's id, id prefix or name; leave out for the default sandbox"`
-	Pattern    string `json:"pattern" jsonschema:"a regular expression (RE2 syntax, as Go's regexp) matched against each line"`
+	Pattern    string `json:"pattern" jsonschema:"a regular expression (RE2 syntax, as Go's regexp) matched against each line as grep does: ^ and $ match at the line's start and end"`
 	Path       string `json:"path,omitempty" jsonschema:"a directory to search recursively, or one file (default: the working directory)"`
 	Glob       string `json:"glob,omitempty" jsonschema:"only files whose name matches this glob, e.g. *.py"`
 	IgnoreCase bool   `json:"ignore_case,omitempty"`
@@ -294,37 +293,38 @@ type grepper struct {
 
 func (g *grepper) done() bool { return len(g.out.Matches) >= g.limit || g.out.Truncated }
 
-// file searches one file's lines; a file with a NUL byte in its first
-// 8 KiB is binary and skipped.
+// file searches one file's lines as grep does: each line without its
+// newline, so that ^ and $ anchor at the line's bounds (a "\r" before
+// the newline is part of the line, as for grep). A file with a NUL byte
+// in its first 8 KiB is binary and skipped. The caller bounds a file at
+// grepFileMax bytes, which bounds a line too.
 func (g *grepper) file(name string, r io.Reader) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	if head, _ := br.Peek(8192); bytes.IndexByte(head, 0) >= 0 {
+	data, _ := io.ReadAll(io.LimitReader(r, grepFileMax))
+	if bytes.IndexByte(data[:min(len(data), 8192)], 0) >= 0 {
 		if len(g.out.Skipped) < 100 {
 			g.out.Skipped = append(g.out.Skipped, name+" (binary)")
 		}
 		return
 	}
 	g.out.FilesScanned++
-	for n := 1; ; n++ {
-		line, err := br.ReadSlice('\n')
-		long := errors.Is(err, bufio.ErrBufferFull)
-		if len(line) > 0 && g.re.Match(line) {
-			text := line
-			if len(text) > maxMatchLineLen {
-				text = text[:maxMatchLineLen]
-			}
-			g.out.Matches = append(g.out.Matches, grepMatch{Path: name, Line: n,
-				Text: strings.ToValidUTF8(strings.TrimRight(string(text), "\r\n"), "\uFFFD")})
-			if g.done() {
-				g.out.Truncated = true
-				return
-			}
+	for n := 1; len(data) > 0; n++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
 		}
-		for long { // the rest of a line over 64 KiB: not searched
-			_, err = br.ReadSlice('\n')
-			long = errors.Is(err, bufio.ErrBufferFull)
+		if !g.re.Match(line) {
+			continue
 		}
-		if err != nil {
+		text := line
+		if len(text) > maxMatchLineLen {
+			text = text[:maxMatchLineLen]
+		}
+		g.out.Matches = append(g.out.Matches, grepMatch{Path: name, Line: n,
+			Text: strings.ToValidUTF8(strings.TrimRight(string(text), "\r"), "\uFFFD")})
+		if g.done() {
+			g.out.Truncated = true
 			return
 		}
 	}

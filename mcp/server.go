@@ -134,7 +134,7 @@ Paths are paths inside the sandbox; relative ones are taken from its working dir
 A command that fails to reach the network: network_status lists what the policy allows and what it refused.`
 
 // MCPServer returns the SDK's server, to be run on any transport
-// (sdk.StdioTransport, an sdk.StreamableHTTPHandler, in-memory).
+// (this package's [StdioTransport], [Server.Handler], in-memory).
 func (s *Server) MCPServer() *sdk.Server { return s.srv }
 
 // Run serves one session on t until the client leaves or ctx ends.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -30,9 +31,13 @@ const dnsTTL = 60
 // IPv4. A query for any other name gets NXDOMAIN at once, is audited
 // (proto "dns", port 0) and counted in [Proxy.Denied] (but for reverse
 // lookups, under .arpa, and names of one label, such as the sandbox's own
-// host name, which programs look up on their own). Names
-// are never resolved, nor forwarded anywhere: nothing a program puts in a
-// name leaves the sandbox through DNS. Queries that are not standard
+// host name, which programs look up on their own) — unless the host's
+// hosts file ([ProxyConfig.HostsFile]) lists the name with IPv4
+// addresses an IP or CIDR allow rule covers: then those addresses are
+// the answer (the host's resolver and a program inside reading that file
+// find the same). Names are never resolved otherwise, nor forwarded
+// anywhere: nothing a program puts in a name leaves the sandbox through
+// DNS. Queries that are not standard
 // queries of class IN with one question get NOTIMP, FORMERR or REFUSED;
 // past [ProxyConfig.MaxNames] distinct names, REFUSED. c must be a UDP
 // socket with IP_PKTINFO (and IPV6_RECVPKTINFO if IPv6) set, so that each
@@ -84,15 +89,17 @@ func (p *Proxy) answerDNS(out, q []byte) []byte {
 		return nil
 	}
 	reply := dnsmessage.Header{ID: h.ID, Response: true, OpCode: h.OpCode, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
-	build := func(rc dnsmessage.RCode, question *dnsmessage.Question, a netip.Addr) []byte {
+	build := func(rc dnsmessage.RCode, question *dnsmessage.Question, addrs ...netip.Addr) []byte {
 		reply.RCode = rc
 		b := dnsmessage.NewBuilder(out, reply)
 		b.EnableCompression()
 		if question != nil {
 			_ = b.StartQuestions()
 			_ = b.Question(*question)
-			if a.IsValid() {
+			if len(addrs) > 0 {
 				_ = b.StartAnswers()
+			}
+			for _, a := range addrs {
 				_ = b.AResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: dnsTTL},
 					dnsmessage.AResource{A: a.As4()})
 			}
@@ -104,20 +111,33 @@ func (p *Proxy) answerDNS(out, q []byte) []byte {
 		return msg
 	}
 	if h.OpCode != 0 {
-		return build(dnsmessage.RCodeNotImplemented, nil, netip.Addr{})
+		return build(dnsmessage.RCodeNotImplemented, nil)
 	}
 	qs, err := parser.AllQuestions()
 	if err != nil || len(qs) != 1 {
-		return build(dnsmessage.RCodeFormatError, nil, netip.Addr{})
+		return build(dnsmessage.RCodeFormatError, nil)
 	}
 	question := qs[0]
 	if question.Class != dnsmessage.ClassINET {
-		return build(dnsmessage.RCodeRefused, &question, netip.Addr{})
+		return build(dnsmessage.RCodeRefused, &question)
 	}
 	name := normalizeHost(question.Name.String())
 	pol := p.policy.Load()
 	d := pol.CheckDNS(name)
 	rec := AuditRecord{Event: EventDecision, Proto: "dns", Host: recordHost(name), Rule: d.Rule, Reason: d.Reason}
+	if !d.Allowed && d.Reason == ReasonNotAllowed {
+		// No name rule: the host's hosts file may list the name with an
+		// address an IP or CIDR rule allows, which a program inside
+		// reading the same file reaches; one asking DNS gets it too.
+		if addrs, ld := p.listedAddrs(pol, name); ld.Allowed {
+			rec.Verdict, rec.Rule, rec.Reason, rec.Addr = VerdictAllow, ld.Rule, ld.Reason, addrs[0].String()
+			p.record(rec)
+			if question.Type != dnsmessage.TypeA {
+				return build(dnsmessage.RCodeSuccess, &question)
+			}
+			return build(dnsmessage.RCodeSuccess, &question, addrs...)
+		}
+	}
 	if !d.Allowed {
 		if d.Reason == "" {
 			d.Reason = ReasonNotAllowed
@@ -130,18 +150,46 @@ func (p *Proxy) answerDNS(out, q []byte) []byte {
 		if strings.Contains(name, ".") && !strings.HasSuffix(name, ".arpa") {
 			p.denials.add(rec.Host, 0, d.Reason)
 		}
-		return build(dnsmessage.RCodeNameError, &question, netip.Addr{})
+		return build(dnsmessage.RCodeNameError, &question)
 	}
 	a, ok := p.fake.lookup(name)
 	if !ok {
 		rec.Verdict, rec.Reason = VerdictError, "too many names"
 		p.record(rec)
-		return build(dnsmessage.RCodeRefused, &question, netip.Addr{})
+		return build(dnsmessage.RCodeRefused, &question)
 	}
 	if question.Type != dnsmessage.TypeA {
-		return build(dnsmessage.RCodeSuccess, &question, netip.Addr{})
+		return build(dnsmessage.RCodeSuccess, &question)
 	}
 	rec.Verdict, rec.Addr = VerdictAllow, a.String()
 	p.record(rec)
 	return build(dnsmessage.RCodeSuccess, &question, a)
+}
+
+// maxListedAnswers bounds the addresses of one answer from the hosts
+// file (a UDP answer is never truncated: 16 A records fit in 512 bytes).
+const maxListedAnswers = 16
+
+// listedAddrs returns the IPv4 addresses the host's hosts file lists for
+// name that pol allows by an IP or CIDR rule (see
+// [Compiled.checkListedAddr]), and the decision of the first; none, and a
+// refusal, when there are none.
+func (p *Proxy) listedAddrs(pol *Compiled, name string) ([]netip.Addr, Decision) {
+	var ok []netip.Addr
+	var first Decision
+	for _, a := range p.hosts.lookup(name) {
+		if !a.Is4() || FakeNet.Contains(a) || len(ok) == maxListedAnswers || slices.Contains(ok, a) {
+			continue
+		}
+		if d := pol.checkListedAddr(a); d.Allowed {
+			if len(ok) == 0 {
+				first = d
+			}
+			ok = append(ok, a)
+		}
+	}
+	if len(ok) == 0 {
+		return nil, Decision{Reason: ReasonNotAllowed}
+	}
+	return ok, first
 }

@@ -411,6 +411,29 @@ func (c *Compiled) CatchPorts() []int {
 	return ports
 }
 
+// checkListedAddr decides whether the stub DNS may answer a name that no
+// name rule allows with ip, an address the host's hosts file lists for
+// it: when an IP or CIDR allow rule covers ip (on some port) and no deny
+// rule without a port does, as a program inside that read the same file
+// could connect to ip.
+func (c *Compiled) checkListedAddr(ip netip.Addr) Decision {
+	if c.Mode() != Limited || !ip.IsValid() {
+		return Decision{Reason: ReasonNotAllowed}
+	}
+	ip = ip.WithZone("").Unmap()
+	for _, r := range c.deny {
+		if r.port == 0 && r.matchAddr(ip, 1) {
+			return Decision{Rule: r.text, Reason: ReasonDenied}
+		}
+	}
+	for _, r := range c.allow {
+		if r.kind == rulePrefix && r.prefix.Contains(ip) {
+			return Decision{Allowed: true, Rule: r.text, Reason: ReasonAllowed}
+		}
+	}
+	return Decision{Reason: ReasonNotAllowed}
+}
+
 // CheckDNS decides whether the stub DNS of a transparent sandbox answers
 // for name: when some allow rule matches it on some port and no deny rule
 // without a port matches it (a deny rule with a port refuses only that

@@ -91,6 +91,10 @@ type ProxyConfig struct {
 	// MaxNames caps the names the stub DNS gives fake addresses to (see
 	// [Proxy.ServeDNS]); 0 means [DefaultMaxNames].
 	MaxNames int
+	// HostsFile is the hosts file the stub DNS reads for a name no name
+	// rule allows (see [Proxy.ServeDNS]); "" means [DefaultHostsFile].
+	// Tests point it at a file of their own.
+	HostsFile string
 	// FakeNames are the stub DNS's earlier answers ([Proxy.FakeNames] of
 	// the proxy this one takes over from), kept with the same meaning.
 	FakeNames []FakeName
@@ -127,6 +131,7 @@ type Proxy struct {
 	lim       limits
 	count     counters
 	fake      fakeNames // the stub DNS's answers (transparent sandboxes)
+	hosts     hostsFile // the host's hosts file, as the stub DNS reads it
 	ca        *CA
 	roots     *x509.CertPool
 
@@ -170,6 +175,10 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 		p.fake.max = DefaultMaxNames
 	}
 	p.fake.restore(cfg.FakeNames)
+	p.hosts.path = cfg.HostsFile
+	if p.hosts.path == "" {
+		p.hosts.path = DefaultHostsFile
+	}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -393,5 +395,82 @@ func TestFakeNamesCarryOver(t *testing.T) {
 		if _, ok := b.FakeAddr(n.Name); ok {
 			t.Errorf("restored %v", n)
 		}
+	}
+}
+
+// TestStubDNSAnswersHostsFileNames: a name the host's hosts file lists
+// with an address an IP or CIDR rule allows is answered with that
+// address (as the host's resolver, and a program inside reading the
+// file, find it), read from the file only, never looked up; a name it
+// lists with an address no rule allows, or one a deny rule covers, is
+// NXDOMAIN as before.
+func TestStubDNSAnswersHostsFileNames(t *testing.T) {
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte(`# the test's hosts file
+10.9.8.7	db.internal DB2.Internal   # two names
+192.0.2.5 pg.internal
+192.0.2.6 pg.internal
+192.0.2.66 denied.internal
+10.1.1.1 other.internal
+::1 v6only.internal
+198.18.0.1 fake.internal
+not-an-address broken.internal
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, []string{"10.9.8.7", "192.0.2.0/24:5432", "198.18.0.0/15", "allowed.test"}, []string{"192.0.2.66"},
+		func(c *ProxyConfig) { c.HostsFile = hosts })
+	waitServing(t, h.proxy, 2)
+	server := stubDNS(t, h)
+	answers := func(m dnsmessage.Message) []string {
+		var s []string
+		for _, a := range m.Answers {
+			s = append(s, netip.AddrFrom4(a.Body.(*dnsmessage.AResource).A).String())
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		want []string
+	}{
+		{"db.internal.", []string{"10.9.8.7"}},
+		{"db2.internal.", []string{"10.9.8.7"}},
+		{"pg.internal.", []string{"192.0.2.5", "192.0.2.6"}}, // a rule with a port: caught there
+	} {
+		if m := query(t, server, c.name, dnsmessage.TypeA); m.RCode != dnsmessage.RCodeSuccess || !slices.Equal(answers(m), c.want) {
+			t.Errorf("%s A: %v %v, want %v", c.name, m.RCode, answers(m), c.want)
+		}
+		if m := query(t, server, c.name, dnsmessage.TypeAAAA); m.RCode != dnsmessage.RCodeSuccess || len(m.Answers) != 0 {
+			t.Errorf("%s AAAA: %v with %d answers, want NOERROR and none", c.name, m.RCode, len(m.Answers))
+		}
+	}
+	for _, name := range []string{"denied.internal.", "other.internal.", "v6only.internal.", "fake.internal.", "broken.internal.", "absent.internal."} {
+		if m := query(t, server, name, dnsmessage.TypeA); m.RCode != dnsmessage.RCodeNameError {
+			t.Errorf("%s: %v %v, want NXDOMAIN", name, m.RCode, answers(m))
+		}
+	}
+	if m := query(t, server, "allowed.test.", dnsmessage.TypeA); len(m.Answers) != 1 || !FakeNet.Contains(netip.AddrFrom4(m.Answers[0].Body.(*dnsmessage.AResource).A)) {
+		t.Errorf("a name a name rule allows: %v", answers(m))
+	}
+	for _, name := range []string{"db.internal", "pg.internal", "other.internal", "absent.internal"} {
+		if n := h.res.count(name); n != 0 {
+			t.Errorf("%s was resolved %d times", name, n)
+		}
+	}
+	// Go's resolver, pointed at the stub, finds what it finds in the file.
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "udp", server)
+	}}
+	if addrs, err := r.LookupHost(context.Background(), "db.internal"); err != nil || !slices.Equal(addrs, []string{"10.9.8.7"}) {
+		t.Errorf("Go resolver: %v %v", addrs, err)
+	}
+	var sawAllow bool
+	for _, rec := range h.audit.records(t) {
+		if rec.Proto == "dns" && rec.Host == "db.internal" && rec.Verdict == VerdictAllow && rec.Rule == "10.9.8.7" && rec.Addr == "10.9.8.7" {
+			sawAllow = true
+		}
+	}
+	if !sawAllow {
+		t.Error("no audit record of the answer from the hosts file")
 	}
 }

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tent-sandbox/tent/netpolicy"
 )
 
 // defaultPath is PATH inside the sandbox unless the spec sets one.
@@ -15,8 +17,12 @@ var passedThrough = []string{"TERM", "LANG", "TZ"}
 // caller's whole environment with inherit), then the network's variables
 // (proxy settings in limited mode: they must replace any inherited
 // ones), then layers in order, later entries winning. home and user
-// describe the identity inside.
-func buildEnv(inherit bool, network, layers []string, home, user string, environ []string) []string {
+// describe the identity inside. No variable of the caller's environment
+// or of layers whose value holds one of secrets (the values of the
+// spec's secrets) is kept: the variable a secret's value was read from
+// stays outside, whatever the environment options say (inside, the
+// secret's own variable holds its placeholder, from network).
+func buildEnv(inherit bool, network, layers []string, home, user string, environ, secrets []string) []string {
 	var base []string
 	if inherit {
 		base = append(base, environ...)
@@ -31,8 +37,38 @@ func buildEnv(inherit bool, network, layers []string, home, user string, environ
 			}
 		}
 	}
+	base = withoutSecrets(base, secrets)
 	base = append(base, network...)
-	return mergeEnv(append(base, layers...))
+	return mergeEnv(append(base, withoutSecrets(layers, secrets)...))
+}
+
+// withoutSecrets returns kvs less the entries whose value holds one of
+// secrets.
+func withoutSecrets(kvs, secrets []string) []string {
+	if len(secrets) == 0 {
+		return kvs
+	}
+	out := make([]string, 0, len(kvs))
+	for _, kv := range kvs {
+		_, v, _ := strings.Cut(kv, "=")
+		held := false
+		for _, s := range secrets {
+			held = held || (s != "" && strings.Contains(v, s))
+		}
+		if !held {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// secretValues returns the values of secrets.
+func secretValues(secrets []netpolicy.Secret) []string {
+	var vs []string
+	for _, s := range secrets {
+		vs = append(vs, s.Value)
+	}
+	return vs
 }
 
 // proxyEnv points every common proxy variable at the sandbox's proxy

@@ -335,7 +335,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		Exec: namespaces.Exec{
 			Path: name,
 			Args: append([]string{name}, args...),
-			Env:  buildEnv(s.EnvInherit, netEnv, s.Env, home, user, os.Environ()),
+			Env:  buildEnv(s.EnvInherit, netEnv, s.Env, home, user, os.Environ(), secretValues(s.Network.Secrets)),
 			Dir:  workdir,
 		},
 	}

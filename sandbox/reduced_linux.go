@@ -316,7 +316,7 @@ func (c *Cmd) startReduced(ctx context.Context, why string) (err error) {
 	for _, sec := range c.Spec.Network.Secrets {
 		private = append(private, sec.Name+"="+netpolicy.NewPlaceholder())
 	}
-	rp.direct.Exec.Env = buildEnv(c.Spec.EnvInherit, private, c.Spec.Env, d.tmp, rp.user, os.Environ())
+	rp.direct.Exec.Env = buildEnv(c.Spec.EnvInherit, private, c.Spec.Env, d.tmp, rp.user, os.Environ(), secretValues(c.Spec.Network.Secrets))
 	if rp.direct.Exec.Dir == "" {
 		rp.direct.Exec.Dir = d.tmp
 	}

@@ -37,7 +37,8 @@ func caEnv() []string {
 }
 
 // secretsEnv gives each secret's variable its placeholder. A variable the
-// spec also sets is an error: one of the two would be silently lost.
+// spec also sets is an error: one of the two would be silently lost; so
+// is one whose value holds a secret's value (the value never enters).
 func secretsEnv(secrets []netpolicy.Secret, env []string) ([]string, error) {
 	var out []string
 	for _, s := range secrets {
@@ -45,8 +46,12 @@ func secretsEnv(secrets []netpolicy.Secret, env []string) ([]string, error) {
 			continue // a header transform: nothing inside sends it
 		}
 		for _, kv := range env {
-			if k, _, _ := strings.Cut(kv, "="); k == s.Name {
+			k, v, _ := strings.Cut(kv, "=")
+			if k == s.Name {
 				return nil, fmt.Errorf("env: %s is a secret of the network policy: its variable holds the placeholder, so the environment cannot set it too", s.Name)
+			}
+			if s.Value != "" && strings.Contains(v, s.Value) {
+				return nil, fmt.Errorf("env: %s holds the value of secret %s, which never enters the sandbox (inside, %s holds its placeholder)", k, s.Name, s.Name)
 			}
 		}
 		out = append(out, s.Name+"="+s.Placeholder)

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
@@ -132,7 +131,7 @@ func runMCP(c *cobra.Command, g *cli.Globals, o *mcpOptions) error {
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.listen == "" {
-		err = srv.Run(ctx, &sdk.StdioTransport{})
+		err = srv.Run(ctx, &mcp.StdioTransport{Logger: log})
 	} else {
 		err = serveMCPHTTP(ctx, g, o, srv, useTLS, log)
 	}

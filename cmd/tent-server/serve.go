@@ -22,6 +22,7 @@ import (
 
 	"github.com/tent-sandbox/tent/internal/cli"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 	"github.com/tent-sandbox/tent/serve"
 )
@@ -38,6 +39,7 @@ type serveOptions struct {
 	insecure  bool
 	domain    string
 	private   bool
+	maxUpload string
 }
 
 // pythonKey is the form of API key E2B's Python SDK accepts.
@@ -88,6 +90,7 @@ state directory (serve-state.json) for the next tent serve to take up.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "the TLS private key `FILE`")
 	f.BoolVar(&o.insecure, "insecure", false, "allow plain HTTP on an address other than loopback (the API key crosses the network in clear)")
 	f.StringVar(&o.domain, "domain", "", "the `DOMAIN` the SDKs' getHost(port) names (PORT-ID.DOMAIN); default localhost:PORT on a loopback address")
+	f.StringVar(&o.maxUpload, "max-upload", "1G", "the bound of one file upload into a sandbox (`SIZE`, e.g. 256M, 4G), counted once gzip is decoded: past it a 413, and nothing written")
 	f.BoolVar(&o.private, "private-ports", false, "every sandbox's ports need its traffic access token (e2b-traffic-access-token), as E2B's allowPublicTraffic: false")
 	return c
 }
@@ -114,6 +117,10 @@ func runServe(ctx context.Context, g *cli.Globals, o *serveOptions) error {
 	useTLS := o.tlsCert != "" || o.tlsKey != ""
 	if useTLS && (o.tlsCert == "" || o.tlsKey == "") {
 		return refuse("--tls-cert and --tls-key go together")
+	}
+	maxUpload, err := policy.ParseSize(o.maxUpload)
+	if err != nil || maxUpload <= 0 {
+		return refuse("--max-upload %q: want a size such as 256M or 4G", o.maxUpload)
 	}
 	unixPath, isUnix := strings.CutPrefix(o.listen, "unix:")
 	if !isUnix {
@@ -196,7 +203,7 @@ func runServe(ctx context.Context, g *cli.Globals, o *serveOptions) error {
 		StateFile:   filepath.Join(stateDir, "serve-state.json"),
 		VolumesDir:  filepath.Join(stateDir, "volumes"),
 		SecretsFile: filepath.Join(stateDir, "serve-secrets.json"),
-		Domain:      serveDomain(o.domain, l.Addr()), PrivatePorts: o.private})
+		Domain:      serveDomain(o.domain, l.Addr()), PrivatePorts: o.private, MaxUploadBytes: maxUpload})
 	if err != nil {
 		l.Close()
 		_ = closeBackend(context.Background())

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,6 +129,98 @@ func TestMCPStdio(t *testing.T) {
 	}
 }
 
+// TestMCPStdioMalformedLine: a line that is not JSON (or not JSON-RPC)
+// on a real tent mcp's stdin is answered with the JSON-RPC error for it
+// and the session goes on, its default sandbox too (the SDK's stdio
+// transport ended the session, the process and the sandbox on it).
+func TestMCPStdioMalformedLine(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := exec.Command(tentBin, "--state-dir", state, "mcp")
+	cmd.Env = baseEnv()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	out := bufio.NewScanner(outR)
+	out.Buffer(nil, 1<<20)
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(in, line+"\n"); err != nil {
+			t.Fatalf("writing %.40q: %v\n%s", line, err, stderr.String())
+		}
+	}
+	next := func() map[string]any {
+		t.Helper()
+		if !out.Scan() {
+			t.Fatalf("no answer (%v); tent mcp's stderr:\n%s", out.Err(), stderr.String())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("answer %q: %v", out.Text(), err)
+		}
+		return m
+	}
+	shell := func(id int) string {
+		t.Helper()
+		send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"shell","arguments":{"command":"echo ok"}}}`)
+		m := next()
+		res, _ := m["result"].(map[string]any)
+		sc, _ := res["structuredContent"].(map[string]any)
+		if m["id"] != float64(id) || sc["stdout"] != "ok\n" || sc["sandbox"] == "" {
+			t.Fatalf("shell: %v\n%s", m, stderr.String())
+		}
+		return fmt.Sprint(sc["sandbox"])
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	if m := next(); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	box := shell(2)
+	for i, c := range []struct {
+		line string
+		code float64
+		id   any
+	}{
+		{"this is not JSON", -32700, nil},
+		{`{"jsonrpc":"2.0","id":3,"method":`, -32700, nil},
+		{`{"id":4,"method":"ping"}`, -32600, float64(4)}, // no "jsonrpc":"2.0"
+		{`[1,2]`, -32600, nil},
+	} {
+		send(c.line)
+		m := next()
+		e, _ := m["error"].(map[string]any)
+		if id, ok := m["id"]; !ok || id != c.id || e["code"] != c.code {
+			t.Errorf("%q: answered %v; want error %v with id %v", c.line, m, c.code, c.id)
+		}
+		if again := shell(10 + i); again != box {
+			t.Errorf("after %q the default sandbox is %s, was %s", c.line, again, box)
+		}
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("tent mcp after its stdin closed: %v\n%s", err, stderr.String())
+	}
+	if ls := tent(t, "--state-dir", state, "ls", "-q"); ls.stdout != "" {
+		t.Errorf("sandboxes left after the session closed: %q", ls.stdout)
+	}
+}
+
 // bearer adds a bearer token to every request.
 type bearer struct{ token string }
 
@@ -201,6 +295,37 @@ func TestMCPHTTP(t *testing.T) {
 	mcpCall(t, cs, "exec", map[string]any{"argv": []string{"echo", "over http"}}, &r)
 	if r.Stdout != "over http\n" {
 		t.Errorf("exec over HTTP: %+v", r)
+	}
+	// A malformed body gets 400 with the JSON-RPC error for it; the
+	// session goes on.
+	for _, c := range []struct {
+		body string
+		code float64
+		id   any
+	}{
+		{"this is not JSON", -32700, nil},
+		{`{"id":7,"method":"ping"}`, -32600, float64(7)},
+	} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		derr := json.NewDecoder(res.Body).Decode(&m)
+		res.Body.Close()
+		e, _ := m["error"].(map[string]any)
+		if id, ok := m["id"]; res.StatusCode != http.StatusBadRequest || derr != nil || !ok || id != c.id || e["code"] != c.code {
+			t.Errorf("POST %q: %d %v (%v); want 400 with error %v, id %v", c.body, res.StatusCode, m, derr, c.code, c.id)
+		}
+		mcpCall(t, cs, "exec", map[string]any{"argv": []string{"echo", "over http"}}, &r)
+		if r.Stdout != "over http\n" {
+			t.Errorf("exec over HTTP after %q: %+v", c.body, r)
+		}
 	}
 	// The client's cancellation, over HTTP, kills the command.
 	ctx, cancel := context.WithCancel(context.Background())

@@ -182,3 +182,52 @@ func TestSecretInPolicyFile(t *testing.T) {
 	pol = writeFile(t, filepath.Join(dir, "q.yaml"), "secrets:\n  - name: NOPE_UNSET\n    hosts: [api.example.com]\n")
 	tent(t, "run", "--policy", pol, "--", "true").expect(t, 125, "NOPE_UNSET is not set")
 }
+
+// TestSecretSourceNeverEnters: the variable of tent's environment a
+// policy secret's value is read from (env: SRCVAR), and any other
+// holding the value, stay out of the sandbox under --env-inherit, in
+// both tiers (env inside shows neither the value nor the variable); an
+// environment option naming the source or the secret's own variable is
+// refused, naming the option and the secret.
+func TestSecretSourceNeverEnters(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pol := writeFile(t, filepath.Join(dir, "p.yaml"), "secrets:\n  - name: TOKEN\n    hosts: [api.example.com]\n    env: SRCVAR\n")
+	env := []string{"SRCVAR=" + cliSecret, "ALIAS=Bearer " + cliSecret, "PLAIN=kept"}
+	for _, tier := range [][]string{{"--tier", "full"}, {"--tier", "reduced", "--best-effort"}} {
+		args := append(append([]string{"run"}, tier...), "--env-inherit", "--policy", pol, "--", "env")
+		r := invocation{args: args, env: env}.run(t)
+		r.expect(t, 0)
+		if strings.Contains(r.stdout, cliSecret) || strings.Contains(r.stdout, "SRCVAR=") || strings.Contains(r.stdout, "ALIAS=") ||
+			!strings.Contains(r.stdout, "PLAIN=kept") || !strings.Contains(r.stdout, "TOKEN=tent_") {
+			t.Errorf("%v: env inside:\n%s\nwant no SRCVAR, no ALIAS, no value; PLAIN and TOKEN's placeholder", tier, r.stdout)
+		}
+	}
+	envFile := writeFile(t, filepath.Join(dir, "e.env"), "SRCVAR=x\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--env-pass", "SRCVAR"}, "--env-pass SRCVAR: secret TOKEN's value is read from SRCVAR"},
+		{[]string{"--env", "SRCVAR=x"}, "--env SRCVAR: secret TOKEN's value is read from SRCVAR"},
+		{[]string{"--env-file", envFile}, "e.env sets SRCVAR: secret TOKEN's value is read from SRCVAR"},
+		{[]string{"--env-pass", "TOKEN"}, "--env-pass TOKEN: TOKEN is secret TOKEN's variable"},
+	} {
+		args := append(append([]string{"run", "--policy", pol}, c.args...), "--", "true")
+		r := invocation{args: args, env: append(env, "TOKEN=other-0123456789")}.run(t)
+		r.expect(t, 125, c.want)
+		if strings.Contains(r.stderr, cliSecret) {
+			t.Errorf("%v: the error repeats the value: %s", c.args, r.stderr)
+		}
+	}
+	// Another variable holding the value, given explicitly: refused.
+	other := writeFile(t, filepath.Join(dir, "o.env"), "OTHER=x"+cliSecret+"\n")
+	r := invocation{args: []string{"run", "--policy", pol, "--env-file", other, "--", "true"}, env: env}.run(t)
+	r.expect(t, 125, "env: OTHER holds the value of secret TOKEN")
+	if strings.Contains(r.stderr, cliSecret) {
+		t.Errorf("the error repeats the value: %s", r.stderr)
+	}
+	// --secret NAME@HOST reads NAME: --env-pass NAME is refused too.
+	r = invocation{args: []string{"run", "--secret", "TOKEN@api.example.com", "--env-pass", "TOKEN", "--", "true"}, env: []string{"TOKEN=" + cliSecret}}.run(t)
+	r.expect(t, 125, "--env-pass TOKEN: TOKEN is secret TOKEN's variable")
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math"
@@ -94,6 +95,9 @@ type lookupEnv func(string) (string, bool)
 // flag the user set. Relative host paths of flags are relative to cwd.
 func BuildSpec(f *pflag.FlagSet, o *RunOptions, getenv lookupEnv, cwd string, log *slog.Logger) (sandbox.Spec, error) {
 	var spec sandbox.Spec
+	// sources maps each variable of tent's environment a secret's value
+	// is read from to the secret's name.
+	sources := map[string]string{}
 	if o.policy != "" {
 		p, err := policy.Load(o.policy)
 		if err != nil {
@@ -103,7 +107,13 @@ func BuildSpec(f *pflag.FlagSet, o *RunOptions, getenv lookupEnv, cwd string, lo
 			return spec, err
 		}
 		warnUnset(log, "policy env_pass", p.EnvPass, getenv)
+		for _, sec := range p.Secrets {
+			if sec.File == "" {
+				sources[cmp.Or(sec.Env, sec.Name)] = sec.Name
+			}
+		}
 	}
+	policyEnv := len(spec.Env)
 	if err := o.applyMounts(&spec, cwd); err != nil {
 		return spec, err
 	}
@@ -122,7 +132,10 @@ func BuildSpec(f *pflag.FlagSet, o *RunOptions, getenv lookupEnv, cwd string, lo
 			return spec, fmt.Errorf("--net: %w", err)
 		}
 	}
-	if err := o.applySecrets(&spec, getenv); err != nil {
+	if err := o.applySecrets(&spec, getenv, sources); err != nil {
+		return spec, err
+	}
+	if err := o.checkSecretEnv(spec, policyEnv, sources); err != nil {
 		return spec, err
 	}
 	if len(o.allowHosts)+len(o.denyHosts)+len(o.secrets) > 0 {
@@ -290,7 +303,7 @@ func warnUnset(log *slog.Logger, what string, names []string, getenv lookupEnv) 
 // applySecrets adds --secret's secrets, their values from --secret-file
 // or tent's environment. A --secret replaces a policy secret of the same
 // name.
-func (o *RunOptions) applySecrets(spec *sandbox.Spec, getenv lookupEnv) error {
+func (o *RunOptions) applySecrets(spec *sandbox.Spec, getenv lookupEnv, sources map[string]string) error {
 	values := map[string]string{}
 	for _, path := range o.secretFile {
 		m, err := policy.ReadSecretFile(path)
@@ -312,6 +325,71 @@ func (o *RunOptions) applySecrets(spec *sandbox.Spec, getenv lookupEnv) error {
 		}
 		spec.Network.Secrets = slices.DeleteFunc(spec.Network.Secrets, func(p netpolicy.Secret) bool { return p.Name == s.Name })
 		spec.Network.Secrets = append(spec.Network.Secrets, s)
+		if _, fromFile := values[s.Name]; !fromFile {
+			sources[s.Name] = s.Name
+		}
+	}
+	return nil
+}
+
+// checkSecretEnv refuses an environment option that names a variable a
+// secret's value is read from, or a secret's own variable (inside, its
+// placeholder): the value never enters the sandbox, and an explicit
+// option that would put it (or replace the placeholder) there is a
+// mistake to say, not to drop. spec.Env's first policyEnv entries are
+// the policy file's. (--env-inherit, which names no variable, leaves them
+// out silently: the sandbox drops every inherited variable holding a
+// secret's value.)
+func (o *RunOptions) checkSecretEnv(spec sandbox.Spec, policyEnv int, sources map[string]string) error {
+	secretOf := func(k string) (string, bool) {
+		if name, ok := sources[k]; ok {
+			return name, true
+		}
+		for _, sec := range spec.Network.Secrets {
+			if sec.Name == k {
+				return sec.Name, true
+			}
+		}
+		return "", false
+	}
+	check := func(what, k string) error {
+		name, ok := secretOf(k)
+		if !ok {
+			return nil
+		}
+		if k == name {
+			return fmt.Errorf("%s %s: %s is secret %s's variable: inside it holds the secret's placeholder and tent never passes its value; leave %s out of the environment options", what, k, k, name, k)
+		}
+		return fmt.Errorf("%s %s: secret %s's value is read from %s, which never enters the sandbox (inside, %s holds the placeholder); leave %s out of the environment options", what, k, name, k, name, k)
+	}
+	for _, kv := range spec.Env[:policyEnv] {
+		k, _, _ := strings.Cut(kv, "=")
+		if err := check("--policy "+o.policy+": env, env_pass or env_file sets", k); err != nil {
+			return err
+		}
+	}
+	for _, path := range o.envFile {
+		kvs, err := policy.ReadEnvFile(path)
+		if err != nil {
+			return fmt.Errorf("--env-file: %w", err)
+		}
+		for _, kv := range kvs {
+			k, _, _ := strings.Cut(kv, "=")
+			if err := check("--env-file "+path+" sets", k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range o.envPass {
+		if err := check("--env-pass", k); err != nil {
+			return err
+		}
+	}
+	for _, kv := range o.env {
+		k, _, _ := strings.Cut(kv, "=")
+		if err := check("--env", k); err != nil {
+			return err
+		}
 	}
 	return nil
 }

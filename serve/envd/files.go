@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -63,7 +64,8 @@ func uploadMetadata(h http.Header) (map[string]string, error) {
 func writeError(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the upload is larger than %d bytes, the limit", mbe.Limit))
+		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"the upload is larger than %d bytes, the bound of one upload (counted once gzip is decoded), and was not written. tent serve --max-upload SIZE raises it (serve.Options.MaxUploadBytes in Go)", mbe.Limit))
 		return
 	}
 	var ce *connect.Error
@@ -204,6 +206,10 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 	var body io.Reader = http.MaxBytesReader(w, r.Body, h.opts.MaxUploadBytes)
 	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
 	case "", "identity":
+		if r.ContentLength > h.opts.MaxUploadBytes { // refused before any of it reaches the sandbox
+			writeError(w, &http.MaxBytesError{Limit: h.opts.MaxUploadBytes})
+			return
+		}
 	case "gzip":
 		zr, err := gzip.NewReader(body)
 		if err != nil {
@@ -312,26 +318,51 @@ func partFileName(disposition string) (string, error) {
 // returned); a body that fails (too large, cut) fails the upload and
 // the partial file is removed.
 func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, meta map[string]string) (fileEntry, error) {
+	// Whether the upload makes the file, or replaces one: a failed
+	// upload removes a file it made, never one it was to replace.
+	serr := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileStat, Path: p, Out: io.Discard})
+	made := errors.Is(serr, fs.ErrNotExist)
+	opCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	pr, pw := io.Pipe()
 	copied := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(pw, body)
+		copied <- err // before the helper can see the end of its input
+		if err != nil && !made {
+			// The body failed (over the bound, cut): the helper must
+			// not take what it got for the whole file and put it in
+			// place of the one it replaces. It is killed before its
+			// input ends; its input is closed once it is gone.
+			cancel()
+			return
+		}
 		pw.CloseWithError(err) // nil: EOF
-		copied <- err
 	}()
 	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
-	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Metadata: meta, In: pr, Out: out})
+	err := bx.fileOp(opCtx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Metadata: meta, In: pr, Out: out})
 	pr.CloseWithError(errUploadAborted)
-	if err != nil {
-		return fileEntry{}, rpcError(err)
-	}
-	if err := <-copied; err != nil {
-		_ = bx.fileOp(context.WithoutCancel(ctx), sandbox.FileRequest{Op: sandbox.FileRemove, Path: p})
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fileEntry{}, err
+	var cerr error
+	if err == nil {
+		cerr = <-copied // the helper read its input to the end: the copy is over
+	} else {
+		select {
+		case cerr = <-copied:
+		default: // the helper failed first; the copy ends with the request
 		}
-		return fileEntry{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("reading the upload: %w", err))
+	}
+	if err != nil || cerr != nil {
+		if made {
+			_ = bx.fileOp(context.WithoutCancel(ctx), sandbox.FileRequest{Op: sandbox.FileRemove, Path: p})
+		}
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(cerr, &mbe):
+			return fileEntry{}, cerr
+		case cerr != nil:
+			return fileEntry{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("reading the upload: %w", cerr))
+		}
+		return fileEntry{}, rpcError(err)
 	}
 	if out.err != nil {
 		return fileEntry{}, out.err

@@ -3,19 +3,23 @@ package envd_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"connectrpc.com/connect"
 
+	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/serve/envd"
 	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )
@@ -315,5 +319,147 @@ func TestFilesLarge(t *testing.T) {
 	status, content, length = e.get("/proc/self/status")
 	if status != http.StatusOK || length != strconv.Itoa(len(content)) || !strings.Contains(content, "Name:") {
 		t.Errorf("download of a procfs file: %d, length %s, %q", status, length, content)
+	}
+}
+
+// gzipBomb is a gzip stream of n zero bytes, made as it is read (a few
+// KiB of it per MiB decoded; nothing of size n is ever held).
+func gzipBomb(n int64) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		zw, _ := gzip.NewWriterLevel(pw, gzip.BestCompression)
+		zero := make([]byte, 64<<10)
+		var err error
+		for left := n; left > 0 && err == nil; left -= int64(len(zero)) {
+			_, err = zw.Write(zero[:min(left, int64(len(zero)))])
+		}
+		if err == nil {
+			err = zw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
+// TestUploadGzipBomb: an upload whose gzip body decodes past the bound
+// (a bomb of 64 times the bound), octet-stream or multipart, is a 413
+// naming the bound and how to raise it, and leaves nothing in the
+// sandbox: no file, no temporary.
+func TestUploadGzipBomb(t *testing.T) {
+	const bound = 1 << 20
+	e := newEnv(t, envd.Options{MaxUploadBytes: bound}, nil)
+	if status, body := e.post("path=/tmp/bomb/ok", "application/octet-stream", gzipBomb(bound), http.Header{"Content-Encoding": {"gzip"}}); status != http.StatusOK {
+		t.Fatalf("a gzip upload of the bound exactly: %d %s", status, body)
+	}
+	wantMsg := func(what string, status int, body []byte) {
+		t.Helper()
+		if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "1048576 bytes") || !strings.Contains(string(body), "--max-upload") {
+			t.Errorf("%s: %d %s; want 413 naming the bound and --max-upload", what, status, body)
+		}
+	}
+	status, body := e.post("path=/tmp/bomb/f", "application/octet-stream", gzipBomb(64*bound), http.Header{"Content-Encoding": {"gzip"}})
+	wantMsg("an octet-stream gzip bomb", status, body)
+
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		fw, err := mw.CreateFormFile("file", "/tmp/bomb/m")
+		if err == nil {
+			_, err = io.Copy(fw, io.LimitReader(zeros{}, 64*bound))
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	zr, zw := io.Pipe()
+	go func() {
+		gw := gzip.NewWriter(zw)
+		_, err := io.Copy(gw, pr)
+		if err == nil {
+			err = gw.Close()
+		}
+		zw.CloseWithError(err)
+	}()
+	status, body = e.post("", mw.FormDataContentType(), zr, http.Header{"Content-Encoding": {"gzip"}})
+	wantMsg("a multipart gzip bomb", status, body)
+
+	// Over a file it was to replace: the helper is stopped before its
+	// input ends, and the file is not removed.
+	status, body = e.post("path=/tmp/bomb/ok", "application/octet-stream", gzipBomb(64*bound), http.Header{"Content-Encoding": {"gzip"}})
+	wantMsg("a gzip bomb over a file", status, body)
+
+	// Plain, with a length over the bound: refused before any byte is read.
+	status, body = e.post("path=/tmp/bomb/plain", "application/octet-stream", io.LimitReader(zeros{}, 2*bound), nil)
+	wantMsg("a plain upload over the bound", status, body)
+
+	ls, err := e.fs.ListDir(e.ctx(), connect.NewRequest(&filesystempb.ListDirRequest{Path: "/tmp/bomb"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, en := range ls.Msg.GetEntries() {
+		names = append(names, en.GetName())
+	}
+	if !slices.Equal(names, []string{"ok"}) {
+		t.Errorf("left in /tmp/bomb: %v; want only ok", names)
+	}
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// fullDisk is a backend whose file helper writes the first 4 KiB of a
+// put and then fails as on a full disk.
+type fullDisk struct{ sandbox.Backend }
+
+func (b fullDisk) Open(ctx context.Context, ref string) (sandbox.Handle, error) {
+	h, err := b.Backend.Open(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return fullDiskHandle{h}, nil
+}
+
+type fullDiskHandle struct{ sandbox.Handle }
+
+func (h fullDiskHandle) File(ctx context.Context, req sandbox.FileRequest) error {
+	if req.Op != sandbox.FilePut {
+		return h.Handle.File(ctx, req)
+	}
+	req.In = io.LimitReader(req.In, 4<<10)
+	if err := h.Handle.File(ctx, req); err != nil {
+		return err
+	}
+	return &os.PathError{Op: "put", Path: req.Path, Err: syscall.ENOSPC}
+}
+
+// TestUploadFailedMidwayLeavesNoFile: an upload the sandbox's disk
+// cannot take whole is a 507 and leaves no partial file it made (it was
+// a 500 that left one); a file it was to replace is not removed.
+func TestUploadFailedMidwayLeavesNoFile(t *testing.T) {
+	e := newEnv(t, envd.Options{}, func(b sandbox.Backend) sandbox.Backend { return fullDisk{b} })
+	e.run("mkdir -p /tmp/full && echo old > /tmp/full/old", nil)
+	for _, p := range []string{"/tmp/full/new", "/tmp/full/old"} {
+		status, body := e.post("path="+p, "application/octet-stream", io.LimitReader(zeros{}, 64<<10), nil)
+		if status != http.StatusInsufficientStorage || !strings.Contains(string(body), "no space left") {
+			t.Errorf("%s: %d %s; want 507 (no space left)", p, status, body)
+		}
+	}
+	ls, err := e.fs.ListDir(e.ctx(), connect.NewRequest(&filesystempb.ListDirRequest{Path: "/tmp/full"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, en := range ls.Msg.GetEntries() {
+		names = append(names, en.GetName())
+	}
+	if !slices.Equal(names, []string{"old"}) {
+		t.Errorf("left in /tmp/full: %v; want only old", names)
 	}
 }
