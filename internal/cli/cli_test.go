@@ -66,7 +66,7 @@ func TestReadVerbsOutput(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"ls", "--filter", "color=red"}, `tent: --filter "color=red": unknown filter "color" (want label, name, state or id)` + "\n"},
-		{[]string{"ls", "--filter", "state=gone"}, `tent: --filter "state=gone": want state=running, suspended or stopped` + "\n"},
+		{[]string{"ls", "--filter", "state=gone"}, `tent: --filter "state=gone": want state=running, suspended, stopped or broken` + "\n"},
 		{[]string{"ls", "-o", "yaml"}, `tent: -o "yaml": want table or json` + "\n"},
 		{[]string{"ls", "--format", "{{.Nope"}, "tent: --format: template: format:1: unclosed action\n"},
 		{[]string{"snapshot", "ls", "-o", "xml"}, `tent: -o "xml": want table or json` + "\n"},
