@@ -144,3 +144,38 @@ func TestFileHelperFramedInPlaceCut(t *testing.T) {
 		t.Errorf("in place, its input cut: %d %q; want EPIPE", code, errs)
 	}
 }
+
+// BenchmarkFrame measures framing and unframing, in memory.
+func BenchmarkFrame(b *testing.B) {
+	content := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
+	b.SetBytes(int64(len(content)))
+	for b.Loop() {
+		if _, err := io.Copy(io.Discard, newFrameDecoder(NewFrameEncoder(bytes.NewReader(content)))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// mustNotRead fails the test when read.
+type mustNotRead struct{ t *testing.T }
+
+func (r mustNotRead) Read([]byte) (int, error) {
+	r.t.Error("the helper read the input of an op it does not know")
+	return 0, io.EOF
+}
+
+// The helper refuses an op it does not know (EINVAL) without reading a
+// byte of its input, and writes nothing: an older helper, given
+// write-framed or put-framed, fails so rather than writing frames as
+// content. (The framed ops are new names, not an option of write and
+// put, for this.)
+func TestFileHelperUnknownOpReadsNothing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	writeFileMode(t, p, "old content", 0o640)
+	for _, op := range []string{"write-framed2", "put-chunked"} {
+		if code, _, errs := runHelper([]string{op, p, "644"}, mustNotRead{t}); code != HelperFailed || !strings.HasPrefix(errs, "EINVAL ") {
+			t.Errorf("%s: %d %q; want EINVAL", op, code, errs)
+		}
+	}
+	wantFile(t, "after unknown ops", p, "old content", 0o640, "f")
+}

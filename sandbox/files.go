@@ -31,7 +31,10 @@ const (
 	// streams In into it. An existing file is replaced as one step (a
 	// temporary beside it, renamed over it once In is written and
 	// synced), keeping its mode, owner and metadata: a full disk or a
-	// killed helper leaves it as it was.
+	// killed helper leaves it as it was. Only content whose end the
+	// helper was told of is committed (see [FileRequest.Framed]): an In
+	// that fails, or a caller killed mid-write, leaves it as it was too,
+	// and the request fails with In's error.
 	FileWrite FileOp = "write"
 	// FilePut creates the missing parent directories of Path (mode 0755),
 	// then writes it as FileWrite does, sets its Metadata, and writes its

@@ -387,8 +387,8 @@ func TestUploadGzipBomb(t *testing.T) {
 	status, body = e.post("", mw.FormDataContentType(), zr, http.Header{"Content-Encoding": {"gzip"}})
 	wantMsg("a multipart gzip bomb", status, body)
 
-	// Over a file it was to replace: the helper is stopped before its
-	// input ends, and the file is not removed.
+	// Over a file it was to replace: the helper's input ends without
+	// its end mark, and the file is left as it was.
 	status, body = e.post("path=/tmp/bomb/ok", "application/octet-stream", gzipBomb(64*bound), http.Header{"Content-Encoding": {"gzip"}})
 	wantMsg("a gzip bomb over a file", status, body)
 
