@@ -114,10 +114,9 @@ const (
 // that tells, once the request is over, whether its input failed: an
 // *os.PathError wrapping the input's error, for the backend to return
 // rather than the helper's report of an input cut short (nil if the
-// input did not fail).
-// Every backend runs its FileWrite and FilePut requests through it,
-// where the caller's reader is read (so, for a backend behind a socket,
-// in the caller's process).
+// input did not fail). Every backend runs its FileWrite and FilePut
+// requests through it, where the caller's reader is read (so, for a
+// backend behind a socket, in the caller's process).
 //
 // A write commits only content whose end it was told of: with In a
 // reader (not a regular file), the request becomes the op's framed form
