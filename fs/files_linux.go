@@ -57,7 +57,11 @@ const (
 // reports size 0, as procfs and sysfs files do, is read up to
 // MaxPseudoFileRead bytes, and fails with EFBIG beyond. write and put
 // replace an existing file as one step (see writeRegular): a full disk
-// or a killed helper leaves it as it was.
+// or a killed helper leaves it as it was. write-framed and put-framed are
+// write and put whose stdin is framed (see [FrameEncoder]): an input that
+// ends before its end mark fails them with EPIPE (a bad frame, or an end
+// mark counting other than what came, with EPROTO), and the file is left
+// as it was (but where it must be written in place: see writeInPlace).
 func RunFileHelper(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) < 2 {
 		fmt.Fprintln(stderr, "EINVAL usage: tent-fs read|write|put|list|stat|mkdir|rename|watch|tar|untar|remove|remove-all PATH [ARG...]")
@@ -83,10 +87,13 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 			return readSized(path, stdout)
 		}
 		return readRegular(path, stdout)
-	case "write":
+	case "write", FileOpWriteFramed:
 		mode, err := modeArg("write", path, rest)
 		if err != nil {
 			return err
+		}
+		if op == FileOpWriteFramed {
+			stdin = newFrameDecoder(stdin)
 		}
 		return writeRegular(path, mode, stdin, true)
 	case "list":
@@ -99,7 +106,7 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 			depth = d
 		}
 		return listTree(path, depth, stdout)
-	case "put":
+	case "put", FileOpPutFramed:
 		rest, meta, err := metadataArgs(path, rest)
 		if err != nil {
 			return err
@@ -110,6 +117,9 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
+		}
+		if op == FileOpPutFramed {
+			stdin = newFrameDecoder(stdin)
 		}
 		if err := writeRegular(path, mode, stdin, false); err != nil {
 			return err
@@ -625,7 +635,9 @@ func mountPoint(dirfd, fd int) bool {
 }
 
 // writeInPlace truncates the open file f and writes stdin into it (not
-// atomic: where no temporary can replace the file).
+// atomic: where no temporary can replace the file). A framed input cut
+// short fails it (EPIPE), the file holding what came: never reported as
+// written.
 func writeInPlace(f *os.File, stdin io.Reader) error {
 	if err := f.Truncate(0); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
 	"testing"
@@ -44,6 +45,32 @@ func BenchmarkRunTrueLimited(b *testing.B) {
 func BenchmarkHostTrue(b *testing.B) {
 	for b.Loop() {
 		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteFile measures WriteFile of 16 MiB from a reader (not a
+// file: the input is framed, see FileRequest.Framed) over a file of a
+// Local sandbox.
+func BenchmarkWriteFile(b *testing.B) {
+	l, err := sandbox.NewLocal(sandbox.LocalOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	info, err := l.Provision(context.Background(), sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := l.Open(context.Background(), info.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	content := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
+	b.SetBytes(int64(len(content)))
+	for b.Loop() {
+		if err := h.File(context.Background(), sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", In: bytes.NewReader(content)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -31,7 +31,10 @@ const (
 	// streams In into it. An existing file is replaced as one step (a
 	// temporary beside it, renamed over it once In is written and
 	// synced), keeping its mode, owner and metadata: a full disk or a
-	// killed helper leaves it as it was.
+	// killed helper leaves it as it was. Only content whose end the
+	// helper was told of is committed (see [FileRequest.Framed]): an In
+	// that fails, or a caller killed mid-write, leaves it as it was too,
+	// and the request fails with In's error.
 	FileWrite FileOp = "write"
 	// FilePut creates the missing parent directories of Path (mode 0755),
 	// then writes it as FileWrite does, sets its Metadata, and writes its
@@ -96,6 +99,61 @@ type FileRequest struct {
 	Out io.Writer `json:"-"`
 }
 
+// The framed forms of FileWrite and FilePut, as the helper receives them
+// (see [FileRequest.Framed]). They are file helper ops of their own, not
+// an option of write and put, so that a helper that does not know them
+// (one of an older tent: a supervisor runs its own binary as the helper,
+// and a new client may talk to a supervisor an older tent started)
+// refuses them, EINVAL, rather than writing the frames as content.
+const (
+	fileWriteFramed FileOp = fs.FileOpWriteFramed
+	filePutFramed   FileOp = fs.FileOpPutFramed
+)
+
+// Framed returns r as it is to reach the file helper, and a function
+// that tells, once the request is over, whether its input failed: an
+// *os.PathError wrapping the input's error, for the backend to return
+// rather than the helper's report of an input cut short (nil if the
+// input did not fail). Every backend runs its FileWrite and FilePut
+// requests through it, where the caller's reader is read (so, for a
+// backend behind a socket, in the caller's process).
+//
+// A write commits only content whose end it was told of: with In a
+// reader (not a regular file), the request becomes the op's framed form
+// and its In frames r.In (see [fs.FrameEncoder]): length-prefixed chunks,
+// then an end mark with the total count once r.In returned io.EOF. A
+// reader that fails, or a caller killed mid-write, ends the helper's
+// input without the end mark, and the helper fails (EPIPE), leaving the
+// file as it was. A regular file is handed to the helper as it is: the
+// helper reads it itself, and its end is the file's; a nil In is empty
+// content. A request already framed, or of another op, is returned as it
+// is (inputErr then reports nil).
+func (r FileRequest) Framed() (req FileRequest, inputErr func() error) {
+	none := func() error { return nil }
+	if (r.Op != FileWrite && r.Op != FilePut) || r.In == nil {
+		return r, none
+	}
+	if f, ok := r.In.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			return r, none
+		}
+	}
+	enc := fs.NewFrameEncoder(r.In)
+	op := r.Op
+	r.In = enc
+	if r.Op == FileWrite {
+		r.Op = fileWriteFramed
+	} else {
+		r.Op = filePutFramed
+	}
+	return r, func() error {
+		if err := enc.SourceErr(); err != nil {
+			return &os.PathError{Op: string(op), Path: r.Path, Err: fmt.Errorf("reading the content: %w", err)}
+		}
+		return nil
+	}
+}
+
 // helperArgs are the file helper's arguments for r: op, path, options.
 func (r FileRequest) helperArgs() []string {
 	args := []string{string(r.Op), r.Path}
@@ -104,13 +162,13 @@ func (r FileRequest) helperArgs() []string {
 		if r.Sized {
 			args = append(args, "sized")
 		}
-	case FileWrite, FilePut:
+	case FileWrite, FilePut, fileWriteFramed, filePutFramed:
 		mode := r.Mode.Perm() | r.Mode&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
 		if mode == 0 {
 			mode = 0o644
 		}
 		args = append(args, fmt.Sprintf("%o", unixMode(mode)))
-		if r.Op == FilePut {
+		if r.Op == FilePut || r.Op == filePutFramed {
 			names := make([]string, 0, len(r.Metadata))
 			for k := range r.Metadata {
 				names = append(names, k)

@@ -66,6 +66,8 @@ func (s *Sandbox) Remove(ctx context.Context, path string, all bool) error {
 // File runs one operation of tent's file helper inside the sandbox. A
 // failure the helper reports is an *os.PathError carrying the errno.
 func (s *Sandbox) File(ctx context.Context, req FileRequest) error {
+	op := req.Op // the caller's, for errors
+	req, inputErr := req.Framed()
 	out := req.Out
 	if out == nil {
 		out = io.Discard
@@ -76,7 +78,11 @@ func (s *Sandbox) File(ctx context.Context, req FileRequest) error {
 	if err != nil {
 		return err
 	}
-	return fileResult(string(req.Op), req.Path, res, string(res.Stderr))
+	ferr := fileResult(string(op), req.Path, res, string(res.Stderr))
+	if ierr := inputErr(); ierr != nil && ferr != nil {
+		return ierr
+	}
+	return ferr
 }
 
 // fileResult turns the helper's exit into nil or an *os.PathError.

@@ -315,32 +315,27 @@ func partFileName(disposition string) (string, error) {
 
 // put writes one uploaded file, at the resolved path p, through the helper's put op. The body is
 // read in this goroutine (never in the backend's, after the handler
-// returned); a body that fails (too large, cut) fails the upload and
-// the partial file is removed.
+// returned); a body that fails (too large, cut) fails the upload, and
+// the file it was to replace is left as it was (one it was to make is
+// not made).
 func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, meta map[string]string) (fileEntry, error) {
 	// Whether the upload makes the file, or replaces one: a failed
 	// upload removes a file it made, never one it was to replace.
 	serr := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileStat, Path: p, Out: io.Discard})
 	made := errors.Is(serr, fs.ErrNotExist)
-	opCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	pr, pw := io.Pipe()
 	copied := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(pw, body)
 		copied <- err // before the helper can see the end of its input
-		if err != nil && !made {
-			// The body failed (over the bound, cut): the helper must
-			// not take what it got for the whole file and put it in
-			// place of the one it replaces. It is killed before its
-			// input ends; its input is closed once it is gone.
-			cancel()
-			return
-		}
+		// A body that failed (over the bound, cut) ends the helper's
+		// input with its error: the backend then sends no end mark (see
+		// sandbox.FileRequest.Framed), and the helper leaves the file it
+		// was to replace as it was.
 		pw.CloseWithError(err) // nil: EOF
 	}()
 	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
-	err := bx.fileOp(opCtx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Metadata: meta, In: pr, Out: out})
+	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Metadata: meta, In: pr, Out: out})
 	pr.CloseWithError(errUploadAborted)
 	var cerr error
 	if err == nil {

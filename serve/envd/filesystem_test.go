@@ -1,13 +1,16 @@
 package envd_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -384,8 +387,8 @@ func TestUploadGzipBomb(t *testing.T) {
 	status, body = e.post("", mw.FormDataContentType(), zr, http.Header{"Content-Encoding": {"gzip"}})
 	wantMsg("a multipart gzip bomb", status, body)
 
-	// Over a file it was to replace: the helper is stopped before its
-	// input ends, and the file is not removed.
+	// Over a file it was to replace: the helper's input ends without
+	// its end mark, and the file is left as it was.
 	status, body = e.post("path=/tmp/bomb/ok", "application/octet-stream", gzipBomb(64*bound), http.Header{"Content-Encoding": {"gzip"}})
 	wantMsg("a gzip bomb over a file", status, body)
 
@@ -461,5 +464,81 @@ func TestUploadFailedMidwayLeavesNoFile(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"old"}) {
 		t.Errorf("left in /tmp/full: %v; want only old", names)
+	}
+}
+
+// TestUploadCutMidwayKeepsOld: an upload whose body fails after 1 MiB
+// over a file — the client's connection ends short of the 4 MiB it
+// announced, or a chunk of a chunked body is malformed — fails, 400, and
+// leaves the file as it was, content and mode, and nothing beside it
+// after the next upload (issue 36: the helper took the end of what came
+// for the end of the file). The backend frames the helper's input (see
+// sandbox.FileRequest.Framed): the upload needs no care of its own. (A
+// connection that ends also cancels the request, which may kill the
+// helper first: the malformed chunk fails the body with the request
+// still on.)
+func TestUploadCutMidwayKeepsOld(t *testing.T) {
+	e := newEnv(t, envd.Options{}, nil)
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name       string
+		head, tail string
+		closeWrite bool
+	}{
+		{"the connection ends", "Content-Length: 4194304\r\n", "", true},
+		{"a malformed chunk", "Transfer-Encoding: chunked\r\n", "\r\nzz\r\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e.run("rm -rf /tmp/cut && mkdir -p /tmp/cut && printf old > /tmp/cut/f && chmod 640 /tmp/cut/f", nil)
+			conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			head := "POST /files?path=/tmp/cut/f&username=user HTTP/1.1\r\nHost: envd\r\nContent-Type: application/octet-stream\r\n" + c.head + "\r\n"
+			if !c.closeWrite {
+				head += fmt.Sprintf("%x\r\n", mib)
+			}
+			if _, err := io.Copy(conn, io.MultiReader(strings.NewReader(head), io.LimitReader(zeros{}, mib), strings.NewReader(c.tail))); err != nil {
+				t.Fatal(err)
+			}
+			if c.closeWrite {
+				if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer to the cut upload: %v", err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "reading the upload") {
+				t.Errorf("the cut upload: %d %s; want 400 (reading the upload: ...)", res.StatusCode, body)
+			}
+			if status, content, _ := e.get("/tmp/cut/f"); status != http.StatusOK || content != "old" {
+				t.Errorf("after the cut upload: %d, %.40q (%d bytes); want the old content", status, content, len(content))
+			}
+			// The helper may have been killed with the request (its
+			// temporary left until the next write in the directory
+			// removes it).
+			if status, body := e.post("path=/tmp/cut/g&username=user", "application/octet-stream", strings.NewReader("g"), nil); status != http.StatusOK {
+				t.Fatalf("the next upload: %d %s", status, body)
+			}
+			ls, err := e.fs.ListDir(e.ctx(), connect.NewRequest(&filesystempb.ListDirRequest{Path: "/tmp/cut"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, en := range ls.Msg.GetEntries() {
+				names = append(names, en.GetName())
+				if en.GetName() == "f" && en.GetMode()&0o777 != 0o640 {
+					t.Errorf("after the cut upload, f has mode %o; want 640", en.GetMode()&0o777)
+				}
+			}
+			if !slices.Equal(names, []string{"f", "g"}) {
+				t.Errorf("left in /tmp/cut: %v; want f and g alone", names)
+			}
+		})
 	}
 }
