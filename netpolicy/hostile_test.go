@@ -824,3 +824,73 @@ func TestSecretFormsQuoted(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileOriginRemovedTransform: after a header transform is removed
+// (E2B's updateNetwork without it) or moved to another host, the host
+// that received its value is still intercepted and its answers
+// scrubbed: tunnelled end to end, an answer quoting the value it kept
+// would reach the sandbox as it is (the sandbox need not trust the
+// proxy's CA to read a tunnel).
+func TestHostileOriginRemovedTransform(t *testing.T) {
+	const value = "kept-VALUE-0123456789abcdef"
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		body := "you sent "
+		for _, g := range o.got {
+			body += g.Header.Get("X-Api-Key") + ","
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ca, err := NewCA("sbx-hostile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := func(hosts ...string) *Compiled {
+		var secrets []Secret
+		if len(hosts) > 0 {
+			secrets = []Secret{{Name: "E2B_RULE_1", Hosts: hosts, Header: "X-Api-Key", Value: value}}
+		}
+		pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "other.example.com", "127.0.0.1"}, Secrets: secrets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pol
+	}
+	for name, after := range map[string]*Compiled{
+		"removed": compile(),
+		"moved":   compile("other.example.com"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ih := &interceptHarness{ca: ca, pool: x509.NewCertPool(), o: &recOrigin{port: o.port}}
+			ih.pool.AddCert(ca.Certificate())
+			ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = compile("api.example.com"), ca, o.roots })
+			ih.res.set("api.example.com", "127.0.0.1")
+			ih.res.set("other.example.com", "127.0.0.1")
+			req := "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n"
+			ih.rawExchange(t, "api.example.com", req)
+			if k := o.last(t).Header.Get("X-Api-Key"); k != value {
+				t.Fatalf("the origin received %q", k)
+			}
+			ih.proxy.SetPolicy(after)
+			// A hostile sandbox reads whatever certificate it is given.
+			tc, err := ih.dialTLS("api.example.com", &tls.Config{InsecureSkipVerify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.Close()
+			tc.SetDeadline(time.Now().Add(30 * time.Second))
+			io.WriteString(tc, req)
+			b, _ := io.ReadAll(tc)
+			if strings.Contains(string(b), value) {
+				t.Errorf("the sandbox received the removed value:\n%s", b)
+			}
+			if !strings.Contains(string(b), "you sent ") {
+				t.Errorf("got\n%s", b)
+			}
+			if k := o.last(t).Header.Get("X-Api-Key"); k != "" {
+				t.Errorf("after the change the origin received %q", k)
+			}
+		})
+	}
+}

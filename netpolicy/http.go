@@ -115,7 +115,7 @@ func (s *httpConn) connect(req *http.Request) bool {
 		return s.refused(err, req)
 	}
 	s.dropUpstream()
-	icpt := s.p.Policy().Intercepts(host, port)
+	icpt := s.p.intercepts(s.p.Policy(), host, port)
 	if icpt {
 		if err := s.p.upstreamTLS(u, host); err != nil {
 			return s.refused(err, req)

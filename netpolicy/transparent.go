@@ -38,7 +38,7 @@ func (p *Proxy) serveTransparentConn(c net.Conn) {
 		resetConn(c)
 		return
 	}
-	if p.Policy().Intercepts(host, port) {
+	if p.intercepts(p.Policy(), host, port) {
 		p.interceptByFirstByte(c, nil, u, host, port)
 		return
 	}
