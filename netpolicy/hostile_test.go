@@ -2,6 +2,8 @@ package netpolicy
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -892,5 +894,63 @@ func TestHostileOriginRemovedTransform(t *testing.T) {
 				t.Errorf("after the change the origin received %q", k)
 			}
 		})
+	}
+}
+
+// TestHostileOriginContentEncodingFields: the body's encodings are
+// those of every Content-Encoding field, not the first one's: a gzip
+// body announced by a second field (after "identity"), or gzip over
+// gzip, would reach the sandbox compressed, unscrubbed, for its client to
+// decode. One gzip layer, however written, is decoded and scrubbed; more
+// than one is tent's 502.
+func TestHostileOriginContentEncodingFields(t *testing.T) {
+	gz := func(s string) string {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.String()
+	}
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		body := gz("you sent " + r.Header.Get("Authorization"))
+		var fields string
+		switch r.URL.Path {
+		case "/identity-then-gzip":
+			fields = "Content-Encoding: identity\r\nContent-Encoding: gzip\r\n"
+		case "/empty-then-gzip":
+			fields = "Content-Encoding: \r\nContent-Encoding: gzip\r\n"
+		case "/gzip-twice":
+			fields = "Content-Encoding: gzip\r\nContent-Encoding: gzip\r\n"
+			body = gz(body)
+		case "/gzip-gzip":
+			fields = "Content-Encoding: gzip, gzip\r\n"
+			body = gz(body)
+		case "/upper":
+			fields = "Content-Encoding: GZip\r\n"
+		case "/identity-gzip":
+			fields = "Content-Encoding: identity, gzip\r\n"
+		}
+		return "HTTP/1.1 200 OK\r\n" + fields + "Content-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ih := newHostileHarness(t, o)
+	key := "api.example.com:" + strconv.Itoa(o.port)
+	refused := "tent: " + key + ": " + errUnreadableEncoding.Error() + "\n"
+	for path, want := range map[string]string{
+		"/identity-then-gzip": "you sent Bearer " + hostileTokenPH,
+		"/empty-then-gzip":    "you sent Bearer " + hostileTokenPH,
+		"/gzip-twice":         refused,
+		"/gzip-gzip":          refused,
+		"/upper":              "you sent Bearer " + hostileTokenPH,
+		"/identity-gzip":      "you sent Bearer " + hostileTokenPH,
+	} {
+		got := ih.rawExchange(t, "api.example.com", "GET "+path+" HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		if err != nil {
+			t.Fatalf("%s: %v\n%q", path, err, got)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if string(body) != want || resp.Header.Get("Content-Encoding") != "" {
+			t.Errorf("%s: %s %q %q, want %q", path, resp.Status, resp.Header.Values("Content-Encoding"), body, want)
+		}
 	}
 }

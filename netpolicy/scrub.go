@@ -232,9 +232,9 @@ func scrubResponse(resp *http.Response, pairs []scrubPair) error {
 		return nil
 	}
 	body := resp.Body
-	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
-	case "gzip", "x-gzip":
+	switch enc := contentCodings(resp.Header); {
+	case len(enc) == 0:
+	case len(enc) == 1 && (enc[0] == "gzip" || enc[0] == "x-gzip"):
 		zr, err := gzip.NewReader(body)
 		if err != nil {
 			return errors.New("the gzip body of a response from a secret's host cannot be read")
@@ -259,6 +259,22 @@ func scrubResponse(resp *http.Response, pairs []scrubPair) error {
 	}
 	resp.Body = readCloser{&scrubReader{r: body, pairs: pairs}, body}
 	return nil
+}
+
+// contentCodings returns the content codings of every Content-Encoding
+// field of h, in order, lower-cased, without "identity": a client reads
+// them all (curl decodes a gzip named by a second field), not only the
+// first field's.
+func contentCodings(h http.Header) []string {
+	var codings []string
+	for _, f := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(f, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	return codings
 }
 
 type readCloser struct {
