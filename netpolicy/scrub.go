@@ -283,9 +283,9 @@ type readCloser struct {
 }
 
 // scrubReader copies r with every value of pairs replaced by its
-// placeholder, including a value split across reads: it holds back what
-// of the last len(longest value)-1 bytes it read could be the start of
-// a value until more arrives.
+// placeholder, including a value split across reads: it holds back the
+// last len(longest value)-1 bytes it read (those after the last line end
+// among them) until more arrives.
 type scrubReader struct {
 	r     io.Reader
 	pairs []scrubPair
@@ -339,25 +339,27 @@ func (s *scrubReader) scan(final bool) {
 
 // replacePairs appends data to out with every value of pairs replaced by
 // its placeholder, the earliest first (the longest of those starting at
-// the same byte, pairs being sorted so). Unless final, it stops at the
-// first of the last len(longest value)-1 bytes where a value may start
-// that the next bytes complete, and returns the bytes from there as
-// rest: every value starting before them lies whole in data. next is
-// scratch space, returned for reuse.
+// the same byte, pairs being sorted so). Unless final, it stops within
+// the last len(longest value)-1 bytes, after the last CR, LF or NUL
+// there, and returns the bytes from there as rest: every value starting
+// before them lies whole in data. next is scratch space, returned for
+// reuse.
 func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (_, rest []byte, _ []int) {
 	limit := len(data)
 	if !final {
 		// Every value starting before len-(longest-1) lies whole in
-		// data; of the bytes after, those from the first one where a
-		// value could start (data agrees with it as far as both go) are
-		// held back: a stream (server-sent events) is not held up by
-		// bytes no value can start with.
+		// data. No form of a value holds a CR, LF or NUL, so none that
+		// starts before the last of them in the bytes after reaches past
+		// it: those before it are not held back either, so a stream of
+		// lines (server-sent events, JSON lines) is not held up. What is
+		// held back depends on data and the longest form's length alone,
+		// never on whether the bytes could start a value: a sandbox that
+		// has a secret's host stream its own text back (a full-duplex
+		// echo) would otherwise learn, from what comes back before it
+		// sends more, which bytes start a value, one byte at a time.
 		limit = max(0, len(data)-(longestValue(pairs)-1))
-		for j := limit; j < len(data); j++ {
-			if slices.ContainsFunc(pairs, func(p scrubPair) bool { return couldStart(data[j:], p.value) }) {
-				break
-			}
-			limit = j + 1
+		if i := bytes.LastIndexAny(data[limit:], "\r\n\x00"); i >= 0 {
+			limit += i + 1
 		}
 	}
 	// next[k]: where pairs[k] next occurs at or after pos, -1 for nowhere
@@ -392,13 +394,6 @@ func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (
 		pos = limit
 	}
 	return out, data[pos:], next
-}
-
-// couldStart reports whether v could start where tail does: they agree
-// as far as both go.
-func couldStart(tail, v []byte) bool {
-	n := min(len(tail), len(v))
-	return bytes.Equal(tail[:n], v[:n])
 }
 
 // scrubString returns s with every value of pairs replaced.
