@@ -127,7 +127,7 @@ func (o *hostileOrigin) last(t *testing.T) *http.Request {
 // to it, KEY in URLs) and, by HTTP rule, GET and HEAD under /repos/org/
 // of rules.example.com and GET under /api;v=2/ of matrix.example.com; all
 // resolve to the origin.
-func newHostileHarness(t *testing.T, o *hostileOrigin) *interceptHarness {
+func newHostileHarness(t *testing.T, o *hostileOrigin, set ...func(*ProxyConfig)) *interceptHarness {
 	t.Helper()
 	ih := &interceptHarness{}
 	var err error
@@ -145,7 +145,12 @@ func newHostileHarness(t *testing.T, o *hostileOrigin) *interceptHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = pol, ih.ca, o.roots })
+	ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) {
+		c.Policy, c.CA, c.UpstreamRoots = pol, ih.ca, o.roots
+		for _, f := range set {
+			f(c)
+		}
+	})
 	for _, n := range []string{"api.example.com", "rules.example.com", "matrix.example.com"} {
 		ih.res.set(n, "127.0.0.1")
 	}
@@ -996,6 +1001,133 @@ func TestScrubReaderNoPrefixOracle(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestHostileOriginCaughtHTTPMethods: clear-text HTTP to a secret's host
+// over SOCKS5 (or caught) is read and its answer scrubbed whatever the
+// method: one the proxy did not list (PROPFIND, a lower-case get), which
+// an origin that ignores the method answers as any other, was tunnelled
+// unread, its answer quoting a value the host kept relayed as it was.
+func TestHostileOriginCaughtHTTPMethods(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.mu.Lock()
+		kept := o.lastAuth
+		o.mu.Unlock()
+		body := r.Method + " you last sent " + kept
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ih := newHostileHarness(t, o)
+	ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	for _, method := range []string{"PROPFIND", "get", "M-SEARCH", "GET"} {
+		sc, code := ih.socks5("api.example.com", o.plainPort)
+		if code != 0 {
+			t.Fatalf("SOCKS5 reply %d", code)
+		}
+		sc.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(sc, "%s / HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", method, o.plainPort)
+		b, _ := io.ReadAll(sc)
+		sc.Close()
+		assertNoValue(t, method, string(b))
+		if !strings.Contains(string(b), method+" you last sent Bearer "+hostileTokenPH) {
+			t.Errorf("%s: got\n%s", method, b)
+		}
+	}
+}
+
+// TestHostileOriginCaughtHTTPStall: a program that stops inside its
+// request line ("GE") until the head timeout has passed does not get
+// the rest of its request tunnelled unread (the proxy, not knowing yet
+// whether it spoke HTTP, tunnelled what it had): the connection is
+// reset, and the origin gets nothing.
+func TestHostileOriginCaughtHTTPStall(t *testing.T) {
+	// An origin in clear text that answers whatever it reads (once a
+	// head's end arrives) with the value it kept, and tells when bytes
+	// first arrive.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	var wg sync.WaitGroup
+	defer func() { l.Close(); wg.Wait() }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				var all []byte
+				b := make([]byte, 4096)
+				for !bytes.Contains(all, []byte("\r\n\r\n")) {
+					n, err := c.Read(b)
+					if n > 0 && len(all) == 0 {
+						select {
+						case got <- string(b[:n]):
+						default:
+						}
+					}
+					all = append(all, b[:n]...)
+					if err != nil {
+						return
+					}
+				}
+				body := "kept " + hostileToken
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
+			}()
+		}
+	}()
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string { return "" })
+	ih := newHostileHarness(t, o, func(c *ProxyConfig) { c.HeadTimeout = time.Second })
+	sc, code := ih.socks5("api.example.com", l.Addr().(*net.TCPAddr).Port)
+	if code != 0 {
+		t.Fatalf("SOCKS5 reply %d", code)
+	}
+	defer sc.Close()
+	sc.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(sc, "GE")
+	closed := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(sc); closed <- b }()
+	select {
+	case first := <-got: // tunnelled: the rest goes unread too
+		io.WriteString(sc, "T / HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+		t.Errorf("the origin received %q of a stalled request line, and answered the sandbox %q", first, <-closed)
+	case b := <-closed:
+		if len(b) != 0 {
+			t.Errorf("the sandbox received %q", b)
+		}
+	}
+}
+
+// TestRequestLineStart: what a caught connection to a secret's host
+// must send first to be read as HTTP (any method) or tunnelled (another
+// protocol), and when the proxy cannot tell yet.
+func TestRequestLineStart(t *testing.T) {
+	for in, want := range map[string][2]bool{
+		"GET / HTTP/1.1\r\n":       {true, true},
+		"PROPFIND /x HTTP/1.1\r\n": {true, true},
+		"get /x HTTP/":             {true, true},
+		"GET /x\r\n":               {true, true}, // HTTP/0.9
+		"SSH-2.0-OpenSSH_9.6\r\n":  {false, true},
+		"SET k v\r\n":              {false, true},
+		"NICK nick\r\n":            {false, true},
+		"CAP LS 302\r\n":           {false, true},
+		"\x16\x03\x01":             {false, true},
+		"GET  /":                   {false, true},
+		"GE":                       {false, false},
+		"GET /x":                   {false, false},
+		"GET /x HT":                {false, false},
+	} {
+		if isHTTP, decided := requestLineStart([]byte(in)); isHTTP != want[0] || decided != want[1] {
+			t.Errorf("%q: HTTP %v, decided %v; want %v, %v", in, isHTTP, decided, want[0], want[1])
 		}
 	}
 }
