@@ -1131,3 +1131,27 @@ func TestRequestLineStart(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileOriginStatusBelow100: a status code under 100 ("099"),
+// which net/http reads, with a body, is not relayed as an interim
+// response (whose head alone was scrubbed, its body written as it came):
+// it is tent's 502, quoting nothing.
+func TestHostileOriginStatusBelow100(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		auth := r.Header.Get("Authorization")
+		return "HTTP/1.1 099 Odd\r\nContent-Length: " + strconv.Itoa(len(auth)) + "\r\n\r\n" + auth +
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+	})
+	ih := newHostileHarness(t, o)
+	got := ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	assertNoValue(t, "status 099", got)
+	want := "tent: api.example.com:" + strconv.Itoa(o.port) + ": " + errMalformedResponse.Error() + "\n"
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+	if err != nil {
+		t.Fatalf("%v: %q", err, got)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || string(body) != want {
+		t.Errorf("%s %q, want 502 %q", resp.Status, body, want)
+	}
+}
