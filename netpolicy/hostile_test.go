@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,9 +33,10 @@ const (
 )
 
 // hostileOrigin is an HTTPS (and plain HTTP) server that answers every
-// request with the raw bytes its handler returns, then closes the
-// connection: status lines, header lines and framing an http.Handler
-// could not write. It records the requests it got.
+// request with the raw bytes its handler returns (then closes the
+// connection if they say "Connection: close"): status lines, header
+// lines and framing an http.Handler could not write. It records the
+// requests it got.
 type hostileOrigin struct {
 	port, plainPort int
 	roots           *x509.CertPool
@@ -90,21 +92,30 @@ func newHostileOrigin(t *testing.T, handle func(o *hostileOrigin, r *http.Reques
 	return o
 }
 
+// serve answers the requests of c until an answer says "Connection:
+// close" (or c ends).
 func (o *hostileOrigin) serve(c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	req, err := http.ReadRequest(bufio.NewReader(c))
-	if err != nil {
-		return
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		o.mu.Lock()
+		o.got = append(o.got, req)
+		if a := req.Header.Get("Authorization"); a != "" {
+			o.lastAuth = a
+		}
+		o.mu.Unlock()
+		answer := o.handle(req)
+		io.WriteString(c, answer)
+		if strings.Contains(answer, "Connection: close\r\n") {
+			return
+		}
 	}
-	io.Copy(io.Discard, req.Body)
-	o.mu.Lock()
-	o.got = append(o.got, req)
-	if a := req.Header.Get("Authorization"); a != "" {
-		o.lastAuth = a
-	}
-	o.mu.Unlock()
-	io.WriteString(c, o.handle(req))
 }
 
 func (o *hostileOrigin) count() int {
@@ -1153,5 +1164,133 @@ func TestHostileOriginStatusBelow100(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusBadGateway || string(body) != want {
 		t.Errorf("%s %q, want 502 %q", resp.Status, body, want)
+	}
+}
+
+// TestHostileOriginKeepAliveDesync: on a kept-alive upstream connection,
+// bytes an origin sends past a response's end (a body after a HEAD
+// answer, a 204's or a 304's, more than its Content-Length) are read as
+// the next response, and scrubbed as every response is: the sandbox's
+// next request on its connection gets no value.
+func TestHostileOriginKeepAliveDesync(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		auth := r.Header.Get("Authorization")
+		forged := "HTTP/1.1 200 OK " + auth + "\r\nX-" + strings.TrimPrefix(auth, "Bearer ") + ": " + auth + "\r\nContent-Length: " + strconv.Itoa(len(auth)) + "\r\n\r\n" + auth
+		switch r.URL.Path {
+		case "/head":
+			return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(forged)) + "\r\n\r\n" + forged
+		case "/204":
+			return "HTTP/1.1 204 No Content\r\nContent-Length: " + strconv.Itoa(len(forged)) + "\r\n\r\n" + forged
+		case "/304":
+			return "HTTP/1.1 304 Not Modified\r\n\r\n" + forged
+		case "/long":
+			return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + forged
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nlast"
+	})
+	ih := newHostileHarness(t, o)
+	for _, tc := range []struct{ method, path string }{{"HEAD", "/head"}, {"GET", "/204"}, {"GET", "/304"}, {"GET", "/long"}} {
+		tc2, err := ih.dialTLS("api.example.com", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc2.SetDeadline(time.Now().Add(30 * time.Second))
+		auth := "Authorization: Bearer " + hostileTokenPH + "\r\n"
+		fmt.Fprintf(tc2, "%s %s HTTP/1.1\r\nHost: api.example.com\r\n%s\r\n", tc.method, tc.path, auth)
+		br := bufio.NewReader(tc2)
+		r1, err := http.ReadResponse(br, &http.Request{Method: tc.method})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		io.Copy(io.Discard, r1.Body)
+		fmt.Fprintf(tc2, "GET /next HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+		rest, _ := io.ReadAll(br)
+		tc2.Close()
+		assertNoValue(t, tc.path, string(rest))
+		if !strings.Contains(string(rest), "HTTP/1.1 200 OK Bearer "+hostileTokenPH+"\r\n") {
+			t.Errorf("%s: the next answer, want the forged one, scrubbed:\n%s", tc.path, rest)
+		}
+	}
+}
+
+// TestHostileOriginInterimAndUpgrade: an interim response's header
+// fields (names and values) are scrubbed as a final one's, and a 101
+// Switching Protocols quoting the value, on an intercepted connection or
+// through plain forwarding, is tent's fixed 502.
+func TestHostileOriginInterimAndUpgrade(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.mu.Lock()
+		auth := o.lastAuth
+		o.mu.Unlock()
+		tok := strings.TrimPrefix(auth, "Bearer ")
+		switch r.URL.Path {
+		case "/interim":
+			return "HTTP/1.1 100 Continue\r\nX-" + tok + ": " + auth + "\r\n\r\n" +
+				"HTTP/1.1 103 Early Hints\r\nLink: <https://x/" + tok + ">\r\n\r\n" +
+				"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+		case "/upgrade":
+			return "HTTP/1.1 101 Switching " + auth + "\r\nUpgrade: " + tok + "\r\nConnection: upgrade\r\n\r\n" + auth
+		}
+		return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	})
+	ih := newHostileHarness(t, o)
+	head := func(path string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer " + hostileTokenPH + "\r\nConnection: close\r\n\r\n"
+	}
+	got := ih.rawExchange(t, "api.example.com", head("/interim"))
+	assertNoValue(t, "interim", got)
+	for _, want := range []string{
+		"HTTP/1.1 100 Continue\r\nX-" + hostileTokenPH + ": Bearer " + hostileTokenPH + "\r\n",
+		"Link: <https://x/" + hostileTokenPH + ">\r\n",
+		"HTTP/1.1 200 OK\r\n",
+		"\r\n2\r\nok\r\n0\r\n",
+	} {
+		if !strings.Contains(strings.ToLower(got), strings.ToLower(want)) {
+			t.Errorf("interim: want %q in\n%s", want, got)
+		}
+	}
+	key := "api.example.com:" + strconv.Itoa(o.port)
+	got = ih.rawExchange(t, "api.example.com", head("/upgrade"))
+	assertNoValue(t, "101", got)
+	want := "tent: " + key + ": protocol upgrades are not supported over plain forwarding: use CONNECT\n"
+	if !strings.HasPrefix(got, "HTTP/1.1 502 Bad Gateway\r\n") || !strings.HasSuffix(got, "\r\n\r\n"+want) {
+		t.Errorf("101: got\n%s\nwant a 502 %q", got, want)
+	}
+	// The same through plain forwarding.
+	c, err := net.Dial("tcp", ih.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET http://api.example.com:%d/upgrade HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort, o.plainPort)
+	b, _ := io.ReadAll(c)
+	assertNoValue(t, "101 plain", string(b))
+	want = "tent: api.example.com:" + strconv.Itoa(o.plainPort) + ": protocol upgrades are not supported over plain forwarding: use CONNECT\n"
+	if !strings.HasPrefix(string(b), "HTTP/1.1 502 Bad Gateway\r\n") || !strings.HasSuffix(string(b), "\r\n\r\n"+want) {
+		t.Errorf("101 plain: got\n%s\nwant a 502 %q", b, want)
+	}
+}
+
+// TestHostileOriginDebugLog: tent's own log at debug level (a line per
+// audit record) holds no form of a value either: not the path a value
+// was put into, not a certificate's names quoting one.
+func TestHostileOriginDebugLog(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	})
+	var logged syncBuffer
+	ih := newHostileHarness(t, o, func(c *ProxyConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	ih.rawExchange(t, "api.example.com", "GET /v1/"+hostileKeyPH+"/x?k="+hostileKeyPH+" HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	ih.proxy.record(AuditRecord{Event: EventDecision, Reason: "failed to verify TLS: certificate is valid for " + hostileToken + ".example.com, not api.example.com", Path: "/" + pathEscape(hostileKey)})
+	ih.proxy.Close()
+	logged.mu.Lock()
+	text := logged.b.String()
+	logged.mu.Unlock()
+	assertNoValue(t, "tent's debug log", text)
+	if !strings.Contains(text, "valid for "+hostileTokenPH+".example.com") || !strings.Contains(text, "level=DEBUG") {
+		t.Errorf("log:\n%s", text)
 	}
 }
