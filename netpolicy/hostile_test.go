@@ -8,6 +8,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
+	"html"
+	htmltemplate "html/template"
 	"io"
 	"log/slog"
 	"net"
@@ -1292,5 +1294,48 @@ func TestHostileOriginDebugLog(t *testing.T) {
 	assertNoValue(t, "tent's debug log", text)
 	if !strings.Contains(text, "valid for "+hostileTokenPH+".example.com") || !strings.Contains(text, "level=DEBUG") {
 		t.Errorf("log:\n%s", text)
+	}
+}
+
+// TestHostileOriginHTMLEcho: an error page quoting the credential it
+// refused escapes it as HTML: Go's html/template writes the '+' of the
+// value as "&#43;", which no other form matches. It reaches the sandbox
+// with the placeholder in its place.
+func TestHostileOriginHTMLEcho(t *testing.T) {
+	page := htmltemplate.Must(htmltemplate.New("").Parse(`<p>Bad credentials: {{.}}</p>`))
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		var b strings.Builder
+		page.Execute(&b, r.Header.Get("Authorization"))
+		return "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/html\r\nContent-Length: " + strconv.Itoa(b.Len()) + "\r\nConnection: close\r\n\r\n" + b.String()
+	})
+	ih := newHostileHarness(t, o)
+	got := ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	if strings.Contains(html.UnescapeString(got), hostileToken) {
+		t.Errorf("the sandbox received the value, HTML-escaped:\n%s", got)
+	}
+	if !strings.Contains(got, "<p>Bad credentials: Bearer "+hostileTokenPH+"</p>") {
+		t.Errorf("got\n%s", got)
+	}
+}
+
+// TestSecretFormsHTML: a value with every character HTML escapes, as
+// the escapers of common web frameworks write it, is found in each.
+func TestSecretFormsHTML(t *testing.T) {
+	const v, ph = `q+"v'a&l<u>e"-secret`, "tent_55555555555555555555555555555555_ph"
+	pairs := sortPairs(secretForms(v, ph))
+	var goTemplate strings.Builder
+	htmltemplate.Must(htmltemplate.New("").Parse(`{{.}}`)).Execute(&goTemplate, v)
+	for _, escaped := range []string{
+		goTemplate.String(),                             // Go html/template
+		html.EscapeString(v),                            // Go html, text/template, Jinja2
+		`q+&quot;v&#x27;a&amp;l&lt;u&gt;e&quot;-secret`, // Python html.escape, Django
+		`q+&quot;v&#039;a&amp;l&lt;u&gt;e&quot;-secret`, // PHP htmlspecialchars
+		`q+&quot;v&#39;a&amp;l&lt;u&gt;e&quot;-secret`,  // Ruby, Rails, Spring, escape-html
+		`q+&quot;v&apos;a&amp;l&lt;u&gt;e&quot;-secret`, // XML
+		`q+"v'a&amp;l&lt;u&gt;e"-secret`,                // text only
+	} {
+		if got := scrubString("<p>"+escaped+"</p>", pairs); got != "<p>"+ph+"</p>" {
+			t.Errorf("%s: scrubbed to %s", escaped, got)
+		}
 	}
 }

@@ -32,7 +32,7 @@ import (
 // The scrubber knows every form of a value that the proxy itself
 // produced or that a common echo produces of it (see secretForms): the
 // value as it is, percent-encoded (as in_url places it), JSON- or
-// Go-quoted, and inside any base64 (a Basic credential the proxy
+// Go-quoted, HTML-escaped, and inside any base64 (a Basic credential the proxy
 // encoded), each replaced by the same form of the placeholder; the
 // exact Basic credentials the proxy made for a request become again the
 // ones the sandbox sent. An origin that encodes the value its own way
@@ -81,6 +81,8 @@ func sortPairs(pairs []scrubPair) []scrubPair {
 //   - quoted: inside a JSON string (with and without HTML escapes, with
 //     '/' escaped as PHP writes it, non-ASCII escaped as Python writes
 //     it) and a Go string literal;
+//   - HTML- or XML-escaped, as common web frameworks write it (an error
+//     page quoting the token it refused);
 //   - base64: the characters of a standard or URL-alphabet base64 that
 //     depend on v's bytes alone, for each of the three offsets v can
 //     start at in what was encoded (so the base64 of "user:" + v in a
@@ -110,12 +112,30 @@ func secretForms(v, ph string) []scrubPair {
 	add(strings.ReplaceAll(jsonInner(v, false), "/", `\/`), ph)
 	add(asciiJSON(jsonInner(v, false)), ph)
 	add(goInner(v), goInner(ph))
+	// As an HTML or XML page quotes it (an error page quoting the token
+	// it refused), escaped as the common escapers write it.
+	for _, r := range htmlEscapers {
+		add(r.Replace(v), ph)
+	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for off := range 3 {
 			add(base64Core(enc, v, off), base64Core(enc, ph, off))
 		}
 	}
 	return pairs
+}
+
+// htmlEscapers write a string as the HTML (or XML) escapers of common
+// web frameworks do: '&', '<' and '>' always, quotes in one of their
+// ways, and '+' as Go's html/template does.
+var htmlEscapers = []*strings.Replacer{
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "+", "&#43;"), // Go's html/template
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;"),               // Go's html and text/template, Jinja2
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#x27;"),             // Python's html.escape, Django
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#039;"),             // PHP's htmlspecialchars
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;"),              // Ruby, Rails, Spring, escape-html
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;"),             // XML
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;"),                                           // text, quotes as they are
 }
 
 // base64Core returns the characters of enc's encoding of off bytes
