@@ -1339,3 +1339,57 @@ func TestSecretFormsHTML(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileOriginGzipEdges: a gzip body whose value is split across
+// two gzip members and across chunks is decoded whole and scrubbed; one
+// whose checksum is wrong (after the value) is cut short, what came
+// before it scrubbed.
+func TestHostileOriginGzipEdges(t *testing.T) {
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.Bytes()
+	}
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		text := "you sent " + r.Header.Get("Authorization") + " bye"
+		var body []byte
+		switch r.URL.Path {
+		case "/members":
+			half := len(text) / 2
+			body = append(gz(text[:half]), gz(text[half:])...)
+		case "/crc":
+			body = gz(text)
+			body[len(body)-6] ^= 0xff // the CRC-32, before the length
+		}
+		// Chunks of 7 bytes: the members' boundary and the value's bytes
+		// fall inside them.
+		var chunks strings.Builder
+		for len(body) > 0 {
+			n := min(7, len(body))
+			fmt.Fprintf(&chunks, "%x\r\n%s\r\n", n, body[:n])
+			body = body[n:]
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunks.String() + "0\r\n\r\n"
+	})
+	ih := newHostileHarness(t, o)
+	for path, want := range map[string]string{
+		"/members": "you sent Bearer " + hostileTokenPH + " bye",
+		"/crc":     "you sent Bearer " + hostileTokenPH + " bye",
+	} {
+		got := ih.rawExchange(t, "api.example.com", "GET "+path+" HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+		assertNoValue(t, path, got)
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if string(body) != want {
+			t.Errorf("%s: body %q, want %q", path, body, want)
+		}
+		if path == "/crc" && err == nil {
+			t.Errorf("%s: a complete body, want it cut short", path)
+		}
+	}
+}

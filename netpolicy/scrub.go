@@ -377,7 +377,7 @@ func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (
 		// has a secret's host stream its own text back (a full-duplex
 		// echo) would otherwise learn, from what comes back before it
 		// sends more, which bytes start a value, one byte at a time.
-		limit = max(0, len(data)-(longestValue(pairs)-1))
+		limit = min(len(data), max(0, len(data)-(longestValue(pairs)-1)))
 		if i := bytes.LastIndexAny(data[limit:], "\r\n\x00"); i >= 0 {
 			limit += i + 1
 		}
