@@ -846,6 +846,7 @@ func TestSecretFormsQuoted(t *testing.T) {
 		`{"k":"q/\"value\"-é-😀-\u003cx\u003e"}`,        // Go
 		`{"k":"q\/\"value\"-é-😀-<x>"}`,                 // PHP
 		`{"k": "q/\"value\"-\u00e9-\ud83d\ude00-<x>"}`, // Python
+		`{"k":"q\/\"value\"-\u00e9-\ud83d\ude00-<x>"}`, // PHP's default (non-ASCII escaped too)
 		fmt.Sprintf("%q", v),
 	} {
 		if got := scrubString(quoted, pairs); strings.Contains(got, "value") {

@@ -107,9 +107,11 @@ func secretForms(v, ph string) []scrubPair {
 	for _, html := range []bool{true, false} {
 		add(jsonInner(v, html), jsonInner(ph, html))
 	}
-	// As PHP's json_encode writes it ("\/"), and Python's json.dumps
-	// (non-ASCII as \uXXXX).
-	add(strings.ReplaceAll(jsonInner(v, false), "/", `\/`), ph)
+	// As PHP's json_encode writes it ("\/", non-ASCII as \uXXXX unless
+	// told not to), and Python's json.dumps (non-ASCII as \uXXXX).
+	php := strings.ReplaceAll(jsonInner(v, false), "/", `\/`)
+	add(php, ph)
+	add(asciiJSON(php), ph)
 	add(asciiJSON(jsonInner(v, false)), ph)
 	add(goInner(v), goInner(ph))
 	// As an HTML or XML page quotes it (an error page quoting the token
