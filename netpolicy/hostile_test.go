@@ -46,6 +46,7 @@ type hostileOrigin struct {
 	mu              sync.Mutex
 	got             []*http.Request
 	lastAuth        string // the last Authorization it received, as an origin that keeps it
+	certName        string // if set, the name its certificates are for (else the one asked for)
 	wg              sync.WaitGroup
 }
 
@@ -59,7 +60,13 @@ func newHostileOrigin(t *testing.T, handle func(o *hostileOrigin, r *http.Reques
 	o.roots.AddCert(upCA.Certificate())
 	o.handle = func(r *http.Request) string { return handle(o, r) }
 	tl, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		return upCA.leaf(h.ServerName)
+		o.mu.Lock()
+		name := h.ServerName
+		if o.certName != "" {
+			name = o.certName
+		}
+		o.mu.Unlock()
+		return upCA.leaf(name)
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -1393,4 +1400,37 @@ func TestHostileOriginGzipEdges(t *testing.T) {
 			t.Errorf("%s: a complete body, want it cut short", path)
 		}
 	}
+}
+
+// TestHostileOriginCertificateNameAfterRedial: on an intercepted
+// connection whose upstream connection ended, the next request dials
+// again; a certificate naming the value then is tent's 502, which quotes
+// its names with the placeholder in the value's place.
+func TestHostileOriginCertificateNameAfterRedial(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.certName = hostileToken + ".example.com" // o.mu is held
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+	})
+	ih := newHostileHarness(t, o)
+	tc, err := ih.dialTLS("api.example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(tc)
+	io.WriteString(tc, "GET /first HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	io.WriteString(tc, "GET /second HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+	rest, _ := io.ReadAll(br)
+	assertNoValue(t, "re-dial refusal", string(rest))
+	if !strings.HasPrefix(string(rest), "HTTP/1.1 502 Bad Gateway\r\n") || !strings.Contains(string(rest), "certificate is valid for "+hostileTokenPH+".example.com") {
+		t.Errorf("got\n%s\nwant a 502 naming the certificate's name with the placeholder", rest)
+	}
+	ih.proxy.Close()
+	assertNoValue(t, "network log", ih.auditText())
 }
