@@ -1434,3 +1434,30 @@ func TestHostileOriginCertificateNameAfterRedial(t *testing.T) {
 	ih.proxy.Close()
 	assertNoValue(t, "network log", ih.auditText())
 }
+
+// TestHostileOriginExpectContinue: a request with Expect: 100-continue
+// gets tent's own "100 Continue" (the origin gets no Expect), and the
+// origin's interim and final answers quoting the value arrive scrubbed.
+func TestHostileOriginExpectContinue(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		auth := r.Header.Get("Authorization")
+		return "HTTP/1.1 100 Continue " + auth + "\r\n\r\nHTTP/1.1 201 Created " + auth + "\r\nContent-Length: " + strconv.Itoa(len(auth)) + "\r\nConnection: close\r\n\r\n" + auth
+	})
+	ih := newHostileHarness(t, o)
+	got := ih.rawExchange(t, "api.example.com", "POST / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+	assertNoValue(t, "Expect", got)
+	if e := o.last(t).Header.Get("Expect"); e != "" {
+		t.Errorf("the origin received Expect: %q", e)
+	}
+	br := bufio.NewReader(strings.NewReader(got))
+	for _, want := range []string{"100 Continue", "100 Continue Bearer " + hostileTokenPH, "201 Created Bearer " + hostileTokenPH} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%v: %q", err, got)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.Status != want || resp.StatusCode == 201 && string(body) != "Bearer "+hostileTokenPH {
+			t.Errorf("%q %q, want %q", resp.Status, body, want)
+		}
+	}
+}
