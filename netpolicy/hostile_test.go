@@ -2,11 +2,16 @@ package netpolicy
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
+	"html"
+	htmltemplate "html/template"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,9 +35,10 @@ const (
 )
 
 // hostileOrigin is an HTTPS (and plain HTTP) server that answers every
-// request with the raw bytes its handler returns, then closes the
-// connection: status lines, header lines and framing an http.Handler
-// could not write. It records the requests it got.
+// request with the raw bytes its handler returns (then closes the
+// connection if they say "Connection: close"): status lines, header
+// lines and framing an http.Handler could not write. It records the
+// requests it got.
 type hostileOrigin struct {
 	port, plainPort int
 	roots           *x509.CertPool
@@ -40,6 +46,7 @@ type hostileOrigin struct {
 	mu              sync.Mutex
 	got             []*http.Request
 	lastAuth        string // the last Authorization it received, as an origin that keeps it
+	certName        string // if set, the name its certificates are for (else the one asked for)
 	wg              sync.WaitGroup
 }
 
@@ -53,7 +60,13 @@ func newHostileOrigin(t *testing.T, handle func(o *hostileOrigin, r *http.Reques
 	o.roots.AddCert(upCA.Certificate())
 	o.handle = func(r *http.Request) string { return handle(o, r) }
 	tl, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		return upCA.leaf(h.ServerName)
+		o.mu.Lock()
+		name := h.ServerName
+		if o.certName != "" {
+			name = o.certName
+		}
+		o.mu.Unlock()
+		return upCA.leaf(name)
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -88,21 +101,30 @@ func newHostileOrigin(t *testing.T, handle func(o *hostileOrigin, r *http.Reques
 	return o
 }
 
+// serve answers the requests of c until an answer says "Connection:
+// close" (or c ends).
 func (o *hostileOrigin) serve(c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	req, err := http.ReadRequest(bufio.NewReader(c))
-	if err != nil {
-		return
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		o.mu.Lock()
+		o.got = append(o.got, req)
+		if a := req.Header.Get("Authorization"); a != "" {
+			o.lastAuth = a
+		}
+		o.mu.Unlock()
+		answer := o.handle(req)
+		io.WriteString(c, answer)
+		if strings.Contains(answer, "Connection: close\r\n") {
+			return
+		}
 	}
-	io.Copy(io.Discard, req.Body)
-	o.mu.Lock()
-	o.got = append(o.got, req)
-	if a := req.Header.Get("Authorization"); a != "" {
-		o.lastAuth = a
-	}
-	o.mu.Unlock()
-	io.WriteString(c, o.handle(req))
 }
 
 func (o *hostileOrigin) count() int {
@@ -125,7 +147,7 @@ func (o *hostileOrigin) last(t *testing.T) *http.Request {
 // to it, KEY in URLs) and, by HTTP rule, GET and HEAD under /repos/org/
 // of rules.example.com and GET under /api;v=2/ of matrix.example.com; all
 // resolve to the origin.
-func newHostileHarness(t *testing.T, o *hostileOrigin) *interceptHarness {
+func newHostileHarness(t *testing.T, o *hostileOrigin, set ...func(*ProxyConfig)) *interceptHarness {
 	t.Helper()
 	ih := &interceptHarness{}
 	var err error
@@ -143,7 +165,12 @@ func newHostileHarness(t *testing.T, o *hostileOrigin) *interceptHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = pol, ih.ca, o.roots })
+	ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) {
+		c.Policy, c.CA, c.UpstreamRoots = pol, ih.ca, o.roots
+		for _, f := range set {
+			f(c)
+		}
+	})
 	for _, n := range []string{"api.example.com", "rules.example.com", "matrix.example.com"} {
 		ih.res.set(n, "127.0.0.1")
 	}
@@ -660,7 +687,9 @@ func FuzzScrubReader(f *testing.F) {
 	f.Add("..SECRET..SECRETSECRET.AB.SECRE", "SECRET", "AB", uint8(3))
 	f.Add("xxABCABCDyy", "ABCD", "ABC", uint8(1))
 	f.Fuzz(func(t *testing.T, in, v1, v2 string, size uint8) {
-		if v1 == "" || v2 == "" || len(v1) > 64 || len(v2) > 64 || size == 0 {
+		// Values hold no CR, LF or NUL (Compile refuses them), which the
+		// scrubber relies on.
+		if v1 == "" || v2 == "" || len(v1) > 64 || len(v2) > 64 || size == 0 || strings.ContainsAny(v1+v2, "\r\n\x00") {
 			return
 		}
 		pairs := sortPairs([]scrubPair{{[]byte(v1), []byte("<1>")}, {[]byte(v2), []byte("<2>")}})
@@ -675,15 +704,22 @@ func FuzzScrubReader(f *testing.F) {
 	})
 }
 
-// TestScrubReaderStreams: a streamed body (server-sent events) is not
-// held up: what no value can start with is returned at once, without
-// waiting for the next read; a possible start of a value is held.
+// TestScrubReaderStreams: a streamed body of lines (server-sent events,
+// JSON lines) is not held up: what ends in a line end is returned at
+// once, without waiting for the next read (no value holds a line end);
+// the last bytes after it are held, whatever they are (see
+// TestScrubReaderNoPrefixOracle), and a value split across reads is
+// still found.
 func TestScrubReaderStreams(t *testing.T) {
 	pairs := sortPairs(secretForms(hostileKey, hostileKeyPH))
+	long := strings.Repeat("x", 200)
 	for _, tc := range []struct{ event, first string }{
 		{"data: {\"token\": \"hello\"}\n\n", "data: {\"token\": \"hello\"}\n\n"},
-		{"data: pk/S3", "data: "},
-		{"data: pk%2FS3", "data: "},
+		{"data: pk/S3\n\n", "data: pk/S3\n\n"},
+		{"data: pk%2FS3\r\n", "data: pk%2FS3\r\n"},
+		{"data: 1\n\ndata: pk/S3", "data: 1\n\n"},
+		{"data: 1\n\ndata: hello", "data: 1\n\n"},
+		{long + "pk/S3", long[:len(long)+5-(longestValue(pairs)-1)]},
 	} {
 		src := &onceReader{s: tc.event}
 		r := &scrubReader{r: src, pairs: pairs}
@@ -817,10 +853,611 @@ func TestSecretFormsQuoted(t *testing.T) {
 		`{"k":"q/\"value\"-é-😀-\u003cx\u003e"}`,        // Go
 		`{"k":"q\/\"value\"-é-😀-<x>"}`,                 // PHP
 		`{"k": "q/\"value\"-\u00e9-\ud83d\ude00-<x>"}`, // Python
+		`{"k":"q\/\"value\"-\u00e9-\ud83d\ude00-<x>"}`, // PHP's default (non-ASCII escaped too)
 		fmt.Sprintf("%q", v),
 	} {
 		if got := scrubString(quoted, pairs); strings.Contains(got, "value") {
 			t.Errorf("%s: scrubbed to %s", quoted, got)
+		}
+	}
+}
+
+// TestHostileOriginRemovedTransform: after a header transform is removed
+// (E2B's updateNetwork without it) or moved to another host, the host
+// that received its value is still intercepted and its answers
+// scrubbed: tunnelled end to end, an answer quoting the value it kept
+// would reach the sandbox as it is (the sandbox need not trust the
+// proxy's CA to read a tunnel).
+func TestHostileOriginRemovedTransform(t *testing.T) {
+	const value = "kept-VALUE-0123456789abcdef"
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		body := "you sent "
+		for _, g := range o.got {
+			body += g.Header.Get("X-Api-Key") + ","
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ca, err := NewCA("sbx-hostile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := func(hosts ...string) *Compiled {
+		var secrets []Secret
+		if len(hosts) > 0 {
+			secrets = []Secret{{Name: "E2B_RULE_1", Hosts: hosts, Header: "X-Api-Key", Value: value}}
+		}
+		pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "other.example.com", "127.0.0.1"}, Secrets: secrets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pol
+	}
+	for name, after := range map[string]*Compiled{
+		"removed": compile(),
+		"moved":   compile("other.example.com"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ih := &interceptHarness{ca: ca, pool: x509.NewCertPool(), o: &recOrigin{port: o.port}}
+			ih.pool.AddCert(ca.Certificate())
+			ih.harness = newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.Policy, c.CA, c.UpstreamRoots = compile("api.example.com"), ca, o.roots })
+			ih.res.set("api.example.com", "127.0.0.1")
+			ih.res.set("other.example.com", "127.0.0.1")
+			req := "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n"
+			ih.rawExchange(t, "api.example.com", req)
+			if k := o.last(t).Header.Get("X-Api-Key"); k != value {
+				t.Fatalf("the origin received %q", k)
+			}
+			ih.proxy.SetPolicy(after)
+			// A hostile sandbox reads whatever certificate it is given.
+			tc, err := ih.dialTLS("api.example.com", &tls.Config{InsecureSkipVerify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.Close()
+			tc.SetDeadline(time.Now().Add(30 * time.Second))
+			io.WriteString(tc, req)
+			b, _ := io.ReadAll(tc)
+			if strings.Contains(string(b), value) {
+				t.Errorf("the sandbox received the removed value:\n%s", b)
+			}
+			if !strings.Contains(string(b), "you sent ") {
+				t.Errorf("got\n%s", b)
+			}
+			if k := o.last(t).Header.Get("X-Api-Key"); k != "" {
+				t.Errorf("after the change the origin received %q", k)
+			}
+		})
+	}
+}
+
+// TestHostileOriginContentEncodingFields: the body's encodings are
+// those of every Content-Encoding field, not the first one's: a gzip
+// body announced by a second field (after "identity"), or gzip over
+// gzip, would reach the sandbox compressed, unscrubbed, for its client to
+// decode. One gzip layer, however written, is decoded and scrubbed; more
+// than one is tent's 502.
+func TestHostileOriginContentEncodingFields(t *testing.T) {
+	gz := func(s string) string {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.String()
+	}
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		body := gz("you sent " + r.Header.Get("Authorization"))
+		var fields string
+		switch r.URL.Path {
+		case "/identity-then-gzip":
+			fields = "Content-Encoding: identity\r\nContent-Encoding: gzip\r\n"
+		case "/empty-then-gzip":
+			fields = "Content-Encoding: \r\nContent-Encoding: gzip\r\n"
+		case "/gzip-twice":
+			fields = "Content-Encoding: gzip\r\nContent-Encoding: gzip\r\n"
+			body = gz(body)
+		case "/gzip-gzip":
+			fields = "Content-Encoding: gzip, gzip\r\n"
+			body = gz(body)
+		case "/upper":
+			fields = "Content-Encoding: GZip\r\n"
+		case "/identity-gzip":
+			fields = "Content-Encoding: identity, gzip\r\n"
+		}
+		return "HTTP/1.1 200 OK\r\n" + fields + "Content-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ih := newHostileHarness(t, o)
+	key := "api.example.com:" + strconv.Itoa(o.port)
+	refused := "tent: " + key + ": " + errUnreadableEncoding.Error() + "\n"
+	for path, want := range map[string]string{
+		"/identity-then-gzip": "you sent Bearer " + hostileTokenPH,
+		"/empty-then-gzip":    "you sent Bearer " + hostileTokenPH,
+		"/gzip-twice":         refused,
+		"/gzip-gzip":          refused,
+		"/upper":              "you sent Bearer " + hostileTokenPH,
+		"/identity-gzip":      "you sent Bearer " + hostileTokenPH,
+	} {
+		got := ih.rawExchange(t, "api.example.com", "GET "+path+" HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		if err != nil {
+			t.Fatalf("%s: %v\n%q", path, err, got)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if string(body) != want || resp.Header.Get("Content-Encoding") != "" {
+			t.Errorf("%s: %s %q %q, want %q", path, resp.Status, resp.Header.Values("Content-Encoding"), body, want)
+		}
+	}
+}
+
+// TestScrubReaderNoPrefixOracle: what the scrubber returns before it
+// reads more does not depend on the value. A sandbox that makes a
+// secret's host stream its own text back (a full-duplex echo: Node's
+// req.pipe(res)) and sends "guess" + one byte at a time would otherwise
+// learn, from which echoes come back before it sends more, which bytes
+// start a form of the value: the whole value, a byte per 256 tries.
+func TestScrubReaderNoPrefixOracle(t *testing.T) {
+	// Two values whose forms have the same lengths.
+	const v1, v2 = "Abcdefgh0123456789-secret-ONE", "Zyxwvuts9876543210-secret-TWO"
+	const ph = "tent_44444444444444444444444444444444_ph"
+	first := func(v, in string) (string, int) {
+		src := &onceReader{s: in}
+		b := make([]byte, 4096)
+		n, err := (&scrubReader{r: src, pairs: sortPairs(secretForms(v, ph))}).Read(b)
+		if err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		return string(b[:n]), src.calls
+	}
+	pad := strings.Repeat("x", 100)
+	for _, v := range []string{v1, v2} {
+		for _, f := range secretForms(v, ph) {
+			for _, k := range []int{1, 5, len(f.value) - 1} {
+				for _, in := range []string{"guess " + string(f.value[:k]), pad + string(f.value[:k]), "line\n" + string(f.value[:k])} {
+					got1, calls1 := first(v1, in)
+					got2, calls2 := first(v2, in)
+					if got1 != got2 || calls1 != calls2 {
+						t.Fatalf("%q: before reading more, with one value the scrubber returned %q (after %d reads), with the other %q (after %d)",
+							in, got1, calls1, got2, calls2)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestHostileOriginCaughtHTTPMethods: clear-text HTTP to a secret's host
+// over SOCKS5 (or caught) is read and its answer scrubbed whatever the
+// method: one the proxy did not list (PROPFIND, a lower-case get), which
+// an origin that ignores the method answers as any other, was tunnelled
+// unread, its answer quoting a value the host kept relayed as it was.
+func TestHostileOriginCaughtHTTPMethods(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.mu.Lock()
+		kept := o.lastAuth
+		o.mu.Unlock()
+		body := r.Method + " you last sent " + kept
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	})
+	ih := newHostileHarness(t, o)
+	ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	for _, method := range []string{"PROPFIND", "get", "M-SEARCH", "GET"} {
+		sc, code := ih.socks5("api.example.com", o.plainPort)
+		if code != 0 {
+			t.Fatalf("SOCKS5 reply %d", code)
+		}
+		sc.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(sc, "%s / HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", method, o.plainPort)
+		b, _ := io.ReadAll(sc)
+		sc.Close()
+		assertNoValue(t, method, string(b))
+		if !strings.Contains(string(b), method+" you last sent Bearer "+hostileTokenPH) {
+			t.Errorf("%s: got\n%s", method, b)
+		}
+	}
+}
+
+// TestHostileOriginCaughtHTTPStall: a program that stops inside its
+// request line ("GE") until the head timeout has passed does not get
+// the rest of its request tunnelled unread (the proxy, not knowing yet
+// whether it spoke HTTP, tunnelled what it had): the connection is
+// reset, and the origin gets nothing.
+func TestHostileOriginCaughtHTTPStall(t *testing.T) {
+	// An origin in clear text that answers whatever it reads (once a
+	// head's end arrives) with the value it kept, and tells when bytes
+	// first arrive.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	var wg sync.WaitGroup
+	defer func() { l.Close(); wg.Wait() }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				var all []byte
+				b := make([]byte, 4096)
+				for !bytes.Contains(all, []byte("\r\n\r\n")) {
+					n, err := c.Read(b)
+					if n > 0 && len(all) == 0 {
+						select {
+						case got <- string(b[:n]):
+						default:
+						}
+					}
+					all = append(all, b[:n]...)
+					if err != nil {
+						return
+					}
+				}
+				body := "kept " + hostileToken
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
+			}()
+		}
+	}()
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string { return "" })
+	ih := newHostileHarness(t, o, func(c *ProxyConfig) { c.HeadTimeout = time.Second })
+	sc, code := ih.socks5("api.example.com", l.Addr().(*net.TCPAddr).Port)
+	if code != 0 {
+		t.Fatalf("SOCKS5 reply %d", code)
+	}
+	defer sc.Close()
+	sc.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(sc, "GE")
+	closed := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(sc); closed <- b }()
+	select {
+	case first := <-got: // tunnelled: the rest goes unread too
+		io.WriteString(sc, "T / HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+		t.Errorf("the origin received %q of a stalled request line, and answered the sandbox %q", first, <-closed)
+	case b := <-closed:
+		if len(b) != 0 {
+			t.Errorf("the sandbox received %q", b)
+		}
+	}
+}
+
+// TestRequestLineStart: what a caught connection to a secret's host
+// must send first to be read as HTTP (any method) or tunnelled (another
+// protocol), and when the proxy cannot tell yet.
+func TestRequestLineStart(t *testing.T) {
+	for in, want := range map[string][2]bool{
+		"GET / HTTP/1.1\r\n":       {true, true},
+		"PROPFIND /x HTTP/1.1\r\n": {true, true},
+		"get /x HTTP/":             {true, true},
+		"GET /x\r\n":               {true, true}, // HTTP/0.9
+		"SSH-2.0-OpenSSH_9.6\r\n":  {false, true},
+		"SET k v\r\n":              {false, true},
+		"NICK nick\r\n":            {false, true},
+		"CAP LS 302\r\n":           {false, true},
+		"\x16\x03\x01":             {false, true},
+		"GET  /":                   {false, true},
+		"GE":                       {false, false},
+		"GET /x":                   {false, false},
+		"GET /x HT":                {false, false},
+	} {
+		if isHTTP, decided := requestLineStart([]byte(in)); isHTTP != want[0] || decided != want[1] {
+			t.Errorf("%q: HTTP %v, decided %v; want %v, %v", in, isHTTP, decided, want[0], want[1])
+		}
+	}
+}
+
+// TestHostileOriginStatusBelow100: a status code under 100 ("099"),
+// which net/http reads, with a body, is not relayed as an interim
+// response (whose head alone was scrubbed, its body written as it came):
+// it is tent's 502, quoting nothing.
+func TestHostileOriginStatusBelow100(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		auth := r.Header.Get("Authorization")
+		return "HTTP/1.1 099 Odd\r\nContent-Length: " + strconv.Itoa(len(auth)) + "\r\n\r\n" + auth +
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+	})
+	ih := newHostileHarness(t, o)
+	got := ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	assertNoValue(t, "status 099", got)
+	want := "tent: api.example.com:" + strconv.Itoa(o.port) + ": " + errMalformedResponse.Error() + "\n"
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+	if err != nil {
+		t.Fatalf("%v: %q", err, got)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || string(body) != want {
+		t.Errorf("%s %q, want 502 %q", resp.Status, body, want)
+	}
+}
+
+// TestHostileOriginKeepAliveDesync: on a kept-alive upstream connection,
+// bytes an origin sends past a response's end (a body after a HEAD
+// answer, a 204's or a 304's, more than its Content-Length) are read as
+// the next response, and scrubbed as every response is: the sandbox's
+// next request on its connection gets no value.
+func TestHostileOriginKeepAliveDesync(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		auth := r.Header.Get("Authorization")
+		forged := "HTTP/1.1 200 OK " + auth + "\r\nX-" + strings.TrimPrefix(auth, "Bearer ") + ": " + auth + "\r\nContent-Length: " + strconv.Itoa(len(auth)) + "\r\n\r\n" + auth
+		switch r.URL.Path {
+		case "/head":
+			return "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(forged)) + "\r\n\r\n" + forged
+		case "/204":
+			return "HTTP/1.1 204 No Content\r\nContent-Length: " + strconv.Itoa(len(forged)) + "\r\n\r\n" + forged
+		case "/304":
+			return "HTTP/1.1 304 Not Modified\r\n\r\n" + forged
+		case "/long":
+			return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + forged
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nlast"
+	})
+	ih := newHostileHarness(t, o)
+	for _, tc := range []struct{ method, path string }{{"HEAD", "/head"}, {"GET", "/204"}, {"GET", "/304"}, {"GET", "/long"}} {
+		tc2, err := ih.dialTLS("api.example.com", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc2.SetDeadline(time.Now().Add(30 * time.Second))
+		auth := "Authorization: Bearer " + hostileTokenPH + "\r\n"
+		fmt.Fprintf(tc2, "%s %s HTTP/1.1\r\nHost: api.example.com\r\n%s\r\n", tc.method, tc.path, auth)
+		br := bufio.NewReader(tc2)
+		r1, err := http.ReadResponse(br, &http.Request{Method: tc.method})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		io.Copy(io.Discard, r1.Body)
+		fmt.Fprintf(tc2, "GET /next HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+		rest, _ := io.ReadAll(br)
+		tc2.Close()
+		assertNoValue(t, tc.path, string(rest))
+		if !strings.Contains(string(rest), "HTTP/1.1 200 OK Bearer "+hostileTokenPH+"\r\n") {
+			t.Errorf("%s: the next answer, want the forged one, scrubbed:\n%s", tc.path, rest)
+		}
+	}
+}
+
+// TestHostileOriginInterimAndUpgrade: an interim response's header
+// fields (names and values) are scrubbed as a final one's, and a 101
+// Switching Protocols quoting the value, on an intercepted connection or
+// through plain forwarding, is tent's fixed 502.
+func TestHostileOriginInterimAndUpgrade(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.mu.Lock()
+		auth := o.lastAuth
+		o.mu.Unlock()
+		tok := strings.TrimPrefix(auth, "Bearer ")
+		switch r.URL.Path {
+		case "/interim":
+			return "HTTP/1.1 100 Continue\r\nX-" + tok + ": " + auth + "\r\n\r\n" +
+				"HTTP/1.1 103 Early Hints\r\nLink: <https://x/" + tok + ">\r\n\r\n" +
+				"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+		case "/upgrade":
+			return "HTTP/1.1 101 Switching " + auth + "\r\nUpgrade: " + tok + "\r\nConnection: upgrade\r\n\r\n" + auth
+		}
+		return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	})
+	ih := newHostileHarness(t, o)
+	head := func(path string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer " + hostileTokenPH + "\r\nConnection: close\r\n\r\n"
+	}
+	got := ih.rawExchange(t, "api.example.com", head("/interim"))
+	assertNoValue(t, "interim", got)
+	for _, want := range []string{
+		"HTTP/1.1 100 Continue\r\nX-" + hostileTokenPH + ": Bearer " + hostileTokenPH + "\r\n",
+		"Link: <https://x/" + hostileTokenPH + ">\r\n",
+		"HTTP/1.1 200 OK\r\n",
+		"\r\n2\r\nok\r\n0\r\n",
+	} {
+		if !strings.Contains(strings.ToLower(got), strings.ToLower(want)) {
+			t.Errorf("interim: want %q in\n%s", want, got)
+		}
+	}
+	key := "api.example.com:" + strconv.Itoa(o.port)
+	got = ih.rawExchange(t, "api.example.com", head("/upgrade"))
+	assertNoValue(t, "101", got)
+	want := "tent: " + key + ": protocol upgrades are not supported over plain forwarding: use CONNECT\n"
+	if !strings.HasPrefix(got, "HTTP/1.1 502 Bad Gateway\r\n") || !strings.HasSuffix(got, "\r\n\r\n"+want) {
+		t.Errorf("101: got\n%s\nwant a 502 %q", got, want)
+	}
+	// The same through plain forwarding.
+	c, err := net.Dial("tcp", ih.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET http://api.example.com:%d/upgrade HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort, o.plainPort)
+	b, _ := io.ReadAll(c)
+	assertNoValue(t, "101 plain", string(b))
+	want = "tent: api.example.com:" + strconv.Itoa(o.plainPort) + ": protocol upgrades are not supported over plain forwarding: use CONNECT\n"
+	if !strings.HasPrefix(string(b), "HTTP/1.1 502 Bad Gateway\r\n") || !strings.HasSuffix(string(b), "\r\n\r\n"+want) {
+		t.Errorf("101 plain: got\n%s\nwant a 502 %q", b, want)
+	}
+}
+
+// TestHostileOriginDebugLog: tent's own log at debug level (a line per
+// audit record) holds no form of a value either: not the path a value
+// was put into, not a certificate's names quoting one.
+func TestHostileOriginDebugLog(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	})
+	var logged syncBuffer
+	ih := newHostileHarness(t, o, func(c *ProxyConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	ih.rawExchange(t, "api.example.com", "GET /v1/"+hostileKeyPH+"/x?k="+hostileKeyPH+" HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	ih.proxy.record(AuditRecord{Event: EventDecision, Reason: "failed to verify TLS: certificate is valid for " + hostileToken + ".example.com, not api.example.com", Path: "/" + pathEscape(hostileKey)})
+	ih.proxy.Close()
+	logged.mu.Lock()
+	text := logged.b.String()
+	logged.mu.Unlock()
+	assertNoValue(t, "tent's debug log", text)
+	if !strings.Contains(text, "valid for "+hostileTokenPH+".example.com") || !strings.Contains(text, "level=DEBUG") {
+		t.Errorf("log:\n%s", text)
+	}
+}
+
+// TestHostileOriginHTMLEcho: an error page quoting the credential it
+// refused escapes it as HTML: Go's html/template writes the '+' of the
+// value as "&#43;", which no other form matches. It reaches the sandbox
+// with the placeholder in its place.
+func TestHostileOriginHTMLEcho(t *testing.T) {
+	page := htmltemplate.Must(htmltemplate.New("").Parse(`<p>Bad credentials: {{.}}</p>`))
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		var b strings.Builder
+		page.Execute(&b, r.Header.Get("Authorization"))
+		return "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/html\r\nContent-Length: " + strconv.Itoa(b.Len()) + "\r\nConnection: close\r\n\r\n" + b.String()
+	})
+	ih := newHostileHarness(t, o)
+	got := ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+	if strings.Contains(html.UnescapeString(got), hostileToken) {
+		t.Errorf("the sandbox received the value, HTML-escaped:\n%s", got)
+	}
+	if !strings.Contains(got, "<p>Bad credentials: Bearer "+hostileTokenPH+"</p>") {
+		t.Errorf("got\n%s", got)
+	}
+}
+
+// TestSecretFormsHTML: a value with every character HTML escapes, as
+// the escapers of common web frameworks write it, is found in each.
+func TestSecretFormsHTML(t *testing.T) {
+	const v, ph = `q+"v'a&l<u>e"-secret`, "tent_55555555555555555555555555555555_ph"
+	pairs := sortPairs(secretForms(v, ph))
+	var goTemplate strings.Builder
+	htmltemplate.Must(htmltemplate.New("").Parse(`{{.}}`)).Execute(&goTemplate, v)
+	for _, escaped := range []string{
+		goTemplate.String(),                             // Go html/template
+		html.EscapeString(v),                            // Go html, text/template, Jinja2
+		`q+&quot;v&#x27;a&amp;l&lt;u&gt;e&quot;-secret`, // Python html.escape, Django
+		`q+&quot;v&#039;a&amp;l&lt;u&gt;e&quot;-secret`, // PHP htmlspecialchars
+		`q+&quot;v&#39;a&amp;l&lt;u&gt;e&quot;-secret`,  // Ruby, Rails, Spring, escape-html
+		`q+&quot;v&apos;a&amp;l&lt;u&gt;e&quot;-secret`, // XML
+		`q+"v'a&amp;l&lt;u&gt;e"-secret`,                // text only
+	} {
+		if got := scrubString("<p>"+escaped+"</p>", pairs); got != "<p>"+ph+"</p>" {
+			t.Errorf("%s: scrubbed to %s", escaped, got)
+		}
+	}
+}
+
+// TestHostileOriginGzipEdges: a gzip body whose value is split across
+// two gzip members and across chunks is decoded whole and scrubbed; one
+// whose checksum is wrong (after the value) is cut short, what came
+// before it scrubbed.
+func TestHostileOriginGzipEdges(t *testing.T) {
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.Bytes()
+	}
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		text := "you sent " + r.Header.Get("Authorization") + " bye"
+		var body []byte
+		switch r.URL.Path {
+		case "/members":
+			half := len(text) / 2
+			body = append(gz(text[:half]), gz(text[half:])...)
+		case "/crc":
+			body = gz(text)
+			body[len(body)-6] ^= 0xff // the CRC-32, before the length
+		}
+		// Chunks of 7 bytes: the members' boundary and the value's bytes
+		// fall inside them.
+		var chunks strings.Builder
+		for len(body) > 0 {
+			n := min(7, len(body))
+			fmt.Fprintf(&chunks, "%x\r\n%s\r\n", n, body[:n])
+			body = body[n:]
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunks.String() + "0\r\n\r\n"
+	})
+	ih := newHostileHarness(t, o)
+	for path, want := range map[string]string{
+		"/members": "you sent Bearer " + hostileTokenPH + " bye",
+		"/crc":     "you sent Bearer " + hostileTokenPH + " bye",
+	} {
+		got := ih.rawExchange(t, "api.example.com", "GET "+path+" HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
+		assertNoValue(t, path, got)
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if string(body) != want {
+			t.Errorf("%s: body %q, want %q", path, body, want)
+		}
+		if path == "/crc" && err == nil {
+			t.Errorf("%s: a complete body, want it cut short", path)
+		}
+	}
+}
+
+// TestHostileOriginCertificateNameAfterRedial: on an intercepted
+// connection whose upstream connection ended, the next request dials
+// again; a certificate naming the value then is tent's 502, which quotes
+// its names with the placeholder in the value's place.
+func TestHostileOriginCertificateNameAfterRedial(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		o.certName = hostileToken + ".example.com" // o.mu is held
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+	})
+	ih := newHostileHarness(t, o)
+	tc, err := ih.dialTLS("api.example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(tc)
+	io.WriteString(tc, "GET /first HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	io.WriteString(tc, "GET /second HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+	rest, _ := io.ReadAll(br)
+	assertNoValue(t, "re-dial refusal", string(rest))
+	if !strings.HasPrefix(string(rest), "HTTP/1.1 502 Bad Gateway\r\n") || !strings.Contains(string(rest), "certificate is valid for "+hostileTokenPH+".example.com") {
+		t.Errorf("got\n%s\nwant a 502 naming the certificate's name with the placeholder", rest)
+	}
+	ih.proxy.Close()
+	assertNoValue(t, "network log", ih.auditText())
+}
+
+// TestHostileOriginExpectContinue: a request with Expect: 100-continue
+// gets tent's own "100 Continue" (the origin gets no Expect), and the
+// origin's interim and final answers quoting the value arrive scrubbed.
+func TestHostileOriginExpectContinue(t *testing.T) {
+	o := newHostileOrigin(t, func(o *hostileOrigin, r *http.Request) string {
+		auth := r.Header.Get("Authorization")
+		return "HTTP/1.1 100 Continue " + auth + "\r\n\r\nHTTP/1.1 201 Created " + auth + "\r\nContent-Length: " + strconv.Itoa(len(auth)) + "\r\nConnection: close\r\n\r\n" + auth
+	})
+	ih := newHostileHarness(t, o)
+	got := ih.rawExchange(t, "api.example.com", "POST / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+	assertNoValue(t, "Expect", got)
+	if e := o.last(t).Header.Get("Expect"); e != "" {
+		t.Errorf("the origin received Expect: %q", e)
+	}
+	br := bufio.NewReader(strings.NewReader(got))
+	for _, want := range []string{"100 Continue", "100 Continue Bearer " + hostileTokenPH, "201 Created Bearer " + hostileTokenPH} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%v: %q", err, got)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.Status != want || resp.StatusCode == 201 && string(body) != "Bearer "+hostileTokenPH {
+			t.Errorf("%q %q, want %q", resp.Status, body, want)
 		}
 	}
 }

@@ -115,7 +115,7 @@ func (s *httpConn) connect(req *http.Request) bool {
 		return s.refused(err, req)
 	}
 	s.dropUpstream()
-	icpt := s.p.Policy().Intercepts(host, port)
+	icpt := s.p.intercepts(s.p.Policy(), host, port)
 	if icpt {
 		if err := s.p.upstreamTLS(u, host); err != nil {
 			return s.refused(err, req)
@@ -287,11 +287,17 @@ func (s *httpConn) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, readError(err)
 		}
 		switch {
+		case resp.StatusCode < 100:
+			// net/http reads "099" (three digits), with a body, which
+			// relayed as an interim response would go out unscrubbed.
+			resp.Body.Close()
+			return nil, errMalformedResponse
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errors.New("protocol upgrades are not supported over plain forwarding: use CONNECT")
 		case resp.StatusCode >= 200:
 			return resp, nil
 		}
+		resp.Body = http.NoBody // an interim response has none (net/http reads none)
 		removeHopHeaders(resp.Header)
 		scrubHead(resp, s.scrub)
 		if err := resp.Write(s.bw); err != nil {

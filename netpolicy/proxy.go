@@ -117,8 +117,9 @@ type ProxyConfig struct {
 type Proxy struct {
 	policy atomic.Pointer[Compiled]
 	// retired holds the values of secrets of earlier policies (a header
-	// transform rotated or removed by SetPolicy): their hosts may still
-	// echo them, so responses are scrubbed of them too.
+	// transform rotated, removed or bound elsewhere by SetPolicy): their
+	// hosts may still echo them, so those hosts stay intercepted and
+	// responses are scrubbed of them too.
 	retired   atomic.Pointer[retiredSecrets]
 	retiredMu sync.Mutex // serializes updates of retired
 	id        string
@@ -206,8 +207,8 @@ func (p *Proxy) SetPolicy(c *Compiled) {
 }
 
 // retiredSecrets are secrets of earlier policies whose values the current
-// one no longer has, newest last, at most maxRetired; all are their
-// forms.
+// one no longer sends to the same hosts, newest last, at most maxRetired;
+// all are their forms. Their hosts stay intercepted (see intercepts).
 type retiredSecrets struct {
 	secrets []compiledSecret
 	all     []scrubPair
@@ -227,12 +228,15 @@ func (p *Proxy) retire(old, cur *Compiled) {
 	if r := p.retired.Load(); r != nil {
 		kept = slices.Clone(r.secrets)
 	}
-	has := func(list []compiledSecret, v string) bool {
-		return slices.ContainsFunc(list, func(s compiledSecret) bool { return s.Value == v })
+	// A secret is retired unless cur sends the same value to the same
+	// hosts: a value now bound elsewhere (or nowhere) was still given to
+	// the hosts it was bound to.
+	has := func(list []compiledSecret, s compiledSecret) bool {
+		return slices.ContainsFunc(list, func(c compiledSecret) bool { return c.Value == s.Value && slices.Equal(c.Hosts, s.Hosts) })
 	}
 	changed := false
 	for _, s := range old.secrets {
-		if s.Value == "" || cur != nil && has(cur.secrets, s.Value) || has(kept, s.Value) {
+		if s.Value == "" || cur != nil && has(cur.secrets, s) || has(kept, s) {
 			continue
 		}
 		kept = append(kept, s)
@@ -240,7 +244,7 @@ func (p *Proxy) retire(old, cur *Compiled) {
 	}
 	if cur != nil { // a value that is current again is no longer retired
 		n := len(kept)
-		kept = slices.DeleteFunc(kept, func(s compiledSecret) bool { return has(cur.secrets, s.Value) })
+		kept = slices.DeleteFunc(kept, func(s compiledSecret) bool { return has(cur.secrets, s) })
 		changed = changed || len(kept) != n
 	}
 	if !changed {
@@ -266,6 +270,28 @@ func (p *Proxy) scrubFor(pol *Compiled, host string, port int) []scrubPair {
 		}
 	}
 	return pairs
+}
+
+// intercepts reports whether the proxy terminates TLS to host:port under
+// pol: a host a secret or an HTTP rule of pol names, or one a retired
+// secret was bound to. Such a host received the value and may echo it:
+// tunnelled end to end, its answers would reach the sandbox unscrubbed.
+func (p *Proxy) intercepts(pol *Compiled, host string, port int) bool {
+	if pol == nil || pol.Mode() != Limited {
+		return false
+	}
+	if pol.Intercepts(host, port) {
+		return true
+	}
+	if r := p.retired.Load(); r != nil {
+		h := normalizeHost(host)
+		for i := range r.secrets {
+			if r.secrets[i].boundTo(h, port) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Policy returns the policy in force (nil if none).

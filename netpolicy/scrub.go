@@ -32,7 +32,7 @@ import (
 // The scrubber knows every form of a value that the proxy itself
 // produced or that a common echo produces of it (see secretForms): the
 // value as it is, percent-encoded (as in_url places it), JSON- or
-// Go-quoted, and inside any base64 (a Basic credential the proxy
+// Go-quoted, HTML-escaped, and inside any base64 (a Basic credential the proxy
 // encoded), each replaced by the same form of the placeholder; the
 // exact Basic credentials the proxy made for a request become again the
 // ones the sandbox sent. An origin that encodes the value its own way
@@ -81,6 +81,8 @@ func sortPairs(pairs []scrubPair) []scrubPair {
 //   - quoted: inside a JSON string (with and without HTML escapes, with
 //     '/' escaped as PHP writes it, non-ASCII escaped as Python writes
 //     it) and a Go string literal;
+//   - HTML- or XML-escaped, as common web frameworks write it (an error
+//     page quoting the token it refused);
 //   - base64: the characters of a standard or URL-alphabet base64 that
 //     depend on v's bytes alone, for each of the three offsets v can
 //     start at in what was encoded (so the base64 of "user:" + v in a
@@ -105,17 +107,37 @@ func secretForms(v, ph string) []scrubPair {
 	for _, html := range []bool{true, false} {
 		add(jsonInner(v, html), jsonInner(ph, html))
 	}
-	// As PHP's json_encode writes it ("\/"), and Python's json.dumps
-	// (non-ASCII as \uXXXX).
-	add(strings.ReplaceAll(jsonInner(v, false), "/", `\/`), ph)
+	// As PHP's json_encode writes it ("\/", non-ASCII as \uXXXX unless
+	// told not to), and Python's json.dumps (non-ASCII as \uXXXX).
+	php := strings.ReplaceAll(jsonInner(v, false), "/", `\/`)
+	add(php, ph)
+	add(asciiJSON(php), ph)
 	add(asciiJSON(jsonInner(v, false)), ph)
 	add(goInner(v), goInner(ph))
+	// As an HTML or XML page quotes it (an error page quoting the token
+	// it refused), escaped as the common escapers write it.
+	for _, r := range htmlEscapers {
+		add(r.Replace(v), ph)
+	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for off := range 3 {
 			add(base64Core(enc, v, off), base64Core(enc, ph, off))
 		}
 	}
 	return pairs
+}
+
+// htmlEscapers write a string as the HTML (or XML) escapers of common
+// web frameworks do: '&', '<' and '>' always, quotes in one of their
+// ways, and '+' as Go's html/template does.
+var htmlEscapers = []*strings.Replacer{
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "+", "&#43;"), // Go's html/template
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;"),               // Go's html and text/template, Jinja2
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#x27;"),             // Python's html.escape, Django
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#039;"),             // PHP's htmlspecialchars
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;"),              // Ruby, Rails, Spring, escape-html
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;"),             // XML
+	strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;"),                                           // text, quotes as they are
 }
 
 // base64Core returns the characters of enc's encoding of off bytes
@@ -232,9 +254,9 @@ func scrubResponse(resp *http.Response, pairs []scrubPair) error {
 		return nil
 	}
 	body := resp.Body
-	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
-	case "gzip", "x-gzip":
+	switch enc := contentCodings(resp.Header); {
+	case len(enc) == 0:
+	case len(enc) == 1 && (enc[0] == "gzip" || enc[0] == "x-gzip"):
 		zr, err := gzip.NewReader(body)
 		if err != nil {
 			return errors.New("the gzip body of a response from a secret's host cannot be read")
@@ -261,15 +283,31 @@ func scrubResponse(resp *http.Response, pairs []scrubPair) error {
 	return nil
 }
 
+// contentCodings returns the content codings of every Content-Encoding
+// field of h, in order, lower-cased, without "identity": a client reads
+// them all (curl decodes a gzip named by a second field), not only the
+// first field's.
+func contentCodings(h http.Header) []string {
+	var codings []string
+	for _, f := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(f, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	return codings
+}
+
 type readCloser struct {
 	io.Reader
 	io.Closer
 }
 
 // scrubReader copies r with every value of pairs replaced by its
-// placeholder, including a value split across reads: it holds back what
-// of the last len(longest value)-1 bytes it read could be the start of
-// a value until more arrives.
+// placeholder, including a value split across reads: it holds back the
+// last len(longest value)-1 bytes it read (those after the last line end
+// among them) until more arrives.
 type scrubReader struct {
 	r     io.Reader
 	pairs []scrubPair
@@ -323,25 +361,27 @@ func (s *scrubReader) scan(final bool) {
 
 // replacePairs appends data to out with every value of pairs replaced by
 // its placeholder, the earliest first (the longest of those starting at
-// the same byte, pairs being sorted so). Unless final, it stops at the
-// first of the last len(longest value)-1 bytes where a value may start
-// that the next bytes complete, and returns the bytes from there as
-// rest: every value starting before them lies whole in data. next is
-// scratch space, returned for reuse.
+// the same byte, pairs being sorted so). Unless final, it stops within
+// the last len(longest value)-1 bytes, after the last CR, LF or NUL
+// there, and returns the bytes from there as rest: every value starting
+// before them lies whole in data. next is scratch space, returned for
+// reuse.
 func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (_, rest []byte, _ []int) {
 	limit := len(data)
 	if !final {
 		// Every value starting before len-(longest-1) lies whole in
-		// data; of the bytes after, those from the first one where a
-		// value could start (data agrees with it as far as both go) are
-		// held back: a stream (server-sent events) is not held up by
-		// bytes no value can start with.
-		limit = max(0, len(data)-(longestValue(pairs)-1))
-		for j := limit; j < len(data); j++ {
-			if slices.ContainsFunc(pairs, func(p scrubPair) bool { return couldStart(data[j:], p.value) }) {
-				break
-			}
-			limit = j + 1
+		// data. No form of a value holds a CR, LF or NUL, so none that
+		// starts before the last of them in the bytes after reaches past
+		// it: those before it are not held back either, so a stream of
+		// lines (server-sent events, JSON lines) is not held up. What is
+		// held back depends on data and the longest form's length alone,
+		// never on whether the bytes could start a value: a sandbox that
+		// has a secret's host stream its own text back (a full-duplex
+		// echo) would otherwise learn, from what comes back before it
+		// sends more, which bytes start a value, one byte at a time.
+		limit = min(len(data), max(0, len(data)-(longestValue(pairs)-1)))
+		if i := bytes.LastIndexAny(data[limit:], "\r\n\x00"); i >= 0 {
+			limit += i + 1
 		}
 	}
 	// next[k]: where pairs[k] next occurs at or after pos, -1 for nowhere
@@ -376,13 +416,6 @@ func replacePairs(out, data []byte, pairs []scrubPair, final bool, next []int) (
 		pos = limit
 	}
 	return out, data[pos:], next
-}
-
-// couldStart reports whether v could start where tail does: they agree
-// as far as both go.
-func couldStart(tail, v []byte) bool {
-	n := min(len(tail), len(v))
-	return bytes.Equal(tail[:n], v[:n])
 }
 
 // scrubString returns s with every value of pairs replaced.

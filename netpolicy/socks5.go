@@ -55,7 +55,7 @@ func (p *Proxy) serveSOCKS5Conn(c net.Conn) {
 		return
 	}
 	pending, _ := br.Peek(br.Buffered())
-	if p.Policy().Intercepts(host, port) {
+	if p.intercepts(p.Policy(), host, port) {
 		// By what the client sends: TLS is intercepted, SSH to a
 		// secret's host tunnelled (see interceptByFirstByte).
 		p.interceptByFirstByte(c, append([]byte(nil), pending...), u, host, port)

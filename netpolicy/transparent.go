@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,7 +39,7 @@ func (p *Proxy) serveTransparentConn(c net.Conn) {
 		resetConn(c)
 		return
 	}
-	if p.Policy().Intercepts(host, port) {
+	if p.intercepts(p.Policy(), host, port) {
 		p.interceptByFirstByte(c, nil, u, host, port)
 		return
 	}
@@ -116,9 +117,17 @@ func (p *Proxy) interceptByFirstByte(c net.Conn, pending []byte, u *upstream, ho
 		// values it may have kept from HTTPS requests); anything else
 		// is tunnelled unread.
 		var isHTTP bool
+		var err error
 		_ = c.SetReadDeadline(p.lim.deadline(time.Now()))
-		first, isHTTP = sniffMethod(c, first)
+		first, isHTTP, err = sniffRequestLine(c, first, p.lim.maxHead)
 		_ = c.SetReadDeadline(time.Time{})
+		if err != nil {
+			// It stopped (or ended) where it could still be HTTP:
+			// tunnelled, the rest of its request would go unread.
+			p.finish(u, 0, 0)
+			resetConn(c)
+			return
+		}
 		if !isHTTP {
 			p.tunnel(c, u, first)
 			return
@@ -134,36 +143,78 @@ func (p *Proxy) interceptByFirstByte(c net.Conn, pending []byte, u *upstream, ho
 	s.serve(time.Now())
 }
 
-// sniffMethod reads from c, after first (what the client sent already),
-// as long as what it has could be the start of an HTTP request line's
-// method: upper-case letters, at most 8 bytes. It returns every byte it
-// has and whether they start with a method and a space. It reads no
-// more than such a start, so a protocol whose client sends something
-// else first is not held up; one whose first message is a few
-// upper-case letters without an end waits for the head timeout.
-func sniffMethod(c net.Conn, first []byte) ([]byte, bool) {
+// sniffRequestLine reads from c, after first (what the client sent
+// already), as long as what it has could be the start of an HTTP/1
+// request line, whatever its method: a method (token characters), a
+// space, a target (no space or control character), then a space and
+// "HTTP/", or the line's end after GET (HTTP/0.9, which servers still
+// answer). It returns every byte it has and whether they start such a
+// line; past max bytes, still consistent with one, they do (the head's
+// bound applies to them then). It reads no more than a line's start, so
+// a protocol whose client sends something else first (SSH's "SSH-2.0",
+// a binary hello, "SET k v") is not held up. An error is that of a read
+// that stopped it before it could tell (the head timeout, the client's
+// end).
+func sniffRequestLine(c net.Conn, first []byte, max int64) ([]byte, bool, error) {
 	b := first
+	var buf [512]byte
 	for {
-		i := 0
-		for i < len(b) && 'A' <= b[i] && b[i] <= 'Z' {
-			i++
+		if isHTTP, decided := requestLineStart(b); decided {
+			return b, isHTTP, nil
 		}
-		if i < len(b) {
-			switch m := string(b[:i]); {
-			case b[i] != ' ':
-				return b, false
-			case m == "GET", m == "HEAD", m == "POST", m == "PUT", m == "DELETE", m == "OPTIONS", m == "PATCH", m == "TRACE":
-				return b, true
+		if max > 0 && int64(len(b)) >= max {
+			return b, true, nil
+		}
+		n, err := c.Read(buf[:])
+		b = append(b, buf[:n]...)
+		if err != nil {
+			if isHTTP, decided := requestLineStart(b); decided {
+				return b, isHTTP, nil
 			}
-			return b, false
+			return b, false, err
 		}
-		if len(b) >= 8 {
-			return b, false
-		}
-		var one [1]byte
-		if _, err := io.ReadFull(c, one[:]); err != nil {
-			return b, false
-		}
-		b = append(b, one[0])
 	}
+}
+
+// requestLineStart reports whether b starts an HTTP/1 request line (see
+// sniffRequestLine), and whether it can tell yet.
+func requestLineStart(b []byte) (isHTTP, decided bool) {
+	i := 0
+	for i < len(b) && tokenChar(b[i]) {
+		i++
+	}
+	switch {
+	case i == len(b):
+		return false, false
+	case i == 0 || b[i] != ' ':
+		return false, true
+	}
+	method := string(b[:i])
+	i++
+	start := i
+	for i < len(b) && b[i] > ' ' && b[i] != 0x7f {
+		i++
+	}
+	switch {
+	case i == len(b):
+		return false, false
+	case i == start:
+		return false, true
+	case b[i] == '\r' || b[i] == '\n':
+		return method == "GET", true // HTTP/0.9: "GET /path"
+	case b[i] != ' ':
+		return false, true
+	}
+	const proto = "HTTP/"
+	rest := b[i+1:]
+	n := min(len(rest), len(proto))
+	if string(rest[:n]) != proto[:n] {
+		return false, true
+	}
+	return n == len(proto), n == len(proto)
+}
+
+// tokenChar reports whether c may be in an HTTP token (a method).
+func tokenChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
