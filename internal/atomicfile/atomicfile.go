@@ -107,6 +107,7 @@ type File struct {
 	perm     os.FileMode
 	o        Options
 	done     bool
+	renamed  bool
 }
 
 // CreateAt creates a temporary for the file name of the directory dirfd,
@@ -213,7 +214,7 @@ func (f *File) Commit() error {
 		f.Abort()
 		return err
 	}
-	f.done = true
+	f.done, f.renamed = true, true
 	err = SyncDir(f.dirfd)
 	// Closed last: the temporary stays locked until it is in place.
 	if cerr := f.File.Close(); err == nil {
@@ -222,6 +223,11 @@ func (f *File) Commit() error {
 	f.closeDir()
 	return err
 }
+
+// Renamed reports whether Commit renamed the temporary into place: the
+// new file is the destination, and an error Commit returned came after
+// (syncing the directory, closing the file), not before.
+func (f *File) Renamed() bool { return f.renamed }
 
 // Abort removes the temporary (once committed, it does nothing).
 func (f *File) Abort() {

@@ -357,3 +357,36 @@ func TestPlaceAt(t *testing.T) {
 		t.Fatalf("after PlaceAt: %q %v, %q", l, err, names(t, dir))
 	}
 }
+
+// Renamed tells a Commit that failed before the rename (the destination
+// as it was) from one whose file is in place: false before Commit and
+// after one refused, true once the temporary is the destination.
+func TestRenamed(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := CreateAt(openDir(t, dir), "f", 0o600, Options{NoReplace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Renamed() {
+		t.Error("Renamed before Commit")
+	}
+	if err := f.Commit(); !errors.Is(err, unix.EEXIST) || f.Renamed() {
+		t.Errorf("Commit over an existing file with NoReplace: %v, Renamed %v; want EEXIST, false", err, f.Renamed())
+	}
+	checkOld(t, dir, "f", "old", 0o600)
+	g, err := CreateAt(openDir(t, dir), "g", 0o600, Options{NoReplace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Commit(); err != nil || !g.Renamed() {
+		t.Errorf("Commit of a new file: %v, Renamed %v; want nil, true", err, g.Renamed())
+	}
+	f.Abort() // after Commit or a refused one: nothing
+	g.Abort()
+	if got := names(t, dir); strings.Join(got, " ") != "f g" {
+		t.Errorf("the directory holds %q, want f g", got)
+	}
+}

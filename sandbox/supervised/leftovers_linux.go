@@ -23,8 +23,9 @@ import (
 //
 // A sandbox's files are named after its id: the record ID.json, the
 // supervisor's socket ID.sock and log ID.log, the temporaries of a
-// record being saved .ID.N.tmp (and, in snapshots/, those of a snapshot
-// being taken). Two kinds of sandbox have files but no readable record:
+// record being saved .ID.N.tmp (see recordTemps; N is hex digits, or
+// decimal ones of older tents) and, in snapshots/, those of a snapshot
+// being taken. Two kinds of sandbox have files but no readable record:
 //
 //   - one whose record is broken (see [RecordError]): its supervisor may
 //     still run. It is found through ID.sock (opened without following a
@@ -95,15 +96,15 @@ func sameFile(f *os.File, path string) bool {
 
 // leftoverID returns the sandbox id a file of the state directory
 // belongs to when it is one of a sandbox's files other than its record:
-// ID.log, ID.sock, .ID.N.tmp.
+// ID.log, ID.sock, .ID.N.tmp (see recordTemps).
 func leftoverID(name string) string {
 	for _, suffix := range []string{".log", ".sock"} {
 		if id, ok := strings.CutSuffix(name, suffix); ok && validID(id) {
 			return id
 		}
 	}
-	if rest, ok := strings.CutPrefix(name, "."); ok && strings.HasSuffix(rest, ".tmp") && len(rest) > 17 && rest[16] == '.' && validID(rest[:16]) {
-		return rest[:16]
+	if len(name) > 17 && validID(name[1:17]) && recordTemps(name[1:17]).Match(name) {
+		return name[1:17]
 	}
 	return ""
 }

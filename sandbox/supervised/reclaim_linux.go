@@ -2,7 +2,6 @@ package supervised
 
 import (
 	"os"
-	"path/filepath"
 
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
@@ -37,9 +36,10 @@ func (s stateDir) Reclaim(rec *record) {
 	}
 	cgroups.Reclaim(dirs)
 	handoff.RemoveSnapshotTemps(s.SnapshotsDir(), rec.ID)
-	if temps, err := filepath.Glob(filepath.Join(s.Dir, "."+rec.ID+".*.tmp")); err == nil {
-		for _, t := range temps {
-			_ = os.Remove(t)
-		}
+	// The record's temporaries, beneath the checked directory's
+	// descriptor; one a writer holds locked is left (see recordTemps).
+	if d, err := s.openDir(); err == nil {
+		_, _ = recordTemps(rec.ID).Clean(dirFD(d))
+		d.Close()
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/cgroups"
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -225,13 +225,22 @@ func (s stateDir) SnapshotsDir() string { return filepath.Join(s.Dir, "snapshots
 // SocketPath is where the supervisor of id listens.
 func (s stateDir) SocketPath(id string) string { return filepath.Join(s.Dir, id+".sock") }
 
-// Save writes r atomically, beneath the state directory's descriptor: a
-// temporary file beside the record (.ID.RANDOM.tmp, created exclusively,
-// 0600), written whole and fsync'd, renamed over the record, and the
-// directory fsync'd, so that a crash or a full disk leaves the old
-// record or the new one, never a torn one. The temporary of a write that
-// failed is removed; that of a process killed while writing goes with
-// the sandbox's other files ([stateDir.Reclaim], [stateDir.sweep]).
+// recordTemps names the temporaries of id's record being saved
+// (.ID.HEX.tmp; those of older tents, .ID.DECIMAL.tmp, match too): the
+// next Save of id removes those a killed writer left, as Reclaim and the
+// sweep do (see leftoverID).
+func recordTemps(id string) atomicfile.Options {
+	return atomicfile.Options{Prefix: "." + id + ".", Suffix: ".tmp"}
+}
+
+// Save writes r atomically, beneath the state directory's descriptor
+// (atomicfile): a temporary file beside the record (recordTemps, created
+// exclusively, 0600, locked while written), written whole and fsync'd,
+// renamed over the record, and the directory fsync'd, so that a crash or
+// a full disk leaves the old record or the new one, never a torn one.
+// The temporary of a write that failed is removed; those of a process
+// killed while writing go with the next Save of the record, or with the
+// sandbox's other files ([stateDir.Reclaim], [stateDir.sweep]).
 func (s stateDir) Save(r *record) error {
 	if err := s.ensure(); err != nil {
 		return err
@@ -248,48 +257,22 @@ func (s stateDir) Save(r *record) error {
 		return err
 	}
 	defer d.Close()
-	var tmp string
-	var f *os.File
-	for range 100 {
-		tmp = fmt.Sprintf(".%s.%d.tmp", r.ID, rand.Uint32())
-		fd, err := unix.Openat(dirFD(d), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if err == unix.EEXIST || err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return &os.PathError{Op: "create", Path: filepath.Join(s.Dir, tmp), Err: err}
-		}
-		f = os.NewFile(uintptr(fd), filepath.Join(s.Dir, tmp))
-		break
+	o := recordTemps(r.ID)
+	_, _ = o.Clean(dirFD(d))
+	f, err := atomicfile.CreateAt(dirFD(d), r.ID+".json", 0o600, o)
+	if err != nil {
+		return fmt.Errorf("saving the record of %s in %s: %w", r.ID, s.Dir, err)
 	}
-	if f == nil {
-		return fmt.Errorf("saving the record of %s: no free temporary name", r.ID)
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			_ = unix.Unlinkat(dirFD(d), tmp, 0)
-		}
-	}()
 	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return err
+		f.Abort()
+		return fmt.Errorf("saving the record of %s in %s: %w", r.ID, s.Dir, err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if err := f.Commit(); err != nil && !f.Renamed() {
+		return fmt.Errorf("saving the record of %s in %s: %w", r.ID, s.Dir, err)
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := unix.Renameat(dirFD(d), tmp, dirFD(d), r.ID+".json"); err != nil {
-		return &os.LinkError{Op: "rename", Old: f.Name(), New: s.path(r.ID), Err: err}
-	}
-	renamed = true
-	// The rename reaches the disk with the directory. (Its failure is not
-	// the save's: the new record is in place, and the callers that saw an
-	// error would tear down a sandbox that its record says runs.)
-	_ = d.Sync()
+	// An error after the rename (syncing the directory) is not the
+	// save's: the new record is in place, and the callers that saw an
+	// error would tear down a sandbox that its record says runs.
 	return nil
 }
 

@@ -211,9 +211,11 @@ func TestSweepRemovesWhatKilledCreatesLeft(t *testing.T) {
 	dir := s.Dir
 	// Sandbox aaaa has a record: its files stay, whatever they are.
 	writeFile(t, filepath.Join(dir, "aaaa000000000001.log"), "")
-	// bbbb: a create killed early (a 0-byte log, a record's temporary).
+	// bbbb: a create killed early (a 0-byte log, a record's temporaries,
+	// an older tent's and this one's).
 	writeFile(t, filepath.Join(dir, "bbbb000000000002.log"), "")
 	writeFile(t, filepath.Join(dir, ".bbbb000000000002.77.tmp"), "{")
+	writeFile(t, filepath.Join(dir, recordTemps("bbbb000000000002").TempName()), "{")
 	// cccc: a create in progress: its creator holds its log's lock.
 	live, err := openLog(s, "cccc000000000003")
 	if err != nil {
