@@ -3,13 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -22,8 +22,9 @@ import (
 // a path that already is something other than a regular file
 // (/dev/stdout, a FIFO the caller reads, a terminal), that file itself.
 // At the end a regular-file report is written to a new file in the held
-// directory (O_CREAT|O_EXCL|O_NOFOLLOW) and renamed over the name, which
-// replaces whatever the command put there and never follows it.
+// directory (atomicfile: O_CREAT|O_EXCL|O_NOFOLLOW) and renamed over the
+// name, which replaces whatever the command put there and never follows
+// it.
 type reportDest struct {
 	file *os.File // "-" or a non-regular file: written in place
 	dir  *os.File // else: the directory the report is renamed into
@@ -64,36 +65,19 @@ func (d *reportDest) write(rep *sandbox.Report) (err error) {
 		_, err = d.file.Write(data)
 		return err
 	}
+	// atomicfile: a temporary beside it, locked while written, 0644
+	// whatever the umask, fsync'd and renamed over the name; the
+	// temporaries a killed report left in the directory go first.
 	dirfd := int(d.dir.Fd())
-	tmp := "." + d.base + "." + strconv.FormatInt(time.Now().UnixNano(), 36) + ".tmp"
-	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return &os.PathError{Op: "create", Path: tmp, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	defer func() {
-		if err != nil {
-			f.Close()
-			_ = unix.Unlinkat(dirfd, tmp, 0)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
+	_, _ = reportTemps.Clean(dirfd)
+	return atomicfile.WriteFileAt(dirfd, d.base, 0o644, reportTemps, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	if err = f.Chmod(0o644); err != nil { // whatever the umask
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = unix.Renameat(dirfd, tmp, dirfd, d.base); err != nil {
-		return &os.LinkError{Op: "rename", Old: tmp, New: d.base, Err: err}
-	}
-	return nil
+	})
 }
+
+// reportTemps names the temporaries of --report files.
+var reportTemps = atomicfile.Options{Prefix: ".tent-report-", Suffix: ".tmp"}
 
 // close releases the destination without writing.
 func (d *reportDest) close() {
