@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // pipeMessage reads what a child reports on its ready pipe: "ok" or an
@@ -31,8 +33,15 @@ func pipeMessage(ctx context.Context, r *os.File) (string, error) {
 	return string(data), ctx.Err()
 }
 
+// pidTemps names the temporaries of pid files.
+var pidTemps = atomicfile.Options{Prefix: ".tent-pid-", Suffix: ".tmp"}
+
 // writePidFile writes pid to path atomically (as runc does: a temporary
-// file beside it, renamed).
+// file beside it, renamed; here through atomicfile: created exclusively,
+// never through a symlink, locked while written, fsync'd, renamed, the
+// directory fsync'd), so that a reader (containerd) sees no file or the
+// whole pid. A killed writer's temporaries go with the next pid file
+// written into that directory.
 func writePidFile(path string, pid int) error {
 	if path == "" {
 		return nil
@@ -41,12 +50,17 @@ func writePidFile(path string, pid int) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(abs), "."+filepath.Base(abs)+".tmp")
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)), 0o600); err != nil {
+	dir, err := os.OpenFile(filepath.Dir(abs), os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return fmt.Errorf("failed to write the pid file: %w", err)
 	}
-	if err := os.Rename(tmp, abs); err != nil {
-		_ = os.Remove(tmp)
+	defer dir.Close()
+	_, _ = pidTemps.Clean(int(dir.Fd()))
+	err = atomicfile.WriteFileAt(int(dir.Fd()), filepath.Base(abs), 0o600, pidTemps, func(w io.Writer) error {
+		_, err := io.WriteString(w, strconv.Itoa(pid))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("failed to write the pid file: %w", err)
 	}
 	return nil

@@ -4,9 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // record is what create leaves in ROOT/ID/state.json for the other
@@ -86,28 +91,29 @@ func readRecord(root, id string) (*record, error) {
 	return &r, nil
 }
 
-// writeRecord writes r atomically (a temporary file, fsync, rename).
+// stateTemps names the temporaries of state.json (os.CreateTemp's
+// .state-DECIMAL of older versions match too).
+var stateTemps = atomicfile.Options{Prefix: ".state-"}
+
+// writeRecord writes r atomically, beneath ROOT/ID opened without
+// following a symlink (atomicfile: a locked temporary beside it, fsync,
+// rename, directory fsync); a killed create's temporaries go first.
 func writeRecord(root string, r *record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	dir := containerDir(root, r.ID)
-	f, err := os.CreateTemp(dir, ".state-*")
+	dir, err := os.OpenFile(containerDir(root, r.ID), os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("failed to write the state: %w", err)
 	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, "state.json"))
-	}
+	defer dir.Close()
+	_, _ = stateTemps.Clean(int(dir.Fd()))
+	err = atomicfile.WriteFileAt(int(dir.Fd()), "state.json", 0o600, stateTemps, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 	if err != nil {
-		_ = os.Remove(f.Name())
 		return fmt.Errorf("failed to write the state: %w", err)
 	}
 	return nil
