@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // A volume's files are hostile input: every sandbox that mounts the
@@ -233,33 +232,23 @@ func (v *volumeFS) writeFile(rel string, r io.Reader, mode uint32, force bool) (
 	case err != nil && !errors.Is(err, unix.ENOENT):
 		return volumeEntry{}, pathError(rel, err)
 	}
-	tmp, fd, err := createTemp(dir, mode)
+	// atomicfile: a locked temporary beside it (O_EXCL|O_NOFOLLOW, 0600
+	// until it is whole), the mode as asked whatever the server's umask,
+	// fsync, renamed (RENAME_NOREPLACE unless force), the directory
+	// fsync'd; a killed upload's temporaries go with the next one into
+	// that directory.
+	o := uploadTemps
+	o.NoReplace = !force
+	_, _ = o.Clean(dir)
+	f, err := atomicfile.CreateAt(dir, name, os.FileMode(mode), o)
 	if err != nil {
+		return volumeEntry{}, fmt.Errorf("creating the upload's file: %w", err)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Abort()
 		return volumeEntry{}, err
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	done := false
-	defer func() {
-		if !done {
-			_ = unix.Unlinkat(dir, tmp, 0)
-		}
-	}()
-	_, err = io.Copy(f, r)
-	if err == nil {
-		// The mode as asked, whatever the server's umask.
-		err = f.Chmod(os.FileMode(mode))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return volumeEntry{}, err
-	}
-	flags := uint(unix.RENAME_NOREPLACE)
-	if force {
-		flags = 0
-	}
-	if err := unix.Renameat2(dir, tmp, dir, name, flags); err != nil {
+	if err := f.Commit(); err != nil && !f.Renamed() {
 		switch {
 		case errors.Is(err, unix.EEXIST):
 			return volumeEntry{}, errorf(http.StatusConflict, "Path %s already exists", apiPath(rel))
@@ -267,31 +256,17 @@ func (v *volumeFS) writeFile(rel string, r io.Reader, mode uint32, force bool) (
 			return volumeEntry{}, errorf(http.StatusConflict, "Path %s is a directory", apiPath(rel))
 		}
 		return volumeEntry{}, pathError(rel, err)
+	} else if err != nil {
+		return volumeEntry{}, err
 	}
-	done = true
 	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return volumeEntry{}, pathError(rel, err)
 	}
 	return v.entryOf(rel, &st), nil
 }
 
-// createTemp creates a new file with a random name in dir.
-func createTemp(dir int, mode uint32) (string, int, error) {
-	for range 16 {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		name := ".tent-upload-" + hex.EncodeToString(b[:])
-		fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
-		if errors.Is(err, unix.EEXIST) {
-			continue
-		}
-		if err != nil {
-			return "", -1, fmt.Errorf("creating the upload's file: %w", os.NewSyscallError("openat", err))
-		}
-		return name, fd, nil
-	}
-	return "", -1, errors.New("creating the upload's file: no free name")
-}
+// uploadTemps names the temporaries of uploads into a volume.
+var uploadTemps = atomicfile.Options{Prefix: ".tent-upload-"}
 
 // makeDir creates directory rel with mode; force creates its missing
 // parents too (each with mode) and accepts a directory already there.

@@ -307,25 +307,22 @@ func (o Options) Clean(dirfd int) (int, error) {
 	}
 	d := os.NewFile(uintptr(fd), ".")
 	defer d.Close()
-	var stale []string
+	// Removed batch by batch as the directory is read, so that what is
+	// held is bounded whatever the directory holds (a sandbox's volume may
+	// hold any number of names of the pattern).
+	removed := 0
 	for {
 		names, err := d.Readdirnames(1024)
 		for _, n := range names {
-			if o.Match(n) {
-				stale = append(stale, n)
+			if o.Match(n) && removeStale(dirfd, n, o.Dirs) {
+				removed++
 			}
 		}
 		if errors.Is(err, io.EOF) || len(names) == 0 {
 			break
 		}
 		if err != nil {
-			return 0, err
-		}
-	}
-	removed := 0
-	for _, n := range stale {
-		if removeStale(dirfd, n, o.Dirs) {
-			removed++
+			return removed, err
 		}
 	}
 	return removed, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -388,5 +389,36 @@ func TestRenamed(t *testing.T) {
 	g.Abort()
 	if got := names(t, dir); strings.Join(got, " ") != "f g" {
 		t.Errorf("the directory holds %q, want f g", got)
+	}
+}
+
+// Clean removes as it reads, batch by batch (what it holds is bounded
+// however many names the directory has): every dead temporary of
+// several batches goes, the live one and the others' stay.
+func TestCleanManyBatches(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Prefix: ".many-", Suffix: ".tmp"}
+	for range 3000 {
+		if err := os.WriteFile(filepath.Join(dir, o.TempName()), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 500 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("keep-%d", i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, err := Create(filepath.Join(dir, "f"), 0o600, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Abort()
+	n, err := o.Clean(openDir(t, dir))
+	if err != nil || n != 3000 {
+		t.Fatalf("Clean = %d, %v; want 3000 removed", n, err)
+	}
+	left := names(t, dir)
+	if len(left) != 501 || !slices.Contains(left, live.TempName()) {
+		t.Errorf("after Clean %d names are left (the live temporary among them: %v), want the 500 others and it", len(left), slices.Contains(left, live.TempName()))
 	}
 }
