@@ -122,8 +122,8 @@ func CreateAt(dirfd int, name string, perm os.FileMode, o Options) (*File, error
 	for try := 0; ; try++ {
 		tmp := o.TempName()
 		fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if errors.Is(err, unix.EEXIST) && try < 16 {
-			continue
+		if (errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EINTR)) && try < 16 {
+			continue // (interrupted: perhaps created, so another name)
 		}
 		if err != nil {
 			return nil, &os.PathError{Op: "create", Path: tmp, Err: err}
