@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -187,11 +188,31 @@ func writeNestedMaps(pid, uid, gid int) error {
 		{"setgroups", "deny"},
 		{"gid_map", fmt.Sprintf("0 %d 1\n", gid)},
 	} {
-		if err := os.WriteFile(fmt.Sprintf("/proc/%d/%s", pid, w.name), []byte(w.data), 0); err != nil {
+		if err := writeProcFile(fmt.Sprintf("/proc/%d/%s", pid, w.name), w.data); err != nil {
 			return fmt.Errorf("writing the nested user namespace's %s: %w", w.name, err)
 		}
 	}
 	return nil
+}
+
+// writeProcFile writes data to a /proc/PID file of the trampoline,
+// waiting out the end of its exec: the kernel closes the exec's
+// close-on-exec descriptors (which is when ForkExec returns) before it
+// makes the new image dumpable again, and until then the process's
+// files are its non-dumpable parent copy's, which the init may not open
+// (EACCES; the kernel's begin_new_exec applies close-on-exec first on
+// purpose). The window ends without anything the init does, so a
+// bounded wait closes it; under the VM's software emulation it was wide
+// enough for TestSudo to fail once (a refusal, EPERM, is not waited on).
+func writeProcFile(path, data string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
+		err := os.WriteFile(path, []byte(data), 0)
+		if !errors.Is(err, syscall.EACCES) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+	}
 }
 
 // initialUserNS reports whether the calling process is in the host's
