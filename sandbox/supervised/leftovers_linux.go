@@ -274,13 +274,33 @@ func peerPidfd(conn *net.UnixConn) (pidfd, pid int, uid uint32, err error) {
 		if pidfd, err = unix.PidfdOpen(int(cred.Pid), 0); err != nil {
 			return -1, 0, 0, os.NewSyscallError("pidfd_open", err)
 		}
-		arg0, _, _ := strings.Cut(readCmdline(int(cred.Pid)), "\x00")
-		if arg0 != modeSupervise && arg0 != modeResume && arg0 != namespaces.IdleSupervisorArg0 {
+		if !isSupervisor(int(cred.Pid), pidfd) {
 			unix.Close(pidfd)
 			return -1, 0, 0, fmt.Errorf("the process listening on it (pid %d) is no supervisor", cred.Pid)
 		}
 	}
 	return pidfd, int(cred.Pid), cred.Uid, nil
+}
+
+// isSupervisor reports whether the process of pid (pidfd open on it) runs
+// a supervisor's program, by its argv[0]. An idle supervisor's holder
+// that the connection woke is exec'ing the supervisor again: while the
+// kernel sets up the new image its cmdline may read empty (seen on 6.1,
+// which has no SO_PEERPIDFD), so an argv[0] that is no supervisor's is
+// read again while the process lives, for a bounded time (a pid recycled meanwhile cannot be the pidfd's process,
+// which is alive).
+func isSupervisor(pid, pidfd int) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		arg0, _, _ := strings.Cut(readCmdline(pid), "\x00")
+		if arg0 == modeSupervise || arg0 == modeResume || arg0 == namespaces.IdleSupervisorArg0 {
+			return true
+		}
+		if time.Now().After(deadline) || unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // readCmdline reads /proc/PID/cmdline (its first 4 KiB).
