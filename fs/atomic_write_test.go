@@ -3,7 +3,6 @@ package fs
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,24 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 )
 
 // Issue 36: a write that replaces a file the user had leaves, on a full
 // disk or a kill, the old file or the whole new one.
-
-// smallTmpfs mounts a tmpfs of size bytes on a new directory (root only).
-func smallTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (a full disk)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", size)); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
 
 func writeFileMode(t *testing.T, p, content string, perm os.FileMode) {
 	t.Helper()
@@ -71,7 +57,7 @@ func wantFile(t *testing.T, what, p, content string, perm os.FileMode, names ...
 // old file whole, with its mode, and no temporary (it truncated the file
 // and wrote what fitted).
 func TestFileHelperWriteFullDiskKeepsOld(t *testing.T) {
-	dir := smallTmpfs(t, 256<<10)
+	dir := atomicfiletest.SmallDisk(t, 256<<10, 0o755)
 	p := filepath.Join(dir, "f")
 	old := strings.Repeat("v1\n", 1000)
 	writeFileMode(t, p, old, 0o644)
@@ -158,7 +144,7 @@ func TestFileHelperWriteMountedFile(t *testing.T) {
 // ApplyChanges (tent export --to) onto a full disk leaves the file it
 // replaces whole, with its mode, and no temporary.
 func TestApplyChangesFullDiskKeepsOld(t *testing.T) {
-	dst := smallTmpfs(t, 256<<10)
+	dst := atomicfiletest.SmallDisk(t, 256<<10, 0o755)
 	upper := t.TempDir()
 	writeFileMode(t, filepath.Join(upper, "f"), strings.Repeat("new\n", 1<<18), 0o600)
 	old := strings.Repeat("v1\n", 1000)

@@ -2,7 +2,6 @@ package oci
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,20 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 )
 
 // fullDisk mounts a small tmpfs (root only), writes old to name there
 // and fills the rest: the next write there fails with ENOSPC.
 func fullDisk(t *testing.T, name, old string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (a full disk)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", 64<<10)); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	dir := atomicfiletest.SmallDisk(t, 64<<10, 0o700)
 	p := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		t.Fatal(err)

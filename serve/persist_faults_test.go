@@ -9,9 +9,8 @@ import (
 	"slices"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 )
 
 // A killed tent serve leaves the temporaries it was writing its state
@@ -69,14 +68,7 @@ func TestServeStartRemovesKilledTemps(t *testing.T) {
 // The state file is replaced whole or not at all: on a full disk the
 // old one stays, whole, mode 0600, and no temporary is left.
 func TestServeStateFullDiskKeepsOld(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (a full disk)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k,mode=0700"); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	defer unix.Unmount(dir, unix.MNT_DETACH)
+	dir := atomicfiletest.SmallDisk(t, 64<<10, 0o700)
 	state := filepath.Join(dir, "serve-state.json")
 	h := newHarness(t, Options{StateFile: state})
 	h.create(`{"timeout":60}`)

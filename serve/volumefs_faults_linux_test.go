@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 )
 
 // volumeAt opens dir as a volume's data directory.
@@ -110,14 +111,7 @@ func TestVolumeWriteFaults(t *testing.T) {
 	}
 	wantVolume(t, "the next upload", dir, "f", "new", 0o604, "f", "g", live.TempName())
 
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (a full disk)")
-	}
-	full := t.TempDir()
-	if err := unix.Mount("tmpfs", full, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=0700"); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(full, unix.MNT_DETACH) })
+	full := atomicfiletest.SmallDisk(t, 64<<10, 0o700)
 	if err := os.WriteFile(filepath.Join(full, "f"), []byte("old"), 0o640); err != nil {
 		t.Fatal(err)
 	}

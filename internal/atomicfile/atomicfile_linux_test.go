@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 )
 
 // childEnv has the test binary, started by TestCleanAfterKill, create a
@@ -54,20 +56,6 @@ func openDir(t *testing.T, dir string) int {
 	return int(d.Fd())
 }
 
-// names lists dir.
-func names(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ns []string
-	for _, e := range ents {
-		ns = append(ns, e.Name())
-	}
-	return ns
-}
-
 func TestWriteFileReplaces(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
@@ -82,7 +70,7 @@ func TestWriteFileReplaces(t *testing.T) {
 	if err != nil || string(b) != "new content" || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("after the write: %q %v, mode %v; want the new content, mode 0644", b, err, fi.Mode())
 	}
-	if ns := names(t, dir); len(ns) != 1 {
+	if ns := atomicfiletest.Names(t, dir); len(ns) != 1 {
 		t.Fatalf("the directory holds %q, want the file alone", ns)
 	}
 }
@@ -138,30 +126,15 @@ func checkOld(t *testing.T, dir, name, content string, perm os.FileMode) {
 	if err != nil || serr != nil || string(b) != content || fi.Mode().Perm() != perm {
 		t.Fatalf("%s: %q (%v), mode %v (%v); want %q, mode %v", name, b, err, fi.Mode(), serr, content, perm)
 	}
-	if ns := names(t, dir); len(ns) != 1 {
+	if ns := atomicfiletest.Names(t, dir); len(ns) != 1 {
 		t.Fatalf("the directory holds %q, want %s alone", ns, name)
 	}
-}
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory (root
-// only) and unmounts it at the end.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (a full disk)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0755", size)); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
 }
 
 // On a full disk the old file stays, whole, with its mode, and the
 // temporary is gone.
 func TestFullDiskKeepsOld(t *testing.T) {
-	dir := mountTmpfs(t, 64<<10)
+	dir := atomicfiletest.SmallDisk(t, 64<<10, 0o755)
 	p := filepath.Join(dir, "f")
 	old := strings.Repeat("o", 8<<10)
 	if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
@@ -214,7 +187,7 @@ func TestClean(t *testing.T) {
 		t.Fatalf("Clean = %d, %v; want 1 removed", n, err)
 	}
 	want := append([]string{live.TempName(), link, fifo}, other...)
-	got := names(t, dir)
+	got := atomicfiletest.Names(t, dir)
 	if len(got) != len(want) {
 		t.Fatalf("left %q, want %q", got, want)
 	}
@@ -260,7 +233,7 @@ func TestCleanAfterKill(t *testing.T) {
 	if n, err := o.Clean(dirfd); n != 0 || err != nil {
 		t.Fatalf("Clean while the writer lives = %d, %v; want nothing removed", n, err)
 	}
-	if ns := names(t, dir); len(ns) != 1 || !o.Match(ns[0]) {
+	if ns := atomicfiletest.Names(t, dir); len(ns) != 1 || !o.Match(ns[0]) {
 		t.Fatalf("while the writer lives: %q, want its temporary", ns)
 	}
 	_ = cmd.Process.Kill()
@@ -268,7 +241,7 @@ func TestCleanAfterKill(t *testing.T) {
 	if n, err := o.Clean(dirfd); n != 1 || err != nil {
 		t.Fatalf("Clean after the kill = %d, %v; want 1 removed", n, err)
 	}
-	if ns := names(t, dir); len(ns) != 0 {
+	if ns := atomicfiletest.Names(t, dir); len(ns) != 0 {
 		t.Fatalf("after the kill and Clean: %q, want nothing", ns)
 	}
 }
@@ -302,7 +275,7 @@ func TestCleanDir(t *testing.T) {
 	if n, err := o.Clean(dirfd); n != 1 || err != nil {
 		t.Fatalf("Clean = %d, %v; want 1", n, err)
 	}
-	if ns := names(t, dir); len(ns) != 1 || ns[0] != live.Name() {
+	if ns := atomicfiletest.Names(t, dir); len(ns) != 1 || ns[0] != live.Name() {
 		t.Fatalf("left %q, want the live %s", ns, live.Name())
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "keep" {
@@ -348,14 +321,14 @@ func TestPlaceAt(t *testing.T) {
 	if err := PlaceAt(dirfd, "f", o, func(int, string) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("PlaceAt = %v, want boom", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "old" || len(names(t, dir)) != 1 {
-		t.Fatalf("after a failed PlaceAt: %q, %q", b, names(t, dir))
+	if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "old" || len(atomicfiletest.Names(t, dir)) != 1 {
+		t.Fatalf("after a failed PlaceAt: %q, %q", b, atomicfiletest.Names(t, dir))
 	}
 	if err := PlaceAt(dirfd, "f", o, func(d int, n string) error { return unix.Symlinkat("target", d, n) }); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := os.Readlink(filepath.Join(dir, "f")); err != nil || l != "target" || len(names(t, dir)) != 1 {
-		t.Fatalf("after PlaceAt: %q %v, %q", l, err, names(t, dir))
+	if l, err := os.Readlink(filepath.Join(dir, "f")); err != nil || l != "target" || len(atomicfiletest.Names(t, dir)) != 1 {
+		t.Fatalf("after PlaceAt: %q %v, %q", l, err, atomicfiletest.Names(t, dir))
 	}
 }
 
@@ -387,7 +360,7 @@ func TestRenamed(t *testing.T) {
 	}
 	f.Abort() // after Commit or a refused one: nothing
 	g.Abort()
-	if got := names(t, dir); strings.Join(got, " ") != "f g" {
+	if got := atomicfiletest.Names(t, dir); strings.Join(got, " ") != "f g" {
 		t.Errorf("the directory holds %q, want f g", got)
 	}
 }
@@ -417,7 +390,7 @@ func TestCleanManyBatches(t *testing.T) {
 	if err != nil || n != 3000 {
 		t.Fatalf("Clean = %d, %v; want 3000 removed", n, err)
 	}
-	left := names(t, dir)
+	left := atomicfiletest.Names(t, dir)
 	if len(left) != 501 || !slices.Contains(left, live.TempName()) {
 		t.Errorf("after Clean %d names are left (the live temporary among them: %v), want the 500 others and it", len(left), slices.Contains(left, live.TempName()))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 	transferpkg "github.com/tent-sandbox/tent/sandbox/transfer"
 )
 
@@ -22,21 +23,6 @@ import (
 // leaves the old file, whole, with its mode; a kill leaves a temporary
 // that the next operation of the same kind removes, and never one that
 // is being written.
-
-// smallDisk mounts a tmpfs of size bytes on a new directory of the host
-// (a full disk made cheaply), unmounted at the end. It needs root.
-func smallDisk(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (a full disk); the unprivileged run cannot")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0777", size)); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
 
 // writeOld writes the file a user had: content, mode 0644 (whatever the
 // umask).
@@ -50,20 +36,6 @@ func writeOld(t *testing.T, p, content string) {
 	}
 }
 
-// entries lists dir's names.
-func entries(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 // checkUntouched fails unless dir holds exactly names and the file p
 // still has content and mode 0644.
 func checkUntouched(t *testing.T, what, p, content string, names ...string) {
@@ -74,7 +46,7 @@ func checkUntouched(t *testing.T, what, p, content string, names ...string) {
 		t.Errorf("%s: %s holds %d bytes (%v), mode %v (%v); want the old %d bytes, mode 0644", what, p, len(b), err, fi.Mode().Perm(), serr, len(content))
 	}
 	slices.Sort(names)
-	if got := entries(t, filepath.Dir(p)); !slices.Equal(got, names) {
+	if got := atomicfiletest.Names(t, filepath.Dir(p)); !slices.Equal(got, names) {
 		t.Errorf("%s: %s holds %q, want %q (no temporary left)", what, filepath.Dir(p), got, names)
 	}
 }
@@ -181,12 +153,12 @@ func TestExportToFullDiskKeepsOld(t *testing.T) {
 	dead := deadTemp(t, dir, fs.ExportTemps)
 	live := holdTemp(t, dir, fs.ExportTemps)
 	l.tent(t, "export", id, "--to", dir).expect(t, 0)
-	got := strings.Join(entries(t, dir), " ")
+	got := strings.Join(atomicfiletest.Names(t, dir), " ")
 	if strings.Contains(got, dead) || !strings.Contains(got, live) {
 		t.Errorf("after the next export %s holds %q: want %s removed, the live %s kept", dir, got, dead, live)
 	}
 
-	dst := smallDisk(t, 1<<20)
+	dst := atomicfiletest.SmallDisk(t, 1<<20, 0o777)
 	old := strings.Repeat("old content\n", 1000)
 	writeOld(t, filepath.Join(dst, "f"), old)
 	r := l.tent(t, "export", id, "--to", dst)
@@ -220,7 +192,7 @@ func TestCpOutFullDiskAndKill(t *testing.T) {
 	_ = cmd.Process.Kill()
 	stop()
 	wait(t, cmd, stdout, stderr, start)
-	if got := entries(t, dir); len(got) != 2 {
+	if got := atomicfiletest.Names(t, dir); len(got) != 2 {
 		t.Fatalf("after the kill %s holds %q, want f and the temporary %s (did the copy end before the kill?)", dir, got, tmp)
 	}
 	checkUntouched(t, "cp out killed", filepath.Join(dir, "f"), old, "f", tmp)
@@ -234,11 +206,11 @@ func TestCpOutFullDiskAndKill(t *testing.T) {
 	l.tent(t, "cp", id+":/tmp/small", filepath.Join(dir, "g")).expect(t, 0)
 	want := []string{live, "f", "g"}
 	slices.Sort(want)
-	if got := entries(t, dir); !slices.Equal(got, want) {
+	if got := atomicfiletest.Names(t, dir); !slices.Equal(got, want) {
 		t.Errorf("after the next cp %s holds %q, want %q: the dead temporaries removed, the live %s kept", dir, got, want, live)
 	}
 
-	dst := smallDisk(t, 1<<20)
+	dst := atomicfiletest.SmallDisk(t, 1<<20, 0o777)
 	writeOld(t, filepath.Join(dst, "f"), old)
 	l.tent(t, "cp", id+":/tmp/two", filepath.Join(dst, "f")).expect(t, 125, "no space left on device")
 	checkUntouched(t, "cp out onto a full disk", filepath.Join(dst, "f"), old, "f")
@@ -255,7 +227,7 @@ func TestCpInFullDiskAndKill(t *testing.T) {
 	disk := ""
 	args := []string{"create"}
 	if os.Geteuid() == 0 {
-		disk = smallDisk(t, 1<<20)
+		disk = atomicfiletest.SmallDisk(t, 1<<20, 0o777)
 		args = append(args, "--rw", disk+":/disk")
 	}
 	dir := t.TempDir()
@@ -291,7 +263,7 @@ func TestCpInFullDiskAndKill(t *testing.T) {
 		t.Fatal("no file helper writing /dir/f was found")
 	}
 	wait(t, cmd, stdout, stderr, start)
-	if got := entries(t, dir); len(got) != 2 {
+	if got := atomicfiletest.Names(t, dir); len(got) != 2 {
 		t.Fatalf("after the kill %s holds %q, want f and the temporary %s (did the copy end before the kill?)", dir, got, tmp)
 	}
 	checkUntouched(t, "cp in killed", filepath.Join(dir, "f"), old, "f", tmp)
@@ -302,7 +274,7 @@ func TestCpInFullDiskAndKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.tent(t, "cp", small, id+":/dir/g").expect(t, 0)
-	got := strings.Join(entries(t, dir), " ")
+	got := strings.Join(atomicfiletest.Names(t, dir), " ")
 	if strings.Contains(got, tmp) || !strings.Contains(got, live) || !strings.Contains(got, "g") {
 		t.Errorf("after the next cp in %s holds %q: want %s removed, g written, the live %s kept", dir, got, tmp, live)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -49,7 +50,7 @@ func TestReportFileFullDiskAndKill(t *testing.T) {
 	if err := d.write(rep); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(entries(t, dir), " ")
+	got := strings.Join(atomicfiletest.Names(t, dir), " ")
 	if strings.Contains(got, dead) || !strings.Contains(got, live) {
 		t.Errorf("after the next report %s holds %q: want %s removed, the live %s kept", dir, got, dead, live)
 	}
@@ -57,7 +58,7 @@ func TestReportFileFullDiskAndKill(t *testing.T) {
 		t.Errorf("the report: %v, %v; want mode 0644", fi, err)
 	}
 
-	full := smallDisk(t, 64<<10)
+	full := atomicfiletest.SmallDisk(t, 64<<10, 0o777)
 	p := filepath.Join(full, "report.json")
 	old := strings.Repeat("old report\n", 100)
 	writeOld(t, p, old)

@@ -5,7 +5,6 @@ package supervised
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,33 +13,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 )
-
-// stateEntries lists the state directory.
-func stateEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
 
 // A Save that fails for a full disk leaves the record as it was and no
 // temporary beside it.
 func TestSaveFullDiskKeepsOld(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (a full disk)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=256k,mode=0700"); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	dir := atomicfiletest.SmallDisk(t, 256<<10, 0o700)
 	s := stateDir{Dir: dir}
 	const id = "aaaa000000000001"
 	if err := s.Save(&record{recordHead: recordHead{ID: id}, Name: "box"}); err != nil {
@@ -54,7 +33,7 @@ func TestSaveFullDiskKeepsOld(t *testing.T) {
 	if err != nil || r.Name != "box" || len(r.Labels) != 0 {
 		t.Errorf("the record after the failed Save: %+v, %v; want the old one", r, err)
 	}
-	if got := stateEntries(t, dir); !slices.Equal(got, []string{id + ".json"}) {
+	if got := atomicfiletest.Names(t, dir); !slices.Equal(got, []string{id + ".json"}) {
 		t.Errorf("the state directory holds %q, want the record alone (no temporary)", got)
 	}
 }
@@ -87,7 +66,7 @@ func TestRecordTempsOfKilledSaves(t *testing.T) {
 	want := func(what string, names ...string) {
 		t.Helper()
 		slices.Sort(names)
-		if got := stateEntries(t, s.Dir); !slices.Equal(got, names) {
+		if got := atomicfiletest.Names(t, s.Dir); !slices.Equal(got, names) {
 			t.Errorf("after %s: %q, want %q", what, got, names)
 		}
 	}
