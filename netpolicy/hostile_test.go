@@ -178,6 +178,23 @@ func newHostileHarness(t *testing.T, o *hostileOrigin, set ...func(*ProxyConfig)
 	return ih
 }
 
+// plainExchange sends raw to the proxy's HTTP listener (plain
+// forwarding or CONNECT) and returns all it answers until it closes.
+func (ih *interceptHarness) plainExchange(t *testing.T, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", ih.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
 // rawExchange sends head on a new intercepted connection to name and
 // returns every byte the sandbox's side got back until the proxy closed
 // it (the request asks for Connection: close).
@@ -513,14 +530,7 @@ func TestHostileOriginPlainHTTP(t *testing.T) {
 	})
 	ih := newHostileHarness(t, o)
 	ih.rawExchange(t, "api.example.com", "GET / HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer "+hostileTokenPH+"\r\nConnection: close\r\n\r\n")
-	c, err := net.Dial("tcp", ih.httpAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(c, "GET http://api.example.com:%d/ HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort, o.plainPort)
-	b, _ := io.ReadAll(c)
+	b := ih.plainExchange(t, fmt.Sprintf("GET http://api.example.com:%d/ HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort, o.plainPort))
 	assertNoValue(t, "plain http", string(b))
 	if !strings.Contains(string(b), "you last sent Bearer "+hostileTokenPH) {
 		t.Errorf("got\n%s", b)
@@ -534,9 +544,10 @@ func TestHostileOriginPlainHTTP(t *testing.T) {
 	defer sc.Close()
 	sc.SetDeadline(time.Now().Add(30 * time.Second))
 	fmt.Fprintf(sc, "GET / HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort)
-	b, _ = io.ReadAll(sc)
-	assertNoValue(t, "plain http over SOCKS5", string(b))
-	if !strings.Contains(string(b), "you last sent Bearer "+hostileTokenPH) {
+	bs, _ := io.ReadAll(sc)
+	b = string(bs)
+	assertNoValue(t, "plain http over SOCKS5", b)
+	if !strings.Contains(b, "you last sent Bearer "+hostileTokenPH) {
 		t.Errorf("over SOCKS5: got\n%s", b)
 	}
 }
@@ -578,15 +589,8 @@ func TestHostileOriginCertificateName(t *testing.T) {
 			c.Close()
 		}
 	}()
-	c, err := net.Dial("tcp", ih.httpAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
 	target := "api.example.com:" + strconv.Itoa(tl.Addr().(*net.TCPAddr).Port)
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, target)
-	raw, _ := io.ReadAll(c)
+	raw := ih.plainExchange(t, fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, target))
 	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(raw))), &http.Request{Method: http.MethodConnect})
 	if err != nil {
 		t.Fatalf("%v: %q", err, raw)
@@ -1267,14 +1271,7 @@ func TestHostileOriginInterimAndUpgrade(t *testing.T) {
 		t.Errorf("101: got\n%s\nwant a 502 %q", got, want)
 	}
 	// The same through plain forwarding.
-	c, err := net.Dial("tcp", ih.httpAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(c, "GET http://api.example.com:%d/upgrade HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort, o.plainPort)
-	b, _ := io.ReadAll(c)
+	b := ih.plainExchange(t, fmt.Sprintf("GET http://api.example.com:%d/upgrade HTTP/1.1\r\nHost: api.example.com:%d\r\nConnection: close\r\n\r\n", o.plainPort, o.plainPort))
 	assertNoValue(t, "101 plain", string(b))
 	want = "tent: api.example.com:" + strconv.Itoa(o.plainPort) + ": protocol upgrades are not supported over plain forwarding: use CONNECT\n"
 	if !strings.HasPrefix(string(b), "HTTP/1.1 502 Bad Gateway\r\n") || !strings.HasSuffix(string(b), "\r\n\r\n"+want) {
