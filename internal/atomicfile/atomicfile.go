@@ -299,7 +299,10 @@ func WriteFile(path string, data []byte, perm os.FileMode, o Options) error {
 // never through a symlink. A temporary is removed only once its lock is
 // taken and it is still the entry of that name, so a writer's live
 // temporary is never removed. It returns how many it removed; entries it
-// cannot open or lock are left, silently.
+// cannot open or lock are left, silently. It reads the first
+// [MaxCleanScan] names of the directory at most: what a sandbox can fill
+// (a volume, a directory inside it) costs each write a bounded time, and
+// a leftover past them stays.
 func (o Options) Clean(dirfd int) (int, error) {
 	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -311,8 +314,9 @@ func (o Options) Clean(dirfd int) (int, error) {
 	// held is bounded whatever the directory holds (a sandbox's volume may
 	// hold any number of names of the pattern).
 	removed := 0
-	for {
+	for seen := 0; seen < MaxCleanScan; {
 		names, err := d.Readdirnames(1024)
+		seen += len(names)
 		for _, n := range names {
 			if o.Match(n) && removeStale(dirfd, n, o.Dirs) {
 				removed++
@@ -327,6 +331,9 @@ func (o Options) Clean(dirfd int) (int, error) {
 	}
 	return removed, nil
 }
+
+// MaxCleanScan bounds the names [Options.Clean] reads in one call.
+const MaxCleanScan = 1 << 16
 
 // removeStale removes the temporary name of dirfd when it is a regular
 // file (or, with dirs, a directory: see removeStaleDir) that nobody

@@ -395,3 +395,28 @@ func TestCleanManyBatches(t *testing.T) {
 		t.Errorf("after Clean %d names are left (the live temporary among them: %v), want the 500 others and it", len(left), slices.Contains(left, live.TempName()))
 	}
 }
+
+// Clean reads MaxCleanScan names of a directory at most: a directory a
+// sandbox filled costs each write a bounded time; the next calls remove
+// the rest.
+func TestCleanScanIsBounded(t *testing.T) {
+	dir := atomicfiletest.SmallDisk(t, 64<<20, 0o755) // tmpfs: fast creates
+	o := Options{Prefix: ".flood-", Suffix: ".tmp"}
+	const total = MaxCleanScan + 4096
+	for range total {
+		fd, err := unix.Open(filepath.Join(dir, o.TempName()), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+	}
+	dfd := openDir(t, dir)
+	first, err := o.Clean(dfd)
+	if err != nil || first < MaxCleanScan-1024 || first >= total {
+		t.Fatalf("the first Clean removed %d of %d (%v): want at most the first %d names read, batch by batch", first, total, err, MaxCleanScan)
+	}
+	second, err := o.Clean(dfd)
+	if err != nil || first+second != total {
+		t.Fatalf("the second Clean removed %d (%v): want the %d left", second, err, total-first)
+	}
+}
