@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -66,27 +65,18 @@ func writePidFile(path string, pid int) error {
 	return nil
 }
 
+// createArgs are create's flags and container id.
+type createArgs struct {
+	id, bundle, pidFile, console string
+}
+
+// create is runc's create: it starts the container's supervisor, which
+// provisions the sandbox, records it, and leaves the supervisor to the
+// caller's parent (the shim).
 func (g *globals) create(ctx context.Context, args []string) (err error) {
-	var bundleDir, pidFile, console string
-	var preserve int
-	fl, err := commandFlags("create", g, args, func(fl *flag.FlagSet) {
-		fl.StringVar(&bundleDir, "bundle", ".", "")
-		fl.StringVar(&bundleDir, "b", ".", "")
-		fl.StringVar(&pidFile, "pid-file", "", "")
-		fl.StringVar(&console, "console-socket", "", "")
-		fl.Bool("no-pivot", false, "")
-		fl.Bool("no-new-keyring", false, "")
-		fl.IntVar(&preserve, "preserve-fds", 0, "")
-	})
+	a, err := g.createArgs(args)
 	if err != nil {
 		return err
-	}
-	id, err := oneID("create", fl.Args())
-	if err != nil {
-		return err
-	}
-	if preserve != 0 {
-		return fmt.Errorf("create: --preserve-fds: %w (the container gets its stdio only)", ErrUnsupportedCommand)
 	}
 	root, err := stateRoot(g.root)
 	if err != nil {
@@ -94,20 +84,20 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 	}
 	// The bundle is checked here too, so that a bad one fails before
 	// anything is made.
-	b, err := loadBundle(bundleDir)
+	b, err := loadBundle(a.bundle)
 	if err != nil {
 		return err
 	}
 	switch {
-	case b.Main.Terminal && console == "":
+	case b.Main.Terminal && a.console == "":
 		return errors.New("create: process.terminal is set: --console-socket is required to receive the terminal")
-	case !b.Main.Terminal && console != "":
+	case !b.Main.Terminal && a.console != "":
 		return errors.New("create: --console-socket given but process.terminal is not set")
 	}
-	dir := containerDir(root, id)
+	dir := containerDir(root, a.id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("container with id %s already exists", id)
+			return fmt.Errorf("container with id %s already exists", a.id)
 		}
 		return fmt.Errorf("failed to create the container's state: %w", err)
 	}
@@ -116,77 +106,90 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-
-	readyR, readyW, err := os.Pipe()
+	l := launch{Root: root, ID: a.id, Bundle: b.Dir, Log: g.log, LogFormat: g.logFormat, Debug: g.debug, Terminal: b.Main.Terminal}
+	s, info, err := startSupervisor(ctx, l, b)
 	if err != nil {
 		return err
 	}
-	defer readyR.Close()
-	l := launch{Root: root, ID: id, Bundle: b.Dir, Log: g.log, LogFormat: g.logFormat, Debug: g.debug, Terminal: b.Main.Terminal}
-	arg, _ := json.Marshal(l)
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{supervisorArg0, string(arg)},
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: []*os.File{readyW},
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
-	var master, slave *os.File
-	if b.Main.Terminal {
-		if master, slave, err = openPTY(); err != nil {
-			readyW.Close()
-			return err
-		}
-		defer master.Close()
-		defer slave.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, slave)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
-		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, 4
+	if err := recordContainer(root, a, b, s, info); err != nil {
+		s.abort()
+		return err
 	}
-	err = startIn(cmd, b.NetNS, b.Sysctls)
-	readyW.Close()
+	// The supervisor is left to our parent (the shim, a subreaper).
+	s.release()
+	return nil
+}
+
+// createArgs parses create's command line.
+func (g *globals) createArgs(args []string) (createArgs, error) {
+	var a createArgs
+	var preserve int
+	fl, err := commandFlags("create", g, args, func(fl *flag.FlagSet) {
+		fl.StringVar(&a.bundle, "bundle", ".", "")
+		fl.StringVar(&a.bundle, "b", ".", "")
+		fl.StringVar(&a.pidFile, "pid-file", "", "")
+		fl.StringVar(&a.console, "console-socket", "", "")
+		fl.Bool("no-pivot", false, "")
+		fl.Bool("no-new-keyring", false, "")
+		fl.IntVar(&preserve, "preserve-fds", 0, "")
+	})
 	if err != nil {
-		return fmt.Errorf("failed to start the container's supervisor: %w", err)
+		return a, err
 	}
-	msg, rerr := pipeMessage(ctx, readyR)
+	if a.id, err = oneID("create", fl.Args()); err != nil {
+		return a, err
+	}
+	if preserve != 0 {
+		return a, fmt.Errorf("create: --preserve-fds: %w (the container gets its stdio only)", ErrUnsupportedCommand)
+	}
+	return a, nil
+}
+
+// startSupervisor starts the container's supervisor (in the bundle's
+// network namespace, if it names one) with the launch l, and waits until
+// it reports the sandbox made, or the error. The supervisor runs when it
+// returns no error.
+func startSupervisor(ctx context.Context, l launch, b *bundle) (*spawned, readyInfo, error) {
 	var info readyInfo
+	s, err := spawn(ctx, child{arg0: supervisorArg0, id: l.ID, launch: l, terminal: l.Terminal,
+		start: func(cmd *exec.Cmd) error { return startIn(cmd, b.NetNS, b.Sysctls) }})
+	if err != nil {
+		return nil, info, fmt.Errorf("failed to start the container's supervisor: %w", err)
+	}
+	msg := s.report
 	if rest, ok := strings.CutPrefix(msg, "ok\n"); ok && json.Unmarshal([]byte(rest), &info) == nil {
 		msg = "ok"
 	}
 	if msg != "ok" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if msg == "" && rerr != nil {
-			msg = rerr.Error()
-		}
-		if msg == "" {
-			msg = "the container's supervisor ended without a report"
-		}
-		return errors.New(msg)
+		s.abort()
+		return nil, info, s.failure("the container's supervisor ended without a report")
 	}
-	start, err := pidStart(cmd.Process.Pid)
+	return s, info, nil
+}
+
+// recordContainer writes the container's state.json, sends its
+// terminal's master to the console socket, and writes the supervisor's
+// pid to --pid-file.
+func recordContainer(root string, a createArgs, b *bundle, s *spawned, info readyInfo) error {
+	pid := s.cmd.Process.Pid
+	start, err := pidStart(pid)
 	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 		return fmt.Errorf("the container's supervisor: %w", err)
 	}
 	owner := ""
 	if u, uerr := user.LookupId(strconv.Itoa(os.Geteuid())); uerr == nil {
 		owner = u.Username
 	}
-	rec := &record{ID: id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: cmd.Process.Pid, PidStart: start,
+	rec := &record{ID: a.id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: pid, PidStart: start,
 		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, Cgroups: info.Cgroups, InitPID: info.InitPID, CgroupsPath: info.CgroupsPath}
 	err = writeRecord(root, rec)
-	if err == nil && master != nil {
-		err = sendConsole(console, master)
+	if err == nil && s.master != nil {
+		err = sendConsole(a.console, s.master)
 	}
 	if err == nil {
-		err = writePidFile(pidFile, cmd.Process.Pid)
+		err = writePidFile(a.pidFile, pid)
 	}
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return err
-	}
-	// The supervisor is left to our parent (the shim, a subreaper).
-	_ = cmd.Process.Release()
-	return nil
+	return err
 }
 
 // startIn starts cmd in the network namespace at netns ("" for ours):

@@ -1,14 +1,14 @@
 package oci
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
-// execLaunch is the exec helper's argv[1] (JSON).
+// execLaunch is what the exec helper is started with: its launch, on
+// fd 4 (see spawn).
 type execLaunch struct {
 	Root    string  `json:"root"`
 	ID      string  `json:"id"`
@@ -16,22 +16,22 @@ type execLaunch struct {
 }
 
 // execHelperMain is the process whose pid `exec --detach` writes to
-// --pid-file: it hands its stdio (or, with a terminal, fd 4: the
+// --pid-file: it hands its stdio (or, with a terminal, fd 5: the
 // terminal's slave, its controlling terminal) to the supervisor for one
 // exec, forwards the signals it gets (the shim signals exec'd processes
 // by pid) and exits with the process's status. fd 3 is the ready pipe:
-// "ok" once the process runs, or the error (exit 1). If the helper dies,
-// the supervisor kills the process.
+// "ok" once the process runs, or the error (exit 1); fd 4 the launch
+// (execLaunch), argv[1] the container's id (not read). If the helper
+// dies, the supervisor kills the process.
 func execHelperMain() int {
-	ready := os.NewFile(3, "ready")
 	var l execLaunch
-	if len(os.Args) != 2 || json.Unmarshal([]byte(os.Args[1]), &l) != nil {
-		fmt.Fprint(ready, "tent-runc: exec: bad arguments")
+	ready := launched("exec", &l)
+	if ready == nil {
 		return 1
 	}
 	var tty *os.File
 	if l.Process.Terminal {
-		tty = os.NewFile(4, "tty")
+		tty = os.NewFile(fdTTY, "tty")
 	}
 	return runExec(l, ready, tty)
 }

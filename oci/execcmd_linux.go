@@ -7,83 +7,45 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
+// execArgs are exec's flags and arguments.
+type execArgs struct {
+	id                              string
+	procFile, pidFile, console, cwd string
+	detach, tty                     bool
+	env                             stringList
+	command                         []string // runc exec ID CMD...
+}
+
 // exec is runc's exec: a process in a running container, detached
 // through the exec helper (whose pid the shim reaps) or in the
 // foreground.
 func (g *globals) exec(ctx context.Context, args []string) (int, error) {
-	var procFile, pidFile, console, cwd string
-	var detach, tty bool
-	var env stringList
-	fl, err := commandFlags("exec", g, args, func(fl *flag.FlagSet) {
-		fl.StringVar(&procFile, "process", "", "")
-		fl.StringVar(&procFile, "p", "", "")
-		fl.StringVar(&pidFile, "pid-file", "", "")
-		fl.StringVar(&console, "console-socket", "", "")
-		fl.StringVar(&cwd, "cwd", "", "")
-		fl.Var(&env, "env", "")
-		fl.Var(&env, "e", "")
-		fl.BoolVar(&detach, "detach", false, "")
-		fl.BoolVar(&detach, "d", false, "")
-		fl.BoolVar(&tty, "tty", false, "")
-		fl.BoolVar(&tty, "t", false, "")
-	})
+	a, err := g.execArgs(args)
 	if err != nil {
 		return 1, err
 	}
-	rest := fl.Args()
-	if len(rest) < 1 {
-		return 1, errors.New("exec: want a container id")
-	}
-	id := rest[0]
-	rec, err := readRecord(g.root, id)
+	rec, err := readRecord(g.root, a.id)
 	if err != nil {
 		return 1, err
 	}
 	if !rec.alive() {
 		return 1, errors.New("exec: container not running")
 	}
-	var sp specs.Process
-	switch {
-	case procFile != "":
-		data, err := readSmall(procFile, maxConfig)
-		if err != nil {
-			return 1, fmt.Errorf("exec: --process: %w", err)
-		}
-		if err := json.Unmarshal(data, &sp); err != nil {
-			return 1, fmt.Errorf("exec: --process %s: %w", procFile, err)
-		}
-	case len(rest) > 1:
-		// runc exec ID CMD...: the container's process, another command.
-		b, err := loadBundle(rec.Bundle)
-		if err != nil {
-			return 1, err
-		}
-		sp = *b.Config.Process
-		sp.Args, sp.Terminal = rest[1:], tty
-	default:
-		return 1, errors.New("exec: want --process FILE or a command")
-	}
-	if cwd != "" {
-		sp.Cwd = cwd
-	}
-	sp.Env = append(sp.Env, env...)
-	p, err := convertProcess(&sp, "process")
+	p, err := a.process(rec)
 	if err != nil {
 		return 1, err
 	}
-	if p.Terminal && console == "" && detach {
+	if p.Terminal && a.console == "" && a.detach {
 		return 1, errors.New("exec: a terminal with --detach needs --console-socket")
 	}
-	l := execLaunch{Root: rootOf(g), ID: id, Process: *p}
-	if !detach {
+	l := execLaunch{Root: rootOf(g), ID: a.id, Process: *p}
+	if !a.detach {
 		var t *os.File
 		if p.Terminal {
 			if !isTerminal(os.Stdin) {
@@ -93,53 +55,96 @@ func (g *globals) exec(ctx context.Context, args []string) (int, error) {
 		}
 		return runExec(l, nil, t), nil
 	}
-
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
+	if err := execDetached(ctx, l, a); err != nil {
 		return 1, err
 	}
-	defer readyR.Close()
-	arg, _ := json.Marshal(l)
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{execArg0, string(arg)},
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: []*os.File{readyW},
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
-	var master, slave *os.File
-	if p.Terminal {
-		if master, slave, err = openPTY(); err != nil {
-			readyW.Close()
-			return 1, err
-		}
-		defer master.Close()
-		defer slave.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, slave)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
-		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, 4
-	}
-	err = cmd.Start()
-	readyW.Close()
-	if err != nil {
-		return 1, fmt.Errorf("exec: %w", err)
-	}
-	msg, _ := pipeMessage(ctx, readyR)
-	if msg != "ok" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if msg == "" {
-			msg = "exec: the helper ended without a report"
-		}
-		return 1, errors.New(msg)
-	}
-	err = writePidFile(pidFile, cmd.Process.Pid)
-	if err == nil && master != nil {
-		err = sendConsole(console, master)
-	}
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return 1, err
-	}
-	_ = cmd.Process.Release()
 	return 0, nil
+}
+
+// execArgs parses exec's command line.
+func (g *globals) execArgs(args []string) (execArgs, error) {
+	var a execArgs
+	fl, err := commandFlags("exec", g, args, func(fl *flag.FlagSet) {
+		fl.StringVar(&a.procFile, "process", "", "")
+		fl.StringVar(&a.procFile, "p", "", "")
+		fl.StringVar(&a.pidFile, "pid-file", "", "")
+		fl.StringVar(&a.console, "console-socket", "", "")
+		fl.StringVar(&a.cwd, "cwd", "", "")
+		fl.Var(&a.env, "env", "")
+		fl.Var(&a.env, "e", "")
+		fl.BoolVar(&a.detach, "detach", false, "")
+		fl.BoolVar(&a.detach, "d", false, "")
+		fl.BoolVar(&a.tty, "tty", false, "")
+		fl.BoolVar(&a.tty, "t", false, "")
+	})
+	if err != nil {
+		return a, err
+	}
+	rest := fl.Args()
+	if len(rest) < 1 {
+		return a, errors.New("exec: want a container id")
+	}
+	a.id, a.command = rest[0], rest[1:]
+	return a, nil
+}
+
+// process is the process to run in the container rec: --process, or
+// the container's own process with another command; with --cwd and
+// --env applied.
+func (a execArgs) process(rec *record) (*process, error) {
+	var sp specs.Process
+	switch {
+	case a.procFile != "":
+		data, err := readSmall(a.procFile, maxConfig)
+		if err != nil {
+			return nil, fmt.Errorf("exec: --process: %w", err)
+		}
+		if err := json.Unmarshal(data, &sp); err != nil {
+			return nil, fmt.Errorf("exec: --process %s: %w", a.procFile, err)
+		}
+	case len(a.command) > 0:
+		// runc exec ID CMD...: the container's process, another command.
+		b, err := loadBundle(rec.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		sp = *b.Config.Process
+		sp.Args, sp.Terminal = a.command, a.tty
+	default:
+		return nil, errors.New("exec: want --process FILE or a command")
+	}
+	if a.cwd != "" {
+		sp.Cwd = a.cwd
+	}
+	sp.Env = append(sp.Env, a.env...)
+	return convertProcess(&sp, "process")
+}
+
+// execDetached runs l through the exec helper, this process's child
+// (its launch on a pipe, never its command line: the process's
+// arguments and environment are no other user's to read), once the
+// helper reports the process started: its pid goes to --pid-file, its
+// terminal's master to --console-socket, and the helper to our parent
+// (the shim), which reaps it.
+func execDetached(ctx context.Context, l execLaunch, a execArgs) error {
+	s, err := spawn(ctx, child{arg0: execArg0, id: l.ID, launch: l, terminal: l.Process.Terminal})
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	if s.report != "ok" {
+		s.abort()
+		return s.failure("exec: the helper ended without a report")
+	}
+	err = writePidFile(a.pidFile, s.cmd.Process.Pid)
+	if err == nil && s.master != nil {
+		err = sendConsole(a.console, s.master)
+	}
+	if err != nil {
+		s.abort()
+		return err
+	}
+	s.release()
+	return nil
 }
 
 func isTerminal(f *os.File) bool {

@@ -39,7 +39,8 @@ func init() {
 	reexec.Register(execArg0, execHelperMain)
 }
 
-// launch is the supervisor's argv[1] (JSON).
+// launch is what the supervisor is started with: its launch, on fd 4
+// (see spawn).
 type launch struct {
 	Root      string `json:"root"`
 	ID        string `json:"id"`
@@ -47,7 +48,7 @@ type launch struct {
 	Log       string `json:"log,omitempty"`
 	LogFormat string `json:"log_format,omitempty"`
 	Debug     bool   `json:"debug,omitempty"`
-	Terminal  bool   `json:"terminal,omitempty"` // fd 4 is the terminal's slave, its controlling terminal
+	Terminal  bool   `json:"terminal,omitempty"` // fd 5 is the terminal's slave, its controlling terminal
 }
 
 // readyInfo follows "ok\n" on the supervisor's ready pipe.
@@ -67,23 +68,23 @@ const (
 	statusStopped = "stopped"
 )
 
-// supervisorMain: argv[1] the launch (JSON); fd 0-2 the container's
-// stdio (create's); fd 3 the ready pipe, which gets "ok" once the
-// sandbox is up and the socket listens, or the error; fd 4 the
-// terminal with launch.Terminal. Exits with the main process's status;
-// 1 when the sandbox could not be made (reported on fd 3).
+// supervisorMain: argv[1] the container's id (not read); fd 0-2 the
+// container's stdio (create's); fd 3 the ready pipe, which gets "ok"
+// once the sandbox is up and the socket listens, or the error; fd 4 the
+// launch (JSON, read to its end); fd 5 the terminal with
+// launch.Terminal. Exits with the main process's status; 1 when the
+// sandbox could not be made (reported on fd 3).
 func supervisorMain() int {
-	ready := os.NewFile(3, "ready")
 	var l launch
-	if len(os.Args) != 2 || json.Unmarshal([]byte(os.Args[1]), &l) != nil {
-		fmt.Fprint(ready, "tent-runc: supervisor: bad arguments")
+	ready := launched("supervisor", &l)
+	if ready == nil {
 		return 1
 	}
 	log, closeLog := openLogger(l.Log, l.LogFormat, l.Debug)
 	defer closeLog()
 	var tty *os.File
 	if l.Terminal {
-		tty = os.NewFile(4, "tty")
+		tty = os.NewFile(fdTTY, "tty")
 	}
 	// The container's stdio are the bundle's, never ours to write.
 	signal.Ignore(syscall.SIGPIPE)
