@@ -24,11 +24,18 @@
 // by pid) and exits with the process's status; if it dies, the
 // supervisor kills the process.
 //
-//	argv[0]               started by         fds                          exits
-//	tent-runc-supervisor  create             0-2 container stdio,         the main process's status;
-//	                                         3 ready pipe, 4 terminal     1 if the sandbox failed
-//	tent-runc-exec        exec --detach      0-2 stdio, 3 ready pipe,     the process's status;
-//	                                         4 terminal                   1 if it did not start
+// Both get what they run — the container's paths; an exec's process,
+// its arguments and environment — as their launch: JSON that their
+// starter writes on an inherited pipe, fd 4, and closes. Never on their
+// command line (every local user reads /proc/PID/cmdline) nor in their
+// environment: argv is the mode and the container's id.
+//
+//	argv                     started by       fds                            exits
+//	tent-runc-supervisor ID  create           0-2 container stdio,           the main process's status;
+//	                                          3 ready pipe, 4 launch,        1 if the sandbox failed
+//	                                          5 terminal
+//	tent-runc-exec ID        exec --detach    0-2 stdio, 3 ready pipe,       the process's status;
+//	                                          4 launch, 5 terminal           1 if it did not start
 //
 // With a terminal, create (or exec) opens a pseudo-terminal on the host,
 // sends its master to --console-socket and gives the slave to the
