@@ -1,17 +1,13 @@
 package oci_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +83,47 @@ func newEnvWith(t testing.TB, cri bool, extra string) *env {
 	if err := os.Symlink(tentAbs, e.runc); err != nil {
 		t.Fatal(err)
 	}
+	cfg := e.config(cri, extra)
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.stop(cmd, logf, cri) })
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, _, code := e.ctr("version"); code == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("containerd did not come up in 30 s")
+		}
+	}
+	images := map[string][]string{e.image: {"sh"}}
+	if cri {
+		images["docker.io/library/tent-pause:test"] = []string{"sleep", "2147483647"}
+	}
+	for name, cmd := range images {
+		tarball := buildImage(t, dir, bb, name, cmd)
+		if out, errOut, code := e.ctr("image", "import", "--all-platforms", tarball); code != 0 {
+			t.Fatalf("ctr image import: %d\n%s%s", code, out, errOut)
+		}
+	}
+	return e
+}
+
+// config is containerd's config.toml for e; with cri, the CRI plugin
+// with a "tent" runtime handler and a CNI network of the test's (whose
+// file it writes), extra appended, and e's namespace, tent-runc root and
+// bridge set for it.
+func (e *env) config(cri bool, extra string) string {
+	t, dir := e.t, e.dir
 	cfg := fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -132,89 +169,64 @@ state = %q
 `, cni, e.runc, filepath.Dir(e.runRoot))
 		cfg += extra
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cri {
-			// The pods a failed test left: stopped and removed through
-			// CRI, as kubelet would.
-			if _, errOut, code := e.crictl("rmp", "-a", "-f"); code != 0 {
-				t.Errorf("crictl rmp -a -f: %d %s", code, errOut)
-			}
-		}
-		// Every container of the test was removed: nothing of tent-runc's
-		// state is left (the shim's --root for this namespace).
-		if entries, err := os.ReadDir(e.runRoot); err == nil && len(entries) > 0 {
-			var names []string
-			for _, en := range entries {
-				names = append(names, en.Name())
-				// Then end them, whatever the test did.
-				_ = exec.Command(e.runc, "--root", e.runRoot, "delete", "--force", en.Name()).Run()
-			}
-			t.Errorf("tent-runc state left in %s: %v", e.runRoot, names)
-		}
-		_ = os.Remove(e.runRoot)
-		if e.bridge != "" {
-			_ = exec.Command("ip", "link", "del", e.bridge).Run()
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() || os.Getenv("TENT_OCI_LOG") != "" {
-			if data, err := os.ReadFile(filepath.Join(dir, "containerd.log")); err == nil && len(data) > 0 {
-				t.Logf("containerd's log (last 6000 bytes):\n%s", tail(data, 6000))
-			}
-		}
-		// Shims of this containerd still running (a container left
-		// behind) are ended, and every mount beneath dir (snapshots, pod
-		// shm) is detached before dir goes.
-		killShims(t, e.sock)
-		unmountBeneath(dir)
-		// The namespace's cgroup directories (runc leaves /NS) if empty.
-		if !cri {
-			paths, _ := filepath.Glob("/sys/fs/cgroup/*/" + e.ns)
-			for _, p := range paths {
-				_ = syscall.Rmdir(p)
-			}
-		}
-		_ = os.RemoveAll(dir)
-	})
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, _, code := e.ctr("version"); code == 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("containerd did not come up in 30 s")
-		}
-	}
-	images := map[string][]string{e.image: {"sh"}}
+	return cfg
+}
+
+// stop ends e's containerd (cmd, which logs to logf) and everything the
+// test left: pods (cri), tent-runc state (an error), the bridge, shims,
+// mounts, cgroups and the test's directory.
+func (e *env) stop(cmd *exec.Cmd, logf *os.File, cri bool) {
+	t, dir := e.t, e.dir
 	if cri {
-		images["docker.io/library/tent-pause:test"] = []string{"sleep", "2147483647"}
-	}
-	for name, cmd := range images {
-		tarball := buildImage(t, dir, bb, name, cmd)
-		if out, errOut, code := e.ctr("image", "import", "--all-platforms", tarball); code != 0 {
-			t.Fatalf("ctr image import: %d\n%s%s", code, out, errOut)
+		// The pods a failed test left: stopped and removed through
+		// CRI, as kubelet would.
+		if _, errOut, code := e.crictl("rmp", "-a", "-f"); code != 0 {
+			t.Errorf("crictl rmp -a -f: %d %s", code, errOut)
 		}
 	}
-	return e
+	// Every container of the test was removed: nothing of tent-runc's
+	// state is left (the shim's --root for this namespace).
+	if entries, err := os.ReadDir(e.runRoot); err == nil && len(entries) > 0 {
+		var names []string
+		for _, en := range entries {
+			names = append(names, en.Name())
+			// Then end them, whatever the test did.
+			_ = exec.Command(e.runc, "--root", e.runRoot, "delete", "--force", en.Name()).Run()
+		}
+		t.Errorf("tent-runc state left in %s: %v", e.runRoot, names)
+	}
+	_ = os.Remove(e.runRoot)
+	if e.bridge != "" {
+		_ = exec.Command("ip", "link", "del", e.bridge).Run()
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	logf.Close()
+	if t.Failed() || os.Getenv("TENT_OCI_LOG") != "" {
+		if data, err := os.ReadFile(filepath.Join(dir, "containerd.log")); err == nil && len(data) > 0 {
+			t.Logf("containerd's log (last 6000 bytes):\n%s", tail(data, 6000))
+		}
+	}
+	// Shims of this containerd still running (a container left
+	// behind) are ended, and every mount beneath dir (snapshots, pod
+	// shm) is detached before dir goes.
+	killShims(t, e.sock)
+	unmountBeneath(dir)
+	// The namespace's cgroup directories (runc leaves /NS) if empty.
+	if !cri {
+		paths, _ := filepath.Glob("/sys/fs/cgroup/*/" + e.ns)
+		for _, p := range paths {
+			_ = syscall.Rmdir(p)
+		}
+	}
+	_ = os.RemoveAll(dir)
 }
 
 func tail(b []byte, n int) []byte {
@@ -255,131 +267,6 @@ func (e *env) run(id string, extra []string, cmd ...string) (string, string, int
 	args := append([]string{"run", "--rm", "--runc-binary", e.runc}, extra...)
 	args = append(append(args, e.image, id), cmd...)
 	return e.ctr(args...)
-}
-
-// image is an OCI image in memory: its manifest's digest and every blob
-// (the manifest's too) by digest.
-type image struct {
-	manifest string
-	blobs    map[string][]byte
-}
-
-// newImage builds an image of one layer: busybox at /bin/busybox with
-// its applets hard-linked, and the directories an image has; cmd is its
-// config's Cmd.
-func newImage(t testing.TB, busybox string, cmd []string) image {
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	add := func(h *tar.Header, data []byte) {
-		h.ModTime = time.Unix(0, 0)
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"bin/", "dev/", "etc/", "proc/", "root/", "run/", "sys/", "tmp/", "var/", "home/"} {
-		mode := int64(0o755)
-		if d == "tmp/" {
-			mode = 0o1777
-		}
-		add(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode}, nil)
-	}
-	add(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: 50}, []byte(fmt.Sprintf("%-49s\n", "root:x:0:0:root:/root:/bin/sh")))
-	data, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	add(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(data))}, data)
-	list, err := exec.Command(busybox, "--list").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	applets := strings.Fields(string(list))
-	for _, applet := range applets {
-		if applet != "busybox" && !strings.ContainsAny(applet, "/[") {
-			// Hard links, as busybox's own images have them.
-			add(&tar.Header{Typeflag: tar.TypeLink, Name: "bin/" + applet, Linkname: "bin/busybox", Mode: 0o755}, nil)
-		}
-	}
-	if !slices.Contains(applets, "pgrep") {
-		// cri-tools' busybox images have pgrep (critest checks with
-		// "pgrep sleep" that a timed-out exec is gone); Debian's busybox
-		// has pidof, which answers "pgrep NAME" alike, one pid a line.
-		script := []byte("#!/bin/sh\nfound=\nfor p in $(pidof \"$1\"); do echo \"$p\"; found=1; done\n[ -n \"$found\" ]\n")
-		add(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/pgrep", Mode: 0o755, Size: int64(len(script))}, script)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	img := image{blobs: map[string][]byte{}}
-	blob := func(b []byte) (string, int) {
-		sum := sha256.Sum256(b)
-		d := "sha256:" + hex.EncodeToString(sum[:])
-		img.blobs[d] = b
-		return d, len(b)
-	}
-	js := func(v any) []byte {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	layerDigest, layerSize := blob(layer.Bytes())
-	cfgDigest, cfgSize := blob(js(map[string]any{
-		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": cmd},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-	}))
-	img.manifest, _ = blob(js(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfgDigest, "size": cfgSize},
-		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layerSize}},
-	}))
-	return img
-}
-
-// buildImage writes an OCI image archive (oci-layout, index.json, blobs)
-// of newImage, named name, for ctr image import.
-func buildImage(t testing.TB, dir, busybox, name string, cmd []string) string {
-	img := newImage(t, busybox, cmd)
-	out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(name)+".tar")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ot := tar.NewWriter(f)
-	put := func(name string, b []byte) {
-		if err := ot.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(0, 0)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ot.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
-	for d, b := range img.blobs {
-		put("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), b)
-	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"manifests": []any{map[string]any{
-			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": img.manifest, "size": len(img.blobs[img.manifest]),
-			"platform":    map[string]string{"architecture": "amd64", "os": "linux"},
-			"annotations": map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "test"},
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	put("index.json", index)
-	if err := ot.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // record is the part of tent-runc's state.json the tests read.
