@@ -8,8 +8,9 @@ import (
 	"os"
 	"path"
 
-	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // ApplyChanges makes dst match the upper layer's changes: added and

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // WriteTemps names the temporaries the file helper's write and put make
