@@ -27,4 +27,19 @@
 // everywhere visible, write only beneath rw mounts, /tmp, $HOME, /dev/shm
 // and the character devices in /dev. [Ruleset] negotiates it down to the
 // running kernel's ABI and reports the level reached.
+//
+// # Files by job
+//
+//   - Mount plan: plan.go, mount.go, source_linux.go, cgroupview.go,
+//     gitguard*.go (validation and steps); apply_linux.go (Apply),
+//     newmount_linux.go (new tmpfs, proc, overlays), harden_linux.go and
+//     bootid_linux.go (read-only, masked and /proc paths),
+//     mountpoint_linux.go (mount points beneath the new root),
+//     attach_linux.go and idmap*.go (mounts into a running sandbox,
+//     idmapped clones); landlock*.go.
+//   - The in-sandbox file helper ([RunFileHelper]): files*.go, frame*.go.
+//   - Layers: layer*.go, change.go, diff.go (a cow layer's changes),
+//     diff_apply_linux.go (exporting them), patch*.go, tar.go,
+//     copy_linux.go, and walk_linux.go, the descriptor-relative walk they
+//     share.
 package fs

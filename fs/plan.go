@@ -189,6 +189,31 @@ func NewPlan(in PlanInput) (*Plan, error) {
 	for _, m := range in.Mounts {
 		userTargets[m.Target] = true
 	}
+	base, err := baseSteps(in, userTargets)
+	if err != nil {
+		return nil, err
+	}
+	base, late, err := extraSteps(in, userTargets, base)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := mountSteps(in, base)
+	if err != nil {
+		return nil, err
+	}
+	// Parents before children; otherwise keep the order above (the root
+	// first).
+	sort.SliceStable(steps, func(i, j int) bool { return depth(steps[i].Target) < depth(steps[j].Target) })
+	// Masks and read-only paths once everything they may lie in exists.
+	steps = append(steps, late...)
+	return &Plan{Steps: steps, Home: in.Home, WritableRoot: in.WritableRoot}, nil
+}
+
+// baseSteps returns the steps every sandbox gets: the caller's root or
+// the host's system paths (less those a caller's mount in userTargets
+// replaces), /proc, /dev, and tmpfs on /tmp and home when nothing else
+// is there.
+func baseSteps(in PlanInput, userTargets map[string]bool) ([]Step, error) {
 	var base []Step
 	system := in.System
 	if in.Root != nil {
@@ -237,21 +262,26 @@ func NewPlan(in PlanInput) (*Plan, error) {
 	if !covered(in.Home, in.Mounts) && in.Root == nil {
 		base = append(base, Step{Kind: KindTmpfs, Target: in.Home, Mode: 0o700, Writable: true, FD: -1})
 	}
+	return base, nil
+}
 
+// extraSteps appends the caller's tmpfs and tent's own tmpfs and
+// symlinks to base, and returns, as late, the steps that come after
+// every mount: tent's own unions, masks and read-only paths.
+func extraSteps(in PlanInput, userTargets map[string]bool, base []Step) (_, late []Step, _ error) {
 	for i, t := range in.Tmpfs {
 		if err := ValidateTarget(t); err != nil {
-			return nil, fmt.Errorf("tmpfs %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("tmpfs %d: %w", i+1, err)
 		}
 		if userTargets[t] {
-			return nil, fmt.Errorf("tmpfs %d: %w: target %q is already a mount's", i+1, ErrInvalidMount, t)
+			return nil, nil, fmt.Errorf("tmpfs %d: %w: target %q is already a mount's", i+1, ErrInvalidMount, t)
 		}
 		userTargets[t] = true
 		base = append(base, Step{Kind: KindTmpfs, Target: t, Mode: 0o755, Writable: true, FD: -1})
 	}
-	var late []Step
 	for _, st := range in.Private {
 		if err := ValidateTarget(st.Target); err != nil {
-			return nil, fmt.Errorf("tent's own %s: %w", st.Kind, err)
+			return nil, nil, fmt.Errorf("tent's own %s: %w", st.Kind, err)
 		}
 		switch st.Kind {
 		case KindUnion:
@@ -259,7 +289,7 @@ func NewPlan(in PlanInput) (*Plan, error) {
 		case KindTmpfs, KindSymlink:
 			base = append(base, st)
 		default:
-			return nil, fmt.Errorf("%w: tent's own step %s %s: want tmpfs, symlink or union", ErrInvalidMount, st.Kind, st.Target)
+			return nil, nil, fmt.Errorf("%w: tent's own step %s %s: want tmpfs, symlink or union", ErrInvalidMount, st.Kind, st.Target)
 		}
 	}
 	for _, list := range []struct {
@@ -268,12 +298,18 @@ func NewPlan(in PlanInput) (*Plan, error) {
 	}{{KindMask, in.Masked}, {KindReadOnly, in.ReadOnly}} {
 		for _, t := range list.paths {
 			if t == "" || t == "/" || !path.IsAbs(t) || path.Clean(t) != t || strings.ContainsRune(t, 0) {
-				return nil, fmt.Errorf("%w: %s path %q: want an absolute, clean path other than /", ErrInvalidMount, list.kind, t)
+				return nil, nil, fmt.Errorf("%w: %s path %q: want an absolute, clean path other than /", ErrInvalidMount, list.kind, t)
 			}
 			late = append(late, Step{Kind: list.kind, Target: t, FD: -1})
 		}
 	}
+	return base, late, nil
+}
 
+// mountSteps appends a step per caller's mount to base: a bind, or an
+// overlay for a copy-on-write mount. A mount beneath one of base's
+// symlinks is refused.
+func mountSteps(in PlanInput, base []Step) ([]Step, error) {
 	symlinks := map[string]bool{}
 	for _, s := range base {
 		if s.Kind == KindSymlink {
@@ -303,12 +339,7 @@ func NewPlan(in PlanInput) (*Plan, error) {
 		}
 		steps = append(steps, s)
 	}
-	// Parents before children; otherwise keep the order above (the root
-	// first).
-	sort.SliceStable(steps, func(i, j int) bool { return depth(steps[i].Target) < depth(steps[j].Target) })
-	// Masks and read-only paths once everything they may lie in exists.
-	steps = append(steps, late...)
-	return &Plan{Steps: steps, Home: in.Home, WritableRoot: in.WritableRoot}, nil
+	return steps, nil
 }
 
 // covered reports whether a user mount's target is p or one of its parents.

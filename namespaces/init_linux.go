@@ -79,27 +79,39 @@ func runInit() int {
 	defer conn.Close()
 	in := &initLoop{conn: conn, execs: map[int]string{}, hostView: -1, sudo: -1}
 	in.chld = make(chan os.Signal, 16)
-
 	if resumed != nil {
-		in.cfg, in.hostView = resumed.Config, resumed.HostView
-		var prog seccomp.Program
-		if len(in.cfg.Seccomp) > 0 {
-			if prog, err = seccomp.UnmarshalProgram(in.cfg.Seccomp); err != nil {
-				return ExitProtocol
-			}
-		}
-		in.sp = newSpawner(in.cfg, prog)
-		in.sp.self = resumed.Self
-		if in.cfg.CommandsCgroup {
-			in.sp.commands = resumed.Commands
-		}
-		if in.cfg.Sudo {
-			in.sudo = resumed.Sudo
-		}
-		in.catchSignals()
-		return in.serve()
+		return in.resume(resumed)
 	}
+	return in.boot(phases)
+}
 
+// resume takes up the state an init exec'd again by its idle holder left,
+// and serves.
+func (in *initLoop) resume(resumed *idleState) int {
+	in.cfg, in.hostView = resumed.Config, resumed.HostView
+	var prog seccomp.Program
+	if len(in.cfg.Seccomp) > 0 {
+		var err error
+		if prog, err = seccomp.UnmarshalProgram(in.cfg.Seccomp); err != nil {
+			return ExitProtocol
+		}
+	}
+	in.sp = newSpawner(in.cfg, prog)
+	in.sp.self = resumed.Self
+	if in.cfg.CommandsCgroup {
+		in.sp.commands = resumed.Commands
+	}
+	if in.cfg.Sudo {
+		in.sudo = resumed.Sudo
+	}
+	in.catchSignals()
+	return in.serve()
+}
+
+// boot reads a new init's config from the host, sets the sandbox up,
+// starts the one-shot command if there is one, reports ready and serves.
+func (in *initLoop) boot(phases Phases) int {
+	conn := in.conn
 	if err := send(conn, message{Type: msgHello}, nil); err != nil {
 		return ExitProtocol
 	}
@@ -110,63 +122,16 @@ func runInit() int {
 	cfg := m.Config
 	in.cfg = cfg
 	phases.Config = Monotonic()
-	fail := func(stage string, err error) int {
-		var errno syscall.Errno
-		errors.As(err, &errno)
-		_ = send(conn, message{Type: msgError, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
-		return ExitSetupFailed
-	}
-	commands := -1
-	if cfg.CommandsCgroup {
-		if len(fds) == 0 {
-			return fail("cgroup", errors.New("the commands' cgroup was not sent"))
-		}
-		commands, fds = fds[len(fds)-1], fds[:len(fds)-1]
-	}
-
-	if cfg.HostView {
-		if in.hostView, err = fs.SaveHostView(); err != nil {
-			return fail("setup", err)
-		}
-	}
-	if err := setup(cfg, fds); err != nil {
-		return fail("setup", err)
-	}
-	var listeners []int
-	if cfg.ProxyListeners {
-		if listeners, err = proxyListeners(); err != nil {
-			return fail("proxy", err)
-		}
-		if cfg.Transparent {
-			more, err := transparentSockets(cfg.CatchPorts)
-			if err != nil {
-				closeAll(listeners)
-				return fail("proxy", err)
-			}
-			listeners = append(listeners, more...)
-		}
-	}
-	var prog seccomp.Program
-	if len(cfg.Seccomp) > 0 {
-		if prog, err = seccomp.UnmarshalProgram(cfg.Seccomp); err != nil {
-			return fail("seccomp", err)
-		}
-	}
-	in.sp = newSpawner(cfg, prog)
-	in.sp.commands = commands
-	in.oneShot = cfg.Exec.Path != ""
-	if cfg.Sudo {
-		if in.sudo, err = sudoListen(); err != nil {
-			closeAll(listeners)
-			return fail("sudo", err)
-		}
+	listeners, stage, err := in.configure(cfg, fds)
+	if err != nil {
+		return in.fail(stage, err)
 	}
 	phases.Root = Monotonic()
 	ready := message{Type: msgReady}
 	if in.oneShot {
 		pid, master, stage, err := in.start("", cfg.Exec, [3]int{0, 1, 2}, false)
 		if err != nil {
-			return fail(stage, err)
+			return in.fail(stage, err)
 		}
 		ready = message{Type: msgStarted, Pid: pid}
 		if master >= 0 {
@@ -186,6 +151,66 @@ func runInit() int {
 	}
 	in.catchSignals()
 	return in.serve()
+}
+
+// fail reports a setup failure at stage to the host and returns the
+// init's exit code for it.
+func (in *initLoop) fail(stage string, err error) int {
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	_ = send(in.conn, message{Type: msgError, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
+	return ExitSetupFailed
+}
+
+// configure sets the sandbox up as cfg says (fds: the descriptors the
+// host sent with it) and returns the proxy's listeners to hand to the
+// host; on failure, the stage that failed.
+func (in *initLoop) configure(cfg *Config, fds []int) (listeners []int, stage string, err error) {
+	commands := -1
+	if cfg.CommandsCgroup {
+		if len(fds) == 0 {
+			return nil, "cgroup", errors.New("the commands' cgroup was not sent")
+		}
+		commands, fds = fds[len(fds)-1], fds[:len(fds)-1]
+	}
+
+	if cfg.HostView {
+		if in.hostView, err = fs.SaveHostView(); err != nil {
+			return nil, "setup", err
+		}
+	}
+	if err := setup(cfg, fds); err != nil {
+		return nil, "setup", err
+	}
+	if cfg.ProxyListeners {
+		if listeners, err = proxyListeners(); err != nil {
+			return nil, "proxy", err
+		}
+		if cfg.Transparent {
+			more, err := transparentSockets(cfg.CatchPorts)
+			if err != nil {
+				closeAll(listeners)
+				return nil, "proxy", err
+			}
+			listeners = append(listeners, more...)
+		}
+	}
+	var prog seccomp.Program
+	if len(cfg.Seccomp) > 0 {
+		if prog, err = seccomp.UnmarshalProgram(cfg.Seccomp); err != nil {
+			return nil, "seccomp", err
+		}
+	}
+	in.sp = newSpawner(cfg, prog)
+	in.sp.commands = commands
+	in.oneShot = cfg.Exec.Path != ""
+	if cfg.Sudo {
+		if in.sudo, err = sudoListen(); err != nil {
+			closeAll(listeners)
+			return nil, "sudo", err
+		}
+	}
+	return listeners, "", nil
 }
 
 // catchSignals catches the init's signals from here on, in a goroutine.
@@ -215,286 +240,6 @@ func (in *initLoop) catchSignals() {
 		for range drop {
 		}
 	}()
-}
-
-// initLoop is a running init's state between requests.
-type initLoop struct {
-	conn     *os.File
-	cfg      *Config
-	sp       *spawner
-	hostView int // fs.SaveHostView's descriptor, or -1
-	chld     chan os.Signal
-	// execs maps the pids of running commands to their exec ids; the
-	// one-shot command has the empty id and its exit ends the init.
-	execs map[int]string
-	// ttys maps the pids of commands started on a terminal (Exec.TTY)
-	// to the init's copy of its master, kept to find the terminal's
-	// foreground process group for signals and closed when the command
-	// exits.
-	ttys    map[int]int
-	oneShot bool
-	// sudo is the listening socket of Config.Sudo (-1 without), sudoPid
-	// the running sudo helper's pid (0: none), and sudoWake fires when a
-	// connection waits while none runs (see watchSudo).
-	sudo     int
-	sudoPid  int
-	sudoWake chan struct{}
-	sudoArm  chan struct{}
-}
-
-// start spawns e under id: on a new terminal when e.TTY is set (stdio is
-// then unused), and returns its pid and the terminal's master (-1
-// without), which the init keeps until the command exits.
-func (in *initLoop) start(id string, e Exec, stdio [3]int, reuse bool) (pid, master int, stage string, err error) {
-	master = -1
-	if e.TTY != nil {
-		var peer int
-		if master, peer, err = openPTY(*e.TTY); err != nil {
-			return 0, -1, "tty", err
-		}
-		defer unix.Close(peer)
-		stdio = [3]int{peer, peer, peer}
-	}
-	pid, stage, err = in.sp.spawn(e, stdio, reuse)
-	if err != nil {
-		if master >= 0 {
-			unix.Close(master)
-		}
-		return 0, -1, stage, err
-	}
-	in.execs[pid] = id
-	if master >= 0 {
-		if in.ttys == nil {
-			in.ttys = map[int]int{}
-		}
-		in.ttys[pid] = master
-	}
-	return pid, master, "", nil
-}
-
-// masterOf returns the init's copy of pid's terminal master, or -1.
-func (in *initLoop) masterOf(pid int) int {
-	if m, ok := in.ttys[pid]; ok {
-		return m
-	}
-	return -1
-}
-
-// control is one result of reading the control socket.
-type control struct {
-	m   message
-	fds []int
-	err error
-}
-
-// serve handles control messages and children until the host goes away
-// (or the one-shot command exits), and returns the exit code.
-func (in *initLoop) serve() int {
-	// The socket is read by a goroutine, one message at a time when asked
-	// (next), so that at any moment the loop knows whether a read is under
-	// way: handing off to the idle holder needs none to be.
-	next := make(chan struct{}, 1)
-	ctl := make(chan control)
-	go func() {
-		for range next {
-			m, fds, err := recv(in.conn)
-			ctl <- control{m, fds, err}
-		}
-	}()
-	defer close(next)
-	next <- struct{}{}
-	if in.sudo >= 0 {
-		in.sudoWake, in.sudoArm = make(chan struct{}), make(chan struct{}, 1)
-		go watchSudo(in.sudo, in.sudoArm, in.sudoWake)
-		defer close(in.sudoArm)
-		in.sudoArm <- struct{}{}
-	}
-	// A child may have exited before SIGCHLD was caught (a resumed init).
-	in.reap()
-	// An init that has had nothing to do for IdleTrimAfter trims its
-	// memory; one idle for the hand-off delay, with no command running,
-	// hands the sandbox to the idle holder.
-	idle := NewIdleTimer(in.cfg.IdleAfter, !in.oneShot)
-	defer idle.Stop()
-	for {
-		select {
-		case <-in.sudoWake:
-			idle.Reset()
-			in.startSudoHelper()
-		case <-idle.C:
-			if !idle.Fired(len(in.execs) > 0 || in.sudoPid != 0) {
-				continue
-			}
-			// Stop the pending read without losing a message: with a
-			// deadline in the past it returns at once, unless it already
-			// holds a message (handled below, as usual). A packet is
-			// read whole or not at all.
-			_ = in.conn.SetReadDeadline(time.Unix(1, 0))
-			c := <-ctl
-			_ = in.conn.SetReadDeadline(time.Time{})
-			if errors.Is(c.err, os.ErrDeadlineExceeded) {
-				_ = handOff(in.conn, in.cfg, in.hostView, in.sudo, in.sp) // returns only on failure
-				idle.HandOffFailed()
-				next <- struct{}{}
-				continue
-			}
-			idle.Reset()
-			if code, done := in.handle(c); done {
-				return code
-			}
-			next <- struct{}{}
-		case c := <-ctl:
-			idle.Reset()
-			if code, done := in.handle(c); done {
-				return code
-			}
-			next <- struct{}{}
-		case <-in.chld:
-			if in.reap() {
-				return 0
-			}
-			if len(in.execs) == 0 && in.sudoPid == 0 {
-				idle.Reset()
-			}
-		}
-	}
-}
-
-// reap waits for every exited child: PID 1 reaps every orphan, and an
-// exec's own status is reported. It reports whether the one-shot command
-// has exited.
-func (in *initLoop) reap() bool {
-	for {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if err != nil || wpid <= 0 {
-			return false
-		}
-		if wpid == in.sudoPid && in.sudoPid != 0 {
-			in.sudoPid = 0
-			in.sudoArm <- struct{}{}
-			continue
-		}
-		id, ok := in.execs[wpid]
-		if !ok {
-			continue
-		}
-		delete(in.execs, wpid)
-		if m, ok := in.ttys[wpid]; ok {
-			unix.Close(m)
-			delete(in.ttys, wpid)
-		}
-		_ = send(in.conn, message{Type: msgExit, ID: id, Status: uint32(ws)}, nil)
-		if in.oneShot && id == "" {
-			return true
-		}
-	}
-}
-
-// pidOf returns the pid of the running exec id, or 0.
-func (in *initLoop) pidOf(id string) int {
-	for pid, e := range in.execs {
-		if e == id {
-			return pid
-		}
-	}
-	return 0
-}
-
-// handle carries out one control message. done means the init must exit
-// with code (the host is gone).
-func (in *initLoop) handle(c control) (code int, done bool) {
-	if c.err != nil {
-		return ExitProtocol, true // the host is gone: take everything down
-	}
-	conn, m := in.conn, c.m
-	switch m.Type {
-	case msgExec:
-		wantFDs := 3
-		if m.Exec != nil && m.Exec.TTY != nil {
-			wantFDs = 0
-		}
-		if len(c.fds) != wantFDs || m.Exec == nil || m.ID == "" || in.pidOf(m.ID) != 0 {
-			closeAll(c.fds)
-			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "protocol", Error: "an exec needs an unused id, a command and 3 descriptors (none with a terminal)"}, nil)
-			return 0, false
-		}
-		var stdio [3]int
-		copy(stdio[:], c.fds)
-		pid, master, stage, err := in.start(m.ID, *m.Exec, stdio, true)
-		closeAll(c.fds)
-		if err != nil {
-			var errno syscall.Errno
-			errors.As(err, &errno)
-			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: stage, Error: err.Error(), Errno: int(errno)}, nil)
-			return 0, false
-		}
-		started := message{Type: msgStarted, ID: m.ID, Pid: pid}
-		var fds []int
-		if master >= 0 {
-			started.TTY, fds = true, []int{master}
-		}
-		_ = send(conn, started, fds)
-	case msgAttach:
-		var err error
-		if m.Attach == nil || m.ID == "" {
-			err = errors.New("an attach needs an id and a step")
-		} else {
-			err = fs.AttachSteps(in.hostView, append([]fs.Step{m.Attach.Step}, m.Attach.Guards...), c.fds)
-		}
-		closeAll(c.fds)
-		if err != nil {
-			var errno syscall.Errno
-			errors.As(err, &errno)
-			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: "attach", Error: err.Error(), Errno: int(errno)}, nil)
-			return 0, false
-		}
-		if len(m.Attach.Rules) > 0 {
-			in.cfg.LandlockRules = append(in.cfg.LandlockRules, m.Attach.Rules...)
-			in.sp.rulesChanged()
-		}
-		_ = send(conn, message{Type: msgDone, ID: m.ID}, nil)
-	case msgListen, msgDial:
-		closeAll(c.fds)
-		var fds []int
-		var err error
-		if m.Type == msgListen {
-			if !in.cfg.Transparent {
-				err = errors.New("the sandbox catches no connections")
-			} else if fds, err = catchListeners(m.Ports); err == nil {
-				in.cfg.CatchPorts = append(in.cfg.CatchPorts, m.Ports...)
-			}
-		} else {
-			var fd int
-			if fd, err = dialLocal(m.Port, m.V6); err == nil {
-				fds = []int{fd}
-			}
-		}
-		if err != nil {
-			var errno syscall.Errno
-			errors.As(err, &errno)
-			_ = send(conn, message{Type: msgError, ID: m.ID, Stage: m.Type, Error: err.Error(), Errno: int(errno)}, nil)
-			return 0, false
-		}
-		_ = send(conn, message{Type: msgDone, ID: m.ID}, fds)
-		closeAll(fds) // the host holds them now
-	case msgSignal:
-		closeAll(c.fds)
-		if pid := in.pidOf(m.ID); pid != 0 {
-			signalForeground(pid, in.masterOf(pid), syscall.Signal(m.Signal))
-		}
-	case msgKill:
-		closeAll(c.fds)
-		// The exec's session: itself and every process group in it (a
-		// shell's jobs). Descendants that started their own session
-		// are only reached by terminating the sandbox.
-		if pid := in.pidOf(m.ID); pid != 0 {
-			killSession(pid)
-		}
-	default:
-		closeAll(c.fds)
-	}
-	return 0, false
 }
 
 // setup builds the sandbox around the init: hostname, loopback, the root

@@ -134,9 +134,25 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 	if e.TTY != nil {
 		sys.Setctty, sys.Ctty = true, 0
 	}
-	// Forked from a thread of its own, discarded after: in a cgroup
-	// namespace rooted at the sandbox's cgroup and in the commands'
-	// cgroup, as a restricted thread's commands are.
+	pid, stage, err := s.forkRoot(exe, args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+	closeChildEnds()
+	if err != nil {
+		if stage == "root" {
+			return 0, "root", fmt.Errorf("%s as root: %w", e.Path, err)
+		}
+		return 0, stage, err
+	}
+	if stage, err := releaseRoot(pid, e.Path, gate[1], errPipe[0]); err != nil {
+		return 0, stage, err
+	}
+	return pid, "", nil
+}
+
+// forkRoot forks the trampoline (the host binary, exe) from a thread of
+// its own, discarded after: in a cgroup namespace rooted at the
+// sandbox's cgroup and in the commands' cgroup, as a restricted thread's
+// commands are.
+func (s *spawner) forkRoot(exe int, args []string, attr *syscall.ProcAttr) (pid int, stage string, err error) {
 	type forked struct {
 		pid   int
 		stage string
@@ -150,34 +166,34 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 			return
 		}
 		pid, err := initOOM.forking(func() (int, error) {
-			return syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
+			return syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, attr)
 		})
 		done <- forked{pid: pid, stage: "root", err: err}
 	}()
 	f := <-done
-	closeChildEnds()
-	if f.err != nil {
-		if f.stage == "root" {
-			return 0, "root", fmt.Errorf("%s as root: %w", e.Path, f.err)
-		}
-		return 0, f.stage, f.err
-	}
-	pid := f.pid
+	return f.pid, f.stage, f.err
+}
+
+// releaseRoot lets the trampoline pid (the command path as root) go on:
+// it writes its namespace's maps, opens its gate and waits for the
+// command's exec (errPipe). A failure kills it (the init's loop reaps
+// it) and names the stage that failed.
+func releaseRoot(pid int, path string, gate, errPipe int) (string, error) {
 	// The maps are written now that the trampoline has exec'd: before,
 	// the child was a copy of the init, non-dumpable, and its
 	// /proc/PID/uid_map belonged to an id the init cannot write as.
 	if err := writeNestedMaps(pid, os.Geteuid(), os.Getegid()); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL) // reaped by the init's loop
-		return 0, "root", fmt.Errorf("%s as root: %w", e.Path, err)
+		return "root", fmt.Errorf("%s as root: %w", path, err)
 	}
-	if _, err := unix.Write(gate[1], []byte{1}); err != nil {
+	if _, err := unix.Write(gate, []byte{1}); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
-		return 0, "root", os.NewSyscallError("write", err)
+		return "root", os.NewSyscallError("write", err)
 	}
-	if err := readExecErr(errPipe[0], e.Path); err != nil {
-		return 0, "exec", err
+	if err := readExecErr(errPipe, path); err != nil {
+		return "exec", err
 	}
-	return pid, "", nil
+	return "", nil
 }
 
 // writeNestedMaps maps uid and gid 0 of pid's user namespace to uid and

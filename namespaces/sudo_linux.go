@@ -102,95 +102,11 @@ sandbox's: root in its own view, with no privilege the sandbox's user lacks.
 
 // runSudo is the client's main; it returns the exit status.
 func runSudo(argv []string) int {
-	preserve, login, shell, reset := false, false, false, false
-	i := 0
-	for ; i < len(argv); i++ {
-		a := argv[i]
-		if a == "--" {
-			i++
-			break
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			break
-		}
-		if strings.HasPrefix(a, "--") {
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			switch name {
-			case "preserve-env":
-				if hasVal {
-					return sudoFail("--preserve-env=LIST is not supported by tent's sudo; use -E")
-				}
-				preserve = true
-			case "set-home", "non-interactive":
-			case "reset-timestamp", "remove-timestamp":
-				reset = true
-			case "login":
-				login = true
-			case "shell":
-				shell = true
-			case "user":
-				if !hasVal {
-					if i+1 >= len(argv) {
-						return sudoFail("option '--user' requires an argument")
-					}
-					i++
-					val = argv[i]
-				}
-				if code := sudoUser(val); code != 0 {
-					return code
-				}
-			case "validate":
-				return 0
-			case "help":
-				fmt.Println(sudoUsage)
-				return 0
-			case "version":
-				fmt.Println("tent's sudo (root of a nested user namespace)")
-				return 0
-			default:
-				return sudoFail("option --%s is not supported by tent's sudo\n%s", name, sudoUsage)
-			}
-			continue
-		}
-		flags := a[1:]
-		for j := 0; j < len(flags); j++ {
-			switch c := flags[j]; c {
-			case 'E':
-				preserve = true
-			case 'H', 'n':
-			case 'k', 'K':
-				reset = true
-			case 'i':
-				login = true
-			case 's':
-				shell = true
-			case 'v':
-				return 0
-			case 'h':
-				fmt.Println(sudoUsage)
-				return 0
-			case 'V':
-				fmt.Println("tent's sudo (root of a nested user namespace)")
-				return 0
-			case 'u':
-				val := flags[j+1:]
-				if val == "" {
-					if i+1 >= len(argv) {
-						return sudoFail("option requires an argument -- 'u'")
-					}
-					i++
-					val = argv[i]
-				}
-				if code := sudoUser(val); code != 0 {
-					return code
-				}
-				j = len(flags)
-			default:
-				return sudoFail("option -%c is not supported by tent's sudo\n%s", c, sudoUsage)
-			}
-		}
+	a := sudoArgs{argv: argv}
+	if code, done := a.parse(); done {
+		return code
 	}
-	rest := argv[i:]
+	rest := argv[a.i:]
 	var assign []string
 	for len(rest) > 0 {
 		k, _, ok := strings.Cut(rest[0], "=")
@@ -200,8 +116,141 @@ func runSudo(argv []string) int {
 		assign = append(assign, rest[0])
 		rest = rest[1:]
 	}
-	env := sudoEnv(os.Environ(), preserve)
+	env := sudoEnv(os.Environ(), a.preserve)
 	env = append(env, assign...)
+	args, dir, code, done := a.command(rest)
+	if done {
+		return code
+	}
+	path, err := lookPath(args[0], env)
+	if err != nil {
+		return sudoFail("%s: command not found", args[0])
+	}
+	env = append(env, "SUDO_COMMAND="+strings.Join(append([]string{path}, args[1:]...), " "))
+	return sudoCall(sudoRequest{Path: path, Args: args, Env: env, Dir: dir})
+}
+
+// sudoArgs reads the sudo client's options: argv, the next one's index
+// i, and what they ask for.
+type sudoArgs struct {
+	argv                          []string
+	i                             int
+	preserve, login, shell, reset bool
+}
+
+// parse reads the options at the start of argv, leaving i at the first
+// operand. done reports that sudo has nothing more to do (help, version,
+// -v, a refused option), with its exit code.
+func (a *sudoArgs) parse() (code int, done bool) {
+	for ; a.i < len(a.argv); a.i++ {
+		arg := a.argv[a.i]
+		if arg == "--" {
+			a.i++
+			break
+		}
+		if !strings.HasPrefix(arg, "-") || arg == "-" {
+			break
+		}
+		if strings.HasPrefix(arg, "--") {
+			if code, done := a.long(arg[2:]); done {
+				return code, true
+			}
+			continue
+		}
+		if code, done := a.short(arg[1:]); done {
+			return code, true
+		}
+	}
+	return 0, false
+}
+
+// long reads the long option opt (without its dashes), as parse does.
+func (a *sudoArgs) long(opt string) (code int, done bool) {
+	name, val, hasVal := strings.Cut(opt, "=")
+	switch name {
+	case "preserve-env":
+		if hasVal {
+			return sudoFail("--preserve-env=LIST is not supported by tent's sudo; use -E"), true
+		}
+		a.preserve = true
+	case "set-home", "non-interactive":
+	case "reset-timestamp", "remove-timestamp":
+		a.reset = true
+	case "login":
+		a.login = true
+	case "shell":
+		a.shell = true
+	case "user":
+		if !hasVal {
+			if a.i+1 >= len(a.argv) {
+				return sudoFail("option '--user' requires an argument"), true
+			}
+			a.i++
+			val = a.argv[a.i]
+		}
+		if code := sudoUser(val); code != 0 {
+			return code, true
+		}
+	case "validate":
+		return 0, true
+	case "help":
+		fmt.Println(sudoUsage)
+		return 0, true
+	case "version":
+		fmt.Println("tent's sudo (root of a nested user namespace)")
+		return 0, true
+	default:
+		return sudoFail("option --%s is not supported by tent's sudo\n%s", name, sudoUsage), true
+	}
+	return 0, false
+}
+
+// short reads the short options of flags (one argument, without its
+// dash), as parse does.
+func (a *sudoArgs) short(flags string) (code int, done bool) {
+	for j := 0; j < len(flags); j++ {
+		switch c := flags[j]; c {
+		case 'E':
+			a.preserve = true
+		case 'H', 'n':
+		case 'k', 'K':
+			a.reset = true
+		case 'i':
+			a.login = true
+		case 's':
+			a.shell = true
+		case 'v':
+			return 0, true
+		case 'h':
+			fmt.Println(sudoUsage)
+			return 0, true
+		case 'V':
+			fmt.Println("tent's sudo (root of a nested user namespace)")
+			return 0, true
+		case 'u':
+			val := flags[j+1:]
+			if val == "" {
+				if a.i+1 >= len(a.argv) {
+					return sudoFail("option requires an argument -- 'u'"), true
+				}
+				a.i++
+				val = a.argv[a.i]
+			}
+			if code := sudoUser(val); code != 0 {
+				return code, true
+			}
+			j = len(flags)
+		default:
+			return sudoFail("option -%c is not supported by tent's sudo\n%s", c, sudoUsage), true
+		}
+	}
+	return 0, false
+}
+
+// command returns the command line to run for the operands rest (a
+// login or plain shell with -i or -s) and its directory; done reports
+// that there is none to run, with sudo's exit code.
+func (a *sudoArgs) command(rest []string) (args []string, dir string, code int, done bool) {
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = "/"
@@ -210,9 +259,8 @@ func runSudo(argv []string) int {
 	if _, err := os.Stat("/bin/bash"); err == nil {
 		sh = "/bin/bash"
 	}
-	var args []string
 	switch {
-	case login:
+	case a.login:
 		if fi, err := os.Stat("/root"); err == nil && fi.IsDir() {
 			dir = "/root"
 		} else {
@@ -222,7 +270,7 @@ func runSudo(argv []string) int {
 		if len(rest) > 0 {
 			args = append(args, "-c", shellJoin(rest))
 		}
-	case shell:
+	case a.shell:
 		if s := os.Getenv("SHELL"); s != "" {
 			sh = s
 		}
@@ -230,20 +278,15 @@ func runSudo(argv []string) int {
 		if len(rest) > 0 {
 			args = append(args, "-c", shellJoin(rest))
 		}
-	case len(rest) == 0 && reset:
-		return 0 // sudo -k: there is no timestamp to forget
+	case len(rest) == 0 && a.reset:
+		return nil, "", 0, true // sudo -k: there is no timestamp to forget
 	case len(rest) == 0:
 		fmt.Fprintln(os.Stderr, sudoUsage)
-		return 1
+		return nil, "", 1, true
 	default:
 		args = rest
 	}
-	path, err := lookPath(args[0], env)
-	if err != nil {
-		return sudoFail("%s: command not found", args[0])
-	}
-	env = append(env, "SUDO_COMMAND="+strings.Join(append([]string{path}, args[1:]...), " "))
-	return sudoCall(sudoRequest{Path: path, Args: args, Env: env, Dir: dir})
+	return args, dir, 0, false
 }
 
 // sudoUser accepts root (by name or id) and refuses any other user.

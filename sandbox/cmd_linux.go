@@ -6,17 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tent-sandbox/tent/cgroups"
-	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
 )
@@ -38,7 +32,7 @@ type running struct {
 	start    time.Time
 	timedOut chan struct{} // closed when the timeout fired
 	stop     func() bool   // stops the timeout and context watchers
-	direct   *directRun    // reduced tier: no init (see reduced_linux.go)
+	direct   *directRun    // reduced tier: no init (see reduced_run_linux.go)
 	// ctxKilled is closed when the Cmd's context killed the sandbox.
 	ctxKilled chan struct{}
 	// stdio and tty are a one-shot command's stdio and terminal relay.
@@ -85,197 +79,6 @@ func (c *Cmd) Start() (err error) {
 	started := r.plan.report
 	c.Report = &started
 	return nil
-}
-
-// bootIO is what a sandbox's start needs besides its spec.
-type bootIO struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	// tty runs the one-shot command on a terminal (Cmd.TTY).
-	tty      *Terminal
-	netLog   io.Writer
-	resolver netpolicy.Resolver
-	log      *slog.Logger
-	// prefill, when set, fills the cow layers (a fork from a snapshot)
-	// before the sandbox mounts them.
-	prefill func([]CowLayer) error
-	// idleAfter is ProvisionOptions.IdleAfter.
-	idleAfter time.Duration
-	// id names the sandbox in network audit records ("": a random one).
-	id string
-	// proxyLimits bound the limited network's proxy.
-	proxyLimits ProxyLimits
-}
-
-// boot builds a sandbox: a one-shot one running path with args, or, with
-// an empty path, a long-lived one whose init waits for execs. Nothing is
-// left behind when it fails.
-func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootIO) (_ *running, err error) {
-	start := time.Now()
-	log := bio.log
-	if spec.Tier == TierReduced {
-		return nil, errReducedLongLived
-	}
-	p, err := prepare(spec, path, args)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r := &running{plan: p, start: start, timedOut: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			r.teardown(context.Background())
-			if r.stdio != nil {
-				r.stdio.closeChildEnds()
-				r.stdio.close()
-			}
-		}
-	}()
-	log.Debug("prepared", "elapsed", time.Since(start))
-	if spec.Root != nil && spec.Root.MakeMountPoints {
-		if err := fs.MakeMountPoints(spec.Root.Path, p.cfg.Plan); err != nil {
-			return nil, invalid(err)
-		}
-	}
-	if err := p.makeLayers(bio.prefill); err != nil {
-		return nil, err
-	}
-	if err := p.makeCADir(); err != nil {
-		return nil, err
-	}
-	if err := r.createCgroup(spec, log); err != nil {
-		return nil, err
-	}
-	log.Debug("cgroup ready", "elapsed", time.Since(start), "version", p.report.CgroupVersion)
-	if r.cg != nil {
-		if fd, ok := r.cg.FD(); ok {
-			p.opts.CgroupFD = fd
-		} else if tasks, err := r.cg.OpenSelfJoin(); err == nil {
-			// cgroup v1: the init's clone joins it (namespaces.Options).
-			p.opts.CgroupTasks = tasks
-			defer closeFDs(tasks)
-		} else {
-			// A delegation that left tasks unwritable (only cgroup.procs
-			// handed over): the host moves the init below, as before.
-			log.Debug("cgroup tasks files", "err", err)
-		}
-	}
-	// The init's fds 0-2 are the one-shot command's: the caller's files
-	// where the sandbox's user can reopen them, else relayed pipes (see
-	// stdio_linux.go); /dev/null for a long-lived sandbox and for a
-	// command on a terminal, which never gets the caller's descriptors.
-	if path != "" && bio.tty == nil {
-		r.stdio, err = openCmdStdio(bio.stdin, bio.stdout, bio.stderr, stdioOwner(p))
-	} else {
-		r.stdio, err = openCmdStdio(nil, nil, nil, nil)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if bio.tty != nil {
-		sz := bio.tty.size()
-		p.cfg.Exec.TTY = &namespaces.WindowSize{Rows: sz.Rows, Cols: sz.Cols}
-	}
-	files := r.stdio.files()
-	p.opts.Stdin, p.opts.Stdout, p.opts.Stderr = files[0], files[1], files[2]
-	p.cfg.IdleAfter = bio.idleAfter
-	p.opts.Logger = log
-	debug := log.Enabled(ctx, slog.LevelDebug)
-	var cloneStart int64 // for the init's phases (-v)
-	if debug {
-		cloneStart = namespaces.Monotonic()
-	}
-	r.init, err = namespaces.Start(ctx, p.opts)
-	r.stdio.closeChildEnds() // the init holds them (or failed)
-	if err != nil {
-		return nil, hostError(err)
-	}
-	if r.cg != nil && p.opts.CgroupFD < 0 && !r.init.JoinedCgroup() {
-		// cgroup v1 on os/exec's path: the init waits for its config
-		// before doing anything, so it is in place before any sandboxed
-		// code runs.
-		if err := r.cg.AddProc(r.init.Pid()); err != nil {
-			return nil, fmt.Errorf("placing the sandbox in its cgroup: %w", err)
-		}
-	}
-	log.Debug("init cloned", "elapsed", time.Since(start), "pid", r.init.Pid())
-	if r.cg != nil {
-		reapStaleCgroups(r.cg) // while the init's runtime starts
-	}
-	var fds []int
-	if p.privileged && len(p.userMounts) > 0 {
-		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
-			return nil, err
-		}
-		defer closeFDs(fds)
-	}
-	if p.privileged && p.root != nil { // its descriptor follows the mounts' (fs.PlanInput.Root)
-		fd, err := p.openRoot(r.init.Pid())
-		if err != nil {
-			return nil, err
-		}
-		fds = append(fds, fd)
-		defer unix.Close(fd)
-	}
-	if r.cg != nil {
-		// A pids limit is the commands' alone (cgroups.CommandsName): the
-		// init's restricted threads join that child before they fork.
-		join, err := r.cg.OpenCommandsJoin()
-		if err != nil {
-			return nil, fmt.Errorf("placing the commands in their cgroup: %w", err)
-		}
-		if join >= 0 {
-			defer unix.Close(join)
-			fds = append(fds, join)
-			p.cfg.CommandsCgroup = true
-		}
-	}
-	_, listeners, err := r.init.Run(&p.cfg, fds)
-	if err != nil {
-		return nil, startError(err)
-	}
-	if ph := r.init.Phases(); debug {
-		// Where the init's start went (docs/benchmarks.md), from the
-		// clone: each step's own time. Without cgo the init's exec is not
-		// stamped: its first step then runs from the clone.
-		var attrs []any
-		from := cloneStart
-		for _, p := range []struct {
-			name string
-			at   int64
-		}{{"clone and exec", ph.Exec}, {"init runtime start", ph.Entry}, {"config received", ph.Config}, {"root built", ph.Root}, {"command started", ph.Started}, {"host told", namespaces.Monotonic()}} {
-			if d := namespaces.Between(from, p.at); d > 0 {
-				attrs = append(attrs, p.name, d)
-				from = p.at
-			}
-		}
-		log.Debug("init phases", attrs...)
-	}
-	if master := r.init.Terminal(); master != nil {
-		if r.tty, err = startTTY(master, bio.tty, bio.stdin, bio.stdout, false, 0); err != nil {
-			closeFDs(listeners)
-			return nil, err
-		}
-	}
-	if p.network != nil {
-		for _, fd := range listeners {
-			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-			if err != nil {
-				closeFDs(listeners)
-				return nil, os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err)
-			}
-			r.proxyFDs = append(r.proxyFDs, d)
-		}
-		cfg := bio.proxyLimits.proxyConfig(bio.id)
-		cfg.CA, cfg.UpstreamRoots = p.ca, testUpstreamRoots
-		if r.proxy, err = startProxy(cfg, p.network, listeners, bio.netLog, bio.resolver, log); err != nil {
-			return nil, err
-		}
-	}
-	log.Debug("sandbox running", "path", path, "elapsed", time.Since(start))
-	return r, nil
 }
 
 // Signal delivers sig to the command's foreground process group, as a

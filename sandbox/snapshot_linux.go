@@ -58,74 +58,11 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 			os.RemoveAll(tmp)
 		}
 	}()
-	for i, l := range s.run.plan.layers {
-		part, err := archiveHostDir(tmp, "cow-"+strconv.Itoa(i)+".tar.zst", l.Upper)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot of %s: %w", l.Target, err)
-		}
-		part.Kind, part.Target = "cow", l.Target
-		snap.Parts = append(snap.Parts, part)
+	parts, err := s.archiveParts(tmp, opts)
+	if err != nil {
+		return nil, err
 	}
-	// The sandbox's own tmpfs and rw mounts, through its init's root (the
-	// caller owns the sandbox's user namespace, so /proc/PID/root is open
-	// to it), opened once and walked beneath, never by path: see
-	// openInSandbox.
-	type source struct{ kind, name, target string }
-	var sources []source
-	for _, st := range s.run.plan.cfg.Plan.Steps {
-		switch {
-		case st.Kind == fs.KindTmpfs && st.Target == "/tmp":
-			sources = append(sources, source{"tmp", "tmp.tar.zst", st.Target})
-		case st.Kind == fs.KindTmpfs && st.Target == s.run.plan.cfg.Plan.Home:
-			sources = append(sources, source{"home", "home.tar.zst", st.Target})
-		}
-	}
-	// Spec.Tmpfs, the sandbox's own like /tmp (for example tent serve's
-	// /root).
-	for i, t := range s.spec.Tmpfs {
-		sources = append(sources, source{"tmpfs", "tmpfs-" + strconv.Itoa(i) + ".tar.zst", t})
-	}
-	if opts.IncludeReadWrite {
-		i := 0
-		for _, st := range s.run.plan.cfg.Plan.Steps {
-			if st.Kind != fs.KindBind || !st.User || st.ReadOnly {
-				continue
-			}
-			// As the sandbox sees it (a root caller's rw mounts are
-			// idmapped there).
-			sources = append(sources, source{"rw", "rw-" + strconv.Itoa(i) + ".tar.zst", st.Target})
-			i++
-		}
-	}
-	if s.spec.WritableRoot {
-		// Last, so that forks restore it after the mounts' contents (it
-		// never holds anything beneath them).
-		sources = append(sources, source{"root", "root.tar.zst", "/"})
-	}
-	if len(sources) > 0 {
-		root, err := openSandboxRoot(s.run.init.Pid())
-		if err != nil {
-			return nil, fmt.Errorf("snapshot: %w", err)
-		}
-		defer root.Close()
-		for _, src := range sources {
-			if src.kind == "root" {
-				part, err := archiveRootInSandbox(tmp, src.name, root, s.run.plan.cfg.Plan)
-				if err != nil {
-					return nil, fmt.Errorf("snapshot of /: %w", err)
-				}
-				part.Kind, part.Target = src.kind, src.target
-				snap.Parts = append(snap.Parts, part)
-				continue
-			}
-			part, err := archiveInSandbox(tmp, src.name, root, src.target)
-			if err != nil {
-				return nil, fmt.Errorf("snapshot of %s: %w", src.target, err)
-			}
-			part.Kind, part.Target = src.kind, src.target
-			snap.Parts = append(snap.Parts, part)
-		}
-	}
+	snap.Parts = parts
 	if err := writeJSONFile(filepath.Join(tmp, manifestName), snap); err != nil {
 		return nil, err
 	}
@@ -140,6 +77,91 @@ func (s *Sandbox) Snapshot(ctx context.Context, dir string, opts SnapshotOptions
 	ok = true
 	snap.Dir = final
 	return snap, nil
+}
+
+// snapshotSource is a directory a snapshot archives through the
+// sandbox's root: its part's kind and file name, and its path inside.
+type snapshotSource struct{ kind, name, target string }
+
+// archiveParts archives, into tmp, the cow layers and the sandbox's own
+// writable directories: /tmp, home, Spec.Tmpfs, with
+// opts.IncludeReadWrite its rw mounts, and a writable root.
+func (s *Sandbox) archiveParts(tmp string, opts SnapshotOptions) ([]SnapshotPart, error) {
+	var parts []SnapshotPart
+	for i, l := range s.run.plan.layers {
+		part, err := archiveHostDir(tmp, "cow-"+strconv.Itoa(i)+".tar.zst", l.Upper)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", l.Target, err)
+		}
+		part.Kind, part.Target = "cow", l.Target
+		parts = append(parts, part)
+	}
+	sources := s.snapshotSources(opts)
+	if len(sources) == 0 {
+		return parts, nil
+	}
+	root, err := openSandboxRoot(s.run.init.Pid())
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	defer root.Close()
+	for _, src := range sources {
+		if src.kind == "root" {
+			part, err := archiveRootInSandbox(tmp, src.name, root, s.run.plan.cfg.Plan)
+			if err != nil {
+				return nil, fmt.Errorf("snapshot of /: %w", err)
+			}
+			part.Kind, part.Target = src.kind, src.target
+			parts = append(parts, part)
+			continue
+		}
+		part, err := archiveInSandbox(tmp, src.name, root, src.target)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", src.target, err)
+		}
+		part.Kind, part.Target = src.kind, src.target
+		parts = append(parts, part)
+	}
+	return parts, nil
+}
+
+// snapshotSources lists the sandbox's own tmpfs and rw mounts, archived
+// through its init's root (the caller owns the sandbox's user namespace,
+// so /proc/PID/root is open to it), opened once and walked beneath,
+// never by path: see openInSandbox.
+func (s *Sandbox) snapshotSources(opts SnapshotOptions) []snapshotSource {
+	var sources []snapshotSource
+	for _, st := range s.run.plan.cfg.Plan.Steps {
+		switch {
+		case st.Kind == fs.KindTmpfs && st.Target == "/tmp":
+			sources = append(sources, snapshotSource{"tmp", "tmp.tar.zst", st.Target})
+		case st.Kind == fs.KindTmpfs && st.Target == s.run.plan.cfg.Plan.Home:
+			sources = append(sources, snapshotSource{"home", "home.tar.zst", st.Target})
+		}
+	}
+	// Spec.Tmpfs, the sandbox's own like /tmp (for example tent serve's
+	// /root).
+	for i, t := range s.spec.Tmpfs {
+		sources = append(sources, snapshotSource{"tmpfs", "tmpfs-" + strconv.Itoa(i) + ".tar.zst", t})
+	}
+	if opts.IncludeReadWrite {
+		i := 0
+		for _, st := range s.run.plan.cfg.Plan.Steps {
+			if st.Kind != fs.KindBind || !st.User || st.ReadOnly {
+				continue
+			}
+			// As the sandbox sees it (a root caller's rw mounts are
+			// idmapped there).
+			sources = append(sources, snapshotSource{"rw", "rw-" + strconv.Itoa(i) + ".tar.zst", st.Target})
+			i++
+		}
+	}
+	if s.spec.WritableRoot {
+		// Last, so that forks restore it after the mounts' contents (it
+		// never holds anything beneath them).
+		sources = append(sources, snapshotSource{"root", "root.tar.zst", "/"})
+	}
+	return sources
 }
 
 // snapshotTempPrefix begins the name of the directory a snapshot of

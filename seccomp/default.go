@@ -155,14 +155,29 @@ func Default() *Profile {
 		DefaultAction:   ActErrno,
 		DefaultErrnoRet: errnoPtr(errnoENOSYS),
 	}
-	add := func(s Syscall) { p.Syscalls = append(p.Syscalls, s) }
-	allow := func(name string, args ...Arg) Syscall {
-		return Syscall{Names: []string{name}, Action: ActAllow, Args: args}
+	// The order of the rules is the profile's, as before (the
+	// precompiled default_amd64.bpf is compiled from it).
+	for _, rules := range [][]Syscall{baseRules(), namespaceRules(), ioctlRules(), socketRules(), setIDRules(), personalityRules()} {
+		p.Syscalls = append(p.Syscalls, rules...)
 	}
-	deny := func(name string, args ...Arg) Syscall {
-		return Syscall{Names: []string{name}, Action: ActErrno, ErrnoRet: errnoPtr(errnoEPERM), Args: args}
-	}
+	return p
+}
 
+// allow is a rule allowing the call name when args match.
+func allow(name string, args ...Arg) Syscall {
+	return Syscall{Names: []string{name}, Action: ActAllow, Args: args}
+}
+
+// deny is a rule refusing the call name with EPERM when args match.
+func deny(name string, args ...Arg) Syscall {
+	return Syscall{Names: []string{name}, Action: ActErrno, ErrnoRet: errnoPtr(errnoEPERM), Args: args}
+}
+
+// baseRules are the allowed and denied calls, whatever their arguments,
+// and the architecture-specific ones.
+func baseRules() []Syscall {
+	var out []Syscall
+	add := func(s Syscall) { out = append(out, s) }
 	add(Syscall{Names: strings.Fields(allowed), Action: ActAllow})
 	add(Syscall{Names: strings.Fields(denied), Action: ActErrno, ErrnoRet: errnoPtr(errnoEPERM),
 		Comment: "denied: kernel attack surface, other processes, mounts, namespaces, host state"})
@@ -181,7 +196,13 @@ func Default() *Profile {
 		add(Syscall{Names: strings.Fields(s.names), Action: ActAllow,
 			Includes: Filter{Arches: strings.Fields(s.arches)}})
 	}
+	return out
+}
 
+// namespaceRules refuse new namespaces to unshare and clone.
+func namespaceRules() []Syscall {
+	var out []Syscall
+	add := func(s Syscall) { out = append(out, s) }
 	// unshare and clone: no new namespaces. clone's flags are argument 0
 	// except on s390, where they are argument 1. CLONE_NEWTIME cannot be
 	// asked of clone(): its low byte is the exit signal.
@@ -202,7 +223,13 @@ func Default() *Profile {
 	nsRules("unshare", 0, nsAll, Filter{}, Filter{})
 	nsRules("clone", 0, nsAll&^cloneNewTime, Filter{}, s390)
 	nsRules("clone", 1, nsAll&^cloneNewTime, s390, Filter{})
+	return out
+}
 
+// ioctlRules refuse the ioctls that reach beyond the terminal.
+func ioctlRules() []Syscall {
+	var out []Syscall
+	add := func(s Syscall) { out = append(out, s) }
 	// ioctl: TIOCSTI (push input into a terminal) and TIOCLINUX (console
 	// selection and pasting) are denied; the command is an unsigned int,
 	// so only its low 32 bits count.
@@ -211,7 +238,14 @@ func Default() *Profile {
 	for _, c := range notIn(low32, tiocsti, tioclinux) {
 		add(allow("ioctl", masked(1, c.mask, c.value)))
 	}
+	return out
+}
 
+// socketRules refuse the socket families and types of the host's network
+// stack that a sandbox has no use for.
+func socketRules() []Syscall {
+	var out []Syscall
+	add := func(s Syscall) { out = append(out, s) }
 	// socket: no AF_PACKET, AF_ALG, AF_VSOCK, and no raw IPv4/IPv6
 	// sockets. The family is an int; the type carries flags above bit 3.
 	for _, fam := range []uint64{afPacket, afAlg, afVsock} {
@@ -226,7 +260,13 @@ func Default() *Profile {
 	for _, c := range notIn(low32, afInet, afInet6, afPacket, afAlg, afVsock) {
 		add(allow("socket", masked(0, c.mask, c.value)))
 	}
+	return out
+}
 
+// setIDRules refuse set-id modes to the calls that set a mode.
+func setIDRules() []Syscall {
+	var out []Syscall
+	add := func(s Syscall) { out = append(out, s) }
 	// No setuid or setgid file from inside: a mode with S_ISUID or
 	// S_ISGID is EPERM wherever a call sets one, whatever the file (the
 	// filter cannot see the inode, so directories too). open and openat
@@ -261,7 +301,13 @@ func Default() *Profile {
 	}
 	add(Syscall{Names: []string{"openat2"}, Action: ActErrno, ErrnoRet: errnoPtr(errnoENOSYS),
 		Comment: "its mode is in memory and cannot be checked; callers fall back to openat"})
+	return out
+}
 
+// personalityRules allow only Docker's safe personalities.
+func personalityRules() []Syscall {
+	var out []Syscall
+	add := func(s Syscall) { out = append(out, s) }
 	// personality: Docker's safe values (PER_LINUX, UNAME26, PER_LINUX32,
 	// both, and the 0xffffffff query); anything else, such as
 	// ADDR_NO_RANDOMIZE or READ_IMPLIES_EXEC, is denied.
@@ -272,7 +318,7 @@ func Default() *Profile {
 	for _, c := range notIn(low32, safe...) {
 		add(deny("personality", masked(0, c.mask, c.value)))
 	}
-	return p
+	return out
 }
 
 func errnoPtr(n uint) *uint { return &n }
