@@ -82,12 +82,12 @@
 //	                        launch (JSON); argv: state dir, sandbox id        failure
 //	tent-supervisor-resume  tent-idle-supervisor: argv[1] options (JSON),     as tent-supervisor
 //	                        argv[2] the state memfd, argv[3] the signal
-//	tent-runc-supervisor    package oci (tent-runc create): argv[1] launch    the container's process's
-//	                        (JSON); fds 0-2 the container's stdio, 3 ready    status; 1 after a reported
-//	                        pipe, 4 its terminal                              failure
+//	tent-runc-supervisor    package oci (tent-runc create): argv[1] the       the container's process's
+//	                        container's id; fds 0-2 its stdio, 3 ready pipe,  status; 1 after a reported
+//	                        4 the launch (JSON), 5 its terminal               failure
 //	tent-runc-exec          package oci (tent-runc exec --detach): argv[1]    the process's status; 1
-//	                        the process (JSON); 0-2 stdio, 3 ready pipe,      after a reported failure
-//	                        4 its terminal
+//	                        the container's id; 0-2 stdio, 3 ready pipe,      after a reported failure
+//	                        4 the launch (the process, JSON), 5 its terminal
 //
 // A program that embeds package oci (the tent binary does) also speaks
 // runc's command line when argv[0]'s base name is tent-runc (see
