@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,6 +68,7 @@ type stdio struct {
 	fdFiles    [3]*os.File // the files of fds (the caller's or s's own)
 	childEnds  []*os.File  // closed once the init has them
 	ownedFiles []*os.File  // closed at the end
+	outReads   []*os.File  // of ownedFiles, the read ends copyOut copies
 	copies     sync.WaitGroup
 	// out and err receive fds 1 and 2 when they are copied (nil when they
 	// are a file passed as is or /dev/null); the same sink when both
@@ -158,13 +160,28 @@ func (s *stdio) pipe() (r, w *os.File, err error) {
 		return nil, nil, err
 	}
 	if s.owner != nil && s.owner.chown {
-		if err := unix.Fchown(int(r.Fd()), s.owner.uid, s.owner.gid); err != nil {
+		// Through the raw descriptor: r.Fd() would make r blocking,
+		// and wait's cut-off needs its read deadline (see copyOut).
+		if err := fchown(r, s.owner.uid, s.owner.gid); err != nil {
 			r.Close()
 			w.Close()
 			return nil, nil, os.NewSyscallError("fchown (stdio pipe)", err)
 		}
 	}
 	return r, w, nil
+}
+
+// fchown changes f's owner without taking f out of Go's poller.
+func fchown(f *os.File, uid, gid int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = unix.Fchown(int(fd), uid, gid) }); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // input returns fd 0: the caller's file (relayed when the sandbox's user
@@ -253,6 +270,7 @@ func (s *stdio) output(w io.Writer, max int64) (*os.File, *sink, error) {
 	}
 	s.childEnds = append(s.childEnds, pw)
 	s.ownedFiles = append(s.ownedFiles, pr)
+	s.outReads = append(s.outReads, pr)
 	k := &sink{w: dst, buf: buf, limit: limit}
 	s.copies.Add(1)
 	go func() {
@@ -260,9 +278,60 @@ func (s *stdio) output(w io.Writer, max int64) (*os.File, *sink, error) {
 		// The sink never fails: this reads until every writer of the
 		// pipe is gone (or wait cuts it off), so the command never
 		// blocks on a full pipe.
-		_, _ = io.Copy(k, pr)
+		copyOut(k, pr)
 	}()
 	return pw, k, nil
+}
+
+// maxDrain bounds what an output copy still takes once it is cut off: a
+// pipe's worth (1 MiB is the most an unprivileged process can make a
+// pipe hold), so a background writer cannot keep the copy going.
+const maxDrain = 1 << 20
+
+// copyOut copies the pipe pr into w until every writer of it is gone. A
+// cut-off (wait sets a read deadline in the past: a background process
+// still holds the pipe after grace) ends the wait for more, not the copy
+// of what the pipe already holds: the command has exited, so all it
+// wrote is there, however late this goroutine got to run (a loaded or
+// emulated machine).
+func copyOut(w io.Writer, pr *os.File) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := pr.Read(buf)
+		if n > 0 {
+			_, _ = w.Write(buf[:n])
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drainNow(w, pr, buf)
+		}
+		return
+	}
+}
+
+// drainNow copies what f (a non-blocking pipe) holds now into w, at most
+// maxDrain bytes, without waiting for more.
+func drainNow(w io.Writer, f *os.File, buf []byte) {
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < maxDrain; {
+		var n int
+		if rc.Read(func(fd uintptr) bool {
+			n, _ = unix.Read(int(fd), buf[:min(len(buf), maxDrain-total)])
+			return true // never wait: EAGAIN is the end of what it holds
+		}) != nil || n <= 0 {
+			return
+		}
+		_, _ = w.Write(buf[:n])
+		total += n
+	}
 }
 
 func (s *stdio) devNull(flag int) (*os.File, error) {
@@ -306,8 +375,18 @@ func (s *stdio) wait(grace time.Duration) {
 	select {
 	case <-done:
 	case <-cut:
+		// The copies take what the pipes hold now and end (see
+		// copyOut); an input copy still writing ends on its closed pipe.
+		var cutOff []*os.File
+		for _, f := range s.outReads {
+			if f.SetReadDeadline(time.Unix(1, 0)) == nil {
+				cutOff = append(cutOff, f)
+			}
+		}
 		for _, f := range s.ownedFiles {
-			f.Close()
+			if !slices.Contains(cutOff, f) {
+				f.Close()
+			}
 		}
 		if s.relay != nil {
 			s.relay.halt()

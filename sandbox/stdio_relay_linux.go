@@ -112,7 +112,7 @@ func (r *relay) pump(dst, src *os.File, input bool) {
 		if input {
 			_ = pumpFD(int(dst.Fd()), dup, r.stop, stop)
 		} else {
-			_ = pumpFD(dup, int(src.Fd()), r.stop, stop)
+			pumpOut(dup, int(src.Fd()), r.stop)
 		}
 	}()
 }
@@ -222,6 +222,55 @@ func writeAll(fd int, b []byte, stop int) error {
 		}
 	}
 	return nil
+}
+
+// pumpOut pumps an output (the command's side src, the caller's dst)
+// until src's end of file or a stop, then takes what src holds at the stop
+// (see copyOut).
+func pumpOut(dst, src, stop int) {
+	if errors.Is(pumpFD(dst, src, stop, stop), errStopped) {
+		drainFD(src, func(b []byte) bool { return writeNow(dst, b) })
+	}
+}
+
+// drainFD passes what src holds now to write, at most maxDrain bytes,
+// waiting for neither end: what an output pump still takes once it is
+// stopped (a background process kept the output after grace), since all
+// the exited command wrote is there, however late the pump got to run.
+func drainFD(src int, write func([]byte) bool) {
+	buf := make([]byte, 4096) // one pipe buffer: writeNow's pipes take it whole
+	for total := 0; total < maxDrain; {
+		if !ready(src, unix.POLLIN) {
+			return
+		}
+		n, err := unix.Read(src, buf)
+		if err != nil || n <= 0 || !write(buf[:n]) {
+			return
+		}
+		total += n
+	}
+}
+
+// writeNow writes b to fd where that needs no wait; false once it would.
+func writeNow(fd int, b []byte) bool {
+	for len(b) > 0 {
+		if !ready(fd, unix.POLLOUT) {
+			return false
+		}
+		n, err := unix.Write(fd, b)
+		if err != nil && err != unix.EINTR || n == 0 {
+			return false
+		}
+		b = b[max(n, 0):]
+	}
+	return true
+}
+
+// ready says whether fd polls ready for events now.
+func ready(fd int, events int16) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n == 1 && pfd[0].Revents&events != 0
 }
 
 // stopInputs stops the input pumps and waits for them: the command is

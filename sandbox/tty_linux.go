@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -87,7 +88,7 @@ func startTTY(master *os.File, t *Terminal, in io.Reader, out io.Writer, capture
 		go func() {
 			defer tr.wg.Done()
 			defer unix.Close(dup)
-			_ = pumpFD(dup, mfd, r.stop, r.stop)
+			pumpOut(dup, mfd, r.stop)
 		}()
 	default:
 		tr.sink = &sink{w: out, limit: -1}
@@ -100,7 +101,9 @@ func startTTY(master *os.File, t *Terminal, in io.Reader, out io.Writer, capture
 		tr.wg.Add(1)
 		go func() {
 			defer tr.wg.Done()
-			_ = pumpTo(dst, mfd, r.stop)
+			if errors.Is(pumpTo(dst, mfd, r.stop), errStopped) {
+				drainFD(mfd, func(b []byte) bool { _, err := dst.Write(b); return err == nil })
+			}
 		}()
 	}
 	if t.Resize != nil {
