@@ -40,7 +40,7 @@ type tableProc struct {
 	tty     bool
 	started time.Time
 	job     *Job
-	out     [2]*outRing // stdout, stderr
+	out     [2]*outRing   // stdout, stderr
 	done    chan struct{} // closed once res and ended are set
 	res     *ExecResult
 	ended   time.Time
