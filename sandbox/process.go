@@ -119,6 +119,8 @@ const (
 	maxProcessOutput = 1 << 20
 	// processKeep is how long a finished process's record is kept.
 	processKeep = time.Hour
-	// maxOutputRead bounds one ReadOutput's data (it crosses sockets).
-	maxOutputRead = 256 << 10
+	// maxOutputRead bounds one ReadOutput's data: it crosses a
+	// SOCK_SEQPACKET socket in one message, which the socket's send
+	// buffer bounds (208 KiB by default), in base64.
+	maxOutputRead = 64 << 10
 )

@@ -52,6 +52,9 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 		{"Terminate", terminate},
 		{"CancelledContext", cancelled},
 		{"Dial", dial},
+		{"Process", processes},
+		{"ProcessSignalTTY", processSignalTTY},
+		{"ProcessRing", processRing},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
 	}

@@ -80,9 +80,10 @@ type remoteProc struct {
 
 var _ sandbox.Process = (*remoteProc)(nil)
 
-// maxStdinWrite bounds one stdin request's data (a control message is at
-// most ctlmsg.MaxMessage, and JSON writes bytes in base64).
-const maxStdinWrite = 256 << 10
+// maxStdinWrite bounds one stdin request's data: a request is one
+// message on a SOCK_SEQPACKET socket, which its send buffer bounds (208
+// KiB by default), and JSON writes bytes in base64.
+const maxStdinWrite = 64 << 10
 
 func (p *remoteProc) call(ctx context.Context, r request) (reply, error) {
 	rec, err := p.s.dialRec()
