@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -46,8 +47,13 @@ type tableProc struct {
 	ended   time.Time
 	lost    bool // it ended with its sandbox: no status of its own
 
-	stdinMu sync.Mutex // one write at a time, in order
-	stdin   *os.File   // the write end of its stdin (nil: none, or closed)
+	// stdin is the write end of its stdin (nil: none), written one write
+	// at a time (stdinMu), closed once (closeStdin) without waiting for a
+	// write blocked on a command that does not read: the close ends it.
+	stdin     *os.File
+	stdinMu   sync.Mutex
+	stdinOpen atomic.Bool
+	stdinShut sync.Once
 }
 
 var _ Process = (*tableProc)(nil)
@@ -98,6 +104,7 @@ func (t *procTable) start(sb *Sandbox, req ExecRequest, o StartOptions) (*tableP
 			return nil, err
 		}
 		stdinR, p.stdin = r, w
+		p.stdinOpen.Store(true)
 		req.Stdin = r
 	}
 	req.Stdout, req.Stderr = p.out[0], p.out[1]
@@ -130,13 +137,17 @@ func (p *tableProc) reap(mu *sync.Mutex) {
 	mu.Unlock()
 	p.out[0].close()
 	p.out[1].close()
-	p.stdinMu.Lock()
-	if p.stdin != nil {
-		p.stdin.Close()
-		p.stdin = nil
-	}
-	p.stdinMu.Unlock()
 	close(p.done)
+	p.closeStdin() // after done: a write it cuts short reads the exit
+}
+
+// closeStdin closes the command's stdin, once.
+func (p *tableProc) closeStdin() {
+	if p.stdin == nil {
+		return
+	}
+	p.stdinOpen.Store(false)
+	p.stdinShut.Do(func() { p.stdin.Close() })
 }
 
 // finished reports whether p has exited (its record complete).
@@ -191,9 +202,7 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 	out := make([]ProcessInfo, 0, len(t.procs))
 	for _, p := range t.procs {
 		pi := ProcessInfo{Pid: p.pid, Args: p.args, Dir: p.dir, Tag: p.tag, TTY: p.tty, Started: p.started, Running: !p.finished()}
-		p.stdinMu.Lock()
-		pi.Stdin = p.stdin != nil
-		p.stdinMu.Unlock()
+		pi.Stdin = p.stdinOpen.Load()
 		for _, r := range p.out {
 			unread, dropped := r.stats()
 			pi.Unread += unread
@@ -247,7 +256,7 @@ func (p *tableProc) Resize(ctx context.Context, sz WindowSize) error {
 func (p *tableProc) WriteStdin(ctx context.Context, b []byte) error {
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()
-	if err := p.stdinOpen(); err != nil {
+	if err := p.stdinWritable(); err != nil {
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
@@ -258,34 +267,34 @@ func (p *tableProc) WriteStdin(ctx context.Context, b []byte) error {
 			return cerr
 		}
 	}
-	if errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) {
+	if err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed)) {
+		if serr := p.stdinWritable(); serr != nil {
+			return serr
+		}
 		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
 	}
 	return err
 }
 
-// stdinOpen checks that the command's stdin takes writes; p.stdinMu is
-// held.
-func (p *tableProc) stdinOpen() error {
+// stdinWritable checks that the command's stdin takes writes.
+func (p *tableProc) stdinWritable() error {
 	if p.finished() {
 		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
 	}
-	if p.stdin == nil {
+	if !p.stdinOpen.Load() {
 		return fmt.Errorf("%w: the command with pid %d has no stdin open (start it with StartOptions.Stdin; once closed it stays closed)", ErrInvalidSpec, p.pid)
 	}
 	return nil
 }
 
-// CloseStdin ends the command's stdin (see [Process.CloseStdin]).
+// CloseStdin ends the command's stdin (see [Process.CloseStdin]); a
+// write it cuts short fails.
 func (p *tableProc) CloseStdin(ctx context.Context) error {
-	p.stdinMu.Lock()
-	defer p.stdinMu.Unlock()
-	if err := p.stdinOpen(); err != nil {
+	if err := p.stdinWritable(); err != nil {
 		return err
 	}
-	err := p.stdin.Close()
-	p.stdin = nil
-	return err
+	p.closeStdin()
+	return nil
 }
 
 // ReadOutput reads stream fd from off (see [Process.ReadOutput]).
