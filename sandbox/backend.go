@@ -53,6 +53,21 @@ type Handle interface {
 	// Exec runs one command and waits for it, its stdio streamed and, with
 	// req.TTY, on a terminal (see [Sandbox.Exec]).
 	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
+	// Start starts a command the sandbox owns, not the caller (see
+	// [Process]), and returns it without waiting: its pid inside, its
+	// stdin (opts.Stdin) and its output, kept in the sandbox for any later
+	// caller. req is read as Exec reads it, but for its stdio: Stdin,
+	// Stdout, Stderr and Signals must be nil (ErrInvalidSpec), and TTY
+	// gives only the terminal's size (Process.Resize resizes it).
+	// Timeout applies from the start; ctx bounds the start only.
+	Start(ctx context.Context, req ExecRequest, opts StartOptions) (Process, error)
+	// Process finds a command Start started, from any caller (another
+	// Handle, another process); an unknown pid, or one whose record has
+	// gone, is [ErrNoProcess].
+	Process(ctx context.Context, pid int) (Process, error)
+	// Processes describes the commands Start started, running and
+	// finished (kept an hour; 64 at most), oldest first.
+	Processes(ctx context.Context) ([]ProcessInfo, error)
 	// File runs one file operation inside the sandbox (see [Sandbox.File]).
 	File(ctx context.Context, req FileRequest) error
 	// Mount adds m to the running sandbox (see [Sandbox.Mount]); m is

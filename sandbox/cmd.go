@@ -70,7 +70,7 @@ type Cmd struct {
 	run *running // set by Start
 
 	sb         *Sandbox // the long-lived sandbox of Sandbox.Command
-	proc       *Process // its command, once started
+	proc       *Job     // its command, once started
 	stopCancel func() bool
 	delay      *time.Timer
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // The commands of Sandbox.Command: a Cmd over Sandbox.Start and its
-// Process, which leave the sandbox running.
+// Job, which leave the sandbox running.
 
 // startIn starts c in its long-lived sandbox; c.mu is held.
 func (c *Cmd) startIn() error {
@@ -53,7 +53,7 @@ func (c *Cmd) startIn() error {
 
 // waitIn waits for c's command: its result becomes c.Report (its exit,
 // wall time and the network's refusals), a non-zero exit an *ExitError.
-func (c *Cmd) waitIn(p *Process) error {
+func (c *Cmd) waitIn(p *Job) error {
 	res, err := p.Wait()
 	c.mu.Lock()
 	if c.stopCancel != nil {

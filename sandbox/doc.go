@@ -30,6 +30,19 @@
 // over any Backend; package sandbox/policy reads policy files (YAML or
 // JSON) and the textual forms of sizes, durations and mounts.
 //
+// # Processes
+//
+// [Handle.Start] starts a command the sandbox owns, not the caller: a
+// [Process] with its real pid inside, which any caller finds again with
+// [Handle.Process] (another Handle, another process of the sandbox's
+// owner for package supervised) to write its stdin, read its output from
+// an offset (a bounded ring per stream, which reports what it dropped),
+// resize its terminal, signal it and wait for it; [Handle.Processes]
+// lists them. The table and the ring are the sandbox's
+// ([Sandbox.StartProcess]): in the caller's process for [Local], in the
+// supervisor for package supervised. [Sandbox.Start] is the plain form,
+// as os/exec's: a [*Job] whose stdio is the caller's, served until Wait.
+//
 // # Files
 //
 // [Sandbox.File] runs tent's file helper inside the sandbox, with the

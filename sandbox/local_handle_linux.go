@@ -51,6 +51,33 @@ func (h *localHandle) Exec(ctx context.Context, req ExecRequest) (*ExecResult, e
 	return sb.Exec(ctx, req)
 }
 
+// Start starts a process the sandbox owns (see [Sandbox.StartProcess]).
+func (h *localHandle) Start(ctx context.Context, req ExecRequest, opts StartOptions) (Process, error) {
+	sb, err := h.sandbox()
+	if err != nil {
+		return nil, err
+	}
+	return sb.StartProcess(ctx, req, opts)
+}
+
+// Process finds the process pid (see [Sandbox.Process]).
+func (h *localHandle) Process(ctx context.Context, pid int) (Process, error) {
+	sb, err := h.sandbox()
+	if err != nil {
+		return nil, err
+	}
+	return sb.Process(ctx, pid)
+}
+
+// Processes lists the sandbox's processes (see [Sandbox.Processes]).
+func (h *localHandle) Processes(ctx context.Context) ([]ProcessInfo, error) {
+	sb, err := h.sandbox()
+	if err != nil {
+		return nil, err
+	}
+	return sb.Processes(ctx)
+}
+
 // Mount adds m to the running sandbox (see [Sandbox.Mount]).
 func (h *localHandle) Mount(ctx context.Context, m Mount) error {
 	sb, err := h.sandbox()

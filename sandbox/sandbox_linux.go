@@ -30,6 +30,8 @@ type Sandbox struct {
 	ended     chan struct{} // closed by Terminate
 	deadline  time.Time     // the end of Limits.Timeout (zero without)
 	created   time.Time     // when it was provisioned
+
+	procs procTable // its processes (Handle.Start)
 }
 
 // Provision builds a sandbox from spec whose init waits for commands.
@@ -157,18 +159,18 @@ func (s *Sandbox) exec(ctx context.Context, req ExecRequest, helper bool) (*Exec
 }
 
 // Start starts a command in the sandbox and returns its handle without
-// waiting for it, as [os/exec.Cmd.Start] does: [Process.Wait] waits for
+// waiting for it, as [os/exec.Cmd.Start] does: [Job.Wait] waits for
 // it and returns what [Sandbox.Exec] would have (Exec is Start then
 // Wait). req is read as Exec reads it; its Signals channel and Timeout
 // apply while Wait runs, and ctx ending kills the command then. The
 // command's stdio is served until Wait returns, so Wait must be called
 // (a command whose output nobody reads blocks on a full pipe, as with
 // os/exec).
-func (s *Sandbox) Start(ctx context.Context, req ExecRequest) (*Process, error) {
+func (s *Sandbox) Start(ctx context.Context, req ExecRequest) (*Job, error) {
 	return s.start(ctx, req, false)
 }
 
-func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Process, error) {
+func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Job, error) {
 	if len(req.Args) == 0 || req.Args[0] == "" {
 		return nil, fmt.Errorf("%w: exec needs a command", ErrInvalidSpec)
 	}
@@ -206,7 +208,7 @@ func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Pro
 	} else if sio, err = openStdioFor(req.Stdin, req.Stdout, req.Stderr, req.MaxOutput, stdioOwner(s.run.plan)); err != nil {
 		return nil, err
 	}
-	p := &Process{s: s, id: id, ctx: ctx, req: req, sio: sio, oomBefore: s.run.oomKills(), start: time.Now()}
+	p := &Job{s: s, id: id, ctx: ctx, req: req, sio: sio, oomBefore: s.run.oomKills(), start: time.Now()}
 	pid, master, exited, err := s.run.init.Exec(id, e, sio.fds)
 	sio.closeChildEnds()
 	if err != nil {
@@ -228,8 +230,8 @@ func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Pro
 	return p, nil
 }
 
-// Process is a command started in a sandbox by [Sandbox.Start].
-type Process struct {
+// Job is a command started in a sandbox by [Sandbox.Start].
+type Job struct {
 	// Pid is the command's process id inside the sandbox (its own pid
 	// namespace), as the sandbox's ps shows it.
 	Pid int
@@ -251,13 +253,13 @@ type Process struct {
 
 // Signal delivers sig to the command's foreground process group (the
 // command itself, unless it runs a job-control shell on a terminal).
-func (p *Process) Signal(sig syscall.Signal) error {
+func (p *Job) Signal(sig syscall.Signal) error {
 	return p.s.run.init.SignalExec(p.id, sig)
 }
 
 // Resize sets the size of the command's terminal (ExecRequest.TTY), as
 // a resize sent on TTY.Resize does; a command without one fails.
-func (p *Process) Resize(sz WindowSize) error {
+func (p *Job) Resize(sz WindowSize) error {
 	if p.tty == nil {
 		return errors.New("sandbox: the command has no terminal to resize")
 	}
@@ -269,19 +271,19 @@ func (p *Process) Resize(sz WindowSize) error {
 // reader: the command reads end of file once it has read what came
 // before, as closing os/exec's StdinPipe does. A file given as Stdin is
 // the caller's to close, and fails here.
-func (p *Process) CloseStdin() error { return p.sio.closeInput() }
+func (p *Job) CloseStdin() error { return p.sio.closeInput() }
 
 // Kill kills the command's whole session.
-func (p *Process) Kill() error { return p.s.run.init.KillExec(p.id) }
+func (p *Job) Kill() error { return p.s.run.init.KillExec(p.id) }
 
 // Wait waits for the command to exit and its output to be copied, and
 // returns its result as [Sandbox.Exec] does; later calls return the same.
-func (p *Process) Wait() (*ExecResult, error) {
+func (p *Job) Wait() (*ExecResult, error) {
 	p.waitOnce.Do(func() { p.res, p.err = p.wait() })
 	return p.res, p.err
 }
 
-func (p *Process) wait() (*ExecResult, error) {
+func (p *Job) wait() (*ExecResult, error) {
 	s, req, ctx := p.s, p.req, p.ctx
 	defer p.sio.close()
 	var timeout <-chan time.Time

@@ -152,29 +152,29 @@ func (l *Local) Health(context.Context) error { return errNotLinux }
 // Close returns nil: there is nothing to release.
 func (l *Local) Close(context.Context) error { return nil }
 
-// Process is a command started by [Sandbox.Start].
-type Process struct {
+// Job is a command started by [Sandbox.Start].
+type Job struct {
 	// Pid is the command's process id inside the sandbox.
 	Pid int
 }
 
 // Start fails with [ErrUnsupported] outside Linux.
-func (s *Sandbox) Start(context.Context, ExecRequest) (*Process, error) { return nil, errNotLinux }
+func (s *Sandbox) Start(context.Context, ExecRequest) (*Job, error) { return nil, errNotLinux }
 
 // Signal fails with [ErrUnsupported] outside Linux.
-func (p *Process) Signal(syscall.Signal) error { return errNotLinux }
+func (p *Job) Signal(syscall.Signal) error { return errNotLinux }
 
 // Resize fails with [ErrUnsupported] outside Linux.
-func (p *Process) Resize(WindowSize) error { return errNotLinux }
+func (p *Job) Resize(WindowSize) error { return errNotLinux }
 
 // CloseStdin fails with [ErrUnsupported] outside Linux.
-func (p *Process) CloseStdin() error { return errNotLinux }
+func (p *Job) CloseStdin() error { return errNotLinux }
 
 // Kill fails with [ErrUnsupported] outside Linux.
-func (p *Process) Kill() error { return errNotLinux }
+func (p *Job) Kill() error { return errNotLinux }
 
 // Wait fails with [ErrUnsupported] outside Linux.
-func (p *Process) Wait() (*ExecResult, error) { return nil, errNotLinux }
+func (p *Job) Wait() (*ExecResult, error) { return nil, errNotLinux }
 
 // Publish needs Linux.
 func (s *Sandbox) Publish(context.Context, PortMapping) (PortMapping, error) {
@@ -183,3 +183,19 @@ func (s *Sandbox) Publish(context.Context, PortMapping) (PortMapping, error) {
 
 // DialPort needs Linux.
 func (s *Sandbox) DialPort(context.Context, int) (net.Conn, error) { return nil, errNotLinux }
+
+// StartProcess fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) StartProcess(context.Context, ExecRequest, StartOptions) (Process, error) {
+	return nil, errNotLinux
+}
+
+// Process fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Process(context.Context, int) (Process, error) { return nil, errNotLinux }
+
+// Processes fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Processes(context.Context) ([]ProcessInfo, error) { return nil, errNotLinux }
+
+// AttachProcess fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) AttachProcess(context.Context, int, io.Writer, io.Writer) (*ExecResult, error) {
+	return nil, errNotLinux
+}

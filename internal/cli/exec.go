@@ -14,7 +14,6 @@ import (
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
-	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 func newExecCmd(g *Globals) *cobra.Command {
@@ -34,9 +33,10 @@ tent exec are delivered to the command's foreground process group (with
 stays). The command ends when tent exec is killed.
 
 With -d the command is the sandbox's, not tent exec's: tent exec prints
-its pid and exits, and the command runs on, without stdin or terminal,
-its output kept (the last MiB) for tent attach; tent ps lists such
-commands and tent kill signals them.`,
+its pid and exits, and the command runs on, without terminal, its
+output kept (the last MiB) for tent attach; tent ps lists such commands
+and tent kill signals them. With -d -i its stdin stays open: tent attach
+writes its own stdin to the command.`,
 		Example: `  tent exec box -- make test
   tent exec -it -w /work -e TERM=xterm box -- bash
   pid=$(tent exec -d box -- python3 -m http.server 8000) && tent ps box`,
@@ -69,14 +69,14 @@ commands and tent kill signals them.`,
 				req.Timeout = d
 			}
 			if detach {
-				if tf.tty || tf.interactive || maxOutput != "" {
-					return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal, its output kept for tent attach: -i, -t and --max-output do not apply"}
+				if tf.tty || maxOutput != "" {
+					return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal (but for -i: its stdin then stays open for tent attach), its output kept for tent attach: -t and --max-output do not apply"}
 				}
-				pid, err := sb.ExecDetached(c.Context(), req, supervised.DetachOptions{})
+				p, err := sb.Start(c.Context(), req, sandbox.StartOptions{Stdin: tf.interactive})
 				if err != nil {
 					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 				}
-				fmt.Fprintln(c.OutOrStdout(), pid)
+				fmt.Fprintln(c.OutOrStdout(), p.Pid())
 				return nil
 			}
 			if maxOutput != "" {

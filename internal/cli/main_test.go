@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,8 @@ type invocation struct {
 	base []string // replaces baseEnv() when not nil
 	dir  string   // working directory; "" is the test's
 	bin  string   // the tent binary; "" is tentBin
+	// stdin is tent's stdin (nil: /dev/null).
+	stdin io.Reader
 }
 
 // baseEnv is tent's environment in the tests: a known TERM, LANG and TZ,
@@ -104,7 +107,7 @@ func (inv invocation) start(t *testing.T) (*exec.Cmd, *bytes.Buffer, *bytes.Buff
 		base = baseEnv()
 	}
 	cmd.Env = append(base, inv.env...)
-	cmd.Dir = inv.dir
+	cmd.Dir, cmd.Stdin = inv.dir, inv.stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

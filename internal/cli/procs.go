@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,6 +68,7 @@ func newPsCmd(g *Globals) *cobra.Command {
 }
 
 func newAttachCmd(g *Globals) *cobra.Command {
+	var noStdin bool
 	c := &cobra.Command{
 		Use:   "attach ID PID",
 		Short: "Follow a command started with tent exec -d: its output since the last reader, until it exits, with its exit status",
@@ -74,7 +76,9 @@ func newAttachCmd(g *Globals) *cobra.Command {
 earlier tent attach printed (the last MiB of it at most), then what it
 writes, until it exits; exit with its status. Signals sent to tent attach
 (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) are delivered to the
-command; killing tent attach leaves the command running.`,
+command; killing tent attach leaves the command running. A command
+started with tent exec -d -i gets tent attach's stdin (unless
+--no-stdin), and at its end, the end of its own.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			pid, err := strconv.Atoi(args[1])
@@ -94,6 +98,11 @@ command; killing tent attach leaves the command running.`,
 				default:
 				}
 			})
+			if !noStdin {
+				if err := feedStdin(c.Context(), rec.sb, pid); err != nil {
+					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
+				}
+			}
 			res, err := rec.sb.Attach(context.Background(), pid, os.Stdout, os.Stderr, fwd)
 			sigs.stop()
 			if err != nil {
@@ -105,7 +114,42 @@ command; killing tent attach leaves the command running.`,
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&noStdin, "no-stdin", false, "do not write tent attach's stdin to the command")
 	return c
+}
+
+// feedStdin copies tent attach's stdin to the command pid's, when that
+// is open (tent exec -d -i), and closes the command's at the end of
+// ours; it goes on in the background while tent attach follows the
+// command, and stops at the first failed write (the command exited).
+func feedStdin(ctx context.Context, h sandbox.Handle, pid int) error {
+	p, err := h.Process(ctx, pid)
+	if err != nil {
+		return err
+	}
+	procs, err := h.Processes(ctx)
+	if err != nil {
+		return err
+	}
+	if i := slices.IndexFunc(procs, func(pi sandbox.ProcessInfo) bool { return pi.Pid == pid }); i < 0 || !procs[i].Stdin {
+		return nil
+	}
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, rerr := os.Stdin.Read(buf)
+			if n > 0 {
+				if err := p.WriteStdin(ctx, buf[:n]); err != nil {
+					return
+				}
+			}
+			if rerr != nil {
+				_ = p.CloseStdin(ctx)
+				return
+			}
+		}
+	}()
+	return nil
 }
 
 func newKillCmd(g *Globals) *cobra.Command {

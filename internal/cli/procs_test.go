@@ -71,3 +71,32 @@ func TestCLIDetachedCommands(t *testing.T) {
 	l.tent(t, "attach", id, "99999").expect(t, 125, "no detached command with pid 99999")
 	l.tent(t, "exec", "-d", "-t", id, "--", "true").expect(t, 125, "-d runs the command without stdin or terminal")
 }
+
+// tent attach writes its stdin to a command started with tent exec -d -i
+// (E2B's sendStdin): from another process than the one that started it,
+// and the end of its stdin is the command's.
+func TestCLIAttachWritesStdin(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t)
+	r := l.tent(t, "exec", "-d", "-i", id, "--", "sh", "-c", "read l; echo got $l; cat; echo eof")
+	r.expect(t, 0)
+	pid := strings.TrimSpace(r.stdout)
+	var procs []struct {
+		Pid   int
+		Stdin bool
+	}
+	if err := json.Unmarshal([]byte(l.tent(t, "ps", "-o", "json", id).stdout), &procs); err != nil || len(procs) != 1 || !procs[0].Stdin {
+		t.Errorf("tent ps -o json of a command with stdin: %+v, %v", procs, err)
+	}
+	a := invocation{args: []string{"--state-dir", l.dir, "attach", id, pid}, stdin: strings.NewReader("hello\nmore\n")}.run(t)
+	if a.code != 0 || a.stdout != "got hello\nmore\neof\n" {
+		t.Errorf("tent attach with stdin: exit %d, stdout %q, stderr %q; want the command's echo of it", a.code, a.stdout, a.stderr)
+	}
+	// Without -i a command has no stdin to write: tent attach reads none.
+	r = l.tent(t, "exec", "-d", id, "--", "sh", "-c", "cat; echo eof")
+	a = invocation{args: []string{"--state-dir", l.dir, "attach", id, strings.TrimSpace(r.stdout)}, stdin: strings.NewReader("ignored\n")}.run(t)
+	if a.code != 0 || a.stdout != "eof\n" {
+		t.Errorf("tent attach of a command without stdin: exit %d, stdout %q, stderr %q", a.code, a.stdout, a.stderr)
+	}
+}

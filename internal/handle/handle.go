@@ -45,3 +45,8 @@ func (f failed) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult,
 	return nil, f.err
 }
 func (f failed) SetNetworkPolicy(context.Context, sandbox.NetworkPolicy) error { return f.err }
+func (f failed) Start(context.Context, sandbox.ExecRequest, sandbox.StartOptions) (sandbox.Process, error) {
+	return nil, f.err
+}
+func (f failed) Process(context.Context, int) (sandbox.Process, error)    { return nil, f.err }
+func (f failed) Processes(context.Context) ([]sandbox.ProcessInfo, error) { return nil, f.err }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -269,3 +270,16 @@ func (h byID) Snapshot(ctx context.Context) (*sandbox.Snapshot, error) {
 func (h byID) Dial(ctx context.Context, port int) (net.Conn, error) {
 	return h.b.Dial(ctx, h.id, port)
 }
+
+// Start fails with sandbox.ErrUnsupported: a fake backend runs no process.
+func (h byID) Start(context.Context, sandbox.ExecRequest, sandbox.StartOptions) (sandbox.Process, error) {
+	return nil, fmt.Errorf("%w: this fake backend starts no process", sandbox.ErrUnsupported)
+}
+
+// Process fails with sandbox.ErrNoProcess: a fake backend has none.
+func (h byID) Process(_ context.Context, pid int) (sandbox.Process, error) {
+	return nil, fmt.Errorf("%w: %d", sandbox.ErrNoProcess, pid)
+}
+
+// Processes returns none.
+func (h byID) Processes(context.Context) ([]sandbox.ProcessInfo, error) { return nil, nil }

@@ -162,3 +162,11 @@ func (s *Sandbox) SignalProcess(context.Context, int, syscall.Signal) error {
 func (s *Sandbox) Attach(context.Context, int, io.Writer, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
 	return nil, errNotLinux
 }
+
+// Start fails with an error wrapping sandbox.ErrUnsupported.
+func (s *Sandbox) Start(context.Context, sandbox.ExecRequest, sandbox.StartOptions) (sandbox.Process, error) {
+	return nil, errNotLinux
+}
+
+// Process fails with an error wrapping sandbox.ErrUnsupported.
+func (s *Sandbox) Process(context.Context, int) (sandbox.Process, error) { return nil, errNotLinux }

@@ -12,28 +12,133 @@ import (
 )
 
 // ExecDetached starts req.Args in the sandbox as a command its supervisor
-// owns (docker exec -d) and returns the command's pid inside at once. It
-// outlives the caller; its output (stdout and stderr, each kept apart) is
-// kept for [Sandbox.Attach], its exit for [Sandbox.Processes] (see
-// MaxDetached, MaxDetachedOutput). Of req, Args, Env, Dir and Timeout are
-// used; a detached command has no stdin and no terminal, so Stdin, TTY
-// and the caller's Stdout and Stderr are refused (ErrInvalidSpec).
+// owns (docker exec -d) and returns the command's pid inside at once: a
+// [Sandbox.Start] without stdin or terminal. It outlives the caller; its
+// output (stdout and stderr, each kept apart) is kept for
+// [Sandbox.Attach], its exit for [Sandbox.Processes] (see MaxDetached,
+// MaxDetachedOutput). Of req, Args, Env, Dir, Timeout and AsRoot are
+// used; Stdin, TTY and the caller's Stdout and Stderr are refused
+// (ErrInvalidSpec).
 func (s *Sandbox) ExecDetached(ctx context.Context, req sandbox.ExecRequest, o DetachOptions) (int, error) {
 	if req.Stdin != nil || req.TTY != nil || req.Stdout != nil || req.Stderr != nil {
 		return 0, fmt.Errorf("%w: a detached command has no stdin, terminal or caller's output (tent attach reads its output)", sandbox.ErrInvalidSpec)
 	}
+	p, err := s.Start(ctx, req, sandbox.StartOptions{Tag: o.Tag})
+	if err != nil {
+		return 0, err
+	}
+	return p.Pid(), nil
+}
+
+// Start starts req as a command the sandbox's supervisor owns and
+// returns it at once (see [sandbox.Handle.Start]): it outlives the
+// caller, and any process of the sandbox's owner finds it by pid.
+func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest, o sandbox.StartOptions) (sandbox.Process, error) {
+	if req.Stdin != nil || req.Stdout != nil || req.Stderr != nil || req.Signals != nil || (req.TTY != nil && req.TTY.Resize != nil) {
+		return nil, fmt.Errorf("%w: a process owns its stdio: write its stdin with WriteStdin (StartOptions.Stdin), read its output with ReadOutput, resize and signal it through the Process", sandbox.ErrInvalidSpec)
+	}
 	if len(req.Args) == 0 || req.Args[0] == "" {
-		return 0, fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
 	}
 	rec, err := s.dialRec()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	rep, err := call(ctx, rec, request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, AsRoot: req.AsRoot, Tag: o.Tag}, nil)
+	r := request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, AsRoot: req.AsRoot, Tag: o.Tag, Stdin: o.Stdin}
+	if req.TTY != nil {
+		sz := req.TTY.Size
+		if sz.Rows == 0 {
+			sz.Rows = 24
+		}
+		if sz.Cols == 0 {
+			sz.Cols = 80
+		}
+		r.TTY = &sz
+	}
+	rep, err := call(ctx, rec, r, nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return rep.Pid, nil
+	return &remoteProc{s: s, pid: rep.Pid}, nil
+}
+
+// Process finds the detached command pid (see [sandbox.Handle.Process]).
+func (s *Sandbox) Process(ctx context.Context, pid int) (sandbox.Process, error) {
+	p := &remoteProc{s: s, pid: pid}
+	if _, err := p.call(ctx, request{Op: opProc}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// remoteProc is a detached command of a supervised sandbox: each call is
+// one request to its supervisor, which holds the command.
+type remoteProc struct {
+	s   *Sandbox
+	pid int
+}
+
+var _ sandbox.Process = (*remoteProc)(nil)
+
+// maxStdinWrite bounds one stdin request's data: a request is one
+// message on a SOCK_SEQPACKET socket, which its send buffer bounds (208
+// KiB by default), and JSON writes bytes in base64.
+const maxStdinWrite = 64 << 10
+
+func (p *remoteProc) call(ctx context.Context, r request) (reply, error) {
+	rec, err := p.s.dialRec()
+	if err != nil {
+		return reply{}, err
+	}
+	r.Pid = p.pid
+	return call(ctx, rec, r, nil)
+}
+
+func (p *remoteProc) Pid() int { return p.pid }
+
+func (p *remoteProc) Wait(ctx context.Context) (*sandbox.ExecResult, error) {
+	rep, err := p.call(ctx, request{Op: opWait})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Result, nil
+}
+
+func (p *remoteProc) Signal(ctx context.Context, sig syscall.Signal) error {
+	_, err := p.call(ctx, request{Op: opSignal, Signal: int(sig)})
+	return err
+}
+
+func (p *remoteProc) Resize(ctx context.Context, sz sandbox.WindowSize) error {
+	_, err := p.call(ctx, request{Op: opResize, TTY: &sz})
+	return err
+}
+
+func (p *remoteProc) WriteStdin(ctx context.Context, b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), maxStdinWrite)
+		if _, err := p.call(ctx, request{Op: opStdin, Data: b[:n]}); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func (p *remoteProc) CloseStdin(ctx context.Context) error {
+	_, err := p.call(ctx, request{Op: opCloseStdin})
+	return err
+}
+
+func (p *remoteProc) ReadOutput(ctx context.Context, fd int, off int64) (sandbox.Output, error) {
+	rep, err := p.call(ctx, request{Op: opOutput, Stream: fd, Offset: off})
+	if err != nil {
+		return sandbox.Output{}, err
+	}
+	if rep.Output == nil {
+		return sandbox.Output{}, fmt.Errorf("sandbox %s: its supervisor answered an output read without output", p.s.id)
+	}
+	return *rep.Output, nil
 }
 
 // Processes lists the sandbox's detached commands, running and finished,

@@ -29,11 +29,18 @@ const (
 	opResume   = "resume"
 	opRemove   = "rm"   // terminate; answered before the teardown
 	opStop     = "stop" // end the sandbox but keep it, stopped; answered before the teardown
-	// Detached commands (see procs_linux.go).
-	opStart  = "start"  // start a command detached: its pid in reply.Pid
-	opPs     = "ps"     // reply.Procs
-	opSignal = "signal" // Signal to detached command Pid
-	opAttach = "attach" // a session: Pid's output to the caller's fd, then its result
+	// Detached commands: sandbox.Process (see procs_linux.go). The
+	// requests that wait end when the caller closes its end.
+	opStart      = "start"       // start a command detached (Stdin, TTY): its pid in reply.Pid
+	opPs         = "ps"          // reply.Procs
+	opProc       = "proc"        // is Pid a detached command (ErrNoProcess)?
+	opSignal     = "signal"      // Signal to detached command Pid
+	opResize     = "resize"      // resize Pid's terminal to TTY
+	opStdin      = "stdin"       // write Data to Pid's stdin
+	opCloseStdin = "close-stdin" // close Pid's stdin
+	opOutput     = "output"      // reply.Output: Pid's output Stream from Offset
+	opWait       = "wait"        // reply.Result: Pid's, once it has exited
+	opAttach     = "attach"      // a session: Pid's output to the caller's fd, then its result
 	// opDial connects to Port of the sandbox's loopback; the reply
 	// carries the connection's descriptor.
 	opDial = "dial"
@@ -65,8 +72,17 @@ type request struct {
 	Signal int `json:"signal,omitempty"`
 	// Port is a dial's TCP port inside.
 	Port int `json:"port,omitempty"`
-	// Tag names a detached command (start), for its readers.
-	Tag string `json:"tag,omitempty"`
+	// Tag names a detached command (start), for its readers; Stdin keeps
+	// its stdin open for writes; TTY is its terminal's size (start,
+	// resize).
+	Tag   string              `json:"tag,omitempty"`
+	Stdin bool                `json:"stdin,omitempty"`
+	TTY   *sandbox.WindowSize `json:"tty,omitempty"`
+	// Data is what to write to a detached command's stdin (at most
+	// maxStdinWrite bytes); Stream and Offset where to read its output.
+	Data   []byte `json:"data,omitempty"`
+	Stream int    `json:"stream,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
 	// Publish is a port to publish.
 	Publish *sandbox.PortMapping `json:"publish,omitempty"`
 }
@@ -86,6 +102,8 @@ type reply struct {
 	// Pid is a detached command's, Procs the detached commands.
 	Pid   int           `json:"pid,omitempty"`
 	Procs []ProcessInfo `json:"procs,omitempty"`
+	// Output is a piece of a detached command's output.
+	Output *sandbox.Output `json:"output,omitempty"`
 	// Published is a port just published, with its host port bound.
 	Published *sandbox.PortMapping `json:"published,omitempty"`
 }

@@ -151,7 +151,6 @@ type server struct {
 	recMu   *sync.Mutex
 	removed chan struct{}
 	stopped chan struct{} // Handle.Stop: ended, its record kept
-	procs   procTable     // detached commands
 }
 
 // save applies update to the record and saves it, one at a time.
@@ -182,12 +181,7 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		serveExec(conn, s.sb, req, files)
 		return
 	}
-	if req.Op == opAttach {
-		if len(files) != 1 && len(files) != 2 {
-			_ = ctlmsg.Send(conn, reply{Code: 125, Kind: "invalid", Error: "an attach needs the caller's output (one descriptor, or stdout and stderr)"}, nil)
-			return
-		}
-		s.procs.serveAttach(conn, req.Pid, files)
+	if s.serveProc(conn, req, files) {
 		return
 	}
 	if req.Op == opDial {
@@ -286,21 +280,6 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		rep.Published = &m
 		return s.save(func() { s.rec.Spec = sb.Info().Spec })
-	case opStart:
-		if len(req.Args) == 0 {
-			return fmt.Errorf("%w: exec needs a command", sandbox.ErrInvalidSpec)
-		}
-		pid, err := s.procs.start(sb, req)
-		rep.Pid = pid
-		return err
-	case opPs:
-		rep.Procs = s.procs.list()
-		return nil
-	case opSignal:
-		if req.Signal <= 0 || req.Signal > 64 {
-			return fmt.Errorf("%w: signal %d: want 1-64", sandbox.ErrInvalidSpec, req.Signal)
-		}
-		return s.procs.signal(req.Pid, syscall.Signal(req.Signal))
 	case opSuspend, opResume:
 		var err error
 		if req.Op == opSuspend {

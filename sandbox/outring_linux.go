@@ -1,0 +1,168 @@
+package sandbox
+
+import (
+	"slices"
+	"sync"
+)
+
+// outRing keeps the last max bytes written to it that no attached reader
+// consumed, and how many were written in all. Attached readers follow it
+// by offset: the next one starts where the last one left; while any is
+// attached, a write that does not fit waits for them to read. Readers by
+// offset (readAt) consume nothing and never hold a writer back.
+type outRing struct {
+	mu      sync.Mutex
+	buf     []byte
+	total   int64 // bytes ever written; buf holds the last len(buf)
+	read    int64 // where the last attached reader left
+	max     int
+	changed chan struct{} // closed (and replaced) at each write, read and at close
+	readers map[*ringReader]struct{}
+	closed  bool
+}
+
+// ringReader is one attached reader's position.
+type ringReader struct{ off int64 }
+
+func newOutRing(max int) *outRing {
+	return &outRing{max: max, changed: make(chan struct{}), readers: map[*ringReader]struct{}{}}
+}
+
+// notify wakes every wait; r.mu is held.
+func (r *outRing) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// slowest is the lowest offset of an attached reader; r.mu is held.
+func (r *outRing) slowest() (int64, bool) {
+	low, any := int64(0), false
+	for rd := range r.readers {
+		if !any || rd.off < low {
+			low, any = rd.off, true
+		}
+	}
+	return low, any
+}
+
+// Write keeps p's tail within the bound. With a reader attached it waits
+// until the readers have read enough for p to fit; with none it never
+// waits, and drops the oldest bytes.
+func (r *outRing) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(p)
+	for {
+		low, attached := r.slowest()
+		if !attached || r.closed || r.total-low == 0 || r.total-low+int64(len(p)) <= int64(r.max) {
+			break
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		<-ch
+		r.mu.Lock()
+	}
+	if len(p) > r.max {
+		p = p[len(p)-r.max:]
+	}
+	if over := len(r.buf) + len(p) - r.max; over > 0 {
+		r.buf = append(r.buf[:0], r.buf[over:]...)
+	}
+	r.buf = append(r.buf, p...)
+	r.total += int64(n)
+	r.notify()
+	return n, nil
+}
+
+// close marks the end of the output.
+func (r *outRing) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		r.notify()
+	}
+}
+
+// attach adds a reader, starting where the last one left.
+func (r *outRing) attach() *ringReader {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rd := &ringReader{off: r.read}
+	r.readers[rd] = struct{}{}
+	return rd
+}
+
+// detach removes a reader; writes waiting for it go on.
+func (r *outRing) detach(rd *ringReader) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.readers, rd)
+	r.notify()
+}
+
+// next returns what rd has not read that is still kept (a copy), a
+// channel closed at the next change, and whether the output has ended.
+func (r *outRing) next(rd *ringReader) (data []byte, changed <-chan struct{}, closed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := r.total - int64(len(r.buf))
+	rd.off = max(rd.off, first)
+	return slices.Clone(r.buf[rd.off-first:]), r.changed, r.closed
+}
+
+// advance records that rd has read n more bytes, and lets go of what
+// every reader has read: no later reader gets it.
+func (r *outRing) advance(rd *ringReader, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rd.off += int64(n)
+	r.read = max(r.read, rd.off)
+	keep := r.read
+	if low, ok := r.slowest(); ok {
+		keep = min(keep, low)
+	}
+	if first := r.total - int64(len(r.buf)); keep > first {
+		if keep == r.total {
+			r.buf = nil
+		} else {
+			r.buf = r.buf[keep-first:]
+		}
+	}
+	r.notify()
+}
+
+// readAt returns at most n kept bytes from offset off (a copy) without
+// consuming them, with where they start (later than off by what was
+// dropped), a channel closed at the next change, and whether the output
+// has ended.
+func (r *outRing) readAt(off int64, n int) (out Output, changed <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := r.total - int64(len(r.buf))
+	off = min(max(off, 0), r.total)
+	out.Offset = off
+	if off < first {
+		out.Dropped, out.Offset = first-off, first
+	}
+	data := r.buf[out.Offset-first:]
+	if len(data) > n {
+		data = data[:n]
+	}
+	out.Data = slices.Clone(data)
+	out.End = r.closed && out.Offset+int64(len(data)) == r.total
+	return out, r.changed
+}
+
+// stats returns how many bytes the next attached reader gets, and how
+// many were dropped unread.
+func (r *outRing) stats() (unread, dropped int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	off := r.read
+	if first := r.total - int64(len(r.buf)); off < first {
+		dropped = first - off
+		off = first
+	}
+	return r.total - off, dropped
+}

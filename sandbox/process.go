@@ -1,0 +1,126 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"syscall"
+	"time"
+)
+
+// Process is a command started in a sandbox by [Handle.Start], owned by
+// the sandbox (its supervisor, for package supervised), not by the caller
+// that started it: any caller finds it again by pid ([Handle.Process]),
+// writes its stdin and reads its output, while it runs and for a while
+// after (see [Handle.Processes]). Its output is kept in a bounded ring per
+// stream (the last MiB of each): a reader asks from an offset and is told
+// how much was dropped before it. Its methods are safe for concurrent use;
+// a method's ctx bounds that call only, never the command.
+type Process interface {
+	// Pid is the command's pid inside the sandbox.
+	Pid() int
+	// Wait waits for the command to exit and returns its result (its
+	// output is in the ring, not in the result). A command that ended
+	// with its sandbox has no status of its own: Wait fails with
+	// [ErrTerminated]. ctx's end stops the waiting, not the command.
+	Wait(ctx context.Context) (*ExecResult, error)
+	// Signal delivers sig to the command's foreground process group; a
+	// command that has exited is [ErrNoProcess].
+	Signal(ctx context.Context, sig syscall.Signal) error
+	// Resize sets the size of the command's terminal (StartOptions's
+	// terminal: ExecRequest.TTY); one without fails.
+	Resize(ctx context.Context, sz WindowSize) error
+	// WriteStdin writes p to the command's stdin (StartOptions.Stdin),
+	// waiting while the pipe is full.
+	WriteStdin(ctx context.Context, p []byte) error
+	// CloseStdin ends the command's stdin: it reads end of file.
+	CloseStdin(ctx context.Context) error
+	// ReadOutput returns the output of stream fd (1 stdout, 2 stderr; a
+	// terminal's is all on 1) from offset off (bytes since the command
+	// started), waiting until there is some past off or the stream has
+	// ended. It does not consume: another reader may read it again, as
+	// long as the ring keeps it.
+	ReadOutput(ctx context.Context, fd int, off int64) (Output, error)
+}
+
+// Output is a piece of a [Process]'s output stream.
+type Output struct {
+	// Data starts at Offset: at the offset asked for, or later when the
+	// ring dropped the bytes between (Dropped of them).
+	Data    []byte `json:"data,omitempty"`
+	Offset  int64  `json:"offset"`
+	Dropped int64  `json:"dropped,omitempty"`
+	// End: the stream has ended, and Data reaches its end.
+	End bool `json:"end,omitempty"`
+}
+
+// StartOptions are a [Process]'s own settings, beside its [ExecRequest].
+type StartOptions struct {
+	// Tag names the command for whoever lists it (E2B's process tag);
+	// two running commands of one sandbox cannot share one.
+	Tag string
+	// Stdin keeps the command's stdin open for [Process.WriteStdin]
+	// until [Process.CloseStdin]; without it, it reads /dev/null.
+	Stdin bool
+}
+
+// ProcessInfo describes a [Process] (see [Handle.Processes]).
+type ProcessInfo struct {
+	// Pid is the command's pid inside the sandbox.
+	Pid  int      `json:"pid"`
+	Args []string `json:"args"`
+	// Dir is the working directory it was started in ("": the
+	// sandbox's), Tag the caller's name for it (StartOptions).
+	Dir     string    `json:"dir,omitempty"`
+	Tag     string    `json:"tag,omitempty"`
+	Started time.Time `json:"started"`
+	// Stdin: its stdin is open for writes; TTY: it runs on a terminal.
+	Stdin bool `json:"stdin,omitempty"`
+	TTY   bool `json:"tty,omitempty"`
+	// Running is true until the command has exited; then Ended, Exit
+	// and Signal say how. A running command has no exit status: its
+	// JSON has no "exit" (as no "ended" and no "signal"), and Exit is 0.
+	Running bool       `json:"running"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	Exit    int        `json:"exit"`
+	Signal  string     `json:"signal,omitempty"`
+	// Unread is how many bytes of output the next attach gets (at most
+	// the ring's bound of each stream); Dropped how many were dropped
+	// unread.
+	Unread  int64 `json:"unread"`
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// MarshalJSON writes p with "exit" only once the command has exited: a
+// running command has no exit status (a 0 would read as success).
+func (p ProcessInfo) MarshalJSON() ([]byte, error) {
+	type plain ProcessInfo // without this method
+	v := struct {
+		plain
+		Exit *int `json:"exit,omitempty"`
+	}{plain: plain(p)}
+	if !p.Running {
+		v.Exit = &p.Exit
+	}
+	return json.Marshal(v)
+}
+
+// ErrNoProcess is returned for a pid that names no [Process] of the
+// sandbox, or one that has already exited where a running one is needed
+// (a signal, a write to its stdin).
+var ErrNoProcess = errors.New("no such process")
+
+const (
+	// maxProcesses is how many processes a sandbox keeps records of,
+	// running and finished.
+	maxProcesses = 64
+	// maxProcessOutput is how much of each output stream of a process is
+	// kept for the next reader; older output is dropped (and counted).
+	maxProcessOutput = 1 << 20
+	// processKeep is how long a finished process's record is kept.
+	processKeep = time.Hour
+	// maxOutputRead bounds one ReadOutput's data: it crosses a
+	// SOCK_SEQPACKET socket in one message, which the socket's send
+	// buffer bounds (208 KiB by default), in base64.
+	maxOutputRead = 64 << 10
+)

@@ -1,0 +1,368 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The sandbox's processes (Handle.Start): commands the sandbox owns, not
+// the caller that started them. The table keeps each one's output
+// (stdout and stderr apart, the last maxProcessOutput bytes of each) and
+// its exit, for any later caller: by pid, by offset into the output, or
+// attached (AttachProcess), and its stdin for writes when it was started
+// with one. While a reader is attached, a command that writes faster than
+// the reader reads waits, as on a pipe; with none, its oldest unread
+// output is dropped (and counted) and it never waits. Bounds:
+// maxProcesses records per sandbox (a full table drops its oldest
+// finished record; with maxProcesses running it refuses), finished
+// records for processKeep. Local keeps the table in the caller's process;
+// package supervised keeps it in the sandbox's supervisor.
+
+// procTable holds a sandbox's processes.
+type procTable struct {
+	mu    sync.Mutex
+	procs []*tableProc // oldest first
+}
+
+// tableProc is one command of a procTable: the [Process] of Local.
+type tableProc struct {
+	pid     int
+	args    []string
+	dir     string
+	tag     string
+	tty     bool
+	started time.Time
+	job     *Job
+	out     [2]*outRing   // stdout, stderr
+	done    chan struct{} // closed once res and ended are set
+	res     *ExecResult
+	ended   time.Time
+	lost    bool // it ended with its sandbox: no status of its own
+
+	// stdin is the write end of its stdin (nil: none), written one write
+	// at a time (stdinMu), closed once (closeStdin) without waiting for a
+	// write blocked on a command that does not read: the close ends it.
+	stdin     *os.File
+	stdinMu   sync.Mutex
+	stdinOpen atomic.Bool
+	stdinShut sync.Once
+}
+
+var _ Process = (*tableProc)(nil)
+
+// StartProcess starts req as a [Process] the sandbox owns and records it
+// (see [Handle.Start]). req's Stdin, Stdout, Stderr and Signals must be
+// nil, and its TTY, if any, gives only the terminal's size (its Resize
+// channel must be nil: use Process.Resize); Timeout applies from now.
+// ctx bounds the start only.
+func (s *Sandbox) StartProcess(ctx context.Context, req ExecRequest, o StartOptions) (Process, error) {
+	if req.Stdin != nil || req.Stdout != nil || req.Stderr != nil || req.Signals != nil || (req.TTY != nil && req.TTY.Resize != nil) {
+		return nil, fmt.Errorf("%w: a process owns its stdio: write its stdin with WriteStdin (StartOptions.Stdin), read its output with ReadOutput, resize and signal it through the Process", ErrInvalidSpec)
+	}
+	if len(req.Args) == 0 || req.Args[0] == "" {
+		return nil, fmt.Errorf("%w: exec needs a command", ErrInvalidSpec)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.procs.start(s, req, o)
+}
+
+// start starts req in sb and records it.
+func (t *procTable) start(sb *Sandbox, req ExecRequest, o StartOptions) (*tableProc, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pruneLocked(time.Now())
+	if len(t.procs) >= maxProcesses {
+		i := slices.IndexFunc(t.procs, func(p *tableProc) bool { return p.finished() })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %d detached commands run in this sandbox already: wait for some to end, or kill them (tent ps, tent kill)", ErrUnsupported, maxProcesses)
+		}
+		t.procs = slices.Delete(t.procs, i, i+1)
+	}
+	if o.Tag != "" {
+		for _, p := range t.procs {
+			if p.tag == o.Tag && !p.finished() {
+				return nil, fmt.Errorf("%w: the detached command %d runs with tag %q", ErrInvalidSpec, p.pid, o.Tag)
+			}
+		}
+	}
+	p := &tableProc{args: req.Args, dir: req.Dir, tag: o.Tag, tty: req.TTY != nil, started: time.Now(), done: make(chan struct{}),
+		out: [2]*outRing{newOutRing(maxProcessOutput), newOutRing(maxProcessOutput)}}
+	var stdinR *os.File
+	if o.Stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		stdinR, p.stdin = r, w
+		p.stdinOpen.Store(true)
+		req.Stdin = r
+	}
+	req.Stdout, req.Stderr = p.out[0], p.out[1]
+	job, err := sb.Start(context.Background(), req)
+	if stdinR != nil {
+		stdinR.Close() // the command (or its terminal's relay) has its own
+	}
+	if err != nil {
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+		return nil, err
+	}
+	p.job, p.pid = job, job.Pid
+	t.procs = append(t.procs, p)
+	go p.reap(&t.mu)
+	return p, nil
+}
+
+// reap waits for p's command and completes its record.
+func (p *tableProc) reap(mu *sync.Mutex) {
+	res, _ := p.job.Wait()
+	lost := res == nil
+	if lost { // the sandbox ended under it
+		res = &ExecResult{}
+		res.ExitCode = 125
+	}
+	mu.Lock()
+	p.res, p.ended, p.lost = res, time.Now(), lost
+	mu.Unlock()
+	p.out[0].close()
+	p.out[1].close()
+	close(p.done)
+	p.closeStdin() // after done: a write it cuts short reads the exit
+}
+
+// closeStdin closes the command's stdin, once.
+func (p *tableProc) closeStdin() {
+	if p.stdin == nil {
+		return
+	}
+	p.stdinOpen.Store(false)
+	p.stdinShut.Do(func() { p.stdin.Close() })
+}
+
+// finished reports whether p has exited (its record complete).
+func (p *tableProc) finished() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// pruneLocked drops the records of commands that ended processKeep ago.
+func (t *procTable) pruneLocked(now time.Time) {
+	t.procs = slices.DeleteFunc(t.procs, func(p *tableProc) bool {
+		return p.finished() && now.Sub(p.ended) > processKeep
+	})
+}
+
+// find returns the record of pid.
+func (t *procTable) find(pid int) (*tableProc, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pruneLocked(time.Now())
+	for _, p := range t.procs {
+		if p.pid == pid {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no detached command with pid %d in this sandbox (tent ps lists them)", ErrNoProcess, pid)
+}
+
+// Process finds the sandbox's [Process] pid (see [Handle.Process]); an
+// unknown pid is [ErrNoProcess].
+func (s *Sandbox) Process(ctx context.Context, pid int) (Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.procs.find(pid)
+}
+
+// Processes describes the sandbox's processes, running and finished,
+// oldest first (see [Handle.Processes]).
+func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := &s.procs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pruneLocked(time.Now())
+	out := make([]ProcessInfo, 0, len(t.procs))
+	for _, p := range t.procs {
+		pi := ProcessInfo{Pid: p.pid, Args: p.args, Dir: p.dir, Tag: p.tag, TTY: p.tty, Started: p.started, Running: !p.finished()}
+		pi.Stdin = p.stdinOpen.Load()
+		for _, r := range p.out {
+			unread, dropped := r.stats()
+			pi.Unread += unread
+			pi.Dropped += dropped
+		}
+		if !pi.Running {
+			ended := p.ended
+			pi.Ended, pi.Exit, pi.Signal = &ended, p.res.ExitCode, p.res.Signal
+		}
+		out = append(out, pi)
+	}
+	return out, nil
+}
+
+func (p *tableProc) Pid() int { return p.pid }
+
+// Wait waits for the command's exit (see [Process.Wait]).
+func (p *tableProc) Wait(ctx context.Context) (*ExecResult, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if p.lost {
+		return nil, fmt.Errorf("%w: the sandbox ended while the command ran", ErrTerminated)
+	}
+	res := *p.res
+	return &res, nil
+}
+
+// Signal delivers sig to the running command (see [Process.Signal]).
+func (p *tableProc) Signal(ctx context.Context, sig syscall.Signal) error {
+	if p.finished() {
+		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
+	}
+	return p.job.Signal(sig)
+}
+
+// Resize resizes the command's terminal (see [Process.Resize]).
+func (p *tableProc) Resize(ctx context.Context, sz WindowSize) error {
+	if !p.tty {
+		return fmt.Errorf("%w: the command with pid %d has no terminal to resize", ErrInvalidSpec, p.pid)
+	}
+	if p.finished() {
+		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
+	}
+	return p.job.Resize(sz)
+}
+
+// WriteStdin writes to the command's stdin (see [Process.WriteStdin]).
+func (p *tableProc) WriteStdin(ctx context.Context, b []byte) error {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if err := p.stdinWritable(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
+	_, err := p.stdin.Write(b)
+	if !stop() {
+		_ = p.stdin.SetWriteDeadline(time.Time{})
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			return cerr
+		}
+	}
+	if err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed)) {
+		if serr := p.stdinWritable(); serr != nil {
+			return serr
+		}
+		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
+	}
+	return err
+}
+
+// stdinWritable checks that the command's stdin takes writes.
+func (p *tableProc) stdinWritable() error {
+	if p.finished() {
+		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
+	}
+	if !p.stdinOpen.Load() {
+		return fmt.Errorf("%w: the command with pid %d has no stdin open (start it with StartOptions.Stdin; once closed it stays closed)", ErrInvalidSpec, p.pid)
+	}
+	return nil
+}
+
+// CloseStdin ends the command's stdin (see [Process.CloseStdin]); a
+// write it cuts short fails.
+func (p *tableProc) CloseStdin(ctx context.Context) error {
+	if err := p.stdinWritable(); err != nil {
+		return err
+	}
+	p.closeStdin()
+	return nil
+}
+
+// ReadOutput reads stream fd from off (see [Process.ReadOutput]).
+func (p *tableProc) ReadOutput(ctx context.Context, fd int, off int64) (Output, error) {
+	if fd != 1 && fd != 2 {
+		return Output{}, fmt.Errorf("%w: output stream %d: want 1 (stdout) or 2 (stderr)", ErrInvalidSpec, fd)
+	}
+	r := p.out[fd-1]
+	for {
+		out, changed := r.readAt(off, maxOutputRead)
+		if len(out.Data) > 0 || out.End {
+			return out, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return Output{}, ctx.Err()
+		}
+	}
+}
+
+// AttachProcess writes the output of the sandbox's process pid that no
+// earlier attached reader got (the last MiB of each stream at most), then
+// what it writes, to stdout and stderr (both to stdout when stderr is
+// nil), until it exits, and returns its result as [Process.Wait] does.
+// While attached, a command that writes faster than the writers take
+// waits for them. ctx's end detaches (the command goes on), as a write
+// error does.
+func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.Writer) (*ExecResult, error) {
+	p, err := s.procs.find(pid)
+	if err != nil {
+		return nil, err
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	outs := [2]io.Writer{stdout, stderr}
+	if stderr == nil {
+		outs[1] = stdout
+	}
+	var readers [2]*ringReader
+	for i, r := range p.out {
+		readers[i] = r.attach()
+		defer r.detach(readers[i])
+	}
+	for {
+		ended := true
+		var waits [2]<-chan struct{}
+		for i, r := range p.out {
+			data, changed, closed := r.next(readers[i])
+			if len(data) > 0 {
+				if _, err := outs[i].Write(data); err != nil {
+					return nil, err // the caller's output is gone: so is the caller
+				}
+				r.advance(readers[i], len(data))
+			}
+			ended = ended && closed && len(data) == 0
+			waits[i] = changed
+		}
+		if ended {
+			break
+		}
+		select {
+		case <-waits[0]:
+		case <-waits[1]:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return p.Wait(ctx)
+}
