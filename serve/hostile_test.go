@@ -46,19 +46,27 @@ func TestForgedSignatureIsCheap(t *testing.T) {
 	}
 }
 
+// serveTCP serves h's server on a loopback TCP listener of its own (as
+// tent serve does) until the test ends.
+func (h *harness) serveTCP() net.Listener {
+	h.t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.s.Serve(ctx, l) }()
+	h.t.Cleanup(func() { stop(); <-done })
+	return l
+}
+
 // TestUnauthenticatedRefusalClosesConn: a client without a key cannot
 // keep a connection idle after its refusal (it would hold one of the
 // server's connections for the idle timeout); one with a key can.
 func TestUnauthenticatedRefusalClosesConn(t *testing.T) {
 	h := newHarness(t, Options{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.s.Serve(ctx, l) }()
-	t.Cleanup(func() { stop(); <-done })
+	l := h.serveTCP()
 	for _, c := range []struct {
 		key       string
 		wantClose bool
@@ -97,14 +105,7 @@ func TestConnectionFloodDoesNotStarve(t *testing.T) {
 	}
 	h := newHarness(t, Options{})
 	h.create(`{}`)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.s.Serve(ctx, l) }()
-	t.Cleanup(func() { stop(); <-done })
+	l := h.serveTCP()
 	start := time.Now()
 	var flood []net.Conn
 	t.Cleanup(func() {

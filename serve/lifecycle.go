@@ -81,18 +81,24 @@ func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
 
 // extend sets (or, with onlyLonger, extends) a sandbox's timeout.
 func (s *Server) extend(w http.ResponseWriter, r *http.Request, sec *int64, onlyLonger bool) {
-	d, err := s.timeout(sec, "timeout")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	d, info, err := s.timedTarget(r, sec)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.setEnd(info, d, onlyLonger)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// timedTarget reads a request's timeout (sec seconds, DefaultTimeout
+// when nil), then finds the sandbox its path names.
+func (s *Server) timedTarget(r *http.Request, sec *int64) (time.Duration, sandbox.Info, error) {
+	d, err := s.timeout(sec, "timeout")
+	if err != nil {
+		return 0, sandbox.Info{}, err
+	}
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	return d, info, err
 }
 
 // setEnd makes sandbox info end d from now (with onlyLonger, no sooner
@@ -185,12 +191,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, runningOK bool)
 		s.writeError(w, r, err)
 		return
 	}
-	d, err := s.timeout(req.Timeout, "timeout")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	d, info, err := s.timedTarget(r, req.Timeout)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

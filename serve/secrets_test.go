@@ -372,8 +372,8 @@ func TestSecretsFileOfAnEarlierServer(t *testing.T) {
 // TestSecretChangeFinishedLater: a destroy whose revocation did not reach
 // a sandbox (a 500) is finished by the next DELETE of the name (a 404 for
 // the secret, the sandbox revoked) or, after a crash, by the server's
-// next start; a sandbox using secrets is not forked (the fork would
-// report rules it lacks); a value made too short after a create's fill
+// next start; a sandbox using secrets is not forked nor snapshotted (the
+// fork would report rules it lacks); a value made too short after a create's fill
 // is refused when the create keeps its rules.
 func TestSecretChangeFinishedLater(t *testing.T) {
 	dir := t.TempDir()
@@ -399,8 +399,11 @@ func TestSecretChangeFinishedLater(t *testing.T) {
 		return len(info.Spec.Network.Secrets)
 	}
 	ida, idb := create("a"), create("b")
-	if r := h.do("POST", "/sandboxes/"+ida+"/fork", `{}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "name secrets") {
-		t.Errorf("a fork of a sandbox using secrets: %d %s", r.status, r.body)
+	for _, verb := range []string{"fork", "snapshots"} {
+		want := "sandbox " + ida + "'s network rules name secrets, whose values a snapshot never holds: a fork cannot have them"
+		if r := h.do("POST", "/sandboxes/"+ida+"/"+verb, `{}`); r.status != http.StatusBadRequest || r.errBody(t).Message != want {
+			t.Errorf("POST %s of a sandbox using secrets: %d %s, want 400 %q", verb, r.status, r.body, want)
+		}
 	}
 	h.f.fail("SetNetworkPolicy", fmt.Errorf("supervisor stuck"))
 	for _, n := range []string{"a", "b"} {
