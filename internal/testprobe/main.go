@@ -87,11 +87,15 @@ func report(err error) {
 	fmt.Println("error:", err)
 }
 
-func parseIP4(s string) []byte {
-	var out []byte
-	for _, p := range strings.Split(s, ".") {
-		n, _ := strconv.Atoi(p)
-		out = append(out, byte(n))
+// inet4 is the IPv4 socket address of ip (dotted quad) and port.
+func inet4(ip, port string) *unix.SockaddrInet4 {
+	a := &unix.SockaddrInet4{}
+	a.Port, _ = strconv.Atoi(port)
+	for i, p := range strings.Split(ip, ".") {
+		if i < len(a.Addr) {
+			n, _ := strconv.Atoi(p)
+			a.Addr[i] = byte(n)
+		}
 	}
-	return out
+	return a
 }

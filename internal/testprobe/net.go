@@ -63,10 +63,7 @@ func probeTCP(args []string) {
 		report(err)
 		return
 	}
-	port, _ := strconv.Atoi(args[1])
-	var a [4]byte
-	copy(a[:], parseIP4(args[0]))
-	report(unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: a}))
+	report(unix.Connect(fd, inet4(args[0], args[1])))
 }
 
 // probeFetch is "fetch URL": GET through the environment's proxy, any
@@ -231,10 +228,7 @@ func probeUDP(args []string) {
 		report(err)
 		return
 	}
-	port, _ := strconv.Atoi(args[1])
-	var a [4]byte
-	copy(a[:], parseIP4(args[0]))
-	report(unix.Sendto(fd, []byte("x"), 0, &unix.SockaddrInet4{Port: port, Addr: a}))
+	report(unix.Sendto(fd, []byte("x"), 0, inet4(args[0], args[1])))
 }
 
 // probeDNS is "dns NAME": resolve with the system's resolver configuration.
