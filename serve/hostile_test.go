@@ -46,21 +46,6 @@ func TestForgedSignatureIsCheap(t *testing.T) {
 	}
 }
 
-// serveTCP serves h's server on a loopback TCP listener of its own (as
-// tent serve does) until the test ends.
-func (h *harness) serveTCP() net.Listener {
-	h.t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.s.Serve(ctx, l) }()
-	h.t.Cleanup(func() { stop(); <-done })
-	return l
-}
-
 // TestUnauthenticatedRefusalClosesConn: a client without a key cannot
 // keep a connection idle after its refusal (it would hold one of the
 // server's connections for the idle timeout); one with a key can.
