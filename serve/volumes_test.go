@@ -57,7 +57,39 @@ func TestVolumeAPI(t *testing.T) {
 		t.Fatalf("GET /volumes/ID: %+v", v)
 	}
 
-	// The content API with the volume's token.
+	volumeContentOps(t, h, dir, id, tok)
+	volumeContentRefusals(t, h, id, tok)
+	id2, tok2 := volumeContentAuth(t, h, dir, id, tok)
+
+	var r response
+	// A restarted server over the same directory has the volumes.
+	h2 := newHarness(t, Options{VolumesDir: dir})
+	if v := decode[volumeReply](t, h2.do("GET", "/volumes/"+id2, "")); v.Name != "data-2" || v.Token != tok2 {
+		t.Fatalf("after a restart: %+v", v)
+	}
+	if r = h2.content("GET", id2, tok2, "file", "/k", "", ""); string(r.body) != "k" {
+		t.Fatalf("a file after a restart: %d %q", r.status, r.body)
+	}
+	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNotFound {
+		t.Fatalf("destroy again: %d %s", r.status, r.body)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != id {
+		t.Fatalf("the volumes directory after a destroy: %v", ents)
+	}
+
+	// Without a volumes directory the API is E2B's 501.
+	h3 := newHarness(t, Options{})
+	if r = h3.do("POST", "/volumes", `{"name":"v"}`); r.status != http.StatusNotImplemented {
+		t.Errorf("no VolumesDir: %d %s", r.status, r.body)
+	}
+}
+
+// volumeContentOps is TestVolumeAPI's content API with the volume's
+// token: writes, directories, reads, lists, modes, removals.
+func volumeContentOps(t *testing.T, h *harness, dir, id, tok string) {
 	r := h.content("PUT", id, tok, "file", "/docs/a.txt", "", "hello")
 	if r.status != http.StatusNotFound {
 		t.Fatalf("a write into a missing directory: %d %s", r.status, r.body)
@@ -127,8 +159,11 @@ func TestVolumeAPI(t *testing.T) {
 	if r = h.content("DELETE", id, tok, "path", "/", "", ""); r.status != http.StatusBadRequest {
 		t.Fatalf("remove the root: %d %s", r.status, r.body)
 	}
+}
 
-	// Refusals: what tent cannot give, named.
+// volumeContentRefusals is TestVolumeAPI's refusals: what tent cannot
+// give, named.
+func volumeContentRefusals(t *testing.T, h *harness, id, tok string) {
 	for _, c := range []struct{ method, op, p, query, body, want string }{
 		{"PUT", "file", "/x", "uid=1001", "x", "uid 1001"},
 		{"PUT", "file", "/x", "gid=0", "x", "gid 0"},
@@ -144,14 +179,17 @@ func TestVolumeAPI(t *testing.T) {
 			t.Errorf("%s %s %q %s: %d %s, want 400 naming %q", c.method, c.op, c.p, c.query, r.status, r.body, c.want)
 		}
 	}
-	r = h.do("PATCH", "/volumecontent/"+id+"/path?path=/", `{"uid":1001}`, "X-API-Key", "", "Authorization", "Bearer "+tok)
+	r := h.do("PATCH", "/volumecontent/"+id+"/path?path=/", `{"uid":1001}`, "X-API-Key", "", "Authorization", "Bearer "+tok)
 	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "uid 1001") {
 		t.Errorf("PATCH uid 1001: %d %s", r.status, r.body)
 	}
+}
 
-	// Authentication: the volume's own token, or the API key; another
-	// volume's token, none, or a wrong one is 401 and touches nothing.
-	id2, tok2 := h.newVolume("data-2")
+// volumeContentAuth is TestVolumeAPI's authentication: the volume's own
+// token, or the API key; another volume's token, none, or a wrong one
+// is 401 and touches nothing. It returns a second volume, data-2.
+func volumeContentAuth(t *testing.T, h *harness, dir, id, tok string) (id2, tok2 string) {
+	id2, tok2 = h.newVolume("data-2")
 	for _, hdr := range [][]string{
 		{"X-API-Key", "", "Authorization", "Bearer " + tok2},
 		{"X-API-Key", ""},
@@ -166,7 +204,7 @@ func TestVolumeAPI(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, id, "data", "intruder")); !os.IsNotExist(err) {
 		t.Errorf("an unauthorised write reached the disk: %v", err)
 	}
-	if r = h.do("PUT", "/volumecontent/"+id2+"/file?path=/k", "k"); r.status != http.StatusCreated {
+	if r := h.do("PUT", "/volumecontent/"+id2+"/file?path=/k", "k"); r.status != http.StatusCreated {
 		t.Fatalf("a content request with the API key: %d %s", r.status, r.body)
 	}
 	// A token for one volume, a path that escapes its way to another.
@@ -180,33 +218,10 @@ func TestVolumeAPI(t *testing.T) {
 		}
 	}
 	// The token of a volume does not open the control plane.
-	if r = h.do("GET", "/volumes", "", "X-API-Key", "", "Authorization", "Bearer "+tok); r.status != http.StatusUnauthorized {
+	if r := h.do("GET", "/volumes", "", "X-API-Key", "", "Authorization", "Bearer "+tok); r.status != http.StatusUnauthorized {
 		t.Errorf("GET /volumes with a volume token: %d %s", r.status, r.body)
 	}
-
-	// A restarted server over the same directory has the volumes.
-	h2 := newHarness(t, Options{VolumesDir: dir})
-	if v := decode[volumeReply](t, h2.do("GET", "/volumes/"+id2, "")); v.Name != "data-2" || v.Token != tok2 {
-		t.Fatalf("after a restart: %+v", v)
-	}
-	if r = h2.content("GET", id2, tok2, "file", "/k", "", ""); string(r.body) != "k" {
-		t.Fatalf("a file after a restart: %d %q", r.status, r.body)
-	}
-	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
-	}
-	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNotFound {
-		t.Fatalf("destroy again: %d %s", r.status, r.body)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != id {
-		t.Fatalf("the volumes directory after a destroy: %v", ents)
-	}
-
-	// Without a volumes directory the API is E2B's 501.
-	h3 := newHarness(t, Options{})
-	if r = h3.do("POST", "/volumes", `{"name":"v"}`); r.status != http.StatusNotImplemented {
-		t.Errorf("no VolumesDir: %d %s", r.status, r.body)
-	}
+	return id2, tok2
 }
 
 // TestVolumeUploadBounded: an upload over MaxUploadBytes is 413 and
