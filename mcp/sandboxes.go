@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -52,25 +49,14 @@ func (s *Server) templateSpec(name string) (sandbox.Spec, string, error) {
 	if name == "" {
 		name = defaultTemplate
 	}
-	if !policy.ValidName(name) {
-		return sandbox.Spec{}, "", fmt.Errorf("template %q: a template name is 1 to 128 letters, digits, '.', '_' or '-'", name)
-	}
-	if dir := s.opts.TemplatesDir; dir != "" {
-		for _, ext := range []string{".json", ".yaml", ".yml"} {
-			path := filepath.Join(dir, name+ext)
-			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			p, err := policy.Load(path)
-			if err != nil {
-				return sandbox.Spec{}, "", fmt.Errorf("template %s is broken (tell the operator): %w", name, err)
-			}
-			var spec sandbox.Spec
-			if err := p.Apply(&spec, nil); err != nil {
-				return sandbox.Spec{}, "", fmt.Errorf("template %s is broken (tell the operator): %w", name, err)
-			}
-			return spec, name, nil
-		}
+	spec, found, err := policy.LoadTemplate(s.opts.TemplatesDir, "template", name)
+	switch {
+	case errors.Is(err, policy.ErrTemplateName):
+		return sandbox.Spec{}, "", err
+	case err != nil:
+		return sandbox.Spec{}, "", fmt.Errorf("template %s is broken (tell the operator): %w", name, err)
+	case found:
+		return spec, name, nil
 	}
 	if name == defaultTemplate {
 		return s.opts.Spec, name, nil
@@ -84,14 +70,12 @@ func (s *Server) templates() []string {
 	if s.opts.TemplatesDir == "" {
 		return names
 	}
-	ents, err := os.ReadDir(s.opts.TemplatesDir)
+	found, err := policy.TemplateNames(s.opts.TemplatesDir)
 	if err != nil {
 		return names
 	}
-	for _, e := range ents {
-		ext := filepath.Ext(e.Name())
-		n := strings.TrimSuffix(e.Name(), ext)
-		if (ext == ".json" || ext == ".yaml" || ext == ".yml") && policy.ValidName(n) && n != defaultTemplate && e.Type().IsRegular() {
+	for _, n := range found {
+		if n != defaultTemplate {
 			names = append(names, n)
 		}
 	}

@@ -92,7 +92,7 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 		p.template = baseTemplate
 	}
 	if !policy.ValidName(p.template) {
-		return p, errorf(http.StatusBadRequest, "templateID %q: a template name is 1 to 128 letters, digits, '.', '_' or '-'", req.TemplateID)
+		return p, errorf(http.StatusBadRequest, "templateID %q: %v", req.TemplateID, policy.ErrTemplateName)
 	}
 	var err error
 	if p.timeout, err = s.timeout(req.Timeout, "timeout"); err != nil {

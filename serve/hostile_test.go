@@ -51,14 +51,7 @@ func TestForgedSignatureIsCheap(t *testing.T) {
 // server's connections for the idle timeout); one with a key can.
 func TestUnauthenticatedRefusalClosesConn(t *testing.T) {
 	h := newHarness(t, Options{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.s.Serve(ctx, l) }()
-	t.Cleanup(func() { stop(); <-done })
+	l := h.serveTCP()
 	for _, c := range []struct {
 		key       string
 		wantClose bool
@@ -97,14 +90,7 @@ func TestConnectionFloodDoesNotStarve(t *testing.T) {
 	}
 	h := newHarness(t, Options{})
 	h.create(`{}`)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.s.Serve(ctx, l) }()
-	t.Cleanup(func() { stop(); <-done })
+	l := h.serveTCP()
 	start := time.Now()
 	var flood []net.Conn
 	t.Cleanup(func() {

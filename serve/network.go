@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -263,4 +264,89 @@ func networkView(p sandbox.NetworkPolicy, given *networkConfig) *networkConfig {
 		return &networkConfig{AllowOut: p.AllowedHosts, DenyOut: []string{allTraffic[0]}}
 	}
 	return &networkConfig{DenyOut: []string{allTraffic[0]}}
+}
+
+// handleNetwork serves PUT /sandboxes/{sandboxID}/network: the
+// sandbox's allow rules are replaced (see networkPolicy for the mapping).
+func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
+	var req networkConfig
+	if err := readJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
+	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Rules) > 0 && s.pausesFilesOnly(info.ID) {
+		// Its timeout's pause would be refused, as at create.
+		s.writeError(w, r, errFilesPauseSecrets)
+		return
+	}
+	filled, gen, err := s.fillSecrets(&req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cur := info.Spec.Network
+	p, err := networkPolicy(cur, nil, filled, true, s.b.Capabilities().NetworkPolicy)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch cur.Mode.Normalize() {
+	case p.Mode.Normalize():
+	case netpolicy.None:
+		if len(p.AllowedHosts) > 0 || len(p.Secrets) > 0 {
+			s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s was created without network rules (no network at all), and tent picks the network mode at creation: create it with network rules (for example denyOut: [\"0.0.0.0/0\"]) to change them at run time", info.ID))
+			return
+		}
+		// It has no network: denying everything changes nothing.
+	default:
+		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s runs with network mode %s, which cannot become %s at run time", info.ID, cur.Mode.Normalize(), p.Mode.Normalize()))
+		return
+	}
+	// The rules are kept before they are in force, so that a secret's
+	// change from then on reaches them; a refused change puts the
+	// previous ones back.
+	prev := s.secrets.rulesOf(info.ID)
+	changed, err := s.recordRules(info.ID, req.Rules, gen)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if cur.Mode.Normalize() == netpolicy.Limited {
+		// On a context of its own: a client gone must not leave the
+		// rules kept and the sandbox's not in force.
+		ctx, cancel := s.detached(r)
+		defer cancel()
+		if changed {
+			// A secret changed since the fill: the rules must suit it
+			// before anything is in force.
+			err = s.secrets.take(req.Rules)
+		}
+		if err == nil {
+			err = handle.Open(ctx, s.b, info.ID).SetNetworkPolicy(ctx, p)
+		}
+		if err == nil && changed {
+			err = s.applyRulesLocked(ctx, info.ID)
+		}
+		if err != nil {
+			if _, rerr := s.recordRules(info.ID, prev, 0); rerr != nil {
+				s.log.Error("putting a sandbox's previous network rules back", "id", info.ID, "err", rerr)
+			}
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	s.mu.Lock()
+	b := s.boxLocked(info.ID)
+	b.allowInternet, b.network = req.AllowInternetAccess, redactRules(&req)
+	s.markDirtyLocked()
+	s.mu.Unlock()
+	s.log.Info("sandbox network rules replaced", "id", info.ID, "allowed", p.AllowedHosts)
+	w.WriteHeader(http.StatusNoContent)
 }

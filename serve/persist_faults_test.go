@@ -47,14 +47,7 @@ func TestServeStartRemovesKilledTemps(t *testing.T) {
 	h.s.save()
 	want := append(kept, live.TempName(), "serve-state.json", "secrets.json")
 	slices.Sort(want)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range ents {
-		got = append(got, e.Name())
-	}
+	got := dirNames(t, dir)
 	if !slices.Equal(got, want) {
 		t.Errorf("after the start %s holds %q, want %q", dir, got, want)
 	}

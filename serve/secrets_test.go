@@ -183,18 +183,7 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 		t.Fatalf("an update with rules: %d %s", r.status, r.body)
 	}
 	bystander := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`}}`)).SandboxID
-	headers := func(id string) map[string]string {
-		t.Helper()
-		info, err := h.f.Get(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]string{}
-		for _, s := range info.Spec.Network.Secrets {
-			m[s.Header] = s.Value
-		}
-		return m
-	}
+	headers := h.secretHeaders
 	check := func(when string, want map[string]string) {
 		t.Helper()
 		for _, id := range []string{created, updated} {
@@ -207,15 +196,7 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 		}
 	}
 	check("created", map[string]string{"Authorization": "Bearer " + v1, "X-Lit": literal})
-	calls := func() int {
-		n := 0
-		for _, c := range h.f.calls {
-			if c == "SetNetworkPolicy" {
-				n++
-			}
-		}
-		return n
-	}
+	calls := func() int { return h.f.count("SetNetworkPolicy") }
 	before := calls()
 	if r := h.do("POST", "/secrets/gh", `{"value":"`+v2+`"}`); r.status != http.StatusOK {
 		t.Fatal(r.status, string(r.body))
@@ -269,30 +250,7 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 	}
 	check("created again", map[string]string{"Authorization": "Bearer " + v3, "X-Lit": literal})
 
-	// One sandbox, two secrets: one revoked does not keep the other from
-	// rotating; created again too short, it is refused (its header would
-	// be left out silently); a revoked rule still refuses a
-	// filesystem-only pause (the value would come back to a sandbox
-	// without the proxy's CA).
-	if r := h.do("POST", "/secrets", `{"name":"other","value":"`+v1+`"}`); r.status != http.StatusCreated {
-		t.Fatal(r.status, string(r.body))
-	}
-	two := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`,"rules":{"api.github.com":[{"transform":{"headers":{"X-A":"${e2b.secrets.gh}","X-B":"${e2b.secrets.other}"}}}]}}}`)).SandboxID
-	if r := h.do("DELETE", "/secrets/other", ""); r.status != http.StatusNoContent {
-		t.Fatal(r.status, string(r.body))
-	}
-	if r := h.do("POST", "/secrets/gh", `{"value":"`+v2+`"}`); r.status != http.StatusOK {
-		t.Fatalf("rotating a secret beside a revoked one: %d %s", r.status, r.body)
-	}
-	if got := headers(two); !maps.Equal(got, map[string]string{"X-A": v2}) {
-		t.Errorf("the sandbox with a revoked and a rotated secret: %v", got)
-	}
-	if r := h.do("POST", "/secrets", `{"name":"other","value":"short"}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "running sandbox "+two) || !strings.Contains(r.errBody(t).Message, "shorter than 8 bytes") {
-		t.Errorf("a secret in use created again too short: %d %s", r.status, r.body)
-	}
-	if r := h.do("POST", "/sandboxes/"+two+"/pause", `{"memory":false}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "filesystem-only pause") {
-		t.Errorf("a filesystem-only pause with a revoked rule: %d %s", r.status, r.body)
-	}
+	secretsTwoInOneSandbox(t, h, limited, v1, v2)
 
 	// A sandbox the change cannot reach is named, the change itself made.
 	// A change that could not reach a sandbox is made, and a 500 (not
@@ -317,6 +275,62 @@ func TestSecretChangesReachSandboxes(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(opts.StateFile); strings.Contains(string(b), v1) || strings.Contains(string(b), v3) || strings.Contains(string(b), literal) {
 		t.Errorf("the state file holds a value")
+	}
+}
+
+// secretHeaders returns sandbox id's header transforms on the fake
+// backend: header → value.
+func (h *harness) secretHeaders(id string) map[string]string {
+	h.t.Helper()
+	info, err := h.f.Get(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, s := range info.Spec.Network.Secrets {
+		m[s.Header] = s.Value
+	}
+	return m
+}
+
+// count is how many times method was called on f.
+func (f *fakeBackend) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == method {
+			n++
+		}
+	}
+	return n
+}
+
+// secretsTwoInOneSandbox is TestSecretChangesReachSandboxes' sandbox
+// whose rules name two secrets, gh and other (made here with v1): one
+// revoked does not keep the other from rotating (to v2); created again
+// too short, it is refused (its header would be left out silently); a
+// revoked rule still refuses a filesystem-only pause (the value would
+// come back to a sandbox without the proxy's CA).
+func secretsTwoInOneSandbox(t *testing.T, h *harness, limited, v1, v2 string) {
+	if r := h.do("POST", "/secrets", `{"name":"other","value":"`+v1+`"}`); r.status != http.StatusCreated {
+		t.Fatal(r.status, string(r.body))
+	}
+	two := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", limited+`,"rules":{"api.github.com":[{"transform":{"headers":{"X-A":"${e2b.secrets.gh}","X-B":"${e2b.secrets.other}"}}}]}}}`)).SandboxID
+	if r := h.do("DELETE", "/secrets/other", ""); r.status != http.StatusNoContent {
+		t.Fatal(r.status, string(r.body))
+	}
+	if r := h.do("POST", "/secrets/gh", `{"value":"`+v2+`"}`); r.status != http.StatusOK {
+		t.Fatalf("rotating a secret beside a revoked one: %d %s", r.status, r.body)
+	}
+	if got := h.secretHeaders(two); !maps.Equal(got, map[string]string{"X-A": v2}) {
+		t.Errorf("the sandbox with a revoked and a rotated secret: %v", got)
+	}
+	if r := h.do("POST", "/secrets", `{"name":"other","value":"short"}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "running sandbox "+two) || !strings.Contains(r.errBody(t).Message, "shorter than 8 bytes") {
+		t.Errorf("a secret in use created again too short: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/sandboxes/"+two+"/pause", `{"memory":false}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "filesystem-only pause") {
+		t.Errorf("a filesystem-only pause with a revoked rule: %d %s", r.status, r.body)
 	}
 }
 
@@ -372,8 +386,8 @@ func TestSecretsFileOfAnEarlierServer(t *testing.T) {
 // TestSecretChangeFinishedLater: a destroy whose revocation did not reach
 // a sandbox (a 500) is finished by the next DELETE of the name (a 404 for
 // the secret, the sandbox revoked) or, after a crash, by the server's
-// next start; a sandbox using secrets is not forked (the fork would
-// report rules it lacks); a value made too short after a create's fill
+// next start; a sandbox using secrets is not forked nor snapshotted (the
+// fork would report rules it lacks); a value made too short after a create's fill
 // is refused when the create keeps its rules.
 func TestSecretChangeFinishedLater(t *testing.T) {
 	dir := t.TempDir()
@@ -399,8 +413,11 @@ func TestSecretChangeFinishedLater(t *testing.T) {
 		return len(info.Spec.Network.Secrets)
 	}
 	ida, idb := create("a"), create("b")
-	if r := h.do("POST", "/sandboxes/"+ida+"/fork", `{}`); r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "name secrets") {
-		t.Errorf("a fork of a sandbox using secrets: %d %s", r.status, r.body)
+	for _, verb := range []string{"fork", "snapshots"} {
+		want := "sandbox " + ida + "'s network rules name secrets, whose values a snapshot never holds: a fork cannot have them"
+		if r := h.do("POST", "/sandboxes/"+ida+"/"+verb, `{}`); r.status != http.StatusBadRequest || r.errBody(t).Message != want {
+			t.Errorf("POST %s of a sandbox using secrets: %d %s, want 400 %q", verb, r.status, r.body, want)
+		}
 	}
 	h.f.fail("SetNetworkPolicy", fmt.Errorf("supervisor stuck"))
 	for _, n := range []string{"a", "b"} {

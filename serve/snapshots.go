@@ -63,13 +63,6 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if s.secrets.rulesOf(info.ID) != nil {
-		// Its rules name secrets (revoked ones, or the fork would be
-		// refused for their values): a fork would report rules it does
-		// not have, and miss the secrets' changes.
-		s.writeError(w, r, errorf(http.StatusBadRequest, "sandbox %s's network rules name secrets, whose values a snapshot never holds: a fork cannot have them", info.ID))
-		return
-	}
 	ctx, cancel := s.detached(r)
 	defer cancel()
 	snap, err := s.snapshot(ctx, info.ID)
@@ -88,8 +81,15 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, snapshotInfo{SnapshotID: rec.id, Names: rec.names})
 }
 
-// snapshot takes a snapshot of sandbox id in a provisioning turn.
+// snapshot takes a snapshot of sandbox id in a provisioning turn, for
+// a snapshot or a fork: refused when the sandbox's rules name secrets
+// (revoked ones, or the fork would be refused for their values), as a
+// fork would report rules it does not have, and miss the secrets'
+// changes.
 func (s *Server) snapshot(ctx context.Context, id string) (*sandbox.Snapshot, error) {
+	if s.secrets.rulesOf(id) != nil {
+		return nil, errorf(http.StatusBadRequest, "sandbox %s's network rules name secrets, whose values a snapshot never holds: a fork cannot have them", id)
+	}
 	release, err := s.acquireProvision(ctx)
 	if err != nil {
 		return nil, err
@@ -157,21 +157,9 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "count: %d is not 1 to %d", count, maxForks))
 		return
 	}
-	d, err := s.timeout(req.Timeout, "timeout")
+	d, info, err := s.timedTarget(r, req.Timeout)
 	if err != nil {
 		s.writeError(w, r, err)
-		return
-	}
-	info, err := s.get(r.Context(), r.PathValue("sandboxID"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.secrets.rulesOf(info.ID) != nil {
-		// Its rules name secrets (revoked ones, or the fork would be
-		// refused for their values): a fork would report rules it does
-		// not have, and miss the secrets' changes.
-		s.writeError(w, r, errorf(http.StatusBadRequest, "sandbox %s's network rules name secrets, whose values a snapshot never holds: a fork cannot have them", info.ID))
 		return
 	}
 	ctx, cancel := s.detached(r)

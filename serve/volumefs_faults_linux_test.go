@@ -37,14 +37,7 @@ func wantVolume(t *testing.T, what, dir, f, content string, perm os.FileMode, na
 	if err != nil || serr != nil || string(b) != content || fi.Mode().Perm() != perm {
 		t.Errorf("%s: %s holds %q (%v, %v), want %q, mode %v", what, f, b, err, serr, content, perm)
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range ents {
-		got = append(got, e.Name())
-	}
+	got := dirNames(t, dir)
 	slices.Sort(names)
 	if !slices.Equal(got, names) {
 		t.Errorf("%s: the volume holds %q, want %q (no temporary)", what, got, names)

@@ -1,21 +1,14 @@
 package serve
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/tent-sandbox/tent/fs"
 )
 
 // newVolume creates volume name through h and returns its id and token.
@@ -64,7 +57,39 @@ func TestVolumeAPI(t *testing.T) {
 		t.Fatalf("GET /volumes/ID: %+v", v)
 	}
 
-	// The content API with the volume's token.
+	volumeContentOps(t, h, dir, id, tok)
+	volumeContentRefusals(t, h, id, tok)
+	id2, tok2 := volumeContentAuth(t, h, dir, id, tok)
+
+	var r response
+	// A restarted server over the same directory has the volumes.
+	h2 := newHarness(t, Options{VolumesDir: dir})
+	if v := decode[volumeReply](t, h2.do("GET", "/volumes/"+id2, "")); v.Name != "data-2" || v.Token != tok2 {
+		t.Fatalf("after a restart: %+v", v)
+	}
+	if r = h2.content("GET", id2, tok2, "file", "/k", "", ""); string(r.body) != "k" {
+		t.Fatalf("a file after a restart: %d %q", r.status, r.body)
+	}
+	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", r.status, r.body)
+	}
+	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNotFound {
+		t.Fatalf("destroy again: %d %s", r.status, r.body)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != id {
+		t.Fatalf("the volumes directory after a destroy: %v", ents)
+	}
+
+	// Without a volumes directory the API is E2B's 501.
+	h3 := newHarness(t, Options{})
+	if r = h3.do("POST", "/volumes", `{"name":"v"}`); r.status != http.StatusNotImplemented {
+		t.Errorf("no VolumesDir: %d %s", r.status, r.body)
+	}
+}
+
+// volumeContentOps is TestVolumeAPI's content API with the volume's
+// token: writes, directories, reads, lists, modes, removals.
+func volumeContentOps(t *testing.T, h *harness, dir, id, tok string) {
 	r := h.content("PUT", id, tok, "file", "/docs/a.txt", "", "hello")
 	if r.status != http.StatusNotFound {
 		t.Fatalf("a write into a missing directory: %d %s", r.status, r.body)
@@ -134,8 +159,11 @@ func TestVolumeAPI(t *testing.T) {
 	if r = h.content("DELETE", id, tok, "path", "/", "", ""); r.status != http.StatusBadRequest {
 		t.Fatalf("remove the root: %d %s", r.status, r.body)
 	}
+}
 
-	// Refusals: what tent cannot give, named.
+// volumeContentRefusals is TestVolumeAPI's refusals: what tent cannot
+// give, named.
+func volumeContentRefusals(t *testing.T, h *harness, id, tok string) {
 	for _, c := range []struct{ method, op, p, query, body, want string }{
 		{"PUT", "file", "/x", "uid=1001", "x", "uid 1001"},
 		{"PUT", "file", "/x", "gid=0", "x", "gid 0"},
@@ -151,14 +179,17 @@ func TestVolumeAPI(t *testing.T) {
 			t.Errorf("%s %s %q %s: %d %s, want 400 naming %q", c.method, c.op, c.p, c.query, r.status, r.body, c.want)
 		}
 	}
-	r = h.do("PATCH", "/volumecontent/"+id+"/path?path=/", `{"uid":1001}`, "X-API-Key", "", "Authorization", "Bearer "+tok)
+	r := h.do("PATCH", "/volumecontent/"+id+"/path?path=/", `{"uid":1001}`, "X-API-Key", "", "Authorization", "Bearer "+tok)
 	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "uid 1001") {
 		t.Errorf("PATCH uid 1001: %d %s", r.status, r.body)
 	}
+}
 
-	// Authentication: the volume's own token, or the API key; another
-	// volume's token, none, or a wrong one is 401 and touches nothing.
-	id2, tok2 := h.newVolume("data-2")
+// volumeContentAuth is TestVolumeAPI's authentication: the volume's own
+// token, or the API key; another volume's token, none, or a wrong one
+// is 401 and touches nothing. It returns a second volume, data-2.
+func volumeContentAuth(t *testing.T, h *harness, dir, id, tok string) (id2, tok2 string) {
+	id2, tok2 = h.newVolume("data-2")
 	for _, hdr := range [][]string{
 		{"X-API-Key", "", "Authorization", "Bearer " + tok2},
 		{"X-API-Key", ""},
@@ -173,7 +204,7 @@ func TestVolumeAPI(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, id, "data", "intruder")); !os.IsNotExist(err) {
 		t.Errorf("an unauthorised write reached the disk: %v", err)
 	}
-	if r = h.do("PUT", "/volumecontent/"+id2+"/file?path=/k", "k"); r.status != http.StatusCreated {
+	if r := h.do("PUT", "/volumecontent/"+id2+"/file?path=/k", "k"); r.status != http.StatusCreated {
 		t.Fatalf("a content request with the API key: %d %s", r.status, r.body)
 	}
 	// A token for one volume, a path that escapes its way to another.
@@ -187,33 +218,10 @@ func TestVolumeAPI(t *testing.T) {
 		}
 	}
 	// The token of a volume does not open the control plane.
-	if r = h.do("GET", "/volumes", "", "X-API-Key", "", "Authorization", "Bearer "+tok); r.status != http.StatusUnauthorized {
+	if r := h.do("GET", "/volumes", "", "X-API-Key", "", "Authorization", "Bearer "+tok); r.status != http.StatusUnauthorized {
 		t.Errorf("GET /volumes with a volume token: %d %s", r.status, r.body)
 	}
-
-	// A restarted server over the same directory has the volumes.
-	h2 := newHarness(t, Options{VolumesDir: dir})
-	if v := decode[volumeReply](t, h2.do("GET", "/volumes/"+id2, "")); v.Name != "data-2" || v.Token != tok2 {
-		t.Fatalf("after a restart: %+v", v)
-	}
-	if r = h2.content("GET", id2, tok2, "file", "/k", "", ""); string(r.body) != "k" {
-		t.Fatalf("a file after a restart: %d %q", r.status, r.body)
-	}
-	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
-	}
-	if r = h.do("DELETE", "/volumes/"+id2, ""); r.status != http.StatusNotFound {
-		t.Fatalf("destroy again: %d %s", r.status, r.body)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != id {
-		t.Fatalf("the volumes directory after a destroy: %v", ents)
-	}
-
-	// Without a volumes directory the API is E2B's 501.
-	h3 := newHarness(t, Options{})
-	if r = h3.do("POST", "/volumes", `{"name":"v"}`); r.status != http.StatusNotImplemented {
-		t.Errorf("no VolumesDir: %d %s", r.status, r.body)
-	}
+	return id2, tok2
 }
 
 // TestVolumeUploadBounded: an upload over MaxUploadBytes is 413 and
@@ -230,103 +238,6 @@ func TestVolumeUploadBounded(t *testing.T) {
 	}
 	if r := h.content("PUT", id, tok, "file", "/ok", "", strings.Repeat("x", 1000)); r.status != http.StatusCreated {
 		t.Fatalf("1000 bytes: %d %s", r.status, r.body)
-	}
-}
-
-// TestVolumeHostileEntries: what a sandbox can leave in a volume it
-// mounts — links to the host's files and directories, a FIFO, names
-// that climb — is never followed, blocked on or escaped through by the
-// content API, which acts as the server's user.
-func TestVolumeHostileEntries(t *testing.T) {
-	dir := t.TempDir()
-	h := newHarness(t, Options{VolumesDir: dir})
-	id, tok := h.newVolume("v")
-	data := filepath.Join(dir, id, "data")
-	outside := t.TempDir()
-	secret := filepath.Join(outside, "secret")
-	if err := os.WriteFile(secret, []byte("host secret"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	// As a sandbox would plant them.
-	must(os.Symlink(secret, filepath.Join(data, "file-link")))
-	must(os.Symlink(outside, filepath.Join(data, "dir-link")))
-	must(os.Mkdir(filepath.Join(data, "d"), 0o755))
-	must(os.Symlink(outside, filepath.Join(data, "d", "up")))
-	must(syscall.Mkfifo(filepath.Join(data, "fifo"), 0o644))
-
-	deadline := time.AfterFunc(30*time.Second, func() { panic("a content request blocked") })
-	defer deadline.Stop()
-	for _, c := range []struct {
-		method, op, p, query, body string
-		status                     int
-	}{
-		{"GET", "file", "/file-link", "", "", 400},
-		{"GET", "file", "/dir-link/secret", "", "", 400},
-		{"GET", "file", "/d/up/secret", "", "", 400},
-		{"GET", "file", "/fifo", "", "", 400},
-		{"PUT", "file", "/dir-link/planted", "", "x", 400},
-		{"POST", "dir", "/dir-link/newdir", "force=true", "", 400},
-		{"POST", "dir", "/dir-link", "force=true", "", 400},
-		{"GET", "dir", "/dir-link", "", "", 400},
-		{"GET", "path", "/dir-link/secret", "", "", 400},
-		{"DELETE", "path", "/dir-link/secret", "", "", 400},
-		{"PUT", "file", "/../../../" + strings.TrimPrefix(secret, "/"), "force=true", "overwritten", 404},
-	} {
-		r := h.content(c.method, id, tok, c.op, c.p, c.query, c.body)
-		if r.status != c.status {
-			t.Errorf("%s %s %s: %d %s, want %d", c.method, c.op, c.p, r.status, r.body, c.status)
-		}
-		if strings.Contains(string(r.body), "host secret") {
-			t.Errorf("%s %s %s: the host's file leaked: %s", c.method, c.op, c.p, r.body)
-		}
-	}
-	r := h.do("PATCH", "/volumecontent/"+id+"/path?path=/file-link", `{"mode":511}`, "X-API-Key", "", "Authorization", "Bearer "+tok)
-	if r.status != http.StatusBadRequest {
-		t.Errorf("PATCH of a link: %d %s", r.status, r.body)
-	}
-	// Links are reported as links, with their targets, never followed.
-	if e := decode[volumeEntry](t, h.content("GET", id, tok, "path", "/file-link", "", "")); e.Type != "symlink" || e.Target != secret {
-		t.Errorf("stat of a link: %+v", e)
-	}
-	// A write over a link replaces the link, not its target; removing a
-	// directory that holds a link to a host directory removes the link.
-	if r := h.content("PUT", id, tok, "file", "/file-link", "force=true", "mine"); r.status != http.StatusCreated {
-		t.Errorf("write over a link: %d %s", r.status, r.body)
-	}
-	if r := h.content("DELETE", id, tok, "path", "/d", "", ""); r.status != http.StatusNoContent {
-		t.Errorf("remove a directory holding a link out: %d %s", r.status, r.body)
-	}
-	if r := h.content("DELETE", id, tok, "path", "/dir-link", "", ""); r.status != http.StatusNoContent {
-		t.Errorf("remove a link to a directory: %d %s", r.status, r.body)
-	}
-	if b, err := os.ReadFile(secret); err != nil || string(b) != "host secret" {
-		t.Fatalf("the host's file changed: %q %v", b, err)
-	}
-	if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("the host's file's mode changed: %v %v", fi.Mode(), err)
-	}
-	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
-		t.Fatalf("the host's directory changed: %v", ents)
-	}
-	// A climbing path stays in the volume.
-	if r := h.content("PUT", id, tok, "file", "/../../escaped", "", "x"); r.status != http.StatusCreated {
-		t.Fatalf("a climbing path: %d %s", r.status, r.body)
-	}
-	if _, err := os.Stat(filepath.Join(data, "escaped")); err != nil {
-		t.Fatalf("a climbing path did not land in the volume's root: %v", err)
-	}
-	// Destroying the volume removes its links, not what they point to.
-	if r := h.do("DELETE", "/volumes/"+id, ""); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
-	}
-	if b, err := os.ReadFile(secret); err != nil || string(b) != "host secret" {
-		t.Fatalf("the host's file after the destroy: %q %v", b, err)
 	}
 }
 
@@ -379,166 +290,5 @@ func TestVolumeMountedInSandbox(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("left in the volumes directory: %v", ents)
-	}
-}
-
-// TestVolumeUnfinishedDestroy: a destroy cut short (the server stopped
-// while removing) is finished when the server starts, links left in the
-// volume removed, not followed.
-func TestVolumeUnfinishedDestroy(t *testing.T) {
-	dir := t.TempDir()
-	outside := t.TempDir()
-	if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("k"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	aside := filepath.Join(dir, ".destroyed-"+newVolumeID(), "data")
-	if err := os.MkdirAll(filepath.Join(aside, "a", "b"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(aside, "a", "out")); err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, Options{VolumesDir: dir})
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Fatalf("left after the start: %v", ents)
-	}
-	if b, err := os.ReadFile(filepath.Join(outside, "keep")); err != nil || string(b) != "k" {
-		t.Fatalf("outside: %q %v", b, err)
-	}
-	if v := decode[[]volumeReply](t, h.do("GET", "/volumes", "")); len(v) != 0 {
-		t.Fatalf("volumes: %+v", v)
-	}
-}
-
-// TestVolumeListBounded: a tree a sandbox built to make a list's answer
-// huge (long names, deep, many files at the bottom: 1200 paths of ~15 KB)
-// is refused with a 400 rather than held in the server's memory; a
-// shallower list of it still answers.
-func TestVolumeListBounded(t *testing.T) {
-	dir := t.TempDir()
-	h := newHarness(t, Options{VolumesDir: dir})
-	id, tok := h.newVolume("v")
-	fd, err := unix.Open(filepath.Join(dir, id, "data"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	long := strings.Repeat("n", 255)
-	for range 60 {
-		if err := unix.Mkdirat(fd, long, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		next, err := unix.Openat(fd, long, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
-	for i := range 1200 {
-		f, err := unix.Openat(fd, fmt.Sprintf("%04d%s", i, long[4:]), unix.O_CREAT|unix.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		unix.Close(f)
-	}
-	unix.Close(fd)
-	r := h.content("GET", id, tok, "dir", "/", "depth=64", "")
-	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, "over 16 MiB") {
-		t.Fatalf("depth 64: %d %.200s", r.status, r.body)
-	}
-	if ls := decode[[]volumeEntry](t, h.content("GET", id, tok, "dir", "/", "depth=2", "")); len(ls) != 2 {
-		t.Fatalf("depth 2: %d entries", len(ls))
-	}
-}
-
-// TestVolumeDestroyRefusals: no destroy while a sandbox is being
-// provisioned (a fork or a resume mounts whatever volume its snapshot
-// names, found by review: a fork racing a destroy got an emptied mount);
-// a destroy that cannot remove every file (a tree nested deeper than the
-// removal walks) keeps the volume instead of losing it; a sandbox's
-// chmod 000 / 0500 / file 000 does not stop a server that is not root.
-func TestVolumeDestroyRefusals(t *testing.T) {
-	dir := t.TempDir()
-	h := newHarness(t, Options{VolumesDir: dir})
-	id, tok := h.newVolume("v")
-	release, err := h.s.acquireProvision(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := h.do("DELETE", "/volumes/"+id, ""); r.status != http.StatusConflict || !strings.Contains(r.errBody(t).Message, "forked or resumed") {
-		t.Fatalf("destroy during a provision: %d %s", r.status, r.body)
-	}
-	release()
-	// While a destroy removes the files, the name stays taken (a destroy
-	// that fails puts the volume back: found by review, a create of the
-	// same name in between lost the volume) and nothing serves it.
-	h.s.vols.mu.Lock()
-	h.s.vols.byID[id].destroying = true
-	h.s.vols.mu.Unlock()
-	for _, c := range []struct{ method, path, body string }{
-		{"POST", "/volumes", `{"name":"v"}`},
-		{"GET", "/volumecontent/" + id + "/path?path=/", ""},
-		{"POST", "/v2/sandboxes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/mnt/v"}]}`},
-		{"DELETE", "/volumes/" + id, ""},
-	} {
-		if r := h.do(c.method, c.path, c.body); r.status != http.StatusConflict {
-			t.Errorf("%s %s during a destroy: %d %s", c.method, c.path, r.status, r.body)
-		}
-	}
-	h.s.vols.mu.Lock()
-	h.s.vols.byID[id].destroying = false
-	h.s.vols.mu.Unlock()
-
-	data := filepath.Join(dir, id, "data")
-	fd, err := unix.Open(data, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range fs.MaxDepth + 8 {
-		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
-	unix.Close(fd)
-	r := h.do("DELETE", "/volumes/"+id, "")
-	if r.status != http.StatusConflict || !strings.Contains(r.errBody(t).Message, "kept") {
-		t.Fatalf("destroy of a tree too deep: %d %s", r.status, r.body)
-	}
-	if v := decode[volumeReply](t, h.do("GET", "/volumes/"+id, "")); v.VolumeID != id {
-		t.Fatalf("the volume after a failed destroy: %+v", v)
-	}
-	// A sandbox can still clear it (a mv of the tree's top up a level
-	// would do; here the test cuts it), and the destroy then goes through.
-	if err := os.Rename(filepath.Join(data, strings.Repeat("d/", 40)), filepath.Join(data, "cut")); err != nil {
-		t.Fatal(err)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	// What a sandbox may do to the modes (as the server's user's files).
-	must(os.MkdirAll(filepath.Join(data, "locked", "sub"), 0o755))
-	must(os.WriteFile(filepath.Join(data, "locked", "f"), []byte("x"), 0o644))
-	must(os.WriteFile(filepath.Join(data, "noread"), []byte("x"), 0o644))
-	must(os.Chmod(filepath.Join(data, "locked", "sub"), 0))
-	must(os.Chmod(filepath.Join(data, "locked"), 0o500))
-	must(os.Chmod(filepath.Join(data, "noread"), 0))
-	r = h.do("PATCH", "/volumecontent/"+id+"/path?path=/noread", `{"mode":420}`, "X-API-Key", "", "Authorization", "Bearer "+tok)
-	if e := decode[volumeEntry](t, r); r.status != http.StatusOK || e.Mode != 0o644 {
-		t.Fatalf("PATCH of a mode 0 file: %d %s", r.status, r.body)
-	}
-	if r := h.do("DELETE", "/volumes/"+id, ""); r.status != http.StatusNoContent {
-		t.Fatalf("destroy: %d %s", r.status, r.body)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Fatalf("left: %v", ents)
 	}
 }

@@ -105,83 +105,55 @@ func serveBackend(g *cli.Globals, log *slog.Logger) (b sandbox.Backend, close fu
 	return sb, func(context.Context) error { return nil }, true, nil
 }
 
+// serveRefused is tent serve's refusal of its flags or its set-up.
+func serveRefused(format string, args ...any) error {
+	return cli.Exit(cli.ExitRefused, fmt.Sprintf(format, args...))
+}
+
+// serveFlags are what runServe takes from its flags once checked.
+type serveFlags struct {
+	useTLS    bool
+	maxUpload int64
+	unixPath  string // the socket's path with --listen unix:PATH
+	isUnix    bool
+}
+
 func runServe(ctx context.Context, g *cli.Globals, o *serveOptions) error {
-	refuse := func(format string, args ...any) error {
-		return cli.Exit(cli.ExitRefused, fmt.Sprintf(format, args...))
-	}
 	level := slog.LevelInfo
 	if g.Verbose() {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	useTLS := o.tlsCert != "" || o.tlsKey != ""
-	if useTLS && (o.tlsCert == "" || o.tlsKey == "") {
-		return refuse("--tls-cert and --tls-key go together")
-	}
-	maxUpload, err := policy.ParseSize(o.maxUpload)
-	if err != nil || maxUpload <= 0 {
-		return refuse("--max-upload %q: want a size such as 256M or 4G", o.maxUpload)
-	}
-	unixPath, isUnix := strings.CutPrefix(o.listen, "unix:")
-	if !isUnix {
-		if err := serve.CheckListenAddr(o.listen, useTLS, o.insecure); err != nil {
-			return refuse("%v", err)
-		}
+	fl, err := checkServeFlags(o)
+	if err != nil {
+		return err
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if o.apiKey != "" {
-		return refuse("--api-key puts the key on tent's command line, which every local user can read (/proc/PID/cmdline): give it with --api-key-file FILE (mode 0600), --api-key-file - (stdin) or $TENT_API_KEY, and use a new key: this one may have been seen")
-	}
 	stateDir := g.StateDir()
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return refuse("creating the state directory: %v", err)
+		return serveRefused("creating the state directory: %v", err)
 	}
 	b, closeBackend, durable, err := serveBackend(g, log)
 	if err != nil {
-		return refuse("%v", err)
+		return serveRefused("%v", err)
 	}
 	// The state directory is checked as every verb checks it
 	// (supervised.ErrUnsafeStateDir), before the key is kept in it.
 	if _, err := b.List(ctx); err != nil {
 		_ = closeBackend(context.Background())
-		return refuse("%v", err)
+		return serveRefused("%v", err)
 	}
-	key, keyHint := "", "(the key given)"
-	switch {
-	case o.keyFile == "-":
-		line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
-		if key = strings.TrimSpace(line); key == "" {
-			return refuse("--api-key-file -: no key on stdin (%v)", err)
-		}
-	case o.keyFile != "":
-		k, err := serve.ReadAPIKeyFile(o.keyFile)
-		if err != nil {
-			return refuse("--api-key-file: %v", err)
-		}
-		key, keyHint = k, "$(cat "+o.keyFile+")"
-	default:
-		key = os.Getenv("TENT_API_KEY")
-	}
-	if key == "" {
-		k, path, created, err := serve.LoadOrCreateAPIKey(stateDir)
-		if err != nil {
-			return refuse("%v", err)
-		}
-		key, keyHint = k, "$(cat "+path+")"
-		if created {
-			log.Info("generated an API key", "file", path)
-		}
-	}
-	if !pythonKey.MatchString(key) {
-		log.Warn("the API key is not e2b_ followed by hex digits: E2B's Python SDK refuses such keys")
+	key, keyHint, err := serveAPIKey(o, stateDir, log)
+	if err != nil {
+		return err
 	}
 	var tlsConf *tls.Config
-	if useTLS {
+	if fl.useTLS {
 		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 		if err != nil {
-			return refuse("loading the TLS certificate: %v", err)
+			return serveRefused("loading the TLS certificate: %v", err)
 		}
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
@@ -190,35 +162,35 @@ func runServe(ctx context.Context, g *cli.Globals, o *serveOptions) error {
 		log.Warn("--keep-sandboxes: this backend's sandboxes live in the server's process and end with it anyway", "backend", b.Name())
 	}
 	var l net.Listener
-	if isUnix {
-		l, err = listenUnix(unixPath)
+	if fl.isUnix {
+		l, err = listenUnix(fl.unixPath)
 	} else {
 		l, err = net.Listen("tcp", o.listen)
 	}
 	if err != nil {
 		_ = closeBackend(context.Background())
-		return refuse("%v", err)
+		return serveRefused("%v", err)
 	}
 	srv, err := serve.New(b, serve.Options{APIKey: key, TemplatesDir: o.templates, Logger: log,
 		StateFile:   filepath.Join(stateDir, "serve-state.json"),
 		VolumesDir:  filepath.Join(stateDir, "volumes"),
 		SecretsFile: filepath.Join(stateDir, "serve-secrets.json"),
-		Domain:      serveDomain(o.domain, l.Addr()), PrivatePorts: o.private, MaxUploadBytes: maxUpload})
+		Domain:      serveDomain(o.domain, l.Addr()), PrivatePorts: o.private, MaxUploadBytes: fl.maxUpload})
 	if err != nil {
 		l.Close()
 		_ = closeBackend(context.Background())
-		return refuse("%v", err)
+		return serveRefused("%v", err)
 	}
 	scheme := "http"
 	if tlsConf != nil {
 		l, scheme = tls.NewListener(l, tlsConf), "https"
 	}
-	if !isUnix && o.insecure && !useTLS {
+	if !fl.isUnix && o.insecure && !fl.useTLS {
 		log.Warn("serving plain HTTP on a non-loopback address: the API key and the sandboxes' tokens cross the network in clear", "addr", l.Addr())
 	}
 	url := scheme + "://" + l.Addr().String()
 	log.Info("tent serve: listening", "addr", l.Addr().String(), "backend", b.Name(), "templates", o.templates)
-	if !isUnix {
+	if !fl.isUnix {
 		fmt.Fprintf(os.Stderr, "export E2B_API_URL=%s E2B_SANDBOX_URL=%s E2B_API_KEY=%s\n", url, url, keyHint)
 	}
 
@@ -236,6 +208,66 @@ func runServe(ctx context.Context, g *cli.Globals, o *serveOptions) error {
 		return cli.Exit(1, err.Error())
 	}
 	return nil
+}
+
+// checkServeFlags checks the flags that need nothing else, in the order
+// tent serve refuses them.
+func checkServeFlags(o *serveOptions) (serveFlags, error) {
+	fl := serveFlags{useTLS: o.tlsCert != "" || o.tlsKey != ""}
+	if fl.useTLS && (o.tlsCert == "" || o.tlsKey == "") {
+		return fl, serveRefused("--tls-cert and --tls-key go together")
+	}
+	maxUpload, err := policy.ParseSize(o.maxUpload)
+	if err != nil || maxUpload <= 0 {
+		return fl, serveRefused("--max-upload %q: want a size such as 256M or 4G", o.maxUpload)
+	}
+	fl.maxUpload = maxUpload
+	fl.unixPath, fl.isUnix = strings.CutPrefix(o.listen, "unix:")
+	if !fl.isUnix {
+		if err := serve.CheckListenAddr(o.listen, fl.useTLS, o.insecure); err != nil {
+			return fl, serveRefused("%v", err)
+		}
+	}
+	if o.apiKey != "" {
+		return fl, serveRefused("--api-key puts the key on tent's command line, which every local user can read (/proc/PID/cmdline): give it with --api-key-file FILE (mode 0600), --api-key-file - (stdin) or $TENT_API_KEY, and use a new key: this one may have been seen")
+	}
+	return fl, nil
+}
+
+// serveAPIKey returns the API key clients must send (from
+// --api-key-file, else $TENT_API_KEY, else the one kept in stateDir,
+// made the first time) and how the export line names it.
+func serveAPIKey(o *serveOptions, stateDir string, log *slog.Logger) (key, keyHint string, err error) {
+	key, keyHint = "", "(the key given)"
+	switch {
+	case o.keyFile == "-":
+		line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
+		if key = strings.TrimSpace(line); key == "" {
+			return "", "", serveRefused("--api-key-file -: no key on stdin (%v)", err)
+		}
+	case o.keyFile != "":
+		k, err := serve.ReadAPIKeyFile(o.keyFile)
+		if err != nil {
+			return "", "", serveRefused("--api-key-file: %v", err)
+		}
+		key, keyHint = k, "$(cat "+o.keyFile+")"
+	default:
+		key = os.Getenv("TENT_API_KEY")
+	}
+	if key == "" {
+		k, path, created, err := serve.LoadOrCreateAPIKey(stateDir)
+		if err != nil {
+			return "", "", serveRefused("%v", err)
+		}
+		key, keyHint = k, "$(cat "+path+")"
+		if created {
+			log.Info("generated an API key", "file", path)
+		}
+	}
+	if !pythonKey.MatchString(key) {
+		log.Warn("the API key is not e2b_ followed by hex digits: E2B's Python SDK refuses such keys")
+	}
+	return key, keyHint, nil
 }
 
 // listenUnix listens on a unix socket only its owner may connect to.

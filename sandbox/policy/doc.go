@@ -16,6 +16,13 @@
 // optional, an unset key leaves the Spec alone, and the CLI applies its
 // flags after the file, so flags win.
 //
+// # Templates
+//
+// A template is a policy file in a templates directory, named NAME.json,
+// NAME.yaml or NAME.yml: tent serve's templates and tent mcp's.
+// [LoadTemplate] finds one by name (a [ValidName], never a path) and
+// [TemplateNames] lists a directory's.
+//
 // # One parser per textual form
 //
 // Flags and files share the parsers: --memory and a policy's memory both
