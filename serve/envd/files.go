@@ -346,6 +346,12 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, me
 		default: // the helper failed first; the copy ends with the request
 		}
 	}
+	if errors.Is(cerr, errUploadAborted) {
+		// Our own close of the helper's input, after it failed: the
+		// copy met it, not a fault of the body (the helper's error is
+		// the answer).
+		cerr = nil
+	}
 	if err != nil || cerr != nil {
 		if made {
 			_ = bx.fileOp(context.WithoutCancel(ctx), sandbox.FileRequest{Op: sandbox.FileRemove, Path: p})
