@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -173,25 +174,19 @@ func (p *proc) kill(ctx context.Context) error {
 	return err
 }
 
-// noteEnd adds an ended command's network denials to its sandbox's
-// record, once per command.
-func (s *Server) noteEnd(ctx context.Context, p *proc) {
+// noteDenialsOnce adds an ended command's network denials (res's) to
+// its sandbox's record, once per command.
+func (s *Server) noteDenialsOnce(p *proc, res *sandbox.ExecResult) {
 	s.mu.Lock()
-	seen := false
-	for _, pid := range p.bx.ended {
-		seen = seen || pid == p.pid
-	}
+	seen := slices.Contains(p.bx.ended, p.pid)
 	if !seen {
 		p.bx.ended = append(p.bx.ended, p.pid)
 		if over := len(p.bx.ended) - maxProcessRecords; over > 0 {
-			p.bx.ended = append([]int(nil), p.bx.ended[over:]...)
+			p.bx.ended = slices.Delete(p.bx.ended, 0, over)
 		}
 	}
 	s.mu.Unlock()
-	if seen {
-		return
-	}
-	if res, err := p.p.Wait(ctx); err == nil {
+	if !seen {
 		s.noteDenials(p.bx, res.NetworkDenied)
 	}
 }

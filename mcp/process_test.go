@@ -112,3 +112,31 @@ func TestBackgroundCommandOutlivesHTTPClient(t *testing.T) {
 		t.Errorf("process_kill from the new session: %+v", killed)
 	}
 }
+
+// TestBackgroundCommandInput: stdin given at the start comes first, then
+// process_write's text; close_stdin ends the input after its text, and
+// a later write is refused; a pid unknown in the sandbox is refused.
+func TestBackgroundCommandInput(t *testing.T) {
+	e := start(t, sandbox.Spec{})
+	var p processView
+	e.ok("process_start", map[string]any{"command": "cat; echo end $?", "stdin": "first\n"}, &p)
+	e.ok("process_write", map[string]any{"id": p.ID, "input": "second\n", "close_stdin": true}, nil)
+	var out processReadOut
+	sandboxtest.Eventually(t, "the command to end", func() bool {
+		e.ok("process_read", map[string]any{"id": strconv.Itoa(p.Pid), "wait_seconds": 5}, &out)
+		return !out.Running
+	})
+	if out.Output != "first\nsecond\nend 0\n" || out.ExitCode == nil || *out.ExitCode != 0 {
+		t.Errorf("process_read: %+v", out)
+	}
+	e.fails("process_write", map[string]any{"id": p.ID, "input": "x"}, "has ended")
+	e.ok("process_start", map[string]any{"command": "exec sleep 600.25"}, &p)
+	e.ok("process_write", map[string]any{"id": p.ID, "input": "", "close_stdin": true}, nil)
+	sandboxtest.Eventually(t, "the input to close", func() bool {
+		res, err := e.call(context.Background(), "process_write", map[string]any{"id": p.ID, "input": "x"})
+		return err == nil && res.IsError && strings.Contains(text(res), "already closed")
+	})
+	e.fails("process_read", map[string]any{"id": strconv.Itoa(p.Pid + 1000)}, "no background command", "process_list")
+	e.ok("process_kill", map[string]any{"id": p.ID}, &p)
+	sandboxtest.AssertNoProcess(t, "sleep", "600.25")
+}

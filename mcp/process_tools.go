@@ -50,8 +50,10 @@ func (s *Server) procView(ctx context.Context, p *proc) (processView, error) {
 	}
 	v := viewOf(p.bx, pi)
 	if !pi.Running {
-		s.noteEnd(ctx, p)
-		if _, err := p.p.Wait(ctx); errors.Is(err, sandbox.ErrTerminated) {
+		switch res, err := p.p.Wait(ctx); {
+		case err == nil:
+			s.noteDenialsOnce(p, res)
+		case errors.Is(err, sandbox.ErrTerminated):
 			v.Error = advise(err).Error()
 		}
 	}

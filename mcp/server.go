@@ -54,8 +54,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to clients as the server's version.
 	Version string
-	// Keep leaves the sandboxes running when the server is closed
-	// (tent ls shows them); by default Close terminates them.
+	// Keep leaves the sandboxes, and their background commands, running
+	// when the server is closed (tent ls and tent ps show them); by
+	// default Close terminates them.
 	Keep bool
 }
 
