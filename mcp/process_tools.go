@@ -77,7 +77,7 @@ type processIDIn struct {
 type processReadIn struct {
 	processIDIn
 	Offset      int64   `json:"offset,omitempty" jsonschema:"read output from this byte on: the next_offset of the previous read (default 0, the start)"`
-	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (at most 30) for new output or the end, when there is none yet"`
+	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (at most 30) for new output or the end, when there is none yet (default 0: half a second at most)"`
 	MaxBytes    int     `json:"max_bytes,omitempty" jsonschema:"at most this many bytes (default 32768, at most 262144)"`
 	Stream      string  `json:"stream,omitempty" jsonschema:"stdout (the default: a process_start command's stdout and stderr together) or stderr (of a command started otherwise, e.g. tent exec -d)"`
 }
