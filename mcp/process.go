@@ -26,8 +26,9 @@ import (
 
 // mergeStderr starts every process_start script: its stderr goes where
 // its stdout goes, so that one stream (one offset) holds both in the
-// order written, as the tools promise. It is cut from the command shown.
-const mergeStderr = "exec 2>&1\n"
+// order written, as the tools promise. It is cut from the command shown;
+// on the script's first line, it keeps the line numbers of its errors.
+const mergeStderr = "exec 2>&1; "
 
 // readChunk is what one ReadOutput returns at most (the sandbox's bound):
 // a shorter piece is all there is for now.
@@ -105,7 +106,13 @@ func (s *Server) startProcess(ctx context.Context, bx *box, o runOpts, command s
 	}
 	s.starting.Lock()
 	defer s.starting.Unlock()
-	if running := s.running(ctx); running >= MaxProcesses {
+	running := 0
+	s.eachProcess(ctx, func(_ *box, pi sandbox.ProcessInfo) {
+		if pi.Running {
+			running++
+		}
+	})
+	if running >= MaxProcesses {
 		return nil, sandbox.ProcessInfo{}, fmt.Errorf("%d background commands are running, the most this server allows: process_kill one, or wait for one to end (process_list)", running)
 	}
 	h := handle.Open(ctx, s.b, bx.id)
@@ -116,28 +123,28 @@ func (s *Server) startProcess(ctx context.Context, bx *box, o runOpts, command s
 	p := &proc{bx: bx, pid: sp.Pid(), h: h, p: sp}
 	if o.Stdin != "" {
 		if err := s.sendInput(p, o.Stdin, false); err != nil {
+			_ = p.kill(ctx) // no one would know of it
 			return nil, sandbox.ProcessInfo{}, err
 		}
 	}
 	info, err := p.info(ctx)
-	return p, info, err
+	if err != nil { // it ran and its record went already: a rare race, not a failure
+		info = sandbox.ProcessInfo{Pid: p.pid, Args: req.Args, Running: true}
+	}
+	return p, info, nil
 }
 
-// running counts the commands running in this server's sandboxes.
-func (s *Server) running(ctx context.Context) int {
+// eachProcess calls f for each process of the server's sandboxes.
+func (s *Server) eachProcess(ctx context.Context, f func(*box, sandbox.ProcessInfo)) {
 	s.mu.Lock()
-	boxes := append([]*box(nil), s.boxes...)
+	boxes := slices.Clone(s.boxes)
 	s.mu.Unlock()
-	n := 0
 	for _, bx := range boxes {
-		infos, _ := handle.Open(ctx, s.b, bx.id).Processes(ctx)
+		infos, _ := handle.Open(ctx, s.b, bx.id).Processes(ctx) // one gone meanwhile has none
 		for _, pi := range infos {
-			if pi.Running {
-				n++
-			}
+			f(bx, pi)
 		}
 	}
-	return n
 }
 
 // readOutput reads up to limit bytes of stream fd from off, waiting until

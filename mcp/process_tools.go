@@ -8,8 +8,6 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/tent-sandbox/tent/internal/handle"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -166,19 +164,8 @@ func (s *Server) addProcessTools() {
 		Description: "List the background commands of this server's sandboxes, whoever started them: running ones and recently ended ones.",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, processListOut, error) {
-			s.mu.Lock()
-			boxes := append([]*box(nil), s.boxes...)
-			s.mu.Unlock()
 			out := processListOut{Processes: []processView{}}
-			for _, bx := range boxes {
-				infos, err := handle.Open(ctx, s.b, bx.id).Processes(ctx)
-				if err != nil {
-					continue // gone meanwhile, or ended: it has none
-				}
-				for _, pi := range infos {
-					out.Processes = append(out.Processes, viewOf(bx, pi))
-				}
-			}
+			s.eachProcess(ctx, func(bx *box, pi sandbox.ProcessInfo) { out.Processes = append(out.Processes, viewOf(bx, pi)) })
 			return nil, out, nil
 		})
 }
