@@ -27,7 +27,9 @@
 // so); progress notifications every second when the client sends a
 // progress token; the client's cancellation kills the command.
 // Background commands: process_start, process_read, process_write,
-// process_kill, process_list. Files: file_read (line ranges), file_write,
+// process_kill, process_list; each is a process of its sandbox
+// ([sandbox.Handle.Start]), named SANDBOX:PID, which outlives the
+// session that started it. Files: file_read (line ranges), file_write,
 // file_edit (exact replacement, failing when the string is absent or not
 // unique), file_list (depth), file_find (glob), file_grep (RE2, line
 // numbers), file_stat, file_mkdir, file_remove, file_move. Snapshots:
@@ -51,10 +53,10 @@
 // # Bounds
 //
 // At most [MaxSandboxes] sandboxes and [MaxProcesses] running background
-// commands per server (64 records kept); 32 KiB of each output stream
-// by default (1 MiB at most); 256 KiB of each background command's
-// latest output and 1 MiB of its unread input; 256 KiB per file_read,
-// 10 MiB per file written or edited, 1000 entries per listing, 200
+// commands per server (their sandbox keeps 64 records and the last MiB
+// of each one's output); 32 KiB of each output stream by default (1 MiB
+// at most); 1 MiB of each background command's unread input; 256 KiB
+// per file_read, 10 MiB per file written or edited, 1000 entries per listing, 200
 // matches per grep by default (2000 at most; files over 4 MiB and binary
 // files skipped, 64 MiB scanned); 64 recent denials per sandbox.
 //

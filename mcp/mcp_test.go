@@ -386,8 +386,9 @@ func TestNoGoroutineLeft(t *testing.T) {
 	}
 	e := &env{t: t, local: local, srv: srv, cs: cs}
 	e.shell("echo hi")
-	e.ok("process_start", map[string]any{"command": "cat"}, nil) // reads its stdin forever
-	e.ok("process_write", map[string]any{"id": "p1", "input": "x\n"}, nil)
+	var p processView
+	e.ok("process_start", map[string]any{"command": "cat"}, &p) // reads its stdin forever
+	e.ok("process_write", map[string]any{"id": p.ID, "input": "x\n"}, nil)
 	e.ok("file_write", map[string]any{"path": "/tmp/a", "content": "a\n"}, nil)
 	e.ok("file_grep", map[string]any{"pattern": "a", "path": "/tmp"}, nil)
 	_ = cs.Close()

@@ -26,6 +26,9 @@ type box struct {
 	// commands this server ran in the sandbox, oldest first, at most
 	// maxDenials (guarded by Server.mu).
 	denials []netpolicy.Denial
+	// ended are the pids of background commands whose end (and denials)
+	// was noted, the last maxProcessRecords (guarded by Server.mu).
+	ended []int
 }
 
 // labelTemplate is the label naming a sandbox's template, as tent serve
@@ -348,7 +351,6 @@ func (s *Server) addSandboxTools() {
 			if err != nil {
 				return nil, killOut{}, err
 			}
-			s.killProcessesOf(bx.id)
 			if err := handle.Open(ctx, s.b, bx.id).Terminate(ctx); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				return nil, killOut{}, err
 			}

@@ -21,12 +21,13 @@ import (
 const (
 	// MaxSandboxes is how many sandboxes one server keeps at once.
 	MaxSandboxes = 8
-	// MaxProcesses is how many background commands may run at once, and
-	// maxProcessRecords how many (running or ended) the server keeps.
+	// MaxProcesses is how many background commands may run at once in
+	// the server's sandboxes; maxProcessRecords bounds the per-command
+	// records the server keeps (input queues, ended commands noted).
 	MaxProcesses      = 16
 	maxProcessRecords = 64
-	// processBuffer is the output kept per background command (the most
-	// recent bytes), and maxInputPending its input not yet read.
+	// processBuffer is the most one process_read returns, and
+	// maxInputPending a background command's input not yet written to it.
 	processBuffer   = 256 << 10
 	maxInputPending = 1 << 20
 	// defaultOutput and maxOutput bound what one exec returns of each
@@ -53,8 +54,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to clients as the server's version.
 	Version string
-	// Keep leaves the sandboxes running when the server is closed
-	// (tent ls shows them); by default Close terminates them.
+	// Keep leaves the sandboxes, and their background commands, running
+	// when the server is closed (tent ls and tent ps show them); by
+	// default Close terminates them.
 	Keep bool
 }
 
@@ -73,9 +75,16 @@ type Server struct {
 	pending   []string // the names (or "") of sandboxes being made
 	defaultID string
 	snaps     map[string]string // snapshot id → the id of the sandbox it was taken of
-	procs     []*process        // oldest first
-	nextProc  int
 	closed    bool
+	// inputs is the input queued for background commands, by id, while
+	// some is (stdin.go); feeders are the goroutines writing it, which
+	// feedCtx's end stops.
+	inputs     map[string]*inputQueue
+	feeders    sync.WaitGroup
+	feedCtx    context.Context
+	feedCancel context.CancelFunc
+	// starting serialises process_start, which counts what runs.
+	starting sync.Mutex
 	// creating serialises the lazy creation of the default sandbox.
 	creating sync.Mutex
 }
@@ -94,7 +103,8 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 	if err := checkSpec(b, opts.Spec); err != nil {
 		return nil, err
 	}
-	s := &Server{b: b, opts: opts, log: log, snaps: map[string]string{}}
+	s := &Server{b: b, opts: opts, log: log, snaps: map[string]string{}, inputs: map[string]*inputQueue{}}
+	s.feedCtx, s.feedCancel = context.WithCancel(context.Background())
 	version := opts.Version
 	if version == "" {
 		version = "dev"
@@ -142,24 +152,20 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 	return s.srv.Run(ctx, t)
 }
 
-// Close kills every background command and, unless Options.Keep,
-// terminates every sandbox the server made. Tool calls after Close fail.
+// Close drops the input still queued for background commands and,
+// unless Options.Keep, terminates every sandbox the server made, and so
+// their background commands (with Keep they run on: their sandbox owns
+// them). Tool calls after Close fail.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
-	procs := s.procs
-	s.procs = nil
 	boxes := s.boxes
 	if !s.opts.Keep {
 		s.boxes = nil
 	}
 	s.mu.Unlock()
-	for _, p := range procs {
-		p.kill()
-	}
-	for _, p := range procs {
-		p.wait(ctx)
-	}
+	s.feedCancel()
+	s.feeders.Wait()
 	var errs []error
 	if !s.opts.Keep {
 		for _, bx := range boxes {

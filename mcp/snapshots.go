@@ -155,7 +155,6 @@ func (s *Server) addSnapshotTools() {
 				s.mu.Unlock()
 				return nil, restoreOut{}, err
 			}
-			s.killProcessesOf(old.id)
 			if err := handle.Open(ctx, s.b, old.id).Terminate(ctx); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				s.log.Warn("mcp: terminating a restored sandbox", "id", old.id, "err", err)
 			}

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -236,39 +235,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // its sandboxes.
 func TestMCPHTTP(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
-	cmd := exec.Command(tentBin, "--state-dir", state, "mcp", "--listen", "127.0.0.1:0")
-	cmd.Env = baseEnv()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	sc := bufio.NewScanner(stderr)
-	url := ""
-	var log strings.Builder
-	for url == "" && sc.Scan() {
-		log.WriteString(sc.Text() + "\n")
-		if _, rest, ok := strings.Cut(sc.Text(), "tent mcp: listening on "); ok {
-			url, _, _ = strings.Cut(rest, " ")
-		}
-	}
-	if url == "" {
-		t.Fatalf("tent mcp printed no address:\n%s", log.String())
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	fi, err := os.Stat(filepath.Join(state, "mcp-token"))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("the generated token file: %v", err)
-	}
-	token, _ := os.ReadFile(filepath.Join(state, "mcp-token"))
+	cmd, url, tok := startMCPHTTP(t, state)
+	token := []byte(tok)
 
 	for _, auth := range []string{"", "Bearer wrong", "Basic " + strings.TrimSpace(string(token))} {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
@@ -341,19 +309,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	sandboxtest.AssertNoProcess(t, "sleep", "62.25")
 	_ = cs.Close()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done = make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("tent mcp after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("tent mcp did not stop within 30 s of SIGTERM")
-	}
+	stopMCP(t, cmd)
 	if ls := tent(t, "--state-dir", state, "ls", "-q"); ls.stdout != "" {
 		t.Errorf("sandboxes left after SIGTERM: %q", ls.stdout)
 	}
