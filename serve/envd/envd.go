@@ -55,7 +55,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -72,7 +71,6 @@ const (
 	DefaultMaxStreams        = 64
 	DefaultMaxFileOps        = 16
 	DefaultOutputBufferBytes = 1 << 20
-	DefaultExitedRetention   = time.Minute
 )
 
 // Options bound what one sandbox's clients can hold; a zero field takes
@@ -84,10 +82,9 @@ type Options struct {
 	// MaxMessageBytes bounds one Connect request message, e.g. a
 	// SendInput (DefaultMaxMessageBytes).
 	MaxMessageBytes int
-	// MaxProcesses bounds a sandbox's processes: those running and those
-	// ended but kept for a Connect (DefaultMaxProcesses). A Start beyond
-	// it fails with resource_exhausted; ended processes are dropped,
-	// oldest first, to make room before that.
+	// MaxProcesses bounds a sandbox's running processes
+	// (DefaultMaxProcesses, the sandbox's own bound too); a Start beyond
+	// it fails with resource_exhausted.
 	MaxProcesses int
 	// MaxStreams bounds a sandbox's Connect and WatchDir streams and
 	// watchers, together (DefaultMaxStreams); more fail with
@@ -96,12 +93,10 @@ type Options struct {
 	// MaxFileOps bounds a sandbox's file operations in flight
 	// (DefaultMaxFileOps); more wait for a slot.
 	MaxFileOps int
-	// OutputBufferBytes bounds the output kept per process
-	// (DefaultOutputBufferBytes), and the events a watcher keeps.
+	// OutputBufferBytes bounds the events a watcher keeps (one per 200
+	// bytes; DefaultOutputBufferBytes). A process's output is kept by its
+	// sandbox (see sandbox.Process: the last MiB of each stream).
 	OutputBufferBytes int
-	// ExitedRetention is how long a process that ended while nobody was
-	// connected is kept for a Connect (DefaultExitedRetention).
-	ExitedRetention time.Duration
 	// Logger receives the handler's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -124,9 +119,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OutputBufferBytes <= 0 {
 		o.OutputBufferBytes = DefaultOutputBufferBytes
-	}
-	if o.ExitedRetention <= 0 {
-		o.ExitedRetention = DefaultExitedRetention
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -193,19 +185,21 @@ func (h *Handler) Forget(sandboxID string) {
 	delete(h.boxes, sandboxID)
 	h.mu.Unlock()
 	if bx != nil {
-		bx.close()
+		bx.close(true)
 	}
 }
 
-// Close forgets every sandbox, as Forget does, and refuses requests
-// from then on (unavailable).
+// Close ends every stream and watcher and refuses requests from then on
+// (unavailable). The sandboxes' commands go on: they are the sandboxes',
+// and a handler started later finds them (a server stopping with
+// --keep-sandboxes).
 func (h *Handler) Close() {
 	h.mu.Lock()
 	boxes := h.boxes
 	h.boxes, h.closed = map[string]*box{}, true
 	h.mu.Unlock()
 	for _, bx := range boxes {
-		bx.close()
+		bx.close(false)
 	}
 }
 
