@@ -31,6 +31,7 @@ type box struct {
 	mu       sync.Mutex
 	closed   bool
 	cmds     map[int]*cmd
+	seq      uint64 // of the last cmd recorded
 	streams  int
 	watchers map[string]*watcher
 	home     string   // the sandbox user's $HOME, once read

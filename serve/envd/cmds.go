@@ -25,14 +25,17 @@ func (bx *box) processes(ctx context.Context) ([]sandbox.ProcessInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	bx.mu.Lock()
+	seq := bx.seq // those recorded later may be missing from the listing
+	bx.mu.Unlock()
 	infos, err := hd.Processes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	bx.mu.Lock()
 	defer bx.mu.Unlock()
-	for pid := range bx.cmds {
-		if !slices.ContainsFunc(infos, func(pi sandbox.ProcessInfo) bool { return pi.Pid == pid }) {
+	for pid, c := range bx.cmds {
+		if c.seq <= seq && !slices.ContainsFunc(infos, func(pi sandbox.ProcessInfo) bool { return pi.Pid == pid }) {
 			delete(bx.cmds, pid)
 		}
 	}
@@ -48,7 +51,7 @@ func (bx *box) cmdFor(pi sandbox.ProcessInfo) *cmd {
 	if c == nil {
 		c = cmdOf(pi)
 		if !bx.closed {
-			bx.cmds[pi.Pid] = c
+			bx.recordLocked(c)
 		}
 	}
 	return c
@@ -180,8 +183,15 @@ func (bx *box) add(c *cmd) error {
 	if bx.closed {
 		return errGone()
 	}
-	bx.cmds[c.pid] = c
+	bx.recordLocked(c)
 	return nil
+}
+
+// recordLocked records c in the box; bx.mu is held.
+func (bx *box) recordLocked(c *cmd) {
+	bx.seq++
+	c.seq = bx.seq
+	bx.cmds[c.pid] = c
 }
 
 // killAll kills the sandbox's commands pids and waits a while for their

@@ -2,7 +2,7 @@
 // what the official E2B SDKs reach at E2B_SANDBOX_URL, served in E2B by
 // envd, the daemon inside each sandbox. Here it runs on the host and
 // reaches each sandbox through a [sandbox.Backend]: every command is one
-// Handle.Exec, every file operation one Backend.File (tent's file
+// Handle.Start, every file operation one Handle.File (tent's file
 // helper, inside the sandbox with its restrictions and as its user).
 //
 // It serves the Connect-RPC services process.Process (Start, Connect,
@@ -32,21 +32,24 @@
 // Paths are the sandbox's; a relative path, or one starting with "~",
 // is taken from the sandbox user's $HOME, as envd does.
 //
-// Processes: each Start is one goroutine calling Handle.Exec, whose
-// stdin (when asked for) and terminal input are pipes fed by SendInput.
-// The process outlives the request that started it: its output is
-// streamed to every connected client (Start's and Connect's streams),
-// and what it writes while nobody is connected is kept, up to
-// Options.OutputBufferBytes (the oldest dropped beyond), for the next
-// Connect. A connected client that does not read holds the process's
-// output back once that much is waiting (a pipe's backpressure), never
-// the server's memory (a command's last output, once it has exited, is
-// cut off if such a client leaves it unread for a quarter second, as
-// Handle.Exec cuts a writer off). A process ended while nobody was connected is
-// kept for Options.ExitedRetention so a Connect still gets its output
-// and exit. A command's lifetime is the Start request's deadline
-// (Connect-Timeout-Ms, the SDK's timeoutMs), as in envd; the client
-// disconnecting does not end it.
+// Processes: each Start is one [sandbox.Handle.Start]; the command is the
+// sandbox's (its supervisor's, over package supervised), with its real
+// pid inside, its stdin (when asked for, or its terminal's input) and the
+// last MiB of each output stream kept there ([sandbox.Process]). The
+// handler keeps only what E2B's protocol needs beyond that (see cmd): the
+// command's config as given (List echoes it), its tag, whether it runs on
+// a terminal, and how far into its output some client was sent, so that
+// a Connect gets what no client got (a handler that did not start the
+// command, after a restart, sends what the sandbox keeps). Any client, of
+// this handler or of another one over the same backend, finds a command
+// by pid or tag, writes its input, signals and resizes it. It outlives
+// the request that started it: the client disconnecting does not end it,
+// nor does Close; Forget (the sandbox being killed) kills the commands
+// the handler knows. A client that does not keep up loses the oldest
+// output beyond the sandbox's bound, as one connecting late does. A
+// command's lifetime is the Start request's deadline (Connect-Timeout-Ms,
+// the SDK's timeoutMs), as in envd. One started while the sandbox is
+// paused starts once it is resumed; its start event (its pid) comes then.
 package envd
 
 import (

@@ -37,6 +37,7 @@ type cmd struct {
 	// SDK's kill() after wait() says false).
 	subs      int
 	collected bool
+	seq       uint64 // when it was recorded (box.seq)
 }
 
 // cmdOf describes a command the handler did not start (an earlier
