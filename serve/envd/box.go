@@ -18,20 +18,20 @@ import (
 	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )
 
-// box is what the handler holds for one sandbox: its processes, its
-// watchers and the bounds on both.
+// box is what the handler holds for one sandbox: what it knows of its
+// commands (see cmd), its watchers and the bounds on both.
 type box struct {
 	h       *Handler
 	id      string
 	hd      sandbox.Handle // opened at first use; guarded by mu
 	fileSem chan struct{}
-
-	adoptOnce sync.Once // the supervisor's detached commands taken up
+	startMu sync.Mutex    // one Start at a time: the bounds hold
+	done    chan struct{} // closed when the box is forgotten
 
 	mu       sync.Mutex
 	closed   bool
-	procs    map[uint32]*proc
-	nextPID  uint32
+	cmds     map[int]*cmd
+	seq      uint64 // of the last cmd recorded
 	streams  int
 	watchers map[string]*watcher
 	home     string   // the sandbox user's $HOME, once read
@@ -48,8 +48,8 @@ type identity struct {
 }
 
 func newBox(h *Handler, id string) *box {
-	return &box{h: h, id: id, fileSem: make(chan struct{}, h.opts.MaxFileOps), procs: map[uint32]*proc{}, watchers: map[string]*watcher{},
-		nextPID: firstHandlerPID}
+	return &box{h: h, id: id, fileSem: make(chan struct{}, h.opts.MaxFileOps), done: make(chan struct{}), cmds: map[int]*cmd{},
+		watchers: map[string]*watcher{}}
 }
 
 // handle returns the handle on the box's sandbox, opened at its first use.
@@ -88,12 +88,6 @@ func (bx *box) exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.Exec
 		return nil, err
 	}
 	return hd.Exec(ctx, req)
-}
-
-// errSandboxGone ends the stream of a command whose sandbox was killed,
-// or reached its end, while it ran.
-func errSandboxGone() error {
-	return connect.NewError(connect.CodeUnavailable, errors.New("the sandbox was killed or reached its end of life while the command ran"))
 }
 
 // isClosed reports whether the box was forgotten (its sandbox killed).
@@ -157,31 +151,38 @@ func errGone() error {
 // Close.
 func (h *Handler) boxFor(ctx context.Context) (*box, error) {
 	if bx := h.box(ctx); bx != nil {
-		bx.adopt(ctx)
 		return bx, nil
 	}
 	return nil, errGone()
 }
 
-// close kills the box's processes and stops its watchers.
-func (bx *box) close() {
+// close ends the streams of the box's commands and stops its watchers;
+// with kill (the sandbox is being killed) it also kills the commands it
+// knows, and waits a while for their end.
+func (bx *box) close(kill bool) {
 	bx.mu.Lock()
+	if bx.closed {
+		bx.mu.Unlock()
+		return
+	}
 	bx.closed = true
-	procs := make([]*proc, 0, len(bx.procs))
-	for _, p := range bx.procs {
-		procs = append(procs, p)
+	close(bx.done)
+	pids := make([]int, 0, len(bx.cmds))
+	for pid := range bx.cmds {
+		pids = append(pids, pid)
 	}
 	watchers := make([]*watcher, 0, len(bx.watchers))
 	for _, w := range bx.watchers {
 		watchers = append(watchers, w)
 	}
-	bx.procs, bx.watchers = map[uint32]*proc{}, map[string]*watcher{}
+	bx.cmds, bx.watchers = map[int]*cmd{}, map[string]*watcher{}
+	hd := bx.hd
 	bx.mu.Unlock()
-	for _, p := range procs {
-		p.kill()
-	}
 	for _, w := range watchers {
 		w.stop()
+	}
+	if kill && hd != nil {
+		killAll(hd, pids)
 	}
 }
 

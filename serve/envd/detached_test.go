@@ -37,11 +37,11 @@ func serveWith(t *testing.T, b sandbox.Backend, id string) (processpbconnect.Pro
 }
 
 // TestDetachedCommandsOutliveTheHandler: over the supervised backend (tent
-// serve's), a command started without stdin (the SDKs' default) is the
-// supervisor's, with its real pid: it goes on when the handler stops (a
-// server stopping with --keep-sandboxes), a new handler lists it and a
-// Connect gets the output no earlier client got, then its exit. Commands
-// with stdin stay the handler's, with pids that cannot be a real one.
+// serve's), every command is the supervisor's, with its real pid, stdin
+// or not: it goes on when the handler stops (a server stopping with
+// --keep-sandboxes), a new handler lists it, a Connect gets the output
+// the sandbox keeps of it (a new handler does not know what the old
+// one's clients got), then its exit, and input reaches one with stdin.
 func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	ctx := context.Background()
 	b, err := supervised.Open(t.TempDir(), supervised.Options{})
@@ -90,7 +90,7 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 		}
 		s2.Close()
 	}
-	// With stdin it is the handler's.
+	// With stdin it is the supervisor's too.
 	yes := true
 	s3, err := client.Start(ctx, connect.NewRequest(&processpb.StartRequest{Stdin: &yes, Process: &processpb.ProcessConfig{Cmd: "cat"}}))
 	if err != nil {
@@ -98,8 +98,8 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	}
 	ev3 := &events{}
 	until(t, s3, ev3, func(ev *events) bool { return ev.pid != 0 })
-	if ev3.pid <= 1<<22 {
-		t.Errorf("a command with stdin: pid %d, want one of the handler's (above 2^22)", ev3.pid)
+	if ev3.pid == 0 || ev3.pid >= 1<<22 || ev3.pid == ev.pid {
+		t.Errorf("a command with stdin: pid %d, want its real pid", ev3.pid)
 	}
 
 	stop() // the server stops, keeping its sandboxes
@@ -110,7 +110,8 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs, err := sb.Processes(ctx)
-	if err != nil || len(procs) != 1 || procs[0].Pid != int(ev.pid) || !procs[0].Running || procs[0].Tag != tag {
+	if err != nil || len(procs) != 2 || procs[0].Pid != int(ev.pid) || !procs[0].Running || procs[0].Tag != tag ||
+		procs[1].Pid != int(ev3.pid) || !procs[1].Running || !procs[1].Stdin {
 		t.Fatalf("the supervisor's commands after the handler stopped: %+v, %v", procs, err)
 	}
 
@@ -119,8 +120,27 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps := list.Msg.GetProcesses(); len(ps) != 1 || ps[0].GetPid() != ev.pid || ps[0].GetTag() != tag || ps[0].GetConfig().GetCmd() != "/bin/bash" {
+	if ps := list.Msg.GetProcesses(); len(ps) != 2 || ps[0].GetPid() != ev.pid || ps[0].GetTag() != tag || ps[0].GetConfig().GetCmd() != "/bin/bash" ||
+		ps[1].GetPid() != ev3.pid || ps[1].GetConfig().GetCmd() != "cat" {
 		t.Fatalf("a new handler's list: %v", ps)
+	}
+	// The command with stdin takes input from the new handler.
+	c3, err := client.Connect(ctx, connect.NewRequest(&processpb.ConnectRequest{Process: pidSel(ev3.pid)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	cev3 := &events{}
+	until(t, c3, cev3, func(ev *events) bool { return ev.pid != 0 })
+	if _, err := client.SendInput(ctx, connect.NewRequest(&processpb.SendInputRequest{Process: pidSel(ev3.pid), Input: &processpb.ProcessInput{Input: &processpb.ProcessInput_Stdin{Stdin: []byte("in\n")}}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CloseStdin(ctx, connect.NewRequest(&processpb.CloseStdinRequest{Process: pidSel(ev3.pid)})); err != nil {
+		t.Fatal(err)
+	}
+	toEnd(t, c3, cev3)
+	if cev3.stdout.String() != "in\n" || cev3.end.GetExitCode() != 0 {
+		t.Errorf("the command with stdin after the restart: stdout %q, end %v", cev3.stdout.String(), cev3.end)
 	}
 	c, err := client.Connect(ctx, connect.NewRequest(&processpb.ConnectRequest{Process: tagSel(tag)}))
 	if err != nil {
@@ -131,8 +151,8 @@ func TestDetachedCommandsOutliveTheHandler(t *testing.T) {
 	until(t, c, cev, func(ev *events) bool { return ev.pid != 0 })
 	sh("touch /tmp/go")
 	toEnd(t, c, cev)
-	if cev.pid != ev.pid || cev.stdout.String() != "b\n" || cev.stderr.String() != "" || cev.end.GetExitCode() != 3 {
-		t.Errorf("connect after the restart: pid %d, stdout %q, stderr %q, end %v; want only what was not read, and exit 3", cev.pid, cev.stdout.String(), cev.stderr.String(), cev.end)
+	if cev.pid != ev.pid || cev.stdout.String() != "a\nb\n" || cev.stderr.String() != "e\n" || cev.end.GetExitCode() != 3 {
+		t.Errorf("connect after the restart: pid %d, stdout %q, stderr %q, end %v; want what the sandbox kept, and exit 3", cev.pid, cev.stdout.String(), cev.stderr.String(), cev.end)
 	}
 
 	// A signal reaches a detached command.

@@ -2,7 +2,7 @@
 // what the official E2B SDKs reach at E2B_SANDBOX_URL, served in E2B by
 // envd, the daemon inside each sandbox. Here it runs on the host and
 // reaches each sandbox through a [sandbox.Backend]: every command is one
-// Handle.Exec, every file operation one Backend.File (tent's file
+// Handle.Start, every file operation one Handle.File (tent's file
 // helper, inside the sandbox with its restrictions and as its user).
 //
 // It serves the Connect-RPC services process.Process (Start, Connect,
@@ -32,21 +32,24 @@
 // Paths are the sandbox's; a relative path, or one starting with "~",
 // is taken from the sandbox user's $HOME, as envd does.
 //
-// Processes: each Start is one goroutine calling Handle.Exec, whose
-// stdin (when asked for) and terminal input are pipes fed by SendInput.
-// The process outlives the request that started it: its output is
-// streamed to every connected client (Start's and Connect's streams),
-// and what it writes while nobody is connected is kept, up to
-// Options.OutputBufferBytes (the oldest dropped beyond), for the next
-// Connect. A connected client that does not read holds the process's
-// output back once that much is waiting (a pipe's backpressure), never
-// the server's memory (a command's last output, once it has exited, is
-// cut off if such a client leaves it unread for a quarter second, as
-// Handle.Exec cuts a writer off). A process ended while nobody was connected is
-// kept for Options.ExitedRetention so a Connect still gets its output
-// and exit. A command's lifetime is the Start request's deadline
-// (Connect-Timeout-Ms, the SDK's timeoutMs), as in envd; the client
-// disconnecting does not end it.
+// Processes: each Start is one [sandbox.Handle.Start]; the command is the
+// sandbox's (its supervisor's, over package supervised), with its real
+// pid inside, its stdin (when asked for, or its terminal's input) and the
+// last MiB of each output stream kept there ([sandbox.Process]). The
+// handler keeps only what E2B's protocol needs beyond that (see cmd): the
+// command's config as given (List echoes it), its tag, whether it runs on
+// a terminal, and how far into its output some client was sent, so that
+// a Connect gets what no client got (a handler that did not start the
+// command, after a restart, sends what the sandbox keeps). Any client, of
+// this handler or of another one over the same backend, finds a command
+// by pid or tag, writes its input, signals and resizes it. It outlives
+// the request that started it: the client disconnecting does not end it,
+// nor does Close; Forget (the sandbox being killed) kills the commands
+// the handler knows. A client that does not keep up loses the oldest
+// output beyond the sandbox's bound, as one connecting late does. A
+// command's lifetime is the Start request's deadline (Connect-Timeout-Ms,
+// the SDK's timeoutMs), as in envd. One started while the sandbox is
+// paused starts once it is resumed; its start event (its pid) comes then.
 package envd
 
 import (
@@ -55,7 +58,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -72,7 +74,6 @@ const (
 	DefaultMaxStreams        = 64
 	DefaultMaxFileOps        = 16
 	DefaultOutputBufferBytes = 1 << 20
-	DefaultExitedRetention   = time.Minute
 )
 
 // Options bound what one sandbox's clients can hold; a zero field takes
@@ -84,10 +85,9 @@ type Options struct {
 	// MaxMessageBytes bounds one Connect request message, e.g. a
 	// SendInput (DefaultMaxMessageBytes).
 	MaxMessageBytes int
-	// MaxProcesses bounds a sandbox's processes: those running and those
-	// ended but kept for a Connect (DefaultMaxProcesses). A Start beyond
-	// it fails with resource_exhausted; ended processes are dropped,
-	// oldest first, to make room before that.
+	// MaxProcesses bounds a sandbox's running processes
+	// (DefaultMaxProcesses, the sandbox's own bound too); a Start beyond
+	// it fails with resource_exhausted.
 	MaxProcesses int
 	// MaxStreams bounds a sandbox's Connect and WatchDir streams and
 	// watchers, together (DefaultMaxStreams); more fail with
@@ -96,12 +96,10 @@ type Options struct {
 	// MaxFileOps bounds a sandbox's file operations in flight
 	// (DefaultMaxFileOps); more wait for a slot.
 	MaxFileOps int
-	// OutputBufferBytes bounds the output kept per process
-	// (DefaultOutputBufferBytes), and the events a watcher keeps.
+	// OutputBufferBytes bounds the events a watcher keeps (one per 200
+	// bytes; DefaultOutputBufferBytes). A process's output is kept by its
+	// sandbox (see sandbox.Process: the last MiB of each stream).
 	OutputBufferBytes int
-	// ExitedRetention is how long a process that ended while nobody was
-	// connected is kept for a Connect (DefaultExitedRetention).
-	ExitedRetention time.Duration
 	// Logger receives the handler's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -124,9 +122,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OutputBufferBytes <= 0 {
 		o.OutputBufferBytes = DefaultOutputBufferBytes
-	}
-	if o.ExitedRetention <= 0 {
-		o.ExitedRetention = DefaultExitedRetention
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -193,19 +188,21 @@ func (h *Handler) Forget(sandboxID string) {
 	delete(h.boxes, sandboxID)
 	h.mu.Unlock()
 	if bx != nil {
-		bx.close()
+		bx.close(true)
 	}
 }
 
-// Close forgets every sandbox, as Forget does, and refuses requests
-// from then on (unavailable).
+// Close ends every stream and watcher and refuses requests from then on
+// (unavailable). The sandboxes' commands go on: they are the sandboxes',
+// and a handler started later finds them (a server stopping with
+// --keep-sandboxes).
 func (h *Handler) Close() {
 	h.mu.Lock()
 	boxes := h.boxes
 	h.boxes, h.closed = map[string]*box{}, true
 	h.mu.Unlock()
 	for _, bx := range boxes {
-		bx.close()
+		bx.close(false)
 	}
 }
 

@@ -61,6 +61,8 @@ func errCode(err error) connect.Code {
 		return connect.CodeUnavailable
 	case errors.Is(err, sandbox.ErrCommandNotFound), errors.Is(err, sandbox.ErrNotExecutable):
 		return connect.CodeInvalidArgument
+	case errors.Is(err, sandbox.ErrNoProcess):
+		return connect.CodeNotFound
 	}
 	return connect.CodeInternal
 }

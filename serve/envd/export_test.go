@@ -1,8 +1,8 @@
 package envd
 
 // Subscribers counts the clients connected to process pid of sandbox id
-// (-1 when there is no such process), for tests that must wait for a
-// disconnect to reach the handler.
+// (-1 when the handler knows no such process), for tests that must wait
+// for a disconnect to reach the handler.
 func Subscribers(h *Handler, id string, pid uint32) int {
 	h.mu.Lock()
 	bx := h.boxes[id]
@@ -11,12 +11,10 @@ func Subscribers(h *Handler, id string, pid uint32) int {
 		return -1
 	}
 	bx.mu.Lock()
-	p := bx.procs[pid]
-	bx.mu.Unlock()
-	if p == nil {
+	defer bx.mu.Unlock()
+	c := bx.cmds[int(pid)]
+	if c == nil {
 		return -1
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.subs)
+	return c.subs
 }

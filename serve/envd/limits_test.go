@@ -150,6 +150,16 @@ type noBashHandle struct {
 	b *noBash
 }
 
+func (h noBashHandle) Start(ctx context.Context, req sandbox.ExecRequest, o sandbox.StartOptions) (sandbox.Process, error) {
+	h.b.mu.Lock()
+	h.b.seen = append(h.b.seen, req.Args[0])
+	h.b.mu.Unlock()
+	if req.Args[0] == "/bin/bash" {
+		return nil, notFound{}
+	}
+	return h.Handle.Start(ctx, req, o)
+}
+
 func (h noBashHandle) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	h.b.mu.Lock()
 	h.b.seen = append(h.b.seen, req.Args[0])

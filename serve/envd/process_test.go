@@ -2,7 +2,9 @@ package envd_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -327,12 +329,15 @@ func TestSandboxKilledDuringCommand(t *testing.T) {
 	}
 }
 
-// TestCommandStartedWhilePaused: a command whose start the client was
-// told of, but which the backend had not started when the sandbox was
-// paused, starts once the sandbox is resumed, as a frozen one goes on
-// (the SDKs' commands.run(background) then pause() then connect()).
+// TestCommandStartedWhilePaused: a command started while the sandbox is
+// paused starts once it is resumed, as a frozen one goes on (the SDKs'
+// commands.run(background) racing pause()); its start event, with its
+// real pid, comes then.
 func TestCommandStartedWhilePaused(t *testing.T) {
-	e := newEnv(t, envd.Options{}, nil)
+	waiting := make(chan struct{})
+	var once sync.Once
+	log := slog.New(onMessage{msg: "waiting for the sandbox to be resumed to start a command", f: func() { once.Do(func() { close(waiting) }) }})
+	e := newEnv(t, envd.Options{Logger: log}, nil)
 	if !e.b.Capabilities().Suspend {
 		t.Skip("no cgroup freezer for sandboxes on this host")
 	}
@@ -340,15 +345,47 @@ func TestCommandStartedWhilePaused(t *testing.T) {
 	if err := handleOf(t, e.b, e.id).Suspend(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s := e.start(ctx, "echo after the pause", nil)
-	defer s.Close()
 	ev := &events{}
-	until(t, s, ev, func(ev *events) bool { return ev.pid != 0 })
+	var serr error
+	done := make(chan struct{})
+	go func() { // the client's Start may wait for the first event
+		defer close(done)
+		s, err := e.proc.Start(ctx, connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "echo after the pause"}}}))
+		if err != nil {
+			serr = err
+			return
+		}
+		defer s.Close()
+		for s.Receive() && !ev.add(eventOf(s)) {
+		}
+		serr = s.Err()
+	}()
+	select {
+	case <-waiting:
+	case <-done:
+		t.Fatalf("the stream ended while the sandbox was paused: %v, %v", serr, ev.end)
+	}
 	if _, err := handleOf(t, e.b, e.id).Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	toEnd(t, s, ev)
-	if ev.stdout.String() != "after the pause\n" || ev.end.GetExitCode() != 0 {
-		t.Errorf("stdout %q, end %v: want the command run once resumed", ev.stdout.String(), ev.end)
+	<-done
+	if ev.pid == 0 || ev.stdout.String() != "after the pause\n" || ev.end.GetExitCode() != 0 {
+		t.Errorf("pid %d, stdout %q, end %v (%v): want the command run once resumed", ev.pid, ev.stdout.String(), ev.end, serr)
 	}
 }
+
+// onMessage is a slog.Handler calling f at each record of message msg.
+type onMessage struct {
+	msg string
+	f   func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.f()
+	}
+	return nil
+}
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessage) WithGroup(string) slog.Handler      { return h }
