@@ -14,3 +14,6 @@ func SetTestUpstreamRoots(pool *x509.CertPool) (restore func()) {
 // TarEntries calls fn for each entry of a snapshot part (a zstd tar),
 // for the external tests. Tests only.
 var TarEntries = tarEntries
+
+// MaxPublishedConns is maxPublishedConns, for the external tests.
+const MaxPublishedConns = maxPublishedConns

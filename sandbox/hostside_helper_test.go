@@ -94,101 +94,10 @@ func hostsideHelper(op string, args []string) int {
 			fmt.Println(name, err)
 		}
 	}
-	errno := func(e syscall.Errno) error {
-		if e == 0 {
-			return nil
-		}
-		return e
-	}
 	switch op {
 	case "setid": // setid DIR
-		dir := args[0]
-		p := func(name string) *byte { b, _ := unix.BytePtrFromString(filepath.Join(dir, name)); return b }
-		ptr := func(b *byte) uintptr { return uintptr(unsafe.Pointer(b)) }
-		atFDCWD := uintptr(0xffffffffffffff9c) // AT_FDCWD, -100
-		ctl, victim := filepath.Join(dir, "ctl"), filepath.Join(dir, "victim")
 		for _, a := range setIDAttempts {
-			var err error
-			switch a.name {
-			case "control-open-creat-0755":
-				var fd int
-				if fd, err = unix.Open(ctl, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o755); err == nil {
-					unix.Close(fd)
-				}
-				if err == nil {
-					err = os.WriteFile(victim, []byte("#!/bin/sh\nid\n"), 0o755)
-				}
-			case "control-chmod-0750":
-				err = unix.Chmod(ctl, 0o750)
-			case "chmod-06755":
-				err = unix.Chmod(victim, 0o6755)
-			case "chmod-04755":
-				err = unix.Chmod(victim, 0o4755)
-			case "chmod-02755":
-				err = unix.Chmod(victim, 0o2755)
-			case "fchmod-04755":
-				var fd int
-				if fd, err = unix.Open(victim, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-					err = unix.Fchmod(fd, 0o4755)
-					unix.Close(fd)
-				}
-			case "fchmodat-02755":
-				_, _, e := unix.Syscall(unix.SYS_FCHMODAT, atFDCWD, ptr(p("victim")), 0o2755)
-				err = errno(e)
-			case "fchmodat2-04755":
-				_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, atFDCWD, ptr(p("victim")), 0o4755, 0, 0, 0)
-				err = errno(e)
-			case "open-creat-04755":
-				r, _, e := unix.Syscall(unix.SYS_OPEN, ptr(p("o1")), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o4755)
-				if err = errno(e); err == nil {
-					unix.Close(int(r))
-				}
-			case "openat-creat-02755":
-				r, _, e := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, ptr(p("o2")), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o2755, 0, 0)
-				if err = errno(e); err == nil {
-					unix.Close(int(r))
-				}
-			case "creat-06755":
-				r, _, e := unix.Syscall(unix.SYS_CREAT, ptr(p("o3")), 0o6755, 0)
-				if err = errno(e); err == nil {
-					unix.Close(int(r))
-				}
-			case "openat-tmpfile-04755":
-				d, _ := unix.BytePtrFromString(dir)
-				r, _, e := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, ptr(d), unix.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o4755, 0, 0)
-				if err = errno(e); err == nil {
-					unix.Close(int(r))
-				}
-			case "mknodat-reg-04755":
-				_, _, e := unix.Syscall6(unix.SYS_MKNODAT, atFDCWD, ptr(p("m1")), unix.S_IFREG|0o4755, 0, 0, 0)
-				err = errno(e)
-			case "mknod-fifo-02644":
-				_, _, e := unix.Syscall(unix.SYS_MKNOD, ptr(p("m2")), unix.S_IFIFO|0o2644, 0)
-				err = errno(e)
-			case "mknod-chr-1-3": // /dev/null's numbers
-				err = unix.Mknod(filepath.Join(dir, "m3"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3)))
-			case "mknodat-blk-8-0": // /dev/sda's
-				err = unix.Mknodat(unix.AT_FDCWD, filepath.Join(dir, "m4"), unix.S_IFBLK|0o600, int(unix.Mkdev(8, 0)))
-			case "openat2-creat-04755":
-				how := unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC, Mode: 0o4755}
-				r, _, e := unix.Syscall6(unix.SYS_OPENAT2, atFDCWD, ptr(p("o4")), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
-				if err = errno(e); err == nil {
-					unix.Close(int(r))
-				}
-			case "mkdir-02755":
-				err = unix.Mkdir(filepath.Join(dir, "dir"), 0o2755)
-			case "setxattr-security.capability":
-				err = unix.Setxattr(victim, "security.capability", capSetIDv2, 0)
-			case "os.Root-create":
-				var root *os.Root
-				if root, err = os.OpenRoot(dir); err == nil {
-					err = root.WriteFile("viaroot", []byte("written through os.Root\n"), 0o644)
-					root.Close()
-				}
-			default:
-				err = fmt.Errorf("unknown attempt %q", a.name)
-			}
-			result(a.name, err)
+			result(a.name, trySetID(args[0], a.name))
 		}
 	case "setcap": // setcap FILE: write security.capability from a nested user namespace
 		cmd := exec.Command("/proc/self/exe", args[0])
@@ -211,6 +120,101 @@ func hostsideHelper(op string, args []string) int {
 		return 2
 	}
 	return 0
+}
+
+// trySetID makes the attempt name (one of setIDAttempts) in dir.
+func trySetID(dir, name string) error {
+	errno := func(e syscall.Errno) error {
+		if e == 0 {
+			return nil
+		}
+		return e
+	}
+	p := func(name string) *byte { b, _ := unix.BytePtrFromString(filepath.Join(dir, name)); return b }
+	ptr := func(b *byte) uintptr { return uintptr(unsafe.Pointer(b)) }
+	atFDCWD := uintptr(0xffffffffffffff9c) // AT_FDCWD, -100
+	ctl, victim := filepath.Join(dir, "ctl"), filepath.Join(dir, "victim")
+	var err error
+	switch name {
+	case "control-open-creat-0755":
+		var fd int
+		if fd, err = unix.Open(ctl, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o755); err == nil {
+			unix.Close(fd)
+		}
+		if err == nil {
+			err = os.WriteFile(victim, []byte("#!/bin/sh\nid\n"), 0o755)
+		}
+	case "control-chmod-0750":
+		err = unix.Chmod(ctl, 0o750)
+	case "chmod-06755":
+		err = unix.Chmod(victim, 0o6755)
+	case "chmod-04755":
+		err = unix.Chmod(victim, 0o4755)
+	case "chmod-02755":
+		err = unix.Chmod(victim, 0o2755)
+	case "fchmod-04755":
+		var fd int
+		if fd, err = unix.Open(victim, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			err = unix.Fchmod(fd, 0o4755)
+			unix.Close(fd)
+		}
+	case "fchmodat-02755":
+		_, _, e := unix.Syscall(unix.SYS_FCHMODAT, atFDCWD, ptr(p("victim")), 0o2755)
+		err = errno(e)
+	case "fchmodat2-04755":
+		_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, atFDCWD, ptr(p("victim")), 0o4755, 0, 0, 0)
+		err = errno(e)
+	case "open-creat-04755":
+		r, _, e := unix.Syscall(unix.SYS_OPEN, ptr(p("o1")), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o4755)
+		if err = errno(e); err == nil {
+			unix.Close(int(r))
+		}
+	case "openat-creat-02755":
+		r, _, e := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, ptr(p("o2")), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o2755, 0, 0)
+		if err = errno(e); err == nil {
+			unix.Close(int(r))
+		}
+	case "creat-06755":
+		r, _, e := unix.Syscall(unix.SYS_CREAT, ptr(p("o3")), 0o6755, 0)
+		if err = errno(e); err == nil {
+			unix.Close(int(r))
+		}
+	case "openat-tmpfile-04755":
+		d, _ := unix.BytePtrFromString(dir)
+		r, _, e := unix.Syscall6(unix.SYS_OPENAT, atFDCWD, ptr(d), unix.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o4755, 0, 0)
+		if err = errno(e); err == nil {
+			unix.Close(int(r))
+		}
+	case "mknodat-reg-04755":
+		_, _, e := unix.Syscall6(unix.SYS_MKNODAT, atFDCWD, ptr(p("m1")), unix.S_IFREG|0o4755, 0, 0, 0)
+		err = errno(e)
+	case "mknod-fifo-02644":
+		_, _, e := unix.Syscall(unix.SYS_MKNOD, ptr(p("m2")), unix.S_IFIFO|0o2644, 0)
+		err = errno(e)
+	case "mknod-chr-1-3": // /dev/null's numbers
+		err = unix.Mknod(filepath.Join(dir, "m3"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3)))
+	case "mknodat-blk-8-0": // /dev/sda's
+		err = unix.Mknodat(unix.AT_FDCWD, filepath.Join(dir, "m4"), unix.S_IFBLK|0o600, int(unix.Mkdev(8, 0)))
+	case "openat2-creat-04755":
+		how := unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC, Mode: 0o4755}
+		r, _, e := unix.Syscall6(unix.SYS_OPENAT2, atFDCWD, ptr(p("o4")), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
+		if err = errno(e); err == nil {
+			unix.Close(int(r))
+		}
+	case "mkdir-02755":
+		err = unix.Mkdir(filepath.Join(dir, "dir"), 0o2755)
+	case "setxattr-security.capability":
+		err = unix.Setxattr(victim, "security.capability", capSetIDv2, 0)
+	case "os.Root-create":
+		var root *os.Root
+		if root, err = os.OpenRoot(dir); err == nil {
+			err = root.WriteFile("viaroot", []byte("written through os.Root\n"), 0o644)
+			root.Close()
+		}
+	default:
+		err = fmt.Errorf("unknown attempt %q", name)
+	}
+	return err
 }
 
 // withHostsideHelper returns spec with this test binary's directory

@@ -266,22 +266,7 @@ func TestNothingLeaksAcross100Sandboxes(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		after = readHostState(t)
 	}
-	if after.fds != before.fds {
-		t.Errorf("descriptors: %d before, %d after", before.fds, after.fds)
-	}
-	if after.goroutines != before.goroutines {
-		buf := make([]byte, 1<<16)
-		t.Errorf("goroutines: %d before, %d after\n%s", before.goroutines, after.goroutines, buf[:runtime.Stack(buf, true)])
-	}
-	if !slices.Equal(after.mounts, before.mounts) {
-		t.Errorf("mounts of the temporary directory or naming tent:\n%s\nbefore, after:\n%s", strings.Join(before.mounts, "\n"), strings.Join(after.mounts, "\n"))
-	}
-	if after.children != before.children {
-		t.Errorf("child processes: %d before, %d after (%v)", before.children, after.children, childPIDs(t))
-	}
-	if !slices.Equal(after.temp, before.temp) {
-		t.Errorf("temporary directory: %v before, %v after", before.temp, after.temp)
-	}
+	compareHostState(t, before, after)
 	for _, l := range layers {
 		if _, err := os.Stat(l); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cow layer %s left behind (%v)", l, err)
@@ -308,5 +293,27 @@ func TestNothingLeaksAcross100Sandboxes(t *testing.T) {
 		if !cgBefore[c] && !ours[c] {
 			t.Logf("cgroup %s (another process's) appeared meanwhile", c)
 		}
+	}
+}
+
+// compareHostState reports what differs between the host's state before
+// and after: descriptors, goroutines, mounts, children, temporary files.
+func compareHostState(t *testing.T, before, after hostState) {
+	t.Helper()
+	if after.fds != before.fds {
+		t.Errorf("descriptors: %d before, %d after", before.fds, after.fds)
+	}
+	if after.goroutines != before.goroutines {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines: %d before, %d after\n%s", before.goroutines, after.goroutines, buf[:runtime.Stack(buf, true)])
+	}
+	if !slices.Equal(after.mounts, before.mounts) {
+		t.Errorf("mounts of the temporary directory or naming tent:\n%s\nbefore, after:\n%s", strings.Join(before.mounts, "\n"), strings.Join(after.mounts, "\n"))
+	}
+	if after.children != before.children {
+		t.Errorf("child processes: %d before, %d after (%v)", before.children, after.children, childPIDs(t))
+	}
+	if !slices.Equal(after.temp, before.temp) {
+		t.Errorf("temporary directory: %v before, %v after", before.temp, after.temp)
 	}
 }

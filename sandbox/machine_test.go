@@ -162,6 +162,13 @@ func TestCgroupViewShowsTheSandboxsOwnCgroup(t *testing.T) {
 		}
 	}
 
+	checkCgroupViewWrites(t, sb, version, paths)
+}
+
+// checkCgroupViewWrites checks that the cgroup files of sb (cgroup
+// version, the host's directories paths) cannot be written from inside.
+func checkCgroupViewWrites(t *testing.T, sb *sandbox.Sandbox, version string, paths []string) {
+	t.Helper()
 	// The write side. O_TRUNC (the shell's >) needs a writable mount
 	// before any permission check: EROFS. A plain O_WRONLY open is first
 	// checked against the file's owner: the sandbox's own files (a

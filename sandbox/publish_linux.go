@@ -19,11 +19,11 @@ import (
 	"github.com/tent-sandbox/tent/namespaces"
 )
 
-// MaxPublishedConns caps the connections a sandbox's published ports
+// maxPublishedConns caps the connections a sandbox's published ports
 // carry at once, all ports together. One more is accepted and closed at
 // once: a client flooding a published port costs the host no more than
 // this many pairs of sockets and goroutines.
-const MaxPublishedConns = 256
+const maxPublishedConns = 256
 
 // publishDialTimeout bounds the wait for a connection inside the sandbox.
 const publishDialTimeout = 10 * time.Second
@@ -217,7 +217,7 @@ func (p *publisher) serve(l net.Listener, port int) {
 			return
 		}
 		p.mu.Lock()
-		if p.closed || p.active >= MaxPublishedConns {
+		if p.closed || p.active >= maxPublishedConns {
 			p.mu.Unlock()
 			c.Close()
 			continue

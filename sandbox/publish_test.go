@@ -113,8 +113,23 @@ func TestPublishedPorts(t *testing.T) {
 		t.Errorf("a port nothing listens on inside: %v, want ECONNRESET", err)
 	}
 
-	// A flood: the connections over the cap are closed at once, the
-	// others held; once the flood ends the port serves again.
+	checkPublishedFlood(t, host)
+
+	if err := sb.Terminate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []sandbox.PortMapping{ports[0], m, idle} {
+		if _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", m.HostPort)); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("host port %d after terminate: %v, want ECONNREFUSED", m.HostPort, err)
+		}
+	}
+}
+
+// checkPublishedFlood floods the published port at host (whose server
+// answers /marker.txt): the connections over the cap are closed at once,
+// the others held; once the flood ends the port serves again.
+func checkPublishedFlood(t *testing.T, host string) {
+	t.Helper()
 	var flood []net.Conn
 	defer func() {
 		for _, c := range flood {
@@ -170,15 +185,6 @@ func TestPublishedPorts(t *testing.T) {
 	flood = nil
 	if body := getUntil(t, "http://"+host+"/marker.txt"); body != "published\n" {
 		t.Errorf("after the flood: %q", body)
-	}
-
-	if err := sb.Terminate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []sandbox.PortMapping{ports[0], m, idle} {
-		if _, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", m.HostPort)); !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Errorf("host port %d after terminate: %v, want ECONNREFUSED", m.HostPort, err)
-		}
 	}
 }
 

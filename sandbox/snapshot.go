@@ -11,11 +11,14 @@ import (
 // a new, independent sandbox in the same state (rw mounts are the host's
 // and are not copied).
 type Snapshot struct {
-	ID        string         `json:"id"`
-	SandboxID string         `json:"sandbox_id,omitempty"`
-	Created   time.Time      `json:"created"`
-	Spec      Spec           `json:"spec"`
-	Parts     []SnapshotPart `json:"parts"`
+	ID        string    `json:"id"`
+	SandboxID string    `json:"sandbox_id,omitempty"`
+	Created   time.Time `json:"created"`
+	Spec      Spec      `json:"spec"`
+	// Parts are its archived layers, each a zstd-compressed tar file
+	// (File, in Dir) with its checksum (SHA256, Size), its Kind (cow, tmp,
+	// home, tmpfs, root, rw) and where it is in the sandbox (Target).
+	Parts []snapshotPart `json:"parts"`
 	// Dir is where the snapshot lives (not stored).
 	Dir string `json:"-"`
 }
@@ -33,9 +36,9 @@ type SnapshotOptions struct {
 	IncludeReadWrite bool `json:"include_rw,omitempty"`
 }
 
-// SnapshotPart is one archived layer: a zstd-compressed tar file with
+// snapshotPart is one archived layer: a zstd-compressed tar file with
 // its checksum.
-type SnapshotPart struct {
+type snapshotPart struct {
 	File   string `json:"file"`
 	Kind   string `json:"kind"`   // cow, tmp, home, tmpfs, root, rw
 	Target string `json:"target"` // the path inside the sandbox

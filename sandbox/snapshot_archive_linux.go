@@ -56,10 +56,10 @@ func openInSandbox(root *os.File, target string) (*os.File, error) {
 // openInSandbox; the walk beneath it is descriptor-relative too, see
 // fs.WriteTarFrom): the archive holds only what the sandbox itself sees
 // at that path.
-func archiveInSandbox(dir, name string, root *os.File, target string) (SnapshotPart, error) {
+func archiveInSandbox(dir, name string, root *os.File, target string) (snapshotPart, error) {
 	d, err := openInSandbox(root, target)
 	if err != nil {
-		return SnapshotPart{}, err
+		return snapshotPart{}, err
 	}
 	defer d.Close()
 	return archive(dir, name, d)
@@ -70,10 +70,10 @@ func archiveInSandbox(dir, name string, root *os.File, target string) (SnapshotP
 // points and symlinks (each fork has its own) and whatever is mounted;
 // the walk is descriptor-relative beneath the sandbox's root, as for
 // archiveInSandbox.
-func archiveRootInSandbox(dir, name string, root *os.File, plan *fs.Plan) (SnapshotPart, error) {
+func archiveRootInSandbox(dir, name string, root *os.File, plan *fs.Plan) (snapshotPart, error) {
 	d, err := openInSandbox(root, "/")
 	if err != nil {
-		return SnapshotPart{}, err
+		return snapshotPart{}, err
 	}
 	defer d.Close()
 	own := map[string]bool{}
@@ -88,10 +88,10 @@ func archiveRootInSandbox(dir, name string, root *os.File, plan *fs.Plan) (Snaps
 // archiveHostDir archives a host directory tent made (a cow upper layer,
 // whose contents are the sandbox's: the walk beneath it never follows a
 // symlink).
-func archiveHostDir(dir, name, src string) (SnapshotPart, error) {
+func archiveHostDir(dir, name, src string) (snapshotPart, error) {
 	fd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return SnapshotPart{}, &os.PathError{Op: "open", Path: src, Err: err}
+		return snapshotPart{}, &os.PathError{Op: "open", Path: src, Err: err}
 	}
 	d := os.NewFile(uintptr(fd), src)
 	defer d.Close()
@@ -101,32 +101,32 @@ func archiveHostDir(dir, name, src string) (SnapshotPart, error) {
 // archive writes the open directory src as dir/name (tar, zstd) and
 // returns its checksum. The file is not fsync'd: Snapshot syncs all
 // parts together.
-func archive(dir, name string, src *os.File) (SnapshotPart, error) {
+func archive(dir, name string, src *os.File) (snapshotPart, error) {
 	return archiveWith(dir, name, func(w io.Writer) error { return fs.WriteTarFrom(w, src) })
 }
 
 // archiveWith writes the tar stream write produces as dir/name (zstd),
 // as archive does.
-func archiveWith(dir, name string, write func(io.Writer) error) (SnapshotPart, error) {
+func archiveWith(dir, name string, write func(io.Writer) error) (snapshotPart, error) {
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return SnapshotPart{}, err
+		return snapshotPart{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, h)}
 	zw, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
 	if err != nil {
-		return SnapshotPart{}, err
+		return snapshotPart{}, err
 	}
 	if err := write(zw); err != nil {
 		zw.Close()
-		return SnapshotPart{}, err
+		return snapshotPart{}, err
 	}
 	if err := zw.Close(); err != nil {
-		return SnapshotPart{}, err
+		return snapshotPart{}, err
 	}
-	return SnapshotPart{File: name, SHA256: hex.EncodeToString(h.Sum(nil)), Size: cw.n}, nil
+	return snapshotPart{File: name, SHA256: hex.EncodeToString(h.Sum(nil)), Size: cw.n}, nil
 }
 
 type countWriter struct {

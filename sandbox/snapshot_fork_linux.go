@@ -13,7 +13,7 @@ import (
 )
 
 // openPart returns a decompressing reader of one part.
-func openPart(snap *Snapshot, p SnapshotPart) (io.ReadCloser, error) {
+func openPart(snap *Snapshot, p snapshotPart) (io.ReadCloser, error) {
 	f, err := os.Open(filepath.Join(snap.Dir, p.File))
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (r readCloser) Close() error { r.ReadCloser.Close(); return r.f.Close() }
 // and never over a directory that has contents: those are the host's
 // live files, which another sandbox may share.
 func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox, error) {
-	byTarget := map[string]SnapshotPart{}
+	byTarget := map[string]snapshotPart{}
 	for _, p := range snap.Parts {
 		byTarget[p.Kind+":"+p.Target] = p
 	}

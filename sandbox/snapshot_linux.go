@@ -86,8 +86,8 @@ type snapshotSource struct{ kind, name, target string }
 // archiveParts archives, into tmp, the cow layers and the sandbox's own
 // writable directories: /tmp, home, Spec.Tmpfs, with
 // opts.IncludeReadWrite its rw mounts, and a writable root.
-func (s *Sandbox) archiveParts(tmp string, opts SnapshotOptions) ([]SnapshotPart, error) {
-	var parts []SnapshotPart
+func (s *Sandbox) archiveParts(tmp string, opts SnapshotOptions) ([]snapshotPart, error) {
+	var parts []snapshotPart
 	for i, l := range s.run.plan.layers {
 		part, err := archiveHostDir(tmp, "cow-"+strconv.Itoa(i)+".tar.zst", l.Upper)
 		if err != nil {

@@ -1,0 +1,4 @@
+package sandbox
+
+// SnapshotPart is snapshotPart, for the external tests.
+type SnapshotPart = snapshotPart
