@@ -219,6 +219,12 @@ func (s *Sandbox) Attach(ctx context.Context, pid int, stdout, stderr io.Writer,
 		return nil, fmt.Errorf("sandbox %s: no answer from its supervisor: %w", rec.ID, rerr)
 	}
 	if rep.Result == nil {
+		if err := ctx.Err(); err != nil {
+			// The supervisor may answer the attach that ctx ended
+			// (its side saw the connection go) before the connection
+			// closes: the caller's ctx is the cause.
+			return nil, err
+		}
 		return nil, remoteError(rep)
 	}
 	return rep.Result, nil
