@@ -17,10 +17,7 @@ import (
 )
 
 func newExecCmd(g *Globals) *cobra.Command {
-	var timeout, workdir, maxOutput string
-	var env []string
-	var detach bool
-	tf := termFlags{}
+	o := &execOpts{}
 	c := &cobra.Command{
 		Use:   "exec [flags] ID -- CMD [ARGS...]",
 		Short: "Run a command in a sandbox made by tent create, with its exit status",
@@ -60,124 +57,168 @@ writes its own stdin to the command.`,
 			if len(argv) == 0 {
 				return &usageError{cmd: c.CommandPath(), err: errors.New("missing command: want tent exec [flags] ID -- CMD [ARGS...]")}
 			}
-			req := sandbox.ExecRequest{Args: argv, Env: env, Dir: workdir}
-			if timeout != "" {
-				d, err := policy.ParseDuration(timeout)
-				if err != nil {
-					return &exitError{code: exitRefused, msg: fmt.Sprintf("--timeout %q: %v", timeout, err)}
-				}
-				req.Timeout = d
-			}
-			if detach {
-				if tf.tty || maxOutput != "" {
-					return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal (but for -i: its stdin then stays open for tent attach), its output kept for tent attach: -t and --max-output do not apply"}
-				}
-				p, err := sb.Start(c.Context(), req, sandbox.StartOptions{Stdin: tf.interactive})
-				if err != nil {
-					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
-				}
-				fmt.Fprintln(c.OutOrStdout(), p.Pid())
-				return nil
-			}
-			if maxOutput != "" {
-				n, err := policy.ParseSize(maxOutput)
-				if err == nil && n == 0 {
-					err = errors.New("want a positive size (leave the flag out for no cap)")
-				}
-				if err != nil {
-					return &exitError{code: exitRefused, msg: fmt.Sprintf("--max-output %q: %v", maxOutput, err)}
-				}
-				req.MaxOutput = n
-			}
-			for _, kv := range env {
-				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-					return &exitError{code: exitRefused, msg: fmt.Sprintf("--env %q: want K=V", kv)}
-				}
-			}
-			// Signals go to the command's foreground process group, through
-			// the supervisor; the command ends if tent exec is killed (the
-			// supervisor kills it when this connection closes).
-			sigs := notifySignals()
-			defer sigs.stop()
-			stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
-			var ct *callerTerm
-			if tf.tty {
-				var err error
-				if ct, err = openCallerTerm(tf); err != nil {
-					return &exitError{code: exitRefused, msg: err.Error()}
-				}
-				defer ct.restore()
-				req.TTY = &sandbox.Terminal{Size: ct.size()}
-				if !tf.interactive {
-					null, err := os.Open(os.DevNull)
-					if err != nil {
-						return &exitError{code: exitRefused, msg: err.Error()}
-					}
-					defer null.Close()
-					stdio[0] = null
-				}
-			}
-			req.Stdin, req.Stdout, req.Stderr = stdio[0], stdio[1], stdio[2]
-			fwd := make(chan os.Signal, 16)
-			req.Signals = fwd
-			var resize chan sandbox.WindowSize
-			if req.TTY != nil {
-				resize = make(chan sandbox.WindowSize, 4)
-				req.TTY.Resize = resize
-			}
-			sigs.start(ct, resize, func(s os.Signal) {
-				select {
-				case fwd <- s:
-				default:
-				}
-			})
-			res, err := sb.Exec(context.Background(), req)
-			sigs.stop()
-			ct.restore()
+			req, err := o.request(argv)
 			if err != nil {
-				msg := err.Error()
-				if strings.Contains(msg, sandbox.ErrWorkDir.Error()) {
-					msg = remoteWorkdirMessage(workdir, msg)
-				}
-				return &exitError{code: sandbox.ExitCode(err), msg: msg}
+				return err
 			}
-			if res.OOMKilled {
-				// The limit is in the record's Spec, which the exec did not
-				// need to read.
-				var limit int64
-				if i, err := sb.Info(c.Context()); err == nil {
-					limit = i.Spec.Limits.Memory
-				}
-				printError(os.Stderr, oomNote(res.Signal == "killed", limit))
+			if o.detach {
+				return o.startDetached(c, sb, req)
 			}
-			if res != nil && len(res.NetworkDenied) > 0 {
-				printError(os.Stderr, netpolicy.Summary(res.NetworkDenied))
-			}
-			for _, tr := range []struct {
-				name string
-				cut  bool
-			}{{"stdout", res.StdoutTruncated}, {"stderr", res.StderrTruncated}} {
-				if tr.cut {
-					printError(os.Stderr, fmt.Sprintf("%s truncated at --max-output %s: the rest was dropped", tr.name, maxOutput))
-				}
-			}
-			if res.TimedOut {
-				return &exitError{code: res.ExitCode, msg: "timed out after " + timeout + ": command killed"}
-			}
-			if res.ExitCode != 0 {
-				return &exitError{code: res.ExitCode}
-			}
-			return nil
+			return o.run(c, sb, req)
 		},
 	}
 	c.Flags().SetInterspersed(false)
-	c.Flags().StringVar(&timeout, "timeout", "", "kill the command after `DURATION`")
-	c.Flags().StringArrayVarP(&env, "env", "e", nil, "set variable `K=V` (repeatable)")
-	c.Flags().StringVarP(&workdir, "workdir", "w", "", "working `DIR` inside")
-	tf.register(c.Flags())
-	c.Flags().BoolVarP(&detach, "detach", "d", false, "run the command in the background, owned by the sandbox: print its pid and exit (see tent ps, tent attach, tent kill)")
-	c.Flags().StringVar(&maxOutput, "max-output", "", "keep at most `SIZE` of stdout and of stderr (e.g. 64K, 1M); the rest is dropped and the command keeps running")
+	c.Flags().StringVar(&o.timeout, "timeout", "", "kill the command after `DURATION`")
+	c.Flags().StringArrayVarP(&o.env, "env", "e", nil, "set variable `K=V` (repeatable)")
+	c.Flags().StringVarP(&o.workdir, "workdir", "w", "", "working `DIR` inside")
+	o.tf.register(c.Flags())
+	c.Flags().BoolVarP(&o.detach, "detach", "d", false, "run the command in the background, owned by the sandbox: print its pid and exit (see tent ps, tent attach, tent kill)")
+	c.Flags().StringVar(&o.maxOutput, "max-output", "", "keep at most `SIZE` of stdout and of stderr (e.g. 64K, 1M); the rest is dropped and the command keeps running")
 	return c
+}
+
+// execOpts are tent exec's flags.
+type execOpts struct {
+	timeout, workdir, maxOutput string
+	env                         []string
+	detach                      bool
+	tf                          termFlags
+}
+
+// request is the exec request the flags give for argv, its timeout
+// checked (the other flags are checked by the mode that uses them).
+func (o *execOpts) request(argv []string) (sandbox.ExecRequest, error) {
+	req := sandbox.ExecRequest{Args: argv, Env: o.env, Dir: o.workdir}
+	if o.timeout != "" {
+		d, err := policy.ParseDuration(o.timeout)
+		if err != nil {
+			return req, &exitError{code: exitRefused, msg: fmt.Sprintf("--timeout %q: %v", o.timeout, err)}
+		}
+		req.Timeout = d
+	}
+	return req, nil
+}
+
+// startDetached is tent exec -d: the command is the sandbox's; its pid
+// is printed.
+func (o *execOpts) startDetached(c *cobra.Command, sb sandbox.Handle, req sandbox.ExecRequest) error {
+	if o.tf.tty || o.maxOutput != "" {
+		return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal (but for -i: its stdin then stays open for tent attach), its output kept for tent attach: -t and --max-output do not apply"}
+	}
+	p, err := sb.Start(c.Context(), req, sandbox.StartOptions{Stdin: o.tf.interactive})
+	if err != nil {
+		return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
+	}
+	fmt.Fprintln(c.OutOrStdout(), p.Pid())
+	return nil
+}
+
+// checkRun checks the flags only a command tent exec waits for uses.
+func (o *execOpts) checkRun(req *sandbox.ExecRequest) error {
+	if o.maxOutput != "" {
+		n, err := policy.ParseSize(o.maxOutput)
+		if err == nil && n == 0 {
+			err = errors.New("want a positive size (leave the flag out for no cap)")
+		}
+		if err != nil {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf("--max-output %q: %v", o.maxOutput, err)}
+		}
+		req.MaxOutput = n
+	}
+	for _, kv := range o.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return &exitError{code: exitRefused, msg: fmt.Sprintf("--env %q: want K=V", kv)}
+		}
+	}
+	return nil
+}
+
+// run runs the command with tent exec's stdio (or a terminal), its
+// signals forwarded, and returns its status as tent exec's.
+func (o *execOpts) run(c *cobra.Command, sb sandbox.Handle, req sandbox.ExecRequest) error {
+	if err := o.checkRun(&req); err != nil {
+		return err
+	}
+	// Signals go to the command's foreground process group, through
+	// the supervisor; the command ends if tent exec is killed (the
+	// supervisor kills it when this connection closes).
+	sigs := notifySignals()
+	defer sigs.stop()
+	stdio := [3]*os.File{os.Stdin, os.Stdout, os.Stderr}
+	var ct *callerTerm
+	if o.tf.tty {
+		var err error
+		if ct, err = openCallerTerm(o.tf); err != nil {
+			return &exitError{code: exitRefused, msg: err.Error()}
+		}
+		defer ct.restore()
+		req.TTY = &sandbox.Terminal{Size: ct.size()}
+		if !o.tf.interactive {
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				return &exitError{code: exitRefused, msg: err.Error()}
+			}
+			defer null.Close()
+			stdio[0] = null
+		}
+	}
+	req.Stdin, req.Stdout, req.Stderr = stdio[0], stdio[1], stdio[2]
+	fwd := make(chan os.Signal, 16)
+	req.Signals = fwd
+	var resize chan sandbox.WindowSize
+	if req.TTY != nil {
+		resize = make(chan sandbox.WindowSize, 4)
+		req.TTY.Resize = resize
+	}
+	sigs.start(ct, resize, func(s os.Signal) {
+		select {
+		case fwd <- s:
+		default:
+		}
+	})
+	res, err := sb.Exec(context.Background(), req)
+	sigs.stop()
+	ct.restore()
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, sandbox.ErrWorkDir.Error()) {
+			msg = remoteWorkdirMessage(o.workdir, msg)
+		}
+		return &exitError{code: sandbox.ExitCode(err), msg: msg}
+	}
+	return o.report(c, sb, res)
+}
+
+// report prints what the result says beside the exit status (OOM kill,
+// denied connections, cut output) and returns the status as tent exec's.
+func (o *execOpts) report(c *cobra.Command, sb sandbox.Handle, res *sandbox.ExecResult) error {
+	if res.OOMKilled {
+		// The limit is in the record's Spec, which the exec did not
+		// need to read.
+		var limit int64
+		if i, err := sb.Info(c.Context()); err == nil {
+			limit = i.Spec.Limits.Memory
+		}
+		printError(os.Stderr, oomNote(res.Signal == "killed", limit))
+	}
+	if len(res.NetworkDenied) > 0 {
+		printError(os.Stderr, netpolicy.Summary(res.NetworkDenied))
+	}
+	for _, tr := range []struct {
+		name string
+		cut  bool
+	}{{"stdout", res.StdoutTruncated}, {"stderr", res.StderrTruncated}} {
+		if tr.cut {
+			printError(os.Stderr, fmt.Sprintf("%s truncated at --max-output %s: the rest was dropped", tr.name, o.maxOutput))
+		}
+	}
+	if res.TimedOut {
+		return &exitError{code: res.ExitCode, msg: "timed out after " + o.timeout + ": command killed"}
+	}
+	if res.ExitCode != 0 {
+		return &exitError{code: res.ExitCode}
+	}
+	return nil
 }
 
 // remoteWorkdirMessage names --workdir and the path for a working
