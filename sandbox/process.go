@@ -15,7 +15,8 @@ import (
 // writes its stdin and reads its output, while it runs and for a while
 // after (see [Handle.Processes]). Its output is kept in a bounded ring per
 // stream (the last MiB of each): a reader asks from an offset and is told
-// how much was dropped before it. Its methods are safe for concurrent use;
+// how much was dropped before it; a follower (Follow) holds the command
+// back while it is slow, as a pipe does. Its methods are safe for concurrent use;
 // a method's ctx bounds that call only, never the command.
 type Process interface {
 	// Pid is the command's pid inside the sandbox.

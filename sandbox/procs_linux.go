@@ -17,8 +17,9 @@ import (
 // the caller that started them. The table keeps each one's output
 // (stdout and stderr apart, the last maxProcessOutput bytes of each) and
 // its exit, for any later caller: by pid, by offset into the output, or
-// attached (AttachProcess), and its stdin for writes when it was started
-// with one. While a reader is attached, a command that writes faster than
+// attached (AttachProcess; Process.Follow, from an offset, consuming
+// nothing), and its stdin for writes when it was started with one.
+// While a reader is attached, a command that writes faster than
 // the reader reads waits, as on a pipe; with none, its oldest unread
 // output is dropped (and counted) and it never waits. Bounds:
 // maxProcesses records per sandbox (a full table drops its oldest
