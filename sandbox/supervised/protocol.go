@@ -14,7 +14,7 @@ import (
 // directory (ID.sock), one request per connection. A request is one JSON
 // message (ctlmsg), with descriptors attached (SCM_RIGHTS) for the
 // operations that stream: an exec's stdin, stdout and stderr, a file
-// operation's input, output and error. The answer is one reply; an exec
+// operation's input, output and error, a follow's pipe. The answer is one reply; an exec
 // is a session (see session_linux.go). Only the sandbox's owner (or
 // root), from outside every sandbox, may connect (see checkPeer).
 
