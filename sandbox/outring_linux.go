@@ -21,8 +21,13 @@ type outRing struct {
 	closed  bool
 }
 
-// ringReader is one attached reader's position.
-type ringReader struct{ off int64 }
+// ringReader is one attached reader's position. A follower (attachAt)
+// holds writers back as any attached reader does, but consumes nothing:
+// it does not move where the next attach starts.
+type ringReader struct {
+	off      int64
+	follower bool
+}
 
 func newOutRing(max int) *outRing {
 	return &outRing{max: max, changed: make(chan struct{}), readers: map[*ringReader]struct{}{}}
@@ -46,32 +51,41 @@ func (r *outRing) slowest() (int64, bool) {
 }
 
 // Write keeps p's tail within the bound. With a reader attached it waits
-// until the readers have read enough for p to fit; with none it never
-// waits, and drops the oldest bytes.
+// until the readers have read enough for each piece of p (at most the
+// bound) to fit; with none it never waits, and drops the oldest bytes.
 func (r *outRing) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := len(p)
 	for {
-		low, attached := r.slowest()
-		if !attached || r.closed || r.total-low == 0 || r.total-low+int64(len(p)) <= int64(r.max) {
-			break
+		piece := p[:min(len(p), r.max)]
+		for {
+			low, attached := r.slowest()
+			if !attached || r.closed || r.total-low+int64(len(piece)) <= int64(r.max) {
+				break
+			}
+			ch := r.changed
+			r.mu.Unlock()
+			<-ch
+			r.mu.Lock()
 		}
-		ch := r.changed
-		r.mu.Unlock()
-		<-ch
-		r.mu.Lock()
+		if _, attached := r.slowest(); !attached && len(p) > r.max {
+			// Nobody follows: only the tail is kept.
+			r.total += int64(len(p) - r.max)
+			p = p[len(p)-r.max:]
+			piece = p
+		}
+		if over := len(r.buf) + len(piece) - r.max; over > 0 {
+			r.buf = append(r.buf[:0], r.buf[over:]...)
+		}
+		r.buf = append(r.buf, piece...)
+		r.total += int64(len(piece))
+		r.notify()
+		p = p[len(piece):]
+		if len(p) == 0 {
+			return n, nil
+		}
 	}
-	if len(p) > r.max {
-		p = p[len(p)-r.max:]
-	}
-	if over := len(r.buf) + len(p) - r.max; over > 0 {
-		r.buf = append(r.buf[:0], r.buf[over:]...)
-	}
-	r.buf = append(r.buf, p...)
-	r.total += int64(n)
-	r.notify()
-	return n, nil
 }
 
 // close marks the end of the output.
@@ -93,6 +107,21 @@ func (r *outRing) attach() *ringReader {
 	return rd
 }
 
+// attachAt adds a follower at offset off (see ringReader), or at the
+// oldest kept byte when the bytes from off were dropped; it returns the
+// follower and where it starts. An offset past what was written is
+// refused (false).
+func (r *outRing) attachAt(off int64) (*ringReader, int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if off < 0 || off > r.total {
+		return nil, 0, false
+	}
+	rd := &ringReader{off: max(off, r.total-int64(len(r.buf))), follower: true}
+	r.readers[rd] = struct{}{}
+	return rd, rd.off, true
+}
+
 // detach removes a reader; writes waiting for it go on.
 func (r *outRing) detach(rd *ringReader) {
 	r.mu.Lock()
@@ -101,14 +130,16 @@ func (r *outRing) detach(rd *ringReader) {
 	r.notify()
 }
 
-// next returns what rd has not read that is still kept (a copy), a
-// channel closed at the next change, and whether the output has ended.
-func (r *outRing) next(rd *ringReader) (data []byte, changed <-chan struct{}, closed bool) {
+// next returns at most n bytes that rd has not read and that are still
+// kept (a copy), a channel closed at the next change, and whether the
+// output has ended.
+func (r *outRing) next(rd *ringReader, n int) (data []byte, changed <-chan struct{}, closed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	first := r.total - int64(len(r.buf))
 	rd.off = max(rd.off, first)
-	return slices.Clone(r.buf[rd.off-first:]), r.changed, r.closed
+	data = r.buf[rd.off-first:]
+	return slices.Clone(data[:min(len(data), n)]), r.changed, r.closed
 }
 
 // advance records that rd has read n more bytes, and lets go of what
@@ -117,7 +148,9 @@ func (r *outRing) advance(rd *ringReader, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rd.off += int64(n)
-	r.read = max(r.read, rd.off)
+	if !rd.follower {
+		r.read = max(r.read, rd.off)
+	}
 	keep := r.read
 	if low, ok := r.slowest(); ok {
 		keep = min(keep, low)
@@ -152,6 +185,13 @@ func (r *outRing) readAt(off int64, n int) (out Output, changed <-chan struct{})
 	out.Data = slices.Clone(data)
 	out.End = r.closed && out.Offset+int64(len(data)) == r.total
 	return out, r.changed
+}
+
+// written returns how many bytes were written in all.
+func (r *outRing) written() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
 }
 
 // stats returns how many bytes the next attached reader gets, and how

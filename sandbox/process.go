@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"syscall"
 	"time"
 )
@@ -14,7 +15,8 @@ import (
 // writes its stdin and reads its output, while it runs and for a while
 // after (see [Handle.Processes]). Its output is kept in a bounded ring per
 // stream (the last MiB of each): a reader asks from an offset and is told
-// how much was dropped before it. Its methods are safe for concurrent use;
+// how much was dropped before it; a follower (Follow) holds the command
+// back while it is slow, as a pipe does. Its methods are safe for concurrent use;
 // a method's ctx bounds that call only, never the command.
 type Process interface {
 	// Pid is the command's pid inside the sandbox.
@@ -41,6 +43,21 @@ type Process interface {
 	// ended. It does not consume: another reader may read it again, as
 	// long as the ring keeps it.
 	ReadOutput(ctx context.Context, fd int, off int64) (Output, error)
+	// Follow writes stream fd (as ReadOutput) from offset off to w, as
+	// it comes, until the stream ends, and returns the offset it reached
+	// (off plus what w took). It reads as an attached reader, as a pipe
+	// does: while w is slow, a command that writes more than the ring
+	// keeps waits for it, and nothing is dropped; it consumes nothing
+	// (ReadOutput and other readers read the same output). A nil error
+	// means all the output was written. When the ring no longer keeps
+	// the output at off, Follow writes nothing and fails with
+	// [ErrOutputDropped], returning the oldest offset kept (the gap is
+	// the difference): follow again from there. An offset past what the
+	// command wrote is [ErrInvalidSpec]. It returns as well when ctx
+	// ends (with ctx.Err(); the command goes on, and once nobody follows
+	// it, its output drops again as it overflows) or w fails (w's
+	// error); a write to w in progress is not cut short by ctx.
+	Follow(ctx context.Context, fd int, off int64, w io.Writer) (end int64, err error)
 }
 
 // Output is a piece of a [Process]'s output stream.
@@ -109,6 +126,11 @@ func (p ProcessInfo) MarshalJSON() ([]byte, error) {
 // sandbox, or one that has already exited where a running one is needed
 // (a signal, a write to its stdin).
 var ErrNoProcess = errors.New("no such process")
+
+// ErrOutputDropped is returned by [Process.Follow] when the output at the
+// offset asked for was dropped from the ring (nobody followed it as it
+// overflowed); the offset returned with it is the oldest kept.
+var ErrOutputDropped = errors.New("output dropped")
 
 const (
 	// maxProcesses is how many processes a sandbox keeps records of,

@@ -17,8 +17,9 @@ import (
 // the caller that started them. The table keeps each one's output
 // (stdout and stderr apart, the last maxProcessOutput bytes of each) and
 // its exit, for any later caller: by pid, by offset into the output, or
-// attached (AttachProcess), and its stdin for writes when it was started
-// with one. While a reader is attached, a command that writes faster than
+// attached (AttachProcess; Process.Follow, from an offset, consuming
+// nothing), and its stdin for writes when it was started with one.
+// While a reader is attached, a command that writes faster than
 // the reader reads waits, as on a pipe; with none, its oldest unread
 // output is dropped (and counted) and it never waits. Bounds:
 // maxProcesses records per sandbox (a full table drops its oldest
@@ -316,6 +317,49 @@ func (p *tableProc) ReadOutput(ctx context.Context, fd int, off int64) (Output, 
 	}
 }
 
+// Follow writes stream fd from off to w as an attached reader (see
+// [Process.Follow]).
+func (p *tableProc) Follow(ctx context.Context, fd int, off int64, w io.Writer) (int64, error) {
+	if fd != 1 && fd != 2 {
+		return off, fmt.Errorf("%w: output stream %d: want 1 (stdout) or 2 (stderr)", ErrInvalidSpec, fd)
+	}
+	r := p.out[fd-1]
+	rd, start, ok := r.attachAt(off)
+	if !ok {
+		return off, fmt.Errorf("%w: offset %d of output stream %d: not written yet (%d bytes are)", ErrInvalidSpec, off, fd, r.written())
+	}
+	defer r.detach(rd)
+	if start > off {
+		return start, fmt.Errorf("%w: %d bytes of stream %d from offset %d", ErrOutputDropped, start-off, fd, off)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return off, err
+		}
+		data, changed, closed := r.next(rd, maxOutputRead)
+		if len(data) > 0 {
+			n, err := w.Write(data)
+			r.advance(rd, n)
+			off += int64(n)
+			if err == nil && n < len(data) {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				return off, err
+			}
+			continue
+		}
+		if closed {
+			return off, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return off, ctx.Err()
+		}
+	}
+}
+
 // AttachProcess writes the output of the sandbox's process pid that no
 // earlier attached reader got (the last MiB of each stream at most), then
 // what it writes, to stdout and stderr (both to stdout when stderr is
@@ -344,7 +388,7 @@ func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.
 		ended := true
 		var waits [2]<-chan struct{}
 		for i, r := range p.out {
-			data, changed, closed := r.next(readers[i])
+			data, changed, closed := r.next(readers[i], maxProcessOutput)
 			if len(data) > 0 {
 				if _, err := outs[i].Write(data); err != nil {
 					return nil, err // the caller's output is gone: so is the caller

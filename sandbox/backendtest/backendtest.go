@@ -54,6 +54,8 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 		{"Process", processes},
 		{"ProcessSignalTTY", processSignalTTY},
 		{"ProcessRing", processRing},
+		{"ProcessFollow", processFollow},
+		{"ProcessFollowCancel", processFollowCancel},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
 	}

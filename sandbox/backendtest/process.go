@@ -204,3 +204,118 @@ func processRing(t *testing.T, b sandbox.Backend) {
 		t.Errorf("kept %d bytes, want the last %d", kept, maxRing)
 	}
 }
+
+// seqOutput is what `seq 1 n` writes.
+func seqOutput(n int) []byte {
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.Bytes()
+}
+
+// seqLines is how many lines of seq make more than 4 MiB.
+const seqLines = 700000
+
+// slowWriter keeps what it is given, holding its first write until
+// release is closed, then sleeping at each (much slower than the command).
+type slowWriter struct {
+	release chan struct{}
+	got     bytes.Buffer
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	<-w.release
+	time.Sleep(10 * time.Millisecond)
+	return w.got.Write(p)
+}
+
+// A Follow reader that is slower than the command holds it back, as a
+// pipe does: more than 4 MiB of output (four times the ring) all arrive,
+// in order, none dropped, though the reader's first write waits until the
+// command has written half the ring.
+func processFollow(t *testing.T, b sandbox.Backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := provision(t, b, sandbox.Spec{})
+	p, err := on(t, b, s.ID).Start(ctx, sandbox.ExecRequest{Args: []string{"seq", "1", fmt.Sprint(seqLines)}}, sandbox.StartOptions{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	w := &slowWriter{release: make(chan struct{})}
+	type result struct {
+		end int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		end, err := p.Follow(ctx, 1, 0, w)
+		done <- result{end, err}
+	}()
+	// The command fills half the ring while the reader's first write
+	// waits; without back-pressure it would run on and drop.
+	if _, err := p.ReadOutput(ctx, 1, maxRing/2); err != nil {
+		t.Fatalf("ReadOutput(1, %d): %v", maxRing/2, err)
+	}
+	close(w.release)
+	r := <-done
+	want := seqOutput(seqLines)
+	if r.err != nil || r.end != int64(len(want)) {
+		t.Fatalf("Follow: end %d, %v; want %d, nil", r.end, r.err, len(want))
+	}
+	if !bytes.Equal(w.got.Bytes(), want) {
+		t.Errorf("Follow wrote %d bytes, not seq's %d in order", w.got.Len(), len(want))
+	}
+	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+		t.Errorf("Wait: %+v, %v", res, err)
+	}
+}
+
+// cancelWriter cancels its Follow's ctx at its first write.
+type cancelWriter struct {
+	cancel context.CancelFunc
+	n      int
+}
+
+func (w *cancelWriter) Write(p []byte) (int, error) {
+	w.cancel()
+	w.n += len(p)
+	return len(p), nil
+}
+
+// A Follow whose ctx ends returns with it and lets the command go on:
+// nobody follows it then, so its output overflows the ring and drops,
+// and a Follow from offset 0 says how much (ErrOutputDropped, with the
+// oldest offset kept), then follows from there to the end.
+func processFollowCancel(t *testing.T, b sandbox.Backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := provision(t, b, sandbox.Spec{})
+	p, err := on(t, b, s.ID).Start(ctx, sandbox.ExecRequest{Args: []string{"seq", "1", fmt.Sprint(seqLines)}}, sandbox.StartOptions{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	fctx, fcancel := context.WithCancel(ctx)
+	w := &cancelWriter{cancel: fcancel}
+	end, err := p.Follow(fctx, 1, 0, w)
+	if !errors.Is(err, context.Canceled) || end != int64(w.n) {
+		t.Fatalf("Follow cancelled at its first write: end %d, %v; want %d, context.Canceled", end, err, w.n)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+		t.Fatalf("Wait after the follower left: %+v, %v", res, err)
+	}
+	want := seqOutput(seqLines)
+	total := int64(len(want))
+	var got bytes.Buffer
+	end, err = p.Follow(ctx, 1, 0, &got)
+	if !errors.Is(err, sandbox.ErrOutputDropped) || end != total-maxRing || got.Len() != 0 {
+		t.Fatalf("Follow(1, 0) once overflowed: end %d, %v, %d bytes; want %d, ErrOutputDropped, none", end, err, got.Len(), total-maxRing)
+	}
+	end, err = p.Follow(ctx, 1, end, &got)
+	if err != nil || end != total || !bytes.Equal(got.Bytes(), want[total-maxRing:]) {
+		t.Errorf("Follow from the oldest kept: end %d, %v, %d bytes; want %d, nil, the last %d", end, err, got.Len(), total, maxRing)
+	}
+	if _, err := p.Follow(ctx, 1, total+1, &got); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("Follow past the end: %v, want ErrInvalidSpec", err)
+	}
+}

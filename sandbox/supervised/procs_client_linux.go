@@ -2,6 +2,7 @@ package supervised
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -139,6 +140,88 @@ func (p *remoteProc) ReadOutput(ctx context.Context, fd int, off int64) (sandbox
 		return sandbox.Output{}, fmt.Errorf("sandbox %s: its supervisor answered an output read without output", p.s.id)
 	}
 	return *rep.Output, nil
+}
+
+// Follow writes the command's output stream fd from off to w (see
+// [sandbox.Process.Follow]): the supervisor writes it into a pipe passed
+// with the request, which this copies into w; while w is slow, the pipe
+// fills and the supervisor's write waits, which holds the command back.
+// ctx's end closes the request and the pipe: the supervisor's follow
+// ends with it.
+func (p *remoteProc) Follow(ctx context.Context, fd int, off int64, w io.Writer) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return off, err
+	}
+	rec, err := p.s.dialRec()
+	if err != nil {
+		return off, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return off, err
+	}
+	defer pr.Close()
+	conn, err := dial(rec)
+	if err != nil {
+		pw.Close()
+		return off, err
+	}
+	defer conn.Close()
+	err = ctlmsg.Send(conn, request{Op: opFollow, Pid: p.pid, Stream: fd, Offset: off}, []int{int(pw.Fd())})
+	pw.Close() // the supervisor holds its own
+	if err != nil {
+		return off, err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		_ = pr.SetReadDeadline(aLongTimeAgo)
+		_ = conn.SetDeadline(aLongTimeAgo)
+	})
+	defer stop()
+	end, err := copyCounted(w, pr, off)
+	if err != nil {
+		return end, ctxErr(ctx, rec, err)
+	}
+	var rep reply
+	fds, err := ctlmsg.Recv(conn, &rep)
+	ctlmsg.Close(fds)
+	switch {
+	case err != nil:
+		return end, ctxErr(ctx, rec, fmt.Errorf("sandbox %s: no answer from its supervisor: %w", rec.ID, err))
+	case rep.Error != "":
+		return end, remoteError(rep)
+	case rep.Output == nil:
+		return end, fmt.Errorf("sandbox %s: its supervisor answered a follow without its end", rec.ID)
+	case rep.Output.Dropped > 0 && end == off:
+		return rep.Output.Offset, fmt.Errorf("%w: %d bytes of stream %d from offset %d", sandbox.ErrOutputDropped, rep.Output.Dropped, fd, off)
+	case rep.Output.Offset != end:
+		return end, fmt.Errorf("sandbox %s: its supervisor followed stream %d to offset %d, but %d arrived", rec.ID, fd, rep.Output.Offset, end)
+	}
+	return end, nil
+}
+
+// copyCounted copies r into w until r's end, and returns off plus what w
+// took.
+func copyCounted(w io.Writer, r io.Reader, off int64) (int64, error) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			k, werr := w.Write(buf[:n])
+			off += int64(k)
+			if werr == nil && k < n {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return off, werr
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return off, nil
+		}
+		if rerr != nil {
+			return off, rerr
+		}
+	}
 }
 
 // Processes lists the sandbox's detached commands, running and finished,

@@ -2,6 +2,7 @@ package supervised
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -26,7 +27,7 @@ import (
 // caller goes.
 func (s *server) serveProc(conn *net.UnixConn, req request, files []*os.File) bool {
 	switch req.Op {
-	case opStart, opPs, opProc, opSignal, opResize, opStdin, opCloseStdin, opOutput, opWait, opAttach:
+	case opStart, opPs, opProc, opSignal, opResize, opStdin, opCloseStdin, opOutput, opWait, opAttach, opFollow:
 	default:
 		return false
 	}
@@ -36,7 +37,7 @@ func (s *server) serveProc(conn *net.UnixConn, req request, files []*os.File) bo
 	if req.Op == opAttach {
 		signals = make(chan syscall.Signal, 8)
 	}
-	if req.Op == opAttach || req.Op == opWait || req.Op == opOutput || req.Op == opStdin {
+	if req.Op == opAttach || req.Op == opWait || req.Op == opOutput || req.Op == opStdin || req.Op == opFollow {
 		go func() {
 			defer cancel() // the caller is gone
 			for {
@@ -112,8 +113,34 @@ func (s *server) doProc(ctx context.Context, req request, files []*os.File, sign
 		res, err := p.Wait(ctx)
 		rep.Result = res
 		return err
+	case opFollow:
+		return follow(ctx, p, req, files, rep)
 	}
 	return nil // opProc: it exists
+}
+
+// follow writes a detached command's output stream from req.Offset to
+// files[0], the caller's pipe, until the stream ends; a write waits while
+// the pipe is full, which holds the command back. The caller leaving
+// (ctx) or closing its end stops it. A gap (the ring dropped req.Offset)
+// is no failure: reply.Output says where the kept output starts.
+func follow(ctx context.Context, p sandbox.Process, req request, files []*os.File, rep *reply) error {
+	if len(files) != 1 {
+		return fmt.Errorf("%w: a follow needs the caller's output (one descriptor)", sandbox.ErrInvalidSpec)
+	}
+	f := files[0]
+	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(aLongTimeAgo) })
+	defer stop()
+	end, err := p.Follow(ctx, req.Stream, req.Offset, f)
+	if errors.Is(err, sandbox.ErrOutputDropped) {
+		rep.Output = &sandbox.Output{Offset: end, Dropped: end - req.Offset}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rep.Output = &sandbox.Output{Offset: end, End: true}
+	return nil
 }
 
 // attach streams a detached command's output since its last reader to

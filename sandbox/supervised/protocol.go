@@ -14,7 +14,7 @@ import (
 // directory (ID.sock), one request per connection. A request is one JSON
 // message (ctlmsg), with descriptors attached (SCM_RIGHTS) for the
 // operations that stream: an exec's stdin, stdout and stderr, a file
-// operation's input, output and error. The answer is one reply; an exec
+// operation's input, output and error, a follow's pipe. The answer is one reply; an exec
 // is a session (see session_linux.go). Only the sandbox's owner (or
 // root), from outside every sandbox, may connect (see checkPeer).
 
@@ -41,6 +41,12 @@ const (
 	opOutput     = "output"      // reply.Output: Pid's output Stream from Offset
 	opWait       = "wait"        // reply.Result: Pid's, once it has exited
 	opAttach     = "attach"      // a session: Pid's output to the caller's fd, then its result
+	// opFollow writes Pid's output Stream from Offset to the caller's
+	// descriptor (a pipe) until the stream ends; reply.Output's Offset is
+	// where it stopped, with Dropped (and nothing written) when the ring
+	// no longer kept Offset. The supervisor's writes wait on the pipe:
+	// a slow caller holds the command back.
+	opFollow = "follow"
 	// opDial connects to Port of the sandbox's loopback; the reply
 	// carries the connection's descriptor.
 	opDial = "dial"

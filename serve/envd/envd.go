@@ -45,8 +45,11 @@
 // by pid or tag, writes its input, signals and resizes it. It outlives
 // the request that started it: the client disconnecting does not end it,
 // nor does Close; Forget (the sandbox being killed) kills the commands
-// the handler knows. A client that does not keep up loses the oldest
-// output beyond the sandbox's bound, as one connecting late does. A
+// the handler knows. A client's stream follows the output as a pipe
+// does ([sandbox.Process.Follow]): a client that does not keep up holds
+// the command back, and loses nothing; output written while no client
+// followed is kept up to the sandbox's bound, and one connecting late
+// gets what is kept. A
 // command's lifetime is the Start request's deadline (Connect-Timeout-Ms,
 // the SDK's timeoutMs), as in envd. One started while the sandbox is
 // paused starts once it is resumed; its start event (its pid) comes then.

@@ -1,6 +1,7 @@
 package envd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -67,27 +68,61 @@ func errNotFound(what string) error {
 	return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with %s not found", what))
 }
 
-// piece is one read of a command's output stream fd.
+// piece is one read of a command's output stream fd: data, a gap
+// (Dropped), its end, or a failure.
 type piece struct {
 	fd  int
 	out sandbox.Output
 	err error
 }
 
-// readStream reads p's output stream fd from off into ch until it ends,
-// a read fails or ctx ends.
+// readStream follows p's output stream fd from off into ch until it
+// ends, the follow fails or ctx ends. It follows as an attached reader
+// (Process.Follow): each piece waits until the client's stream took the
+// one before, so a slow client holds the command back, as a pipe does,
+// and loses nothing; a gap (output dropped while no client followed) is a
+// piece of its own, after which it follows on from the oldest kept.
 func readStream(ctx context.Context, p sandbox.Process, fd int, off int64, ch chan<- piece) {
+	w := &pieceWriter{ctx: ctx, fd: fd, off: off, ch: ch}
 	for {
-		o, err := p.ReadOutput(ctx, fd, off)
+		end, err := p.Follow(ctx, fd, w.off, w)
+		pc := piece{fd: fd, out: sandbox.Output{Offset: end}}
+		switch {
+		case errors.Is(err, sandbox.ErrOutputDropped):
+			pc.out.Dropped = end - w.off
+			w.off = end
+		case err != nil:
+			pc.err = err
+		default:
+			pc.out.End = true
+		}
 		select {
-		case ch <- piece{fd, o, err}:
+		case ch <- pc:
 		case <-ctx.Done():
 			return
 		}
-		if err != nil || o.End {
+		if pc.err != nil || pc.out.End {
 			return
 		}
-		off = o.Offset + int64(len(o.Data))
+	}
+}
+
+// pieceWriter hands what Follow writes to the client's stream, a piece
+// at a time, with its offset.
+type pieceWriter struct {
+	ctx context.Context
+	fd  int
+	off int64
+	ch  chan<- piece
+}
+
+func (w *pieceWriter) Write(b []byte) (int, error) {
+	select {
+	case w.ch <- piece{fd: w.fd, out: sandbox.Output{Data: bytes.Clone(b), Offset: w.off}}:
+		w.off += int64(len(b))
+		return len(b), nil
+	case <-w.ctx.Done():
+		return 0, w.ctx.Err()
 	}
 }
 

@@ -1,11 +1,14 @@
 package envd_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -389,3 +392,31 @@ func (h onMessage) Handle(_ context.Context, r slog.Record) error {
 }
 func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h onMessage) WithGroup(string) slog.Handler      { return h }
+
+// A client slower than its command gets every byte of the command's
+// output, in order, however much more than the sandbox's ring (a MiB per
+// stream) it writes: the stream holds the command back as a pipe would.
+func TestSlowClientGetsAllOutput(t *testing.T) {
+	e := newEnv(t, envd.Options{}, nil)
+	ctx := e.ctx()
+	const lines = 400000 // 2.7 MB, the ring's MiB more than twice
+	var want bytes.Buffer
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	s := e.start(ctx, fmt.Sprintf("seq 1 %d", lines), nil)
+	defer s.Close()
+	ev := &events{}
+	for s.Receive() {
+		if ev.add(eventOf(s)) {
+			break
+		}
+		time.Sleep(time.Millisecond) // slower than seq
+	}
+	if ev.end.GetExitCode() != 0 || !ev.end.GetExited() {
+		t.Fatalf("end: %v (%v)", ev.end, s.Err())
+	}
+	if !bytes.Equal(ev.stdout.Bytes(), want.Bytes()) {
+		t.Errorf("stdout: %d bytes, want seq's %d, all of them in order", ev.stdout.Len(), want.Len())
+	}
+}
