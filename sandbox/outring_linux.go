@@ -15,6 +15,7 @@ type outRing struct {
 	buf     []byte
 	total   int64 // bytes ever written; buf holds the last len(buf)
 	read    int64 // where the last attached reader left
+	seen    int64 // the furthest any reader (attached or following) got
 	max     int
 	changed chan struct{} // closed (and replaced) at each write, read and at close
 	readers map[*ringReader]struct{}
@@ -148,6 +149,7 @@ func (r *outRing) advance(rd *ringReader, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rd.off += int64(n)
+	r.seen = max(r.seen, rd.off)
 	if !rd.follower {
 		r.read = max(r.read, rd.off)
 	}
@@ -196,6 +198,14 @@ func (r *outRing) written() int64 {
 
 // stats returns how many bytes the next attached reader gets, and how
 // many were dropped unread.
+// seenAt is the furthest offset any reader got to: where the output no
+// reader took yet starts.
+func (r *outRing) seenAt() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen
+}
+
 func (r *outRing) stats() (unread, dropped int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -106,6 +106,10 @@ type ProcessInfo struct {
 	// unread.
 	Unread  int64 `json:"unread"`
 	Dropped int64 `json:"dropped,omitempty"`
+	// Taken is, for stdout and stderr, the furthest offset any reader
+	// (an attach or a Follow) got to: a client that comes later and wants
+	// only what no reader took follows on from there.
+	Taken [2]int64 `json:"taken,omitzero"`
 }
 
 // MarshalJSON writes p with "exit" only once the command has exited: a

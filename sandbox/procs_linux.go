@@ -204,10 +204,11 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 	for _, p := range t.procs {
 		pi := ProcessInfo{Pid: p.pid, Args: p.args, Dir: p.dir, Tag: p.tag, TTY: p.tty, Started: p.started, Running: !p.finished()}
 		pi.Stdin = p.stdinOpen.Load()
-		for _, r := range p.out {
+		for i, r := range p.out {
 			unread, dropped := r.stats()
 			pi.Unread += unread
 			pi.Dropped += dropped
+			pi.Taken[i] = r.seenAt()
 		}
 		if !pi.Running {
 			ended := p.ended

@@ -44,7 +44,10 @@ type cmd struct {
 // cmdOf describes a command the handler did not start (an earlier
 // handler's, tent exec -d's) from its ProcessInfo.
 func cmdOf(pi sandbox.ProcessInfo) *cmd {
-	c := &cmd{pid: pi.Pid, pty: pi.TTY, config: &processpb.ProcessConfig{}}
+	// Its clients (of an earlier server) were sent what any reader took:
+	// a Connect gets only the rest, as it would from the server that
+	// started it.
+	c := &cmd{pid: pi.Pid, pty: pi.TTY, config: &processpb.ProcessConfig{}, sent: pi.Taken}
 	if len(pi.Args) > 0 {
 		c.config.Cmd, c.config.Args = pi.Args[0], pi.Args[1:]
 	}
