@@ -11,11 +11,6 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
-// minPoll is how long process_read without wait_seconds gives the
-// sandbox to answer when there may be no new output: a read returns as
-// soon as there is some, so this is only the wait for nothing.
-const minPoll = 500 * time.Millisecond
-
 // processView is a background command's state.
 type processView struct {
 	ID       string `json:"id" jsonschema:"the id process_read, process_write and process_kill take: SANDBOX:PID"`
@@ -75,7 +70,7 @@ type processIDIn struct {
 type processReadIn struct {
 	processIDIn
 	Offset      int64   `json:"offset,omitempty" jsonschema:"read output from this byte on: the next_offset of the previous read (default 0, the start)"`
-	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (at most 30) for new output or the end, when there is none yet (default 0: half a second at most)"`
+	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (at most 30) for new output or the end, when there is none yet (default 0: no wait, what is there now)"`
 	MaxBytes    int     `json:"max_bytes,omitempty" jsonschema:"at most this many bytes (default 32768, at most 262144)"`
 	Stream      string  `json:"stream,omitempty" jsonschema:"stdout (the default: a process_start command's stdout and stderr together) or stderr (of a command started otherwise, e.g. tent exec -d)"`
 }
@@ -197,11 +192,13 @@ func (s *Server) processRead(ctx context.Context, in processReadIn) (*sdk.CallTo
 	if err != nil {
 		return nil, processReadOut{}, err
 	}
-	wait := max(time.Duration(in.WaitSeconds*float64(time.Second)), minPoll)
-	rctx, cancel := context.WithTimeout(ctx, wait)
+	// Without wait_seconds the read's ctx has ended before it starts,
+	// which asks for what is there now (see sandbox.Process.ReadOutput).
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(in.WaitSeconds*float64(time.Second)))
 	out, err := readOutput(rctx, p.p, fd, in.Offset, limit)
+	waited := rctx.Err()
 	cancel()
-	if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+	if err != nil && (ctx.Err() != nil || waited == nil || !errors.Is(err, waited)) {
 		return nil, processReadOut{}, err
 	}
 	v, err := s.procView(ctx, p)

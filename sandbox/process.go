@@ -40,8 +40,10 @@ type Process interface {
 	// ReadOutput returns the output of stream fd (1 stdout, 2 stderr; a
 	// terminal's is all on 1) from offset off (bytes since the command
 	// started), waiting until there is some past off or the stream has
-	// ended. It does not consume: another reader may read it again, as
-	// long as the ring keeps it.
+	// ended. A ctx that has already ended asks for no wait: what is there
+	// now, or, with nothing past off, ctx's error at once. It does not
+	// consume: another reader may read it again, as long as the ring
+	// keeps it.
 	ReadOutput(ctx context.Context, fd int, off int64) (Output, error)
 	// Follow writes stream fd (as ReadOutput) from offset off to w, as
 	// it comes, until the stream ends, and returns the offset it reached

@@ -96,6 +96,15 @@ func processes(t *testing.T, b sandbox.Backend) {
 	if got := readUntil(t, again, 1, "got hello\n"); got != "got hello\n" {
 		t.Errorf("stdout: %q, want the echo of what the second handle wrote", got)
 	}
+	// A ctx that has ended asks for what is there now, without a wait.
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if o, err := again.ReadOutput(ended, 1, 0); err != nil || string(o.Data) != "got hello\n" || o.End {
+		t.Errorf("ReadOutput with an ended ctx: %+v, %v; want what is there now", o, err)
+	}
+	if o, err := again.ReadOutput(ended, 1, int64(len("got hello\n"))); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadOutput with an ended ctx past what is there: %+v, %v; want context.Canceled at once", o, err)
+	}
 	if err := again.CloseStdin(ctx); err != nil {
 		t.Fatalf("CloseStdin: %v", err)
 	}

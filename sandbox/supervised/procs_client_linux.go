@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/sandbox"
@@ -131,13 +132,30 @@ func (p *remoteProc) CloseStdin(ctx context.Context) error {
 	return err
 }
 
+// noWaitAnswer bounds the exchange of a read that asks for no wait (its
+// caller's ctx has ended): the supervisor answers from its ring at once.
+const noWaitAnswer = 10 * time.Second
+
 func (p *remoteProc) ReadOutput(ctx context.Context, fd int, off int64) (sandbox.Output, error) {
-	rep, err := p.call(ctx, request{Op: opOutput, Stream: fd, Offset: off})
+	r := request{Op: opOutput, Stream: fd, Offset: off}
+	cctx := ctx
+	if ctx.Err() != nil {
+		// What is there now (see sandbox.Process.ReadOutput): asked
+		// for under a bound of its own, as the caller's ctx has ended.
+		r.NoWait = true
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), noWaitAnswer)
+		defer cancel()
+	}
+	rep, err := p.call(cctx, r)
 	if err != nil {
 		return sandbox.Output{}, err
 	}
 	if rep.Output == nil {
 		return sandbox.Output{}, fmt.Errorf("sandbox %s: its supervisor answered an output read without output", p.s.id)
+	}
+	if r.NoWait && len(rep.Output.Data) == 0 && !rep.Output.End && rep.Output.Dropped == 0 {
+		return sandbox.Output{}, ctx.Err()
 	}
 	return *rep.Output, nil
 }

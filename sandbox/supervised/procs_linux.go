@@ -106,7 +106,16 @@ func (s *server) doProc(ctx context.Context, req request, files []*os.File, sign
 	case opCloseStdin:
 		return p.CloseStdin(ctx)
 	case opOutput:
-		out, err := p.ReadOutput(ctx, req.Stream, req.Offset)
+		rctx := ctx
+		if req.NoWait {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			rctx = c
+		}
+		out, err := p.ReadOutput(rctx, req.Stream, req.Offset)
+		if req.NoWait && err != nil && ctx.Err() == nil && errors.Is(err, rctx.Err()) {
+			out, err = sandbox.Output{Offset: req.Offset}, nil // nothing yet
+		}
 		rep.Output = &out
 		return err
 	case opWait:

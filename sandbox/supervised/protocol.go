@@ -86,9 +86,11 @@ type request struct {
 	TTY   *sandbox.WindowSize `json:"tty,omitempty"`
 	// Data is what to write to a detached command's stdin (at most
 	// maxStdinWrite bytes); Stream and Offset where to read its output.
+	// NoWait (output) answers with what is there now, nothing included.
 	Data   []byte `json:"data,omitempty"`
 	Stream int    `json:"stream,omitempty"`
 	Offset int64  `json:"offset,omitempty"`
+	NoWait bool   `json:"no_wait,omitempty"`
 	// Publish is a port to publish.
 	Publish *sandbox.PortMapping `json:"publish,omitempty"`
 }
