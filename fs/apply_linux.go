@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"github.com/tent-sandbox/tent/fs/internal/tree"
+
 	"fmt"
 	"os"
 	"strings"
@@ -12,8 +14,9 @@ import (
 // opened before it is covered, so hiding the host's /tmp is harmless.
 const stage = "/tmp"
 
-// resolveSafe refuses every symlink, magic link and escape from dirfd.
-const resolveSafe = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+// resolveSafe refuses every symlink, magic link and escape from dirfd
+// (the walks of fs/internal/tree share it).
+const resolveSafe = tree.ResolveSafe
 
 // Apply builds the plan in the calling process's mount namespace and
 // pivots into it. pre holds detached mounts (from open_tree) for steps

@@ -38,8 +38,9 @@
 //     attach_linux.go and idmap*.go (mounts into a running sandbox,
 //     idmapped clones); landlock*.go.
 //   - The in-sandbox file helper ([RunFileHelper]): files*.go, frame*.go.
-//   - Layers: layer*.go, change.go, diff.go (a cow layer's changes),
-//     diff_apply_linux.go (exporting them), patch*.go, tar.go,
-//     copy_linux.go, and walk_linux.go, the descriptor-relative walk they
-//     share.
+//
+// The writable layers (diffs, exports, patches, archives) are package
+// fs/layer, which imports fs (never the reverse). The descriptor-relative
+// walk, the sparse copy and the tar archive they are built on are
+// fs/internal/tree, shared with the file helper (its tar and untar ops).
 package fs

@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"github.com/tent-sandbox/tent/fs/internal/tree"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,7 +163,7 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return err
 		}
-		return ExtractTar(stdin, path)
+		return tree.ExtractTar(stdin, path)
 	case "remove":
 		return os.Remove(path)
 	case "remove-all":

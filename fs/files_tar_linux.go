@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"github.com/tent-sandbox/tent/fs/internal/tree"
+
 	"io"
 	"os"
 
@@ -23,5 +25,5 @@ func TarDir(path string, stdout io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	return WriteTarFrom(stdout, f)
+	return tree.WriteTarFrom(stdout, f)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 )
 
 // makeLayers creates the upper and work directories of the plan's cow
@@ -50,12 +51,12 @@ func (p *plan) makeLayers(prefill func([]CowLayer) error) error {
 }
 
 // removeLayers deletes the cow layers. Their contents were the
-// sandbox's: fs.RemoveTree removes them descriptor-relative, never
+// sandbox's: layer.RemoveTree removes them descriptor-relative, never
 // following a symlink, and makes directories writable first (overlay
 // leaves work/work with no permissions).
 func removeLayers(root string) error {
 	if root == "" {
 		return nil
 	}
-	return fs.RemoveTree(root)
+	return layer.RemoveTree(root)
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 )
 
 // openSandboxRoot opens the root directory of the sandbox whose init is
@@ -54,7 +55,7 @@ func openInSandbox(root *os.File, target string) (*os.File, error) {
 
 // archiveInSandbox archives the sandbox's directory target (see
 // openInSandbox; the walk beneath it is descriptor-relative too, see
-// fs.WriteTarFrom): the archive holds only what the sandbox itself sees
+// layer.WriteTarFrom): the archive holds only what the sandbox itself sees
 // at that path.
 func archiveInSandbox(dir, name string, root *os.File, target string) (snapshotPart, error) {
 	d, err := openInSandbox(root, target)
@@ -81,7 +82,7 @@ func archiveRootInSandbox(dir, name string, root *os.File, plan *fs.Plan) (snaps
 		own[strings.TrimPrefix(st.Target, "/")] = true
 	}
 	return archiveWith(dir, name, func(w io.Writer) error {
-		return fs.WriteTarFromExcept(w, d, func(rel string) bool { return own[rel] })
+		return layer.WriteTarFromExcept(w, d, func(rel string) bool { return own[rel] })
 	})
 }
 
@@ -102,7 +103,7 @@ func archiveHostDir(dir, name, src string) (snapshotPart, error) {
 // returns its checksum. The file is not fsync'd: Snapshot syncs all
 // parts together.
 func archive(dir, name string, src *os.File) (snapshotPart, error) {
-	return archiveWith(dir, name, func(w io.Writer) error { return fs.WriteTarFrom(w, src) })
+	return archiveWith(dir, name, func(w io.Writer) error { return layer.WriteTarFrom(w, src) })
 }
 
 // archiveWith writes the tar stream write produces as dir/name (zstd),

@@ -9,7 +9,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 )
 
 // openPart returns a decompressing reader of one part.
@@ -55,7 +55,7 @@ func Fork(ctx context.Context, snap *Snapshot, opts ProvisionOptions) (*Sandbox,
 			if err != nil {
 				return err
 			}
-			err = fs.ExtractTar(r, l.Upper)
+			err = layer.ExtractTar(r, l.Upper)
 			r.Close()
 			if err != nil {
 				return fmt.Errorf("restoring %s: %w", l.Target, err)

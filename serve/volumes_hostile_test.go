@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 )
 
 // TestVolumeHostileEntries: what a sandbox can leave in a volume it
@@ -225,7 +225,7 @@ func TestVolumeDestroyRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range fs.MaxDepth + 8 {
+	for range layer.MaxDepth + 8 {
 		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ type changeView struct {
 	// Mount is the target of the cow mount it belongs to.
 	Mount string `json:"mount"`
 	// GitControl marks a git hook, config or commondir (see
-	// fs.Change): once exported, git on the host runs what it says.
+	// layer.Change): once exported, git on the host runs what it says.
 	GitControl bool `json:"git_control,omitempty"`
 }
 

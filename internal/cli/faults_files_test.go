@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	fslayer "github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 	transferpkg "github.com/tent-sandbox/tent/sandbox/transfer"
@@ -150,8 +151,8 @@ func TestExportToFullDiskKeepsOld(t *testing.T) {
 	// A killed export's temporaries: removed by the next export into
 	// that directory; a live writer's kept.
 	dir := t.TempDir()
-	dead := deadTemp(t, dir, fs.ExportTemps)
-	live := holdTemp(t, dir, fs.ExportTemps)
+	dead := deadTemp(t, dir, fslayer.ExportTemps)
+	live := holdTemp(t, dir, fslayer.ExportTemps)
 	l.tent(t, "export", id, "--to", dir).expect(t, 0)
 	got := strings.Join(atomicfiletest.Names(t, dir), " ")
 	if strings.Contains(got, dead) || !strings.Contains(got, live) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/seccomp"
@@ -329,7 +330,7 @@ func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
 // printable ASCII unchanged, anything else in double quotes with C
 // escapes (as git quotes paths), so that a file name can neither forge a
 // line of output nor reach a terminal as an escape sequence.
-func QuotePath(p string) string { return fs.QuoteName(p) }
+func QuotePath(p string) string { return layer.QuoteName(p) }
 
 // ParseSeccomp reads an OCI/Docker JSON seccomp profile from data (for
 // example an OCI bundle's linux.seccomp), validated now (see

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
@@ -163,7 +163,7 @@ func (s stateDir) sweepID(d *os.File, id string, names []string) error {
 	}
 	var errs []error
 	for _, n := range names {
-		if err := fs.RemoveBeneath(dirFD(d), n); err != nil {
+		if err := layer.RemoveBeneath(dirFD(d), n); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -352,7 +352,7 @@ func (b *Backend) removeBroken(ctx context.Context, id string) error {
 	}
 	for _, n := range names {
 		if n == id+".json" || leftoverID(n) == id {
-			if err := fs.RemoveBeneath(dirFD(d), n); err != nil {
+			if err := layer.RemoveBeneath(dirFD(d), n); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"github.com/tent-sandbox/tent/cgroups"
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
 )
 
@@ -25,7 +25,7 @@ func (s stateDir) Reclaim(rec *record) {
 	}
 	for _, l := range rec.Layers {
 		if root, ok := cowRootOf(l.Upper, os.Geteuid()); ok {
-			_ = fs.RemoveTree(root)
+			_ = layer.RemoveTree(root)
 		}
 	}
 	var dirs []string

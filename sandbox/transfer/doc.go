@@ -44,12 +44,12 @@
 //   - A directory comes out as the helper's tar stream, filtered (only
 //     directories, regular files and symlinks, permission bits only, at
 //     most [MaxEntries] entries and MaxSize bytes of data) and extracted
-//     with fs.ExtractTar beneath the temporary directory: no entry leaves
+//     with layer.ExtractTar beneath the temporary directory: no entry leaves
 //     it, none is written through a symlink, sparse files stay sparse.
 //
 // A copy into a sandbox reads the host source without following a
 // symlink swapped in meanwhile and without blocking on a FIFO (regular
 // files are opened O_NOFOLLOW|O_NONBLOCK and checked on the descriptor;
-// directories are archived descriptor-relative by fs.WriteTar); what it
+// directories are archived descriptor-relative by layer.WriteTar); what it
 // writes inside is written with the sandbox's own rights.
 package transfer

@@ -13,14 +13,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
 // The host's side of a copy out: what the sandbox sends is hostile input.
 
-// sparseSizeKey is the PAX record in which fs.WriteTarFrom gives a sparse
-// file's real size (fs.ExtractTar restores the holes).
+// sparseSizeKey is the PAX record in which layer.WriteTarFrom gives a sparse
+// file's real size (layer.ExtractTar restores the holes).
 const sparseSizeKey = "TENT.sparse.realsize"
 
 // sanitizeTar copies the archive a sandbox sent for its directory src
@@ -166,7 +166,7 @@ func (t *hostTarget) symlink(target string) error {
 }
 
 // dir extracts the archive that fill writes into a temporary directory
-// (locked while it is filled; fs.ExtractTar: every entry created beneath
+// (locked while it is filled; layer.ExtractTar: every entry created beneath
 // it, no symlink followed) and renames it to the target, which must not
 // exist meanwhile.
 func (t *hostTarget) dir(perm os.FileMode, fill func(io.Writer) error) error {
@@ -182,7 +182,7 @@ func (t *hostTarget) dir(perm os.FileMode, fill func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	extracted := make(chan error, 1)
 	go func() {
-		err := fs.ExtractTar(pr, tmpPath)
+		err := layer.ExtractTar(pr, tmpPath)
 		if err == nil {
 			_, err = io.Copy(io.Discard, pr)
 		}

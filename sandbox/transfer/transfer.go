@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -123,9 +123,9 @@ func CopyIn(ctx context.Context, h sandbox.Handle, hostSrc, dst string) error {
 	}
 	switch {
 	case fi.IsDir():
-		// fs.WriteTar opens hostSrc without following it and reaches
+		// layer.WriteTar opens hostSrc without following it and reaches
 		// everything beneath descriptor-relative, symlinks as links.
-		return untar(ctx, h, target, func(w io.Writer) error { return fs.WriteTar(w, hostSrc) })
+		return untar(ctx, h, target, func(w io.Writer) error { return layer.WriteTar(w, hostSrc) })
 	case fi.Mode()&iofs.ModeSymlink != 0:
 		link, err := os.Readlink(hostSrc)
 		if err != nil {
