@@ -17,19 +17,24 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/doctor"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
 // exitRefused is tent's own failure or refusal.
 const exitRefused = 125
 
-// mainStart is when main began (namespaces.Monotonic), for -v.
-var mainStart int64
+// mainStart is when main began, and startAge how long the process had
+// run by then (doctor.ProcessStartAge), for -v.
+var (
+	mainStart time.Time
+	startAge  time.Duration
+)
 
 // Servers makes the server verbs (serve, mcp) for tent-server's [Main].
 type Servers func(g *Globals) []*cobra.Command
@@ -40,7 +45,7 @@ type Servers func(g *Globals) []*cobra.Command
 // command line to tent-server (see forwardToServer); tent-server passes
 // its own.
 func Main(args []string, servers Servers) int {
-	mainStart = namespaces.Monotonic()
+	mainStart, startAge = time.Now(), doctor.ProcessStartAge()
 	if servers != nil {
 		checkForwarder(os.Stderr)
 	}
@@ -138,8 +143,7 @@ func (g *Globals) logger() *slog.Logger {
 	// The CLI's own start: its exec and C library (before the
 	// constructors ran), the Go runtime and every package initialiser
 	// (before main), the command line (since main).
-	log.Debug("tent started", "runtime start and initialisers", namespaces.Between(namespaces.ProcessStart(), mainStart),
-		"since main", namespaces.Between(mainStart, namespaces.Monotonic()))
+	log.Debug("tent started", "runtime start and initialisers", startAge, "since main", time.Since(mainStart))
 	return log
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -202,7 +201,7 @@ func (o *execOpts) report(c *cobra.Command, sb sandbox.Handle, res *sandbox.Exec
 		printError(os.Stderr, oomNote(res.Signal == "killed", limit))
 	}
 	if len(res.NetworkDenied) > 0 {
-		printError(os.Stderr, netpolicy.Summary(res.NetworkDenied))
+		printError(os.Stderr, policy.DeniedSummary(res.NetworkDenied))
 	}
 	for _, tr := range []struct {
 		name string

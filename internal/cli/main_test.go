@@ -43,10 +43,9 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	// tent and, beside it, tent-server (its serve and mcp run it).
 	tentBin = filepath.Join(dir, "tent")
-	_, file, _, _ := runtime.Caller(0)
 	for _, prog := range []string{"tent", ServerBinary} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, prog), "./cmd/"+prog)
-		build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+		build.Dir = repoRoot()
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", prog, err, out)
 			return 1

@@ -55,10 +55,19 @@ func readmeBlocks(t *testing.T, path string) []readmeBlock {
 	return blocks
 }
 
-// repoRoot is the module's root directory (the tests run in internal/cli).
+// repoRoot is the module's root directory: the nearest directory above
+// this source file that holds go.mod (the package's own directory when
+// none does, as where the test binary runs without the checkout).
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	for dir := filepath.Dir(file); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		if dir == filepath.Dir(dir) {
+			return filepath.Dir(file)
+		}
+	}
 }
 
 // Every code and command example of README.md runs, so that a wrong one

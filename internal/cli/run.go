@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -278,7 +277,7 @@ func (o *RunOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 	rep := cmd.Report
 	if rep != nil {
 		// An agent reading stderr learns why its request failed.
-		if s := netpolicy.Summary(rep.NetworkDenied); s != "" {
+		if s := policy.DeniedSummary(rep.NetworkDenied); s != "" {
 			printError(os.Stderr, s)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -323,7 +322,11 @@ func (o *RunOptions) applySecrets(spec *sandbox.Spec, getenv lookupEnv, sources 
 			}
 			return fmt.Errorf("--secret %q: %w", shown, err)
 		}
-		spec.Network.Secrets = slices.DeleteFunc(spec.Network.Secrets, func(p netpolicy.Secret) bool { return p.Name == s.Name })
+		for i := len(spec.Network.Secrets) - 1; i >= 0; i-- {
+			if spec.Network.Secrets[i].Name == s.Name {
+				spec.Network.Secrets = slices.Delete(spec.Network.Secrets, i, i+1)
+			}
+		}
 		spec.Network.Secrets = append(spec.Network.Secrets, s)
 		if _, fromFile := values[s.Name]; !fromFile {
 			sources[s.Name] = s.Name

@@ -1,6 +1,7 @@
 // Package doctor checks a host for every protection tent uses (`tent
 // doctor`): user namespaces, Landlock, seccomp, cgroups, overlayfs in a
-// user namespace, idmapped mounts and the kernel version.
+// user namespace, idmapped mounts and the kernel version. It also measures
+// a tent process's own start-up ([ProcessStartAge], for tent -v).
 package doctor
 
 import (
