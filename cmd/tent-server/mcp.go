@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
-	"github.com/tent-sandbox/tent/internal/cli"
+	"github.com/tent-sandbox/tent/cmd/tent/cli"
 	"github.com/tent-sandbox/tent/mcp"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )

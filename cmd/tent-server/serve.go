@@ -20,7 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tent-sandbox/tent/internal/cli"
+	"github.com/tent-sandbox/tent/cmd/tent/cli"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 	"github.com/tent-sandbox/tent/sandbox/supervised"

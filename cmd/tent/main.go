@@ -20,7 +20,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tent-sandbox/tent/internal/cli"
+	"github.com/tent-sandbox/tent/cmd/tent/cli"
 	"github.com/tent-sandbox/tent/oci"
 	"github.com/tent-sandbox/tent/sandbox"
 )
