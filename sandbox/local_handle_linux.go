@@ -100,7 +100,6 @@ func (h *localHandle) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) err
 	return sb.SetNetworkPolicy(ctx, p)
 }
 
-
 // Usage reads what the sandbox uses now (see [Sandbox.Usage]).
 func (h *localHandle) Usage(ctx context.Context) (Usage, error) {
 	if err := ctx.Err(); err != nil {

@@ -126,10 +126,10 @@ type reply struct {
 	Path    string `json:"path,omitempty"`
 	PathErr string `json:"path_err,omitempty"`
 	// The file verbs' answers.
-	Info  *sandbox.FileInfo   `json:"info,omitempty"`
-	Infos []sandbox.FileInfo  `json:"infos,omitempty"`
-	Size  *int64              `json:"size,omitempty"`
-	Event *sandbox.WatchEvent `json:"event,omitempty"`
+	Info   *sandbox.FileInfo   `json:"info,omitempty"`
+	Infos  []sandbox.FileInfo  `json:"infos,omitempty"`
+	Size   *int64              `json:"size,omitempty"`
+	Event  *sandbox.WatchEvent `json:"event,omitempty"`
 	Result *sandbox.ExecResult `json:"result,omitempty"`
 	// Snapshot is the id of a snapshot just taken.
 	Snapshot string `json:"snapshot,omitempty"`
