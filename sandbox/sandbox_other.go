@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"syscall"
 
 	"github.com/tent-sandbox/tent/netpolicy"

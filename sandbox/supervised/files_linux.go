@@ -20,17 +20,6 @@ import (
 // helper, and answers typed (reply.Info, Infos, Size, Event). A failure
 // that carried an errno is an *os.PathError again on the caller's side.
 
-// fileArgs are a file verb's arguments.
-type fileArgs struct {
-	Path  string               `json:"path"`
-	To    string               `json:"to,omitempty"`
-	Depth int                  `json:"depth,omitempty"`
-	All   bool                 `json:"all,omitempty"`
-	Read  sandbox.ReadOptions  `json:"read,omitzero"`
-	Write sandbox.WriteOptions `json:"write,omitzero"`
-	Watch sandbox.WatchOptions `json:"watch,omitzero"`
-}
-
 // ReadFile streams the file at path to w (see sandbox.Sandbox.ReadFile).
 // The supervisor writes it to a pipe of the caller's, once it has told
 // its size (reply.Size); an error of w or opts.Size closes the pipe,

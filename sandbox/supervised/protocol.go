@@ -111,6 +111,17 @@ type request struct {
 	Publish *sandbox.PortMapping `json:"publish,omitempty"`
 }
 
+// fileArgs are a file verb's arguments.
+type fileArgs struct {
+	Path  string               `json:"path"`
+	To    string               `json:"to,omitempty"`
+	Depth int                  `json:"depth,omitempty"`
+	All   bool                 `json:"all,omitempty"`
+	Read  sandbox.ReadOptions  `json:"read,omitzero"`
+	Write sandbox.WriteOptions `json:"write,omitzero"`
+	Watch sandbox.WatchOptions `json:"watch,omitzero"`
+}
+
 // reply is a supervisor's answer. A failure has Error, its Kind (the
 // sentinel errors it matched, see kinds, comma-separated) and Code,
 // tent's exit code for it.
