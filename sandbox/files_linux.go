@@ -76,6 +76,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string, w io.Writer, opts R
 type readError struct{ err error }
 
 func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
 
 // sinkWriter records its writer's error.
 type sinkWriter struct {
