@@ -33,7 +33,7 @@ const (
 
 // RunFileHelper is the helper's main: args are [op, path, ...] with op
 // one of read (file to stdout), write (stdin to file; optional octal
-// mode), put (write, creating the parents, then replace the file's
+// mode; then the file's FileInfo as JSON), put (write, creating the parents, then replace the file's
 // metadata with the "meta NAME VALUE" triples that follow the optional
 // mode, then the file's FileInfo as JSON), list (JSON array of FileInfo; an optional depth, default 1,
 // lists subdirectories to that depth), stat (JSON FileInfo), mkdir (a
@@ -91,7 +91,10 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 		if op == FileOpWriteFramed {
 			stdin = newFrameDecoder(stdin)
 		}
-		return writeRegular(path, mode, stdin, true)
+		if err := writeRegular(path, mode, stdin, true); err != nil {
+			return err
+		}
+		return encodeInfo(path, stdout)
 	case "list":
 		depth := 1
 		if len(rest) > 0 {

@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -34,11 +33,10 @@ const (
 	// maxWholeFile bounds a file that file_write writes or file_edit
 	// reads and rewrites.
 	maxWholeFile = 10 << 20
-	// maxListJSON bounds a listing's size (file_list, file_find), and
-	// maxEntries the entries returned.
-	maxListJSON = 16 << 20
-	maxEntries  = 1000
-	maxDepth    = 20
+	// maxEntries bounds the entries returned (file_list, file_find; the
+	// backend bounds the listing it reads).
+	maxEntries = 1000
+	maxDepth   = 20
 	// grep's bounds: per file, in all, matches, and a matched line's text.
 	grepFileMax     = 4 << 20
 	grepTotalMax    = 64 << 20
@@ -112,30 +110,18 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// fileJSON runs an operation whose output is one JSON document and
-// decodes it into v.
-func (s *Server) fileJSON(ctx context.Context, id string, req sandbox.FileRequest, v any) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w := &capWriter{max: maxListJSON, stop: cancel}
-	req.Out = w
-	err := handle.Open(ctx, s.b, id).File(ctx, req)
-	if w.over {
-		return fmt.Errorf("the answer is over %d MiB: narrow it (a smaller depth, a deeper path)", maxListJSON>>20)
+// listing lists path to depth; a listing over the backend's bound
+// (EFBIG) asks for a narrower one.
+func (s *Server) listing(ctx context.Context, id, path string, depth int) ([]sandbox.FileInfo, error) {
+	fis, err := handle.Open(ctx, s.b, id).ReadDir(ctx, path, depth)
+	if errors.Is(err, syscall.EFBIG) {
+		return nil, fmt.Errorf("the listing is too large: narrow it (a smaller depth, a deeper path): %w", err)
 	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(w.buf.Bytes(), v); err != nil {
-		return fmt.Errorf("reading the file helper's answer: %w", err)
-	}
-	return nil
+	return fis, err
 }
 
 func (s *Server) stat(ctx context.Context, id, path string) (sandbox.FileInfo, error) {
-	var fi sandbox.FileInfo
-	err := s.fileJSON(ctx, id, sandbox.FileRequest{Op: sandbox.FileStat, Path: path}, &fi)
-	return fi, err
+	return handle.Open(ctx, s.b, id).Stat(ctx, path)
 }
 
 type writeIn struct {
@@ -190,12 +176,10 @@ func (s *Server) addFileTools() {
 			if err != nil {
 				return nil, doneOut{}, err
 			}
-			var fi sandbox.FileInfo
-			w := &capWriter{max: 1 << 16}
-			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: in.Path, Mode: mode, In: strings.NewReader(in.Content), Out: w}); err != nil {
+			fi, err := handle.Open(ctx, s.b, bx.id).WriteFile(ctx, in.Path, strings.NewReader(in.Content), sandbox.WriteOptions{Mode: mode, Parents: true})
+			if err != nil {
 				return nil, doneOut{}, err
 			}
-			_ = json.Unmarshal(w.buf.Bytes(), &fi)
 			return nil, doneOut{Path: in.Path, File: viewFile(fi, in.Path)}, nil
 		})
 	addTool(s, &sdk.Tool{Name: "file_stat", Title: "Describe a file",
@@ -226,8 +210,7 @@ func (s *Server) addFileTools() {
 			if err != nil {
 				return nil, doneOut{}, err
 			}
-			var fi sandbox.FileInfo
-			err = s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileMkdir, Path: in.Path}, &fi)
+			fi, err := handle.Open(ctx, s.b, bx.id).Mkdir(ctx, in.Path)
 			if errors.Is(err, syscall.EEXIST) {
 				if fi, err = s.stat(ctx, bx.id, in.Path); err == nil && !fi.IsDir {
 					return nil, doneOut{}, fmt.Errorf("%s exists and is not a directory", in.Path)
@@ -249,11 +232,7 @@ func (s *Server) addFileTools() {
 			if err != nil {
 				return nil, doneOut{}, err
 			}
-			op := sandbox.FileRemove
-			if in.Recursive {
-				op = sandbox.FileRemoveAll
-			}
-			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: op, Path: in.Path}); err != nil {
+			if err := handle.Open(ctx, s.b, bx.id).Remove(ctx, in.Path, in.Recursive); err != nil {
 				return nil, doneOut{}, err
 			}
 			return nil, doneOut{Path: in.Path}, nil
@@ -272,8 +251,8 @@ func (s *Server) addFileTools() {
 			if err != nil {
 				return nil, doneOut{}, err
 			}
-			var fi sandbox.FileInfo
-			if err := s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileRename, Path: in.From, To: in.To}, &fi); err != nil {
+			fi, err := handle.Open(ctx, s.b, bx.id).Rename(ctx, in.From, in.To)
+			if err != nil {
 				return nil, doneOut{}, err
 			}
 			return nil, doneOut{Path: in.To, File: viewFile(fi, in.To)}, nil

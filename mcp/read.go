@@ -34,12 +34,10 @@ func (s *Server) readWhole(ctx context.Context, id, path string, max int) ([]byt
 	if fi.Size > int64(max) && !link {
 		return nil, fi, fmt.Errorf("%s is %d bytes, more than the %d this tool handles at once: use shell (sed, awk) for large files", path, fi.Size, max)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w := &capWriter{max: max, stop: cancel}
-	err = handle.Open(ctx, s.b, id).File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: path, Out: w})
-	if w.over {
-		return nil, fi, fmt.Errorf("%s grew past %d bytes while it was read", path, max)
+	w := &capWriter{max: max}
+	err = handle.Open(ctx, s.b, id).ReadFile(ctx, path, w, sandbox.ReadOptions{Limit: int64(max)})
+	if w.over || errors.Is(err, syscall.EFBIG) {
+		return nil, fi, fmt.Errorf("%s is more than the %d bytes this tool handles at once (it grew, or is behind a symlink): use shell (sed, awk) for large files", path, max)
 	}
 	return w.buf.Bytes(), fi, notRegular(err, path)
 }
@@ -180,7 +178,7 @@ func (s *Server) addReadTools(inside string) {
 			rctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			c := &lineCollector{from: from, to: from + limit - 1, max: maxReadBytes, line: 1, stop: cancel}
-			err = handle.Open(rctx, s.b, bx.id).File(rctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: in.Path, Out: c})
+			err = handle.Open(rctx, s.b, bx.id).ReadFile(rctx, in.Path, c, sandbox.ReadOptions{})
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if err != nil && !c.finished {
@@ -242,7 +240,7 @@ func (s *Server) addReadTools(inside string) {
 			if fi.Mode&os.ModeSymlink != 0 {
 				mode = 0o644 // the target's mode is kept: it exists, it was just read
 			}
-			if err := handle.Open(ctx, s.b, bx.id).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: in.Path, Mode: mode, In: strings.NewReader(text)}); err != nil {
+			if _, err := handle.Open(ctx, s.b, bx.id).WriteFile(ctx, in.Path, strings.NewReader(text), sandbox.WriteOptions{Mode: mode}); err != nil {
 				return nil, editOut{}, err
 			}
 			return nil, editOut{Path: in.Path, Replacements: n, Size: int64(len(text))}, nil

@@ -86,8 +86,8 @@ func (s *Server) addSearchTools(inside string) {
 			if err != nil {
 				return nil, listFilesOut{}, err
 			}
-			var fis []sandbox.FileInfo
-			if err := s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileList, Path: p, Depth: depth}, &fis); err != nil {
+			fis, err := s.listing(ctx, bx.id, p, depth)
+			if err != nil {
 				return nil, listFilesOut{}, err
 			}
 			out := listFilesOut{Entries: []fileView{}}
@@ -130,8 +130,8 @@ func (s *Server) addSearchTools(inside string) {
 			if err != nil {
 				return nil, listFilesOut{}, err
 			}
-			var fis []sandbox.FileInfo
-			if err := s.fileJSON(ctx, bx.id, sandbox.FileRequest{Op: sandbox.FileList, Path: p, Depth: depth}, &fis); err != nil {
+			fis, err := s.listing(ctx, bx.id, p, depth)
+			if err != nil {
 				return nil, listFilesOut{}, err
 			}
 			base, err := s.stat(ctx, bx.id, p)

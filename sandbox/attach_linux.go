@@ -186,7 +186,7 @@ func removeLayerDir(dir string) {
 // then opens the mount point without following symlinks, so one that the
 // sandbox swaps for a symlink meanwhile is refused.
 func (s *Sandbox) makeMountpoint(ctx context.Context, m Mount) {
-	if err := s.File(ctx, FileRequest{Op: FileStat, Path: m.Target}); !errors.Is(err, os.ErrNotExist) {
+	if err := s.file(ctx, FileRequest{Op: fileStat, Path: m.Target}, false); !errors.Is(err, os.ErrNotExist) {
 		return
 	}
 	dir, entry := m.Target, ""

@@ -164,7 +164,7 @@ func TestAttachIsInSnapshots(t *testing.T) {
 		t.Fatalf("snapshot spec mounts: %+v", snap.Spec.Mounts)
 	}
 	var out bytes.Buffer
-	if err := sb.ReadFile(context.Background(), "/att/f", &out); err != nil || out.String() != "x" {
+	if err := sb.ReadFile(context.Background(), "/att/f", &out, sandbox.ReadOptions{}); err != nil || out.String() != "x" {
 		t.Fatalf("ReadFile through the attached mount: %q, %v", out.String(), err)
 	}
 }

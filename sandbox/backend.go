@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"slices"
 	"time"
@@ -68,7 +69,32 @@ type Handle interface {
 	// Processes describes the commands Start started, running and
 	// finished (kept an hour; 64 at most), oldest first.
 	Processes(ctx context.Context) ([]ProcessInfo, error)
-	// File runs one file operation inside the sandbox (see [Sandbox.File]).
+	// The file verbs (see [Sandbox.ReadFile] and the others for each)
+	// run tent's file helper inside the sandbox, with the sandbox's own
+	// view and restrictions; a failure it reports is an *os.PathError
+	// carrying the errno, on every backend (errors.Is(err,
+	// fs.ErrNotExist) works).
+	//
+	// ReadFile streams the regular file at path to w.
+	ReadFile(ctx context.Context, path string, w io.Writer, opts ReadOptions) error
+	// WriteFile makes or replaces, as one step, the file at path with
+	// r's content, and describes it.
+	WriteFile(ctx context.Context, path string, r io.Reader, opts WriteOptions) (FileInfo, error)
+	// Stat describes the file at path, not following a final symlink.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// ReadDir lists the directory at path, depth levels down.
+	ReadDir(ctx context.Context, path string, depth int) ([]FileInfo, error)
+	// Mkdir makes the directory at path and its missing parents.
+	Mkdir(ctx context.Context, path string) (FileInfo, error)
+	// Rename renames from to to, and describes to.
+	Rename(ctx context.Context, from, to string) (FileInfo, error)
+	// Remove deletes the file or empty directory at path; with all, the
+	// tree.
+	Remove(ctx context.Context, path string, all bool) error
+	// Watch streams the changes of the directory at path until ctx ends.
+	Watch(ctx context.Context, path string, opts WatchOptions) (<-chan WatchEvent, error)
+	// File runs a raw file operation, an archive streamed out of the
+	// sandbox or into it (see [Sandbox.File]).
 	File(ctx context.Context, req FileRequest) error
 	// Mount adds m to the running sandbox (see [Sandbox.Mount]); m is
 	// validated as provisioning validates mounts (ErrInvalidSpec).

@@ -51,7 +51,7 @@ func BenchmarkHostTrue(b *testing.B) {
 }
 
 // BenchmarkWriteFile measures WriteFile of 16 MiB from a reader (not a
-// file: the input is framed, see FileRequest.Framed) over a file of a
+// file: the input is framed, see Sandbox.WriteFile) over a file of a
 // Local sandbox.
 func BenchmarkWriteFile(b *testing.B) {
 	l, err := sandbox.NewLocal(sandbox.LocalOptions{})
@@ -70,7 +70,7 @@ func BenchmarkWriteFile(b *testing.B) {
 	content := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
 	b.SetBytes(int64(len(content)))
 	for b.Loop() {
-		if err := h.File(context.Background(), sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", In: bytes.NewReader(content)}); err != nil {
+		if _, err := h.WriteFile(context.Background(), "/tmp/f", bytes.NewReader(content), sandbox.WriteOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

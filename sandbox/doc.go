@@ -45,10 +45,16 @@
 //
 // # Files
 //
-// [Sandbox.File] runs tent's file helper inside the sandbox, with the
-// sandbox's own view and restrictions: [FileRead], [FileWrite],
-// [FileStat], [FileList], [FileTar], [FileUntar], [FileRemove]. A path the
-// sandbox cannot reach fails as it would inside, with the errno.
+// The file verbs run tent's file helper inside the sandbox, with the
+// sandbox's own view and restrictions: [Sandbox.ReadFile] (regular files
+// only, bounded by [ReadOptions]), [Sandbox.WriteFile] (replaces a file
+// as one step, committing only input whose end it was told of),
+// [Sandbox.Stat], [Sandbox.ReadDir], [Sandbox.Mkdir], [Sandbox.Rename],
+// [Sandbox.Remove] and [Sandbox.Watch] (a channel of [WatchEvent]s),
+// each on [Handle] too; [Sandbox.File] streams archives ([FileTar],
+// [FileUntar]). A path the sandbox cannot reach fails as it would inside:
+// an *os.PathError with the errno, on every backend. The helper's
+// answers are decoded, bounded, in one place (files_linux.go).
 // A [CowLayer]'s Diff, ExportTo and WritePatch read a sandbox's copy-on-write
 // layers from the host, beneath descriptors, never following the
 // sandbox's symlinks.

@@ -67,7 +67,7 @@ func ExampleSandbox_Command() {
 // Files go in and out through tent's file helper, which runs inside the
 // sandbox with its restrictions: a path it cannot reach fails with the
 // errno it would get inside.
-func ExampleSandbox_File() {
+func ExampleSandbox_WriteFile() {
 	ctx := context.Background()
 	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{})
 	if err != nil {
@@ -75,18 +75,18 @@ func ExampleSandbox_File() {
 		return
 	}
 	defer sb.Terminate(ctx)
-	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/notes", Mode: 0o644, In: strings.NewReader("draft")})
+	_, err = sb.WriteFile(ctx, "/tmp/notes", strings.NewReader("draft"), sandbox.WriteOptions{Mode: 0o644})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	var out bytes.Buffer
-	if err := sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/notes", Out: &out}); err != nil {
+	if err := sb.ReadFile(ctx, "/tmp/notes", &out, sandbox.ReadOptions{}); err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(out.String())
-	err = sb.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/usr/bin/evil", Mode: 0o755, In: strings.NewReader("")})
+	_, err = sb.WriteFile(ctx, "/usr/bin/evil", strings.NewReader(""), sandbox.WriteOptions{Mode: 0o755})
 	fmt.Println(errors.Is(err, syscall.EROFS)) // the system directories are read-only
 	// Output:
 	// draft

@@ -53,11 +53,11 @@ func TestSandboxExecsAreRestricted(t *testing.T) {
 	}
 	// The file helper and the rlimit trampoline exec the host binary from
 	// the kept thread too.
-	if err := sb.WriteFile(context.Background(), "/tmp/x", strings.NewReader("hello"), 0o644); err != nil {
+	if _, err := sb.WriteFile(context.Background(), "/tmp/x", strings.NewReader("hello"), sandbox.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := sb.ReadFile(context.Background(), "/tmp/x", &b); err != nil || b.String() != "hello" {
+	if err := sb.ReadFile(context.Background(), "/tmp/x", &b, sandbox.ReadOptions{}); err != nil || b.String() != "hello" {
 		t.Fatalf("ReadFile: %q, %v", b.String(), err)
 	}
 	lim := provision(t, sandbox.Spec{Limits: sandbox.Limits{NoFile: 16}})

@@ -27,29 +27,29 @@ func TestSandboxFiles(t *testing.T) {
 	}})
 
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB, streamed
-	if err := sb.WriteFile(ctx, "/work/out.txt", bytes.NewReader(big), 0o600); err != nil {
+	if _, err := sb.WriteFile(ctx, "/work/out.txt", bytes.NewReader(big), sandbox.WriteOptions{Mode: 0o600}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || !bytes.Equal(b, big) {
 		t.Fatalf("host copy of the written file: %d bytes, %v", len(b), err)
 	}
 	var got bytes.Buffer
-	if err := sb.ReadFile(ctx, "/in/given", &got); err != nil || got.String() != "input" {
+	if err := sb.ReadFile(ctx, "/in/given", &got, sandbox.ReadOptions{}); err != nil || got.String() != "input" {
 		t.Fatalf("ReadFile: %q, %v", got.String(), err)
 	}
 	fi, err := sb.Stat(ctx, "/work/out.txt")
 	if err != nil || fi.Size != int64(len(big)) || fi.Mode.Perm() != 0o600 || fi.IsDir {
 		t.Fatalf("Stat: %+v, %v", fi, err)
 	}
-	ents, err := sb.ListDir(ctx, "/work")
+	ents, err := sb.ReadDir(ctx, "/work", 1)
 	if err != nil || len(ents) != 1 || ents[0].Name != "out.txt" {
-		t.Fatalf("ListDir: %+v, %v", ents, err)
+		t.Fatalf("ReadDir: %+v, %v", ents, err)
 	}
 	// The sandbox's own restrictions hold for file operations.
-	if err := sb.WriteFile(ctx, "/in/x", strings.NewReader("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+	if _, err := sb.WriteFile(ctx, "/in/x", strings.NewReader("x"), sandbox.WriteOptions{}); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("write into a ro mount: %v, want EROFS", err)
 	}
-	if err := sb.ReadFile(ctx, "/etc/shadow", &got); !errors.Is(err, syscall.EACCES) {
+	if err := sb.ReadFile(ctx, "/etc/shadow", &got, sandbox.ReadOptions{}); !errors.Is(err, syscall.EACCES) {
 		t.Errorf("read /etc/shadow: %v, want EACCES", err)
 	}
 	if _, err := sb.Stat(ctx, "/work/../../etc/missing"); !errors.Is(err, iofs.ErrNotExist) {
@@ -58,7 +58,7 @@ func TestSandboxFiles(t *testing.T) {
 	if err := os.Symlink("/proc/1/root/etc/passwd", filepath.Join(dir, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.ReadFile(ctx, "/work/escape", &got); !errors.Is(err, syscall.EACCES) {
+	if err := sb.ReadFile(ctx, "/work/escape", &got, sandbox.ReadOptions{}); !errors.Is(err, syscall.EACCES) {
 		t.Errorf("read through a symlink into the init's root: %v, want EACCES", err)
 	}
 	if err := sb.Remove(ctx, "/work/out.txt", false); err != nil {

@@ -226,7 +226,7 @@ func TestSnapshotArchiveNeverLeavesTheSandbox(t *testing.T) {
 			break
 		}
 	}
-	if err := sb.WriteFile(ctx, "/tmp/stop", strings.NewReader(""), 0o644); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/stop", strings.NewReader(""), WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out := <-swapDone

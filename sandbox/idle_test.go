@@ -147,7 +147,7 @@ func TestIdleInitHandsOffAndResumes(t *testing.T) {
 	// The first request after idling: the file API, which runs tent's own
 	// file helper through the binary's descriptor the holder kept.
 	var f bytes.Buffer
-	if err := sb.ReadFile(context.Background(), "/tmp/f", &f); err != nil || f.String() != "before\n" {
+	if err := sb.ReadFile(context.Background(), "/tmp/f", &f, sandbox.ReadOptions{}); err != nil || f.String() != "before\n" {
 		t.Fatalf("ReadFile after the idle time: %q %v", f.String(), err)
 	}
 	out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/f && echo after > /work/out"}})

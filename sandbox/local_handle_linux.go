@@ -100,15 +100,6 @@ func (h *localHandle) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) err
 	return sb.SetNetworkPolicy(ctx, p)
 }
 
-// File runs req inside the sandbox (see [Sandbox.File]).
-func (h *localHandle) File(ctx context.Context, req FileRequest) error {
-	sb, err := h.sandbox()
-	if err != nil {
-		return err
-	}
-	return sb.File(ctx, req)
-}
-
 // Usage reads what the sandbox uses now (see [Sandbox.Usage]).
 func (h *localHandle) Usage(ctx context.Context) (Usage, error) {
 	if err := ctx.Err(); err != nil {

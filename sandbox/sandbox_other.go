@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"syscall"
 
 	"github.com/tent-sandbox/tent/netpolicy"
@@ -80,21 +79,36 @@ func (s *Sandbox) Exec(context.Context, ExecRequest) (*ExecResult, error) { retu
 func (s *Sandbox) File(context.Context, FileRequest) error { return errNotLinux }
 
 // ReadFile fails with an error wrapping [ErrUnsupported].
-func (s *Sandbox) ReadFile(context.Context, string, io.Writer) error { return errNotLinux }
-
-// WriteFile fails with an error wrapping [ErrUnsupported].
-func (s *Sandbox) WriteFile(context.Context, string, io.Reader, os.FileMode) error {
+func (s *Sandbox) ReadFile(context.Context, string, io.Writer, ReadOptions) error {
 	return errNotLinux
 }
 
-// ListDir fails with an error wrapping [ErrUnsupported].
-func (s *Sandbox) ListDir(context.Context, string) ([]FileInfo, error) { return nil, errNotLinux }
+// WriteFile fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) WriteFile(context.Context, string, io.Reader, WriteOptions) (FileInfo, error) {
+	return FileInfo{}, errNotLinux
+}
+
+// ReadDir fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) ReadDir(context.Context, string, int) ([]FileInfo, error) { return nil, errNotLinux }
 
 // Stat fails with an error wrapping [ErrUnsupported].
 func (s *Sandbox) Stat(context.Context, string) (FileInfo, error) { return FileInfo{}, errNotLinux }
 
+// Mkdir fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Mkdir(context.Context, string) (FileInfo, error) { return FileInfo{}, errNotLinux }
+
+// Rename fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Rename(context.Context, string, string) (FileInfo, error) {
+	return FileInfo{}, errNotLinux
+}
+
 // Remove fails with an error wrapping [ErrUnsupported].
 func (s *Sandbox) Remove(context.Context, string, bool) error { return errNotLinux }
+
+// Watch fails with an error wrapping [ErrUnsupported].
+func (s *Sandbox) Watch(context.Context, string, WatchOptions) (<-chan WatchEvent, error) {
+	return nil, errNotLinux
+}
 
 // Mount fails with an error wrapping [ErrUnsupported].
 func (s *Sandbox) Mount(context.Context, Mount) error { return errNotLinux }

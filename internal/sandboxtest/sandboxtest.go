@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -283,3 +284,30 @@ func (h byID) Process(_ context.Context, pid int) (sandbox.Process, error) {
 
 // Processes returns none.
 func (h byID) Processes(context.Context) ([]sandbox.ProcessInfo, error) { return nil, nil }
+
+// errNoFiles is the typed file verbs' error: a fake backend has no files.
+var errNoFiles = fmt.Errorf("%w: this fake backend has no files", sandbox.ErrUnsupported)
+
+// ReadFile fails with sandbox.ErrUnsupported, as the other file verbs do.
+func (h byID) ReadFile(context.Context, string, io.Writer, sandbox.ReadOptions) error {
+	return errNoFiles
+}
+func (h byID) WriteFile(context.Context, string, io.Reader, sandbox.WriteOptions) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNoFiles
+}
+func (h byID) Stat(context.Context, string) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNoFiles
+}
+func (h byID) ReadDir(context.Context, string, int) ([]sandbox.FileInfo, error) {
+	return nil, errNoFiles
+}
+func (h byID) Mkdir(context.Context, string) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNoFiles
+}
+func (h byID) Rename(context.Context, string, string) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNoFiles
+}
+func (h byID) Remove(context.Context, string, bool) error { return errNoFiles }
+func (h byID) Watch(context.Context, string, sandbox.WatchOptions) (<-chan sandbox.WatchEvent, error) {
+	return nil, errNoFiles
+}

@@ -44,6 +44,10 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 		{"Mount", mounts},
 		{"Files", files},
 		{"FileInputFails", fileInputFails},
+		{"FileVerbs", fileVerbs},
+		{"FileSymlinks", fileSymlinks},
+		{"FileHostile", fileHostile},
+		{"FileWatch", fileWatch},
 		{"NetworkPolicy", network},
 		{"SnapshotFork", snapshotFork},
 		{"SuspendResume", suspendResume},
@@ -237,80 +241,6 @@ func mounts(t *testing.T, b sandbox.Backend) {
 	res, err := on(t, b, s.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo x > /data/g"}})
 	if err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Read-only file system") {
 		t.Errorf("writing the ro mount: %+v, %v; want EROFS", res, err)
-	}
-}
-
-// The files API writes, reads, stats and removes inside the sandbox; a
-// missing path is an *os.PathError matching fs.ErrNotExist.
-func files(t *testing.T, b sandbox.Backend) {
-	ctx := context.Background()
-	s := provision(t, b, sandbox.Spec{})
-	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Mode: 0o640, In: strings.NewReader("content")}); err != nil {
-		t.Fatalf("write: %v", err)
-	}
-	if got := out(t, b, s.ID, "sh", "-c", "cat /tmp/f; stat -c ' %a' /tmp/f"); got != "content 640" {
-		t.Errorf("the command sees %q", got)
-	}
-	var read bytes.Buffer
-	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &read}); err != nil || read.String() != "content" {
-		t.Errorf("read: %q, %v", read.String(), err)
-	}
-	var missing *os.PathError
-	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/missing", Out: &read}); !errors.As(err, &missing) || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("read of a missing file: %v, want a *PathError matching ErrNotExist", err)
-	}
-	if err := on(t, b, s.ID).File(ctx, sandbox.FileRequest{Op: sandbox.FileRemove, Path: "/tmp/f"}); err != nil {
-		t.Errorf("remove: %v", err)
-	}
-	if got := out(t, b, s.ID, "sh", "-c", "test -e /tmp/f && echo there || echo gone"); got != "gone" {
-		t.Errorf("after remove: %q", got)
-	}
-}
-
-// failingReader yields n bytes, then fails with errReaderFailed.
-type failingReader struct{ n int }
-
-var errReaderFailed = errors.New("the reader failed")
-
-func (r *failingReader) Read(p []byte) (int, error) {
-	if r.n == 0 {
-		return 0, errReaderFailed
-	}
-	p = p[:min(len(p), r.n)]
-	clear(p)
-	r.n -= len(p)
-	return len(p), nil
-}
-
-// A write or put whose reader fails after 1 MiB returns the reader's
-// error and leaves the file it was to replace as it was, content and
-// mode; the next write leaves no temporary beside it (issue 36: the
-// helper took its input's end for the file's and put the first MiB in
-// place of the file).
-func fileInputFails(t *testing.T, b sandbox.Backend) {
-	ctx := context.Background()
-	s := provision(t, b, sandbox.Spec{})
-	h := on(t, b, s.ID)
-	out(t, b, s.ID, "sh", "-c", "mkdir /tmp/d && printf 'old content' > /tmp/d/f && chmod 640 /tmp/d/f")
-	for _, op := range []sandbox.FileOp{sandbox.FileWrite, sandbox.FilePut} {
-		err := h.File(ctx, sandbox.FileRequest{Op: op, Path: "/tmp/d/f", Mode: 0o600, In: &failingReader{n: 1 << 20}})
-		var pe *os.PathError
-		if !errors.Is(err, errReaderFailed) || !errors.As(err, &pe) || pe.Op != string(op) || pe.Path != "/tmp/d/f" {
-			t.Errorf("%s with a reader that fails: %v; want an *os.PathError (%s /tmp/d/f) wrapping the reader's error", op, err, op)
-		}
-		if got := out(t, b, s.ID, "sh", "-c", "cat /tmp/d/f; stat -c ' %a' /tmp/d/f"); got != "old content 640" {
-			t.Errorf("after a %s whose reader failed, the file holds %.40q; want the old content, mode 640", op, got)
-		}
-	}
-	// A reader that fails at once: the same, and a new file is not made.
-	if err := h.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/d/new", In: &failingReader{}}); !errors.Is(err, errReaderFailed) {
-		t.Errorf("a new file whose reader fails at once: %v; want the reader's error", err)
-	}
-	if err := h.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/d/g", In: strings.NewReader("g")}); err != nil {
-		t.Fatalf("the next write: %v", err)
-	}
-	if got := out(t, b, s.ID, "sh", "-c", "ls -A /tmp/d | tr '\\n' ' '"); got != "f g" {
-		t.Errorf("/tmp/d holds %q; want f g (no temporary, no new file)", got)
 	}
 }
 

@@ -108,6 +108,44 @@ func (s *Sandbox) Dial(context.Context, int) (net.Conn, error) { return nil, err
 // File fails with an error wrapping [sandbox.ErrUnsupported].
 func (s *Sandbox) File(context.Context, sandbox.FileRequest) error { return errNotLinux }
 
+// ReadFile fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) ReadFile(context.Context, string, io.Writer, sandbox.ReadOptions) error {
+	return errNotLinux
+}
+
+// WriteFile fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) WriteFile(context.Context, string, io.Reader, sandbox.WriteOptions) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNotLinux
+}
+
+// Stat fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) Stat(context.Context, string) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNotLinux
+}
+
+// ReadDir fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) ReadDir(context.Context, string, int) ([]sandbox.FileInfo, error) {
+	return nil, errNotLinux
+}
+
+// Mkdir fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) Mkdir(context.Context, string) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNotLinux
+}
+
+// Rename fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) Rename(context.Context, string, string) (sandbox.FileInfo, error) {
+	return sandbox.FileInfo{}, errNotLinux
+}
+
+// Remove fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) Remove(context.Context, string, bool) error { return errNotLinux }
+
+// Watch fails with an error wrapping [sandbox.ErrUnsupported].
+func (s *Sandbox) Watch(context.Context, string, sandbox.WatchOptions) (<-chan sandbox.WatchEvent, error) {
+	return nil, errNotLinux
+}
+
 // Mount fails with an error wrapping [sandbox.ErrUnsupported].
 func (s *Sandbox) Mount(context.Context, sandbox.Mount) error { return errNotLinux }
 

@@ -139,19 +139,15 @@ func forward(ctx context.Context, conn *net.UnixConn, req sandbox.ExecRequest, d
 	}
 }
 
-// File runs one file operation inside the sandbox through its supervisor
-// (see sandbox.Sandbox.File); a failure the helper reports carries its
-// errno (errors.Is(err, fs.ErrNotExist) works).
+// File runs a raw file operation, an archive stream, inside the sandbox
+// through its supervisor (see sandbox.Sandbox.File); a failure the
+// helper reports carries its errno (errors.Is(err, fs.ErrNotExist)
+// works).
 func (s *Sandbox) File(ctx context.Context, req sandbox.FileRequest) error {
 	rec, err := s.dialRec()
 	if err != nil {
 		return err
 	}
-	// Framed here, in the caller's process: a reader that fails or a
-	// caller killed mid-write leaves the helper an input without its end
-	// mark, and the file as it was.
-	op := req.Op // the caller's, for errors
-	req, inputErr := req.Framed()
 	var st stdio
 	defer st.close()
 	in, err := st.in(req.In)
@@ -186,9 +182,6 @@ func (s *Sandbox) File(ctx context.Context, req sandbox.FileRequest) error {
 	var rep reply
 	_, rerr := ctlmsg.Recv(conn, &rep)
 	st.wait()
-	if ierr := inputErr(); ierr != nil && (rerr != nil || rep.Error != "") {
-		return ierr
-	}
 	if rerr != nil {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -197,7 +190,7 @@ func (s *Sandbox) File(ctx context.Context, req sandbox.FileRequest) error {
 	}
 	if rep.Error != "" {
 		if rep.Errno != 0 {
-			return &os.PathError{Op: string(op), Path: req.Path, Err: syscall.Errno(rep.Errno)}
+			return &os.PathError{Op: string(req.Op), Path: req.Path, Err: syscall.Errno(rep.Errno)}
 		}
 		return remoteError(rep)
 	}

@@ -50,7 +50,7 @@ func TestKilledWriterProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.File(context.Background(), sandbox.FileRequest{Op: sandbox.FileWrite, Path: path, In: &stallingReader{n: 1 << 20}})
+	_, err = s.WriteFile(context.Background(), path, &stallingReader{n: 1 << 20}, sandbox.WriteOptions{})
 	t.Fatalf("the write returned (%v); it was to stall until killed", err)
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,13 +217,13 @@ func TestBackendLifecycleAndErrors(t *testing.T) {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}
 	var got strings.Builder
-	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: "/tmp/f", Mode: 0o644, In: strings.NewReader("hello")}); err != nil {
+	if _, err := sbOf(t, b, "box").WriteFile(ctx, "/tmp/f", strings.NewReader("hello"), sandbox.WriteOptions{Mode: 0o644}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/tmp/f", Out: &got}); err != nil || got.String() != "hello" {
+	if err := sbOf(t, b, "box").ReadFile(ctx, "/tmp/f", &got, sandbox.ReadOptions{}); err != nil || got.String() != "hello" {
 		t.Fatalf("read back %q, %v", got.String(), err)
 	}
-	if err := sbOf(t, b, "box").File(ctx, sandbox.FileRequest{Op: sandbox.FileRead, Path: "/nonexistent"}); !errors.Is(err, os.ErrNotExist) {
+	if err := sbOf(t, b, "box").ReadFile(ctx, "/nonexistent", io.Discard, sandbox.ReadOptions{}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("read of a missing file: %v, want ErrNotExist", err)
 	}
 	if err := sbOf(t, b, "box").SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "host"}); !errors.Is(err, sandbox.ErrUnsupported) {

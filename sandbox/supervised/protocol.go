@@ -2,6 +2,7 @@ package supervised
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -52,6 +53,20 @@ const (
 	opDial = "dial"
 	// opPublish publishes Publish on the host (reply.Published: as bound).
 	opPublish = "publish"
+	// The file verbs (see files_linux.go), their arguments in Files:
+	// the supervisor calls the core's verb and answers typed. opReadFile
+	// passes the pipe to write the content to, and answers Size before
+	// it writes; opWriteFile passes the content; opWatch answers once
+	// the watch is in place, then once per Event, until the caller
+	// closes its end. opFile (File) runs the raw archive streams.
+	opReadFile   = "read-file"   // reply.Size, then the answer
+	opWriteFile  = "write-file"  // reply.Info
+	opStat       = "stat"        // reply.Info
+	opReadDir    = "read-dir"    // reply.Infos
+	opMkdir      = "mkdir"       // reply.Info
+	opRename     = "rename"      // reply.Info
+	opRemoveFile = "remove-file" // Files.All: the tree
+	opWatch      = "watch"       // reply.Event, one per answer
 )
 
 // request is one request to a supervisor.
@@ -59,6 +74,7 @@ type request struct {
 	Op      string               `json:"op"`
 	Args    []string             `json:"args,omitempty"`
 	File    *sandbox.FileRequest `json:"file,omitempty"`
+	Files   *fileArgs            `json:"files,omitempty"`
 	Env     []string             `json:"env,omitempty"`
 	Dir     string               `json:"dir,omitempty"`
 	Timeout time.Duration        `json:"timeout_ns,omitempty"`
@@ -95,6 +111,17 @@ type request struct {
 	Publish *sandbox.PortMapping `json:"publish,omitempty"`
 }
 
+// fileArgs are a file verb's arguments.
+type fileArgs struct {
+	Path  string               `json:"path"`
+	To    string               `json:"to,omitempty"`
+	Depth int                  `json:"depth,omitempty"`
+	All   bool                 `json:"all,omitempty"`
+	Read  sandbox.ReadOptions  `json:"read,omitzero"`
+	Write sandbox.WriteOptions `json:"write,omitzero"`
+	Watch sandbox.WatchOptions `json:"watch,omitzero"`
+}
+
 // reply is a supervisor's answer. A failure has Error, its Kind (the
 // sentinel errors it matched, see kinds, comma-separated) and Code,
 // tent's exit code for it.
@@ -102,8 +129,18 @@ type reply struct {
 	Error string `json:"error,omitempty"`
 	Kind  string `json:"kind,omitempty"`
 	Code  int    `json:"code,omitempty"`
-	// Errno is the errno the failure carried, if any (a file operation's).
-	Errno  int                 `json:"errno,omitempty"`
+	// Errno is the errno the failure carried, if any (a file operation's),
+	// and PathOp, Path and PathErr its *os.PathError's fields, if it was
+	// one (PathErr: its Err's message).
+	Errno   int    `json:"errno,omitempty"`
+	PathOp  string `json:"path_op,omitempty"`
+	Path    string `json:"path,omitempty"`
+	PathErr string `json:"path_err,omitempty"`
+	// The file verbs' answers.
+	Info   *sandbox.FileInfo   `json:"info,omitempty"`
+	Infos  []sandbox.FileInfo  `json:"infos,omitempty"`
+	Size   *int64              `json:"size,omitempty"`
+	Event  *sandbox.WatchEvent `json:"event,omitempty"`
 	Result *sandbox.ExecResult `json:"result,omitempty"`
 	// Snapshot is the id of a snapshot just taken.
 	Snapshot string `json:"snapshot,omitempty"`
@@ -158,6 +195,10 @@ func failure(err error) reply {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		r.Errno = int(errno)
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		r.PathOp, r.Path, r.PathErr = pe.Op, pe.Path, pe.Err.Error()
 	}
 	return r
 }

@@ -184,6 +184,9 @@ func (s *server) serveConn(conn *net.UnixConn) {
 	if s.serveProc(conn, req, files) {
 		return
 	}
+	if s.serveFile(conn, req, files) {
+		return
+	}
 	if req.Op == opDial {
 		s.serveDial(conn, req.Port)
 		return

@@ -3,9 +3,7 @@
 package transfer
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,10 +17,10 @@ import (
 
 // The sandbox's side: one call of the file helper each.
 
-// remoteOut runs the file helper's op on p and copies its stdout to w; an
-// error of w (a limit reached) ends the helper (its pipe is closed). The
-// helper writes to a pipe of ours, not to one a backend would copy, so
-// that error is ours to see.
+// remoteOut runs the file helper's raw op on p and copies its stdout to
+// w; an error of w (a limit reached) ends the helper (its pipe is
+// closed). The helper writes to a pipe of ours, not to one a backend
+// would copy, so that error is ours to see.
 func remoteOut(ctx context.Context, h sandbox.Handle, op sandbox.FileOp, p string, w io.Writer) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -42,32 +40,22 @@ func remoteOut(ctx context.Context, h sandbox.Handle, op sandbox.FileOp, p strin
 	return err
 }
 
-// maxStat bounds what the helper's stat may write.
-const maxStat = 1 << 20
-
 // stat stats p inside the sandbox (not following a final symlink).
 func stat(ctx context.Context, h sandbox.Handle, p string) (sandbox.FileInfo, error) {
-	var buf bytes.Buffer
-	var info sandbox.FileInfo
-	lw := &limitWriter{w: &buf, max: maxStat, over: func() error {
-		return fmt.Errorf("the stat of %s is larger than %d bytes", p, maxStat)
-	}}
-	if err := remoteOut(ctx, h, sandbox.FileStat, p, lw); err != nil {
-		return info, err
-	}
-	if err := json.Unmarshal(buf.Bytes(), &info); err != nil {
-		return info, fmt.Errorf("stat %s: %w", p, err)
-	}
-	return info, nil
+	return h.Stat(ctx, p)
 }
 
 // readFile streams the file p to w, failing with ErrTooLarge past limit
-// bytes.
+// bytes (before a byte is written when the file is larger already).
 func readFile(ctx context.Context, h sandbox.Handle, p string, w io.Writer, limit int64) error {
-	lw := &limitWriter{w: w, max: limit, over: func() error {
-		return &tooLargeError{fmt.Sprintf("%s is larger than %d bytes", p, limit)}
-	}}
-	return remoteOut(ctx, h, sandbox.FileRead, p, lw)
+	tooLarge := func() error { return &tooLargeError{fmt.Sprintf("%s is larger than %d bytes", p, limit)} }
+	lw := &limitWriter{w: w, max: limit, over: tooLarge}
+	return h.ReadFile(ctx, p, lw, sandbox.ReadOptions{Size: func(n int64) error {
+		if n > limit {
+			return tooLarge()
+		}
+		return nil
+	}})
 }
 
 // limitWriter fails with over() once more than max bytes were written.
@@ -111,7 +99,8 @@ func tarOut(ctx context.Context, h sandbox.Handle, src string, w io.Writer, limi
 // writeFile creates or truncates the file p inside with mode and streams
 // in into it.
 func writeFile(ctx context.Context, h sandbox.Handle, p string, in io.Reader, mode iofs.FileMode) error {
-	return h.File(ctx, sandbox.FileRequest{Op: sandbox.FileWrite, Path: p, Mode: mode, In: in})
+	_, err := h.WriteFile(ctx, p, in, sandbox.WriteOptions{Mode: mode})
+	return err
 }
 
 // untar creates the directory p inside (if needed) and extracts into it

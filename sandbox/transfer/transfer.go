@@ -159,7 +159,7 @@ func CopyIn(ctx context.Context, h sandbox.Handle, hostSrc, dst string) error {
 
 // CopyInFrom writes what it reads from r to the file dst inside sandbox
 // id of b, created (mode 0644) or replaced as one step (see
-// [sandbox.FileWrite]).
+// [sandbox.Handle.WriteFile]).
 func CopyInFrom(ctx context.Context, h sandbox.Handle, r io.Reader, dst string) error {
 	return writeFile(ctx, h, dst, r, 0o644)
 }

@@ -206,25 +206,20 @@ func (bx *box) releaseStream() {
 	bx.mu.Unlock()
 }
 
-// fileOp runs one file operation, waiting for one of the sandbox's
+// files runs f on the box's sandbox, waiting for one of its
 // file-operation slots.
-func (bx *box) fileOp(ctx context.Context, req sandbox.FileRequest) error {
+func (bx *box) files(ctx context.Context, f func(sandbox.Handle) error) error {
 	select {
 	case bx.fileSem <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-bx.fileSem }()
-	return bx.file(ctx, req)
-}
-
-// file runs req in the box's sandbox, outside the file-operation slots.
-func (bx *box) file(ctx context.Context, req sandbox.FileRequest) error {
 	hd, err := bx.handle(ctx)
 	if err != nil {
 		return err
 	}
-	return hd.File(ctx, req)
+	return f(hd)
 }
 
 // resolve makes p absolute as envd does: "~" and "~/..." are beneath

@@ -94,7 +94,9 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dw := &downloadWriter{w: w, name: path.Base(p), size: -1}
-	err = bx.fileOp(r.Context(), sandbox.FileRequest{Op: sandbox.FileRead, Path: p, Sized: true, Out: dw})
+	err = bx.files(r.Context(), func(hd sandbox.Handle) error {
+		return hd.ReadFile(r.Context(), p, dw, sandbox.ReadOptions{Size: dw.start})
+	})
 	switch {
 	case err != nil && !dw.committed:
 		writeError(w, err)
@@ -106,53 +108,35 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// downloadWriter reads the helper's sized read: the length line, which
-// it sends as Content-Length, then the bytes.
+// downloadWriter answers a download: the file's size, which it sends as
+// Content-Length (start), then its bytes.
 type downloadWriter struct {
 	w         http.ResponseWriter
 	name      string
-	line      []byte
-	size      int64 // -1 until the length line is read
+	size      int64 // -1 until start
 	sent      int64
 	committed bool
 	err       error
 }
 
+// start sends the headers for a file of size bytes.
+func (d *downloadWriter) start(size int64) error {
+	d.size = size
+	h := d.w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": d.name}))
+	d.w.WriteHeader(http.StatusOK)
+	d.committed = true
+	return nil
+}
+
 func (d *downloadWriter) Write(p []byte) (int, error) {
-	n := len(p)
 	if d.err != nil {
 		return 0, d.err
 	}
-	if d.size < 0 {
-		i := strings.IndexByte(string(p), '\n')
-		if i < 0 {
-			if len(d.line)+len(p) > 32 {
-				d.err = errors.New("the file helper's length line is too long")
-				return 0, d.err
-			}
-			d.line = append(d.line, p...)
-			return n, nil
-		}
-		d.line = append(d.line, p[:i]...)
-		p = p[i+1:]
-		size, err := strconv.ParseInt(string(d.line), 10, 64)
-		if err != nil || size < 0 {
-			d.err = fmt.Errorf("the file helper's length line %q", d.line)
-			return 0, d.err
-		}
-		d.size = size
-		h := d.w.Header()
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Length", strconv.FormatInt(size, 10))
-		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": d.name}))
-		d.w.WriteHeader(http.StatusOK)
-		d.committed = true
-	}
-	if len(p) == 0 {
-		return n, nil
-	}
 	if int64(len(p)) > d.size-d.sent {
-		d.err = errors.New("the file helper sent more than it announced")
+		d.err = errors.New("the backend sent more than the file's size")
 		return 0, d.err
 	}
 	m, err := d.w.Write(p)
@@ -161,7 +145,7 @@ func (d *downloadWriter) Write(p []byte) (int, error) {
 		d.err = err
 		return 0, err
 	}
-	return n, nil
+	return len(p), nil
 }
 
 // errUploadAborted ends an upload's copy when the helper stopped reading.
@@ -321,7 +305,10 @@ func partFileName(disposition string) (string, error) {
 func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, meta map[string]string) (fileEntry, error) {
 	// Whether the upload makes the file, or replaces one: a failed
 	// upload removes a file it made, never one it was to replace.
-	serr := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileStat, Path: p, Out: io.Discard})
+	serr := bx.files(ctx, func(hd sandbox.Handle) error {
+		_, err := hd.Stat(ctx, p)
+		return err
+	})
 	made := errors.Is(serr, fs.ErrNotExist)
 	pr, pw := io.Pipe()
 	copied := make(chan error, 1)
@@ -330,12 +317,19 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, me
 		copied <- err // before the helper can see the end of its input
 		// A body that failed (over the bound, cut) ends the helper's
 		// input with its error: the backend then sends no end mark (see
-		// sandbox.FileRequest.Framed), and the helper leaves the file it
+		// sandbox.Sandbox.WriteFile), and the helper leaves the file it
 		// was to replace as it was.
 		pw.CloseWithError(err) // nil: EOF
 	}()
-	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
-	err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FilePut, Path: p, Metadata: meta, In: pr, Out: out})
+	if meta == nil {
+		meta = map[string]string{} // an upload replaces the file's metadata
+	}
+	var fi sandbox.FileInfo
+	err := bx.files(ctx, func(hd sandbox.Handle) error {
+		var err error
+		fi, err = hd.WriteFile(ctx, p, pr, sandbox.WriteOptions{Parents: true, Metadata: meta})
+		return err
+	})
 	pr.CloseWithError(errUploadAborted)
 	var cerr error
 	if err == nil {
@@ -354,7 +348,8 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, me
 	}
 	if err != nil || cerr != nil {
 		if made {
-			_ = bx.fileOp(context.WithoutCancel(ctx), sandbox.FileRequest{Op: sandbox.FileRemove, Path: p})
+			rctx := context.WithoutCancel(ctx)
+			_ = bx.files(rctx, func(hd sandbox.Handle) error { return hd.Remove(rctx, p, false) })
 		}
 		var mbe *http.MaxBytesError
 		switch {
@@ -364,13 +359,6 @@ func (h *Handler) put(ctx context.Context, bx *box, p string, body io.Reader, me
 			return fileEntry{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("reading the upload: %w", cerr))
 		}
 		return fileEntry{}, rpcError(err)
-	}
-	if out.err != nil {
-		return fileEntry{}, out.err
-	}
-	var fi tentfs.FileInfo
-	if err := json.Unmarshal(out.Bytes(), &fi); err != nil || fi.Path == "" {
-		return fileEntry{}, connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's answer %q: %v", out.Bytes(), err))
 	}
 	return fileEntry{Name: fi.Name, Path: fi.Path, Type: "file", Metadata: fi.Metadata}, nil
 }

@@ -1,18 +1,14 @@
 package envd
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"strconv"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	tentfs "github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )
@@ -20,33 +16,8 @@ import (
 // filesystemService serves filesystem.Filesystem.
 type filesystemService struct{ h *Handler }
 
-// Bounds of what the file helper may answer: one FileInfo, a listing.
-const (
-	maxInfoBytes    = 1 << 20
-	maxListingBytes = 64 << 20
-)
-
-// limitBuffer is a buffer that fails past max bytes, and remembers it
-// (the backend drops a failing writer without telling).
-type limitBuffer struct {
-	bytes.Buffer
-	max  int
-	what string
-	err  error
-}
-
-func (b *limitBuffer) Write(p []byte) (int, error) {
-	if b.err == nil && b.Len()+len(p) > b.max {
-		b.err = errResourceExhausted(fmt.Sprintf("%s is larger than %d bytes", b.what, b.max))
-	}
-	if b.err != nil {
-		return 0, b.err
-	}
-	return b.Buffer.Write(p)
-}
-
 // entryInfo turns the helper's FileInfo into envd's EntryInfo.
-func entryInfo(fi tentfs.FileInfo) *filesystempb.EntryInfo {
+func entryInfo(fi sandbox.FileInfo) *filesystempb.EntryInfo {
 	e := &filesystempb.EntryInfo{
 		Name:         fi.Name,
 		Path:         fi.Path,
@@ -77,19 +48,16 @@ func entryInfo(fi tentfs.FileInfo) *filesystempb.EntryInfo {
 	return e
 }
 
-// infoOp runs a helper operation that answers one FileInfo.
-func (bx *box) infoOp(ctx context.Context, req sandbox.FileRequest) (*filesystempb.EntryInfo, error) {
-	out := &limitBuffer{max: maxInfoBytes, what: "the file's description"}
-	req.Out = out
-	if err := bx.fileOp(ctx, req); err != nil {
+// infoOp runs a file verb that answers one FileInfo.
+func (bx *box) infoOp(ctx context.Context, verb func(sandbox.Handle) (sandbox.FileInfo, error)) (*filesystempb.EntryInfo, error) {
+	var fi sandbox.FileInfo
+	err := bx.files(ctx, func(hd sandbox.Handle) error {
+		var err error
+		fi, err = verb(hd)
+		return err
+	})
+	if err != nil {
 		return nil, rpcError(err)
-	}
-	if out.err != nil {
-		return nil, out.err
-	}
-	var fi tentfs.FileInfo
-	if err := json.Unmarshal(out.Bytes(), &fi); err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's answer: %w", err))
 	}
 	return bx.entryInfo(ctx, fi), nil
 }
@@ -109,7 +77,7 @@ func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	e, err := bx.infoOp(ctx, sandbox.FileRequest{Op: sandbox.FileStat, Path: p})
+	e, err := bx.infoOp(ctx, func(hd sandbox.Handle) (sandbox.FileInfo, error) { return hd.Stat(ctx, p) })
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +89,7 @@ func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	e, err := bx.infoOp(ctx, sandbox.FileRequest{Op: sandbox.FileMkdir, Path: p})
+	e, err := bx.infoOp(ctx, func(hd sandbox.Handle) (sandbox.FileInfo, error) { return hd.Mkdir(ctx, p) })
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +105,7 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	e, err := bx.infoOp(ctx, sandbox.FileRequest{Op: sandbox.FileRename, Path: src, To: dst})
+	e, err := bx.infoOp(ctx, func(hd sandbox.Handle) (sandbox.FileInfo, error) { return hd.Rename(ctx, src, dst) })
 	if err != nil {
 		return nil, err
 	}
@@ -150,16 +118,14 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 		return nil, err
 	}
 	depth := max(req.Msg.GetDepth(), 1)
-	out := &limitBuffer{max: maxListingBytes, what: "the listing"}
-	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileList, Path: p, Depth: int(depth), Out: out}); err != nil {
+	var infos []sandbox.FileInfo
+	err = bx.files(ctx, func(hd sandbox.Handle) error {
+		var err error
+		infos, err = hd.ReadDir(ctx, p, int(depth))
+		return err
+	})
+	if err != nil {
 		return nil, rpcError(err)
-	}
-	if out.err != nil {
-		return nil, out.err
-	}
-	var infos []tentfs.FileInfo
-	if err := json.Unmarshal(out.Bytes(), &infos); err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's listing: %w", err))
 	}
 	res := &filesystempb.ListDirResponse{Entries: make([]*filesystempb.EntryInfo, 0, len(infos))}
 	for _, fi := range infos {
@@ -177,7 +143,8 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("refusing to remove /"))
 	}
 	// A path that is not there is removed already (envd's answer too).
-	if err := bx.fileOp(ctx, sandbox.FileRequest{Op: sandbox.FileRemoveAll, Path: p}); err != nil && errCode(err) != connect.CodeNotFound {
+	err = bx.files(ctx, func(hd sandbox.Handle) error { return hd.Remove(ctx, p, true) })
+	if err != nil && errCode(err) != connect.CodeNotFound {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&filesystempb.RemoveResponse{}), nil

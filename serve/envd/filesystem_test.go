@@ -431,15 +431,14 @@ func (b fullDisk) Open(ctx context.Context, ref string) (sandbox.Handle, error) 
 
 type fullDiskHandle struct{ sandbox.Handle }
 
-func (h fullDiskHandle) File(ctx context.Context, req sandbox.FileRequest) error {
-	if req.Op != sandbox.FilePut {
-		return h.Handle.File(ctx, req)
+func (h fullDiskHandle) WriteFile(ctx context.Context, path string, r io.Reader, opts sandbox.WriteOptions) (sandbox.FileInfo, error) {
+	if !opts.Parents {
+		return h.Handle.WriteFile(ctx, path, r, opts)
 	}
-	req.In = io.LimitReader(req.In, 4<<10)
-	if err := h.Handle.File(ctx, req); err != nil {
-		return err
+	if _, err := h.Handle.WriteFile(ctx, path, io.LimitReader(r, 4<<10), opts); err != nil {
+		return sandbox.FileInfo{}, err
 	}
-	return &os.PathError{Op: "put", Path: req.Path, Err: syscall.ENOSPC}
+	return sandbox.FileInfo{}, &os.PathError{Op: "put", Path: path, Err: syscall.ENOSPC}
 }
 
 // TestUploadFailedMidwayLeavesNoFile: an upload the sandbox's disk
@@ -473,7 +472,7 @@ func TestUploadFailedMidwayLeavesNoFile(t *testing.T) {
 // leaves the file as it was, content and mode, and nothing beside it
 // after the next upload (issue 36: the helper took the end of what came
 // for the end of the file). The backend frames the helper's input (see
-// sandbox.FileRequest.Framed): the upload needs no care of its own. (A
+// sandbox.Sandbox.WriteFile): the upload needs no care of its own. (A
 // connection that ends also cancels the request, which may kill the
 // helper first: the malformed chunk fails the body with the request
 // still on.)

@@ -1,33 +1,26 @@
 package envd
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"sync"
 
 	"connectrpc.com/connect"
 
-	tentfs "github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )
 
-// watchRun is one running file-helper watch of a directory.
+// watchRun is one running watch of a directory (Handle.Watch).
 type watchRun struct {
 	events chan *filesystempb.FilesystemEvent // closed when the watch ends
 	err    error                              // why it ended; read after events is closed
-	stdin  *os.File                           // closing it ends the watch
-	done   chan struct{}                      // closed when the helper is gone
+	cancel context.CancelFunc                 // ends the watch
 }
 
-// eventTypes maps the helper's op names to envd's.
+// eventTypes maps the watch's op names to envd's.
 var eventTypes = map[string]filesystempb.EventType{
 	"create": filesystempb.EventType_EVENT_TYPE_CREATE,
 	"write":  filesystempb.EventType_EVENT_TYPE_WRITE,
@@ -36,49 +29,29 @@ var eventTypes = map[string]filesystempb.EventType{
 	"chmod":  filesystempb.EventType_EVENT_TYPE_CHMOD,
 }
 
-// startWatch starts the helper watching path; it returns once the
-// watch is in place (or failed). The watch lives until ctx ends or
-// stop.
+// startWatch starts watching path; it returns once the watch is in
+// place (or failed). The watch lives until ctx ends or stop.
 func (bx *box) startWatch(ctx context.Context, path string, recursive, entries bool) (*watchRun, error) {
 	if entries {
 		_, _ = bx.homeDir(ctx) // the user's name, for the entries' owner
 	}
-	inR, inW, err := os.Pipe()
+	wctx, cancel := context.WithCancel(ctx)
+	hd, err := bx.handle(wctx)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
-	outR, outW := io.Pipe()
-	w := &watchRun{events: make(chan *filesystempb.FilesystemEvent), stdin: inW, done: make(chan struct{})}
-	var helperErr error
-	go func() {
-		defer close(w.done)
-		helperErr = bx.file(ctx, sandbox.FileRequest{Op: sandbox.FileWatch, Path: path, Recursive: recursive, Entries: entries, In: inR, Out: outW})
-		inR.Close()
-		outW.Close()
-	}()
-	lines := bufio.NewScanner(outR)
-	lines.Buffer(make([]byte, 0, 4096), 256<<10)
-	fail := func(err error) (*watchRun, error) {
-		inW.Close()
-		outR.CloseWithError(err)
-		<-w.done
-		if helperErr != nil {
-			return nil, rpcError(helperErr)
-		}
+		cancel()
 		return nil, err
 	}
-	if !lines.Scan() {
-		return fail(connect.NewError(connect.CodeInternal, errors.New("the watch ended before it started")))
+	evs, err := hd.Watch(wctx, path, sandbox.WatchOptions{Recursive: recursive, Entries: entries})
+	if err != nil {
+		cancel()
+		return nil, rpcError(err)
 	}
-	var first tentfs.WatchEvent
-	if err := json.Unmarshal(lines.Bytes(), &first); err != nil || !first.Ready {
-		return fail(connect.NewError(connect.CodeInternal, fmt.Errorf("the file helper's watch: %q", lines.Bytes())))
-	}
+	w := &watchRun{events: make(chan *filesystempb.FilesystemEvent), cancel: cancel}
 	go func() {
 		defer close(w.events)
-		for lines.Scan() {
-			var ev tentfs.WatchEvent
-			if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+		for ev := range evs { // until the watch is gone
+			if ev.Err != nil {
+				w.err = ev.Err
 				continue
 			}
 			t, ok := eventTypes[ev.Op]
@@ -91,21 +64,15 @@ func (bx *box) startWatch(ctx context.Context, path string, recursive, entries b
 			}
 			select {
 			case w.events <- fe:
-			case <-w.done:
+			case <-wctx.Done():
 			}
-		}
-		outR.CloseWithError(io.EOF) // a line too long stopped the scan: the helper's writes fail
-		<-w.done
-		w.err = helperErr
-		if err := lines.Err(); err != nil && w.err == nil {
-			w.err = err
 		}
 	}()
 	return w, nil
 }
 
-// stop ends the watch: the helper reads EOF and exits.
-func (w *watchRun) stop() { w.stdin.Close() }
+// stop ends the watch.
+func (w *watchRun) stop() { w.cancel() }
 
 func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[filesystempb.WatchDirRequest], stream *connect.ServerStream[filesystempb.WatchDirResponse]) error {
 	bx, p, err := s.resolveFor(ctx, req.Msg.GetPath())
