@@ -59,7 +59,6 @@ type Compiled struct {
 	deny      []compiledRule
 	httpRules []compiledHTTPRule
 	secrets   []compiledSecret
-	scrubAll  []scrubPair // allPairs(secrets): what no log record holds
 }
 
 type compiledHTTPRule struct {
@@ -125,7 +124,6 @@ func Compile(p Policy) (*Compiled, error) {
 	for _, s := range c.secrets {
 		c.policy.Secrets = append(c.policy.Secrets, s.Secret)
 	}
-	c.scrubAll = allPairs(c.secrets)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
