@@ -131,21 +131,21 @@ type Proxy struct {
 	src    SecretSource
 	inline *SecretMap
 	// last are the secrets as last resolved with a value, by name.
-	last  map[string]compiledSecret
-	forms map[formsKey][]scrubPair // makeForms, by secret and value
-	id        string
-	resolver  Resolver
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
-	audit     auditLog
-	log       *slog.Logger
-	denials   denials
-	bulk      chan struct{} // large tunnel buffers in use (see pump)
-	lim       limits
-	count     counters
-	fake      fakeNames // the stub DNS's answers (transparent sandboxes)
-	hosts     hostsFile // the host's hosts file, as the stub DNS reads it
-	ca        *CA
-	roots     *x509.CertPool
+	last     map[string]compiledSecret
+	forms    map[formsKey][]scrubPair // makeForms, by secret and value
+	id       string
+	resolver Resolver
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	audit    auditLog
+	log      *slog.Logger
+	denials  denials
+	bulk     chan struct{} // large tunnel buffers in use (see pump)
+	lim      limits
+	count    counters
+	fake     fakeNames // the stub DNS's answers (transparent sandboxes)
+	hosts    hostsFile // the host's hosts file, as the stub DNS reads it
+	ca       *CA
+	roots    *x509.CertPool
 
 	ctx    context.Context // cancelled by Close: aborts lookups and dials
 	cancel context.CancelFunc

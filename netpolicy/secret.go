@@ -2,9 +2,9 @@ package netpolicy
 
 import (
 	"crypto/rand"
-	"errors"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
