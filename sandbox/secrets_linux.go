@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tent-sandbox/tent/netpolicy"
@@ -107,5 +108,64 @@ func removeCADir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("proxy CA: %w", err)
 	}
+	return nil
+}
+
+// secretWriter is a SecretSource that values given inline are written to.
+type secretWriter interface {
+	Set(name, value string) error
+}
+
+// inlineSecrets returns secrets without their inline values, written to
+// src. Without a source the values stay (the proxy keeps them in memory),
+// and every secret must have one.
+func inlineSecrets(secrets []netpolicy.Secret, src netpolicy.SecretSource) ([]netpolicy.Secret, error) {
+	if src == nil {
+		for i, s := range secrets {
+			if s.Value == "" {
+				return nil, invalid(fmt.Errorf("network: secrets[%d] (%s) has no value: give it where the sandbox starts, or a store of values (ProvisionOptions.Secrets)", i, s.Name))
+			}
+		}
+		return secrets, nil
+	}
+	out := slices.Clone(secrets)
+	for i, s := range out {
+		if s.Value == "" {
+			continue
+		}
+		w, ok := src.(secretWriter)
+		if !ok {
+			return nil, invalid(fmt.Errorf("network: secret %s: its value is given inline, and the sandbox's store of values cannot be written", s.Name))
+		}
+		if err := w.Set(s.Name, s.Value); err != nil {
+			return nil, invalid(fmt.Errorf("network: %w", err))
+		}
+		out[i].Value = ""
+	}
+	return out, nil
+}
+
+// keepValuesOut checks, when the values of spec's secrets come from src,
+// that the environment the spec sets holds none of them (as secretsEnv
+// does for inline values), and drops from the commands' environment an
+// inherited variable that holds one (the variable tent read it from).
+func (p *plan) keepValuesOut(spec *Spec, src netpolicy.SecretSource) error {
+	if src == nil {
+		return nil
+	}
+	var values []string
+	for _, s := range spec.Network.Secrets {
+		v, ok := src.LookupSecret(s.Name)
+		if !ok || v == "" {
+			continue
+		}
+		for _, kv := range spec.Env {
+			if k, ev, _ := strings.Cut(kv, "="); strings.Contains(ev, v) {
+				return invalid(fmt.Errorf("env: %s holds the value of secret %s, which never enters the sandbox (inside, %s holds its placeholder)", k, s.Name, s.Name))
+			}
+		}
+		values = append(values, v)
+	}
+	p.cfg.Exec.Env = withoutSecrets(p.cfg.Exec.Env, values)
 	return nil
 }
