@@ -13,6 +13,7 @@ import (
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox/internal/testhooks"
 )
 
 // bootIO is what a sandbox's start needs besides its spec.
@@ -256,7 +257,7 @@ func (r *running) startNetwork(bio bootIO, listeners []int, log *slog.Logger) (e
 		r.proxyFDs = append(r.proxyFDs, d)
 	}
 	cfg := bio.proxyLimits.proxyConfig(bio.id)
-	cfg.CA, cfg.UpstreamRoots, cfg.Secrets = p.ca, testUpstreamRoots, bio.secrets
+	cfg.CA, cfg.UpstreamRoots, cfg.Secrets = p.ca, testhooks.UpstreamRoots, bio.secrets
 	r.proxy, err = startProxy(cfg, p.network, listeners, bio.netLog, bio.resolver, log)
 	return err
 }

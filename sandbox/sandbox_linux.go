@@ -13,6 +13,7 @@ import (
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox/internal/testhooks"
 )
 
 // Sandbox is a long-lived sandbox: provisioned once, it runs any number
@@ -53,6 +54,9 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	id := opts.ID
 	if id == "" {
 		id = randomID()
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = testhooks.Resolver // nil but in tests
 	}
 	var err error
 	if spec.Network.Secrets, err = inlineSecrets(spec.Network.Secrets, opts.Secrets); err != nil {

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bytes"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -20,10 +19,6 @@ const caTarget = "/run/tent/ca"
 
 // hostBundles are the host's CA bundles, the first that exists is used.
 var hostBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
-
-// testUpstreamRoots, when set (by tests only), are the roots the proxy
-// verifies intercepted hosts against instead of the host's.
-var testUpstreamRoots *x509.CertPool
 
 // caEnv points the trust settings of common tools at the bundle (the
 // host's roots and the proxy's CA), so that intercepted hosts verify and

@@ -13,6 +13,7 @@ import (
 // The test binary is the supervisors' program too: Provision re-executes
 // it (/proc/self/exe) in the supervisor's mode, which sandbox.Init runs.
 func TestMain(m *testing.M) {
+	originHooks() // in the supervisors too: they are this binary
 	sandbox.Init()
 	os.Exit(sandboxtest.Run(m))
 }
