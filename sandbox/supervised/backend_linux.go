@@ -81,11 +81,12 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 // never reach the supervisor, the record or a snapshot. A sandbox with
 // secrets or HTTP rules never idles (its proxy holds the CA's key).
 func (b *Backend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
+	id := newID()
 	var err error
-	if spec.Network.Secrets, err = b.storeInline(spec.Network.Secrets); err != nil {
+	if spec.Network.Secrets, err = b.storeInline(id, spec.Network.Secrets); err != nil {
 		return sandbox.Info{}, err
 	}
-	return b.spawn(ctx, launch{ID: newID(), Spec: spec})
+	return b.spawn(ctx, launch{ID: id, Spec: spec})
 }
 
 // Secrets is the state directory's secret store: the values of the
@@ -95,14 +96,21 @@ func (b *Backend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Inf
 func (b *Backend) Secrets() *secretstore.Store { return secretstore.Open(b.st.Dir) }
 
 // storeInline writes the values given inline among secrets to the store,
-// and returns secrets without them.
-func (b *Backend) storeInline(secrets []netpolicy.Secret) ([]netpolicy.Secret, error) {
+// and returns secrets without them. A variable's value is shared by name
+// (every sandbox naming it sends it); a header transform's is sandbox
+// id's alone (E2B's rules: each sandbox has its own, under names all of
+// them use), in the sandbox's scope (see package secretstore).
+func (b *Backend) storeInline(id string, secrets []netpolicy.Secret) ([]netpolicy.Secret, error) {
 	out := slices.Clone(secrets)
 	for i, s := range out {
 		if s.Value == "" {
 			continue
 		}
-		if err := b.Secrets().Set(s.Name, s.Value); err != nil {
+		name := s.Name
+		if s.Header != "" {
+			name = secretstore.ScopedName(id, s.Name)
+		}
+		if err := b.Secrets().Set(name, s.Value); err != nil {
 			return nil, fmt.Errorf("%w: network: %w", sandbox.ErrInvalidSpec, err)
 		}
 		out[i].Value = ""
@@ -124,15 +132,21 @@ func (b *Backend) Fork(ctx context.Context, ref string, o sandbox.ForkOverrides)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
+	id := newID()
+	// The fork names the secrets its snapshot's sandbox named: the values
+	// given for that sandbox alone are the fork's too.
+	if err := b.Secrets().CopyScope(snap.SandboxID, id); err != nil {
+		return sandbox.Info{}, err
+	}
 	if o.Network != nil {
 		n := *o.Network
-		if n.Secrets, err = b.storeInline(n.Secrets); err != nil {
+		if n.Secrets, err = b.storeInline(id, n.Secrets); err != nil {
 			return sandbox.Info{}, err
 		}
 		o.Network = &n
 	}
 	fo := forkOverrides(o)
-	return b.spawn(ctx, launch{ID: newID(), Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo})
+	return b.spawn(ctx, launch{ID: id, Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo})
 }
 
 // Sweep removes the files that sandboxes without a record left in the

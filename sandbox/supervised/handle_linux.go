@@ -112,7 +112,7 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p sandbox.NetworkPolicy)
 		return fmt.Errorf("%w: secrets that are variables are given when the sandbox starts (their placeholders are in its environment from then on); only header transforms change at run time", sandbox.ErrUnsupported)
 	}
 	var err error
-	if p.Secrets, err = s.b.storeInline(p.Secrets); err != nil {
+	if p.Secrets, err = s.b.storeInline(s.id, p.Secrets); err != nil {
 		return err
 	}
 	return s.simple(ctx, request{Op: opNet, Network: &p})

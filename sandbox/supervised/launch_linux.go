@@ -103,7 +103,7 @@ func (o launch) provisionOptions() (sandbox.ProvisionOptions, func(), error) {
 		IdleAfter: o.IdleAfter, ID: o.ID,
 		// The secrets' values: asked per request, never in this process's
 		// launch, environment or memory beyond that request.
-		Secrets: secretstore.Open(o.Store),
+		Secrets: secretstore.Open(o.Store).Scoped(o.ID),
 	}
 	if o.NetLog == "" {
 		return popts, func() {}, nil

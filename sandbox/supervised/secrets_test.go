@@ -269,3 +269,60 @@ func TestSecretStorePlantedIsRefused(t *testing.T) {
 		t.Errorf("Get of a foreign store: %v, want %q", err, want)
 	}
 }
+
+// Header transforms (E2B's rules) given to two sandboxes under one name
+// are each sandbox's own: each sends its value, a fork its snapshot's,
+// and a removed sandbox's leaves the store.
+func TestSecretHeaderTransformsAreEachSandboxs(t *testing.T) {
+	ctx := context.Background()
+	o := newAuthOrigin(t)
+	b := open(t)
+	probe, err := probeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "https://api.example.com:" + o.port
+	spec := func(v string) sandbox.Spec {
+		return sandbox.Spec{
+			Mounts: []sandbox.Mount{{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly}},
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+				AllowedHosts: []string{"api.example.com:" + o.port, "127.0.0.1"},
+				Secrets:      []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: v}}},
+		}
+	}
+	va, vb := randomValue(t), randomValue(t)
+	a, bb := provision(t, b, spec(va)), provision(t, b, spec(vb))
+	check := func(id, path, want string) {
+		t.Helper()
+		out, _ := execOut(t, b, id, probeTarget+"/testprobe", "req", "GET", base+path)
+		if !strings.HasPrefix(out, "200 ") || o.got(path) != want {
+			t.Errorf("%s: %q, the origin received %q, want %q", path, out, o.got(path), want)
+		}
+	}
+	check(a.ID, "/a", va)
+	check(bb.ID, "/b", vb)
+	snap, err := sbOf(t, b, a.ID).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := b.Fork(ctx, snap.ID, sandbox.ForkOverrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(fork.ID, "/fork", va)
+	vc := randomValue(t)
+	p := spec(vc).Network
+	if err := sbOf(t, b, bb.ID).SetNetworkPolicy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	check(bb.ID, "/b-rotated", vc)
+	check(a.ID, "/a-again", va)
+	if err := sbOf(t, b, bb.ID).Terminate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names, err := b.Secrets().List()
+	if err != nil || strings.Contains(strings.Join(names, " "), bb.ID) || len(names) != 2 {
+		t.Errorf("the store after %s's end: %v %v, want the scopes of %s and %s", bb.ID, names, err, a.ID, fork.ID)
+	}
+	noValueHeld(t, b, []string{va, vb, vc})
+}
