@@ -290,7 +290,9 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 	}()
 	for i := range secrets {
 		s := &secrets[i]
-		bound := inject && s.value != "" && s.boundTo(host, port) // no value: revoked
+		bound := inject && s.boundTo(host, port)
+		revoked := bound && s.value == "" // the source has no value for it
+		bound = bound && !revoked
 		inHeader := false
 		if s.Header != "" {
 			// A header transform's placeholder is never the sandbox's to
@@ -333,6 +335,8 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 		switch {
 		case bound && (inHeader || inURL && s.InURL):
 			sub.injected = append(sub.injected, s.Name)
+		case (inHeader || inURL) && revoked:
+			sub.kept = append(sub.kept, s.Name+" (revoked: no value)")
 		case inHeader || inURL:
 			sub.kept = append(sub.kept, s.Name)
 		}
