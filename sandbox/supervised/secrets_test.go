@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,33 +22,8 @@ import (
 
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
-	"github.com/tent-sandbox/tent/sandbox/internal/testhooks"
 	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
-
-// originCertEnv names the PEM file of a test origin's certificate: the
-// supervisors a test starts inherit it, and their proxies trust that
-// certificate and resolve every name to 127.0.0.1 (see originHooks).
-const originCertEnv = "TENT_TEST_ORIGIN_CERT"
-
-// originHooks points the proxies of this process's sandboxes at the test
-// origin that originCertEnv names, if any.
-func originHooks() {
-	data, err := os.ReadFile(os.Getenv(originCertEnv))
-	if err != nil {
-		return
-	}
-	pool := x509.NewCertPool()
-	if pool.AppendCertsFromPEM(data) {
-		testhooks.UpstreamRoots, testhooks.Resolver = pool, loopback{}
-	}
-}
-
-type loopback struct{}
-
-func (loopback) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
-	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-}
 
 // authOrigin is an HTTPS origin on loopback recording the Authorization
 // header it received, by path.
