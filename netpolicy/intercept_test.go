@@ -199,8 +199,6 @@ func (ih *interceptHarness) noValueAnywhere(t *testing.T) {
 	}
 	j, err := json.Marshal(ih.proxy.Policy().Policy())
 	if err != nil || strings.Contains(string(j), testSecret) || !strings.Contains(string(j), `"placeholder":"`+testPlaceholder+`"`) || !strings.Contains(string(j), `"name":"TOKEN"`) {
-		// The placeholder is kept (no secret: a sandbox resumed or forked
-		// from the record sees the same one); the value never.
 		t.Errorf("the policy in JSON: %s %v", j, err)
 	}
 	var logged bytes.Buffer
@@ -593,11 +591,6 @@ func TestSecretPolicyValidation(t *testing.T) {
 		if err != nil && tc.s.Value != "" && strings.Contains(err.Error(), tc.s.Value) && len(tc.s.Value) > 1 {
 			t.Errorf("the error holds the value: %v", err)
 		}
-	}
-	// A secret without a value is a name: its value comes from the
-	// proxy's SecretSource when a request goes out.
-	if _, err := Compile(Policy{Mode: Limited, Secrets: []Secret{{Name: "X", Hosts: []string{"a.example"}}}}); err != nil {
-		t.Errorf("a secret named without a value: %v", err)
 	}
 	c, err := Compile(Policy{Mode: Limited, Secrets: []Secret{{Name: "A", Hosts: []string{"a.example"}, Value: "value-0123456789"}}})
 	if err != nil {

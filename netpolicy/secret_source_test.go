@@ -3,11 +3,30 @@ package netpolicy
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 )
+
+// A secret without a value is a name: its value comes from the proxy's
+// SecretSource when a request goes out. Its placeholder is kept in JSON
+// (no secret: a sandbox resumed or forked from a record sees the same
+// one); its value never.
+func TestSecretNamedWithoutValue(t *testing.T) {
+	c, err := Compile(Policy{Mode: Limited, Secrets: []Secret{{Name: "X", Hosts: []string{"a.example"}, Value: "inline-value-0123", Placeholder: testPlaceholder}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := json.Marshal(c.Policy())
+	if err != nil || strings.Contains(string(j), "inline-value") || !strings.Contains(string(j), `"placeholder":"`+testPlaceholder+`"`) {
+		t.Errorf("in JSON: %s %v", j, err)
+	}
+	if _, err := Compile(Policy{Mode: Limited, Secrets: []Secret{{Name: "X", Hosts: []string{"a.example"}}}}); err != nil {
+		t.Errorf("a secret named without a value: %v", err)
+	}
+}
 
 // A proxy asks its SecretSource when each request goes out: a value
 // written to the source is the next request's, and the answer is
