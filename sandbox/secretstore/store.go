@@ -216,15 +216,17 @@ func (s *Store) lock(dirfd int) (func(), error) {
 // read returns the store's contents, parsed again only when the file
 // changed. The map returned is not to be changed.
 func (s *Store) read() (map[string]string, error) {
-	d, err := os.OpenFile(s.dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	// Asked per proxied request: a bare descriptor (no *os.File), and
+	// with the file unchanged one fstatat and no read.
+	dirfd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: s.dir, Err: err}
 	}
-	defer d.Close()
-	m, _, err := s.readAt(int(d.Fd()))
+	defer unix.Close(dirfd)
+	m, _, err := s.readAt(dirfd)
 	return m, err
 }
 
