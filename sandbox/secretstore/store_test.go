@@ -141,3 +141,23 @@ func TestSecretStoreConcurrentWriters(t *testing.T) {
 		t.Errorf("the directory holds %d files, want the store and its lock: %v", len(ents), ents)
 	}
 }
+
+// A reader parses the file again only when its identity changed.
+func TestSecretStoreCachesByIdentity(t *testing.T) {
+	dir := t.TempDir()
+	w, r := Open(dir), Open(dir)
+	if err := w.Set("TOKEN", "first-value-0123"); err != nil {
+		t.Fatal(err)
+	}
+	m1, err1 := r.read()
+	m2, err2 := r.read()
+	if err1 != nil || err2 != nil || fmt.Sprintf("%p", m1) != fmt.Sprintf("%p", m2) {
+		t.Fatalf("two reads of an unchanged file parsed it twice (%p, %p) or failed: %v %v", m1, m2, err1, err2)
+	}
+	if err := w.Set("TOKEN", "second-value-4567"); err != nil {
+		t.Fatal(err)
+	}
+	if m3, err := r.read(); err != nil || fmt.Sprintf("%p", m3) == fmt.Sprintf("%p", m1) || m3["TOKEN"] != "second-value-4567" {
+		t.Fatalf("after a write: %v %v", m3["TOKEN"], err)
+	}
+}
