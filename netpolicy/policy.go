@@ -152,7 +152,8 @@ func (c *Compiled) Policy() Policy {
 }
 
 // Secrets returns the policy's secrets with their placeholders (those
-// [Compile] made where none was given) and values.
+// [Compile] made where none was given) and the values given inline, if
+// any (the proxy's values come from its [SecretSource]).
 func (c *Compiled) Secrets() []Secret {
 	if c == nil {
 		return nil
