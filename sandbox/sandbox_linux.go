@@ -58,6 +58,9 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	if opts.Resolver == nil {
 		opts.Resolver = testhooks.Resolver // nil but in tests
 	}
+	if opts.Secrets != nil {
+		opts.Secrets = &ownValues{next: opts.Secrets}
+	}
 	var err error
 	if spec.Network.Secrets, err = inlineSecrets(spec.Network.Secrets, opts.Secrets); err != nil {
 		return nil, err

@@ -111,9 +111,28 @@ type secretWriter interface {
 	Set(name, value string) error
 }
 
+// ownValues is the source of a sandbox given a store of values: the
+// values of its header transforms given inline, then the store's. A
+// header transform's value is the sandbox's own (E2B's rules: each
+// sandbox has its own under names every sandbox uses), so it never goes
+// to a store other sandboxes read; a variable's does (a rotation there
+// reaches every sandbox naming it).
+type ownValues struct {
+	own  netpolicy.SecretMap
+	next netpolicy.SecretSource
+}
+
+func (o *ownValues) LookupSecret(name string) (string, bool) {
+	if v, ok := o.own.LookupSecret(name); ok {
+		return v, true
+	}
+	return o.next.LookupSecret(name)
+}
+
 // inlineSecrets returns secrets without their inline values, written to
-// src. Without a source the values stay (the proxy keeps them in memory),
-// and every secret must have one.
+// src (a header transform's to its own values when src is an ownValues).
+// Without a source the values stay (the proxy keeps them in memory), and
+// every secret must have one.
 func inlineSecrets(secrets []netpolicy.Secret, src netpolicy.SecretSource) ([]netpolicy.Secret, error) {
 	if src == nil {
 		for i, s := range secrets {
@@ -128,9 +147,9 @@ func inlineSecrets(secrets []netpolicy.Secret, src netpolicy.SecretSource) ([]ne
 		if s.Value == "" {
 			continue
 		}
-		w, ok := src.(secretWriter)
-		if !ok {
-			return nil, invalid(fmt.Errorf("network: secret %s: its value is given inline, and the sandbox's store of values cannot be written", s.Name))
+		w, err := writerFor(src, s)
+		if err != nil {
+			return nil, err
 		}
 		if err := w.Set(s.Name, s.Value); err != nil {
 			return nil, invalid(fmt.Errorf("network: %w", err))
@@ -138,6 +157,20 @@ func inlineSecrets(secrets []netpolicy.Secret, src netpolicy.SecretSource) ([]ne
 		out[i].Value = ""
 	}
 	return out, nil
+}
+
+// writerFor returns where s's inline value is written in src.
+func writerFor(src netpolicy.SecretSource, s netpolicy.Secret) (secretWriter, error) {
+	if o, ok := src.(*ownValues); ok {
+		if s.Header != "" {
+			return &o.own, nil
+		}
+		src = o.next
+	}
+	if w, ok := src.(secretWriter); ok {
+		return w, nil
+	}
+	return nil, invalid(fmt.Errorf("network: secret %s: its value is given inline, and the sandbox's store of values cannot be written", s.Name))
 }
 
 // keepValuesOut checks, when the values of spec's secrets come from src,

@@ -53,3 +53,36 @@ func TestSecretStoreOfLocalSandbox(t *testing.T) {
 		t.Errorf("/revoked: the origin received %q, want the placeholder", got)
 	}
 }
+
+// Two sandboxes given one store and a header transform of one name each
+// send their own value (a header transform's value is its sandbox's).
+func TestSecretHeaderTransformsOwnWithStore(t *testing.T) {
+	o := newSecretOrigin(t)
+	store := &netpolicy.SecretMap{}
+	start := func(v string) *sandbox.Sandbox {
+		spec := secretSpec(o.port)
+		spec.Network.Secrets = []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: "Bearer " + v}}
+		sb, err := sandbox.Provision(context.Background(), withProbe(t, spec), sandbox.ProvisionOptions{Resolver: &fakeResolver{}, Secrets: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Terminate(context.Background()) })
+		return sb
+	}
+	a, b := start("value-of-a-0123456"), start("value-of-b-0123456")
+	for _, c := range []struct {
+		sb         *sandbox.Sandbox
+		path, want string
+	}{{a, "/a", "value-of-a-0123456"}, {b, "/b", "value-of-b-0123456"}} {
+		res, err := c.sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"sh", "-c", probeReq("GET", "https://api.example.com:"+o.port+c.path)}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v", c.path, err, res)
+		}
+		if got := o.got(c.path); !strings.HasSuffix(got, "Bearer "+c.want) {
+			t.Errorf("%s: the origin received %q, want %q", c.path, got, c.want)
+		}
+	}
+	if _, ok := store.LookupSecret("E2B_RULE_1"); ok {
+		t.Error("a header transform's value went to the shared store")
+	}
+}
