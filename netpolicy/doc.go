@@ -65,7 +65,13 @@
 // and in every form of the value the proxy made or an echo commonly
 // makes (percent-encoded, quoted, inside base64); the proxy's own error
 // texts never quote those hosts. A host that encodes the value its own
-// way can still hand it over. An allowed host may also be an [HTTPRule]
+// way can still hand it over. A policy names its secrets; the values are
+// in a [SecretSource] ([ProxyConfig.Secrets]) that the proxy asks each
+// time a request goes out, and the answer to that request is scrubbed of
+// the value it was sent with (and of the values sent before to the same
+// hosts): a write to the source rotates a credential from the next
+// request on, a name it no longer has revokes it (the request goes out
+// with the placeholder as the sandbox wrote it). An allowed host may also be an [HTTPRule]
 // ("GET,HEAD api.github.com/repos/org/"): requests there must match a
 // rule's methods and path prefix, the path normalised by
 // [NormalizePath] first, with no ';' path parameter past the prefix

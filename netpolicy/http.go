@@ -160,7 +160,8 @@ func (s *httpConn) forward(req *http.Request) bool {
 	// No secret goes to a host in clear text, but its host may still
 	// send one back (one it keeps from an HTTPS request): its answers
 	// are scrubbed as on an intercepted connection.
-	s.scrub = s.p.scrubFor(pol, normalizeHost(host), port)
+	secrets := s.p.resolve(pol)
+	s.scrub = s.p.scrubFor(secrets, normalizeHost(host), port)
 	if pol.hasHTTPRules(host, port) {
 		d, ok, keep := s.checkRequest(req, pol, host, port)
 		if !ok {
@@ -168,7 +169,7 @@ func (s *httpConn) forward(req *http.Request) bool {
 		}
 		s.recordRequest(req, "http", host, port, d, nil, recordPath(req))
 	}
-	if sub := substitute(pol.secrets, req, normalizeHost(host), port, false); len(sub.kept) > 0 {
+	if sub := substitute(secrets, req, normalizeHost(host), port, false); len(sub.kept) > 0 {
 		s.p.keptPlaceholders("http", host, port, req, sub.kept, recordPath(req))
 	}
 	if len(s.scrub) > 0 {

@@ -76,7 +76,7 @@ func (p *Proxy) upstreamTLS(u *upstream, host string) error {
 		// The error may quote the host's certificate (the names it is
 		// valid for), which the host chose: one that learnt a secret's
 		// value from an earlier request could name it there.
-		err = scrubError(err, p.scrubFor(p.policy.Load(), name, u.rec.Port))
+		err = scrubError(err, p.scrubFor(p.resolve(p.policy.Load()), name, u.rec.Port))
 		rec := u.rec
 		rec.Event, rec.Verdict = EventDecision, VerdictError
 		rec.Reason = "cannot intercept: " + errNoCA.Error()
@@ -171,7 +171,8 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 		return keep
 	}
 	key := ic.host + ":" + strconv.Itoa(ic.port)
-	s.scrub = s.p.scrubFor(pol, ic.host, ic.port)
+	secrets := s.p.resolve(pol) // the values sent with this request, and scrubbed from its answer
+	s.scrub = s.p.scrubFor(secrets, ic.host, ic.port)
 	reused := s.up != nil
 	if !reused { // the last upstream connection ended: a new one, checked afresh
 		if err := s.dial(ic.host, ic.port, key); err != nil {
@@ -181,7 +182,7 @@ func (s *httpConn) forwardIntercepted(req *http.Request) bool {
 	// What the records keep is the path the sandbox sent, with its
 	// placeholders, never one a value was put into.
 	path := recordPath(req)
-	sub := substitute(pol.secrets, req, ic.host, ic.port, !ic.plain)
+	sub := substitute(secrets, req, ic.host, ic.port, !ic.plain)
 	if len(sub.made) > 0 {
 		s.scrub = sortPairs(append(slices.Clone(s.scrub), sub.made...))
 	}

@@ -153,7 +153,6 @@ func TestSecretPolicyValidation(t *testing.T) {
 		want string
 	}{
 		{Secret{Name: "1X", Hosts: []string{"a.example"}, Value: "value-0123456789"}, "name"},
-		{Secret{Name: "X", Hosts: []string{"a.example"}}, "has no value"},
 		{Secret{Name: "X", Hosts: []string{"a.example"}, Value: "abc12"}, "shorter than 8"},
 		{Secret{Name: "X", Hosts: []string{"a.example"}, Value: "a\r\nInjected: 1"}, "CR, LF"},
 		{Secret{Name: "X", Value: "value-0123456789"}, "names no host"},

@@ -197,7 +197,7 @@ func (ih *interceptHarness) noValueAnywhere(t *testing.T) {
 		t.Errorf("the denials or the printed policy hold the value: %s", d)
 	}
 	j, err := json.Marshal(ih.proxy.Policy().Policy())
-	if err != nil || strings.Contains(string(j), testSecret) || strings.Contains(string(j), testPlaceholder) || !strings.Contains(string(j), `"name":"TOKEN"`) {
+	if err != nil || strings.Contains(string(j), testSecret) || !strings.Contains(string(j), `"placeholder":"`+testPlaceholder+`"`) || !strings.Contains(string(j), `"name":"TOKEN"`) {
 		t.Errorf("the policy in JSON: %s %v", j, err)
 	}
 	var logged bytes.Buffer

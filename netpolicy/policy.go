@@ -59,7 +59,6 @@ type Compiled struct {
 	deny      []compiledRule
 	httpRules []compiledHTTPRule
 	secrets   []compiledSecret
-	scrubAll  []scrubPair // allPairs(secrets): what no log record holds
 }
 
 type compiledHTTPRule struct {
@@ -125,7 +124,6 @@ func Compile(p Policy) (*Compiled, error) {
 	for _, s := range c.secrets {
 		c.policy.Secrets = append(c.policy.Secrets, s.Secret)
 	}
-	c.scrubAll = allPairs(c.secrets)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -154,7 +152,8 @@ func (c *Compiled) Policy() Policy {
 }
 
 // Secrets returns the policy's secrets with their placeholders (those
-// [Compile] made where none was given) and values.
+// [Compile] made where none was given) and the values given inline, if
+// any (the proxy's values come from its [SecretSource]).
 func (c *Compiled) Secrets() []Secret {
 	if c == nil {
 		return nil

@@ -108,6 +108,10 @@ type ProxyConfig struct {
 	// certificate must chain to; nil means the host's trust store (Go's
 	// system roots). Tests and private deployments add their own here.
 	UpstreamRoots *x509.CertPool
+	// Secrets gives the values of the policy's secrets, asked each time a
+	// request goes out (see [SecretSource]). nil means the values the
+	// policies carry inline (Secret.Value), kept in the proxy's memory.
+	Secrets SecretSource
 }
 
 // Proxy is the host side of a limited sandbox's network: it serves HTTP
@@ -121,20 +125,27 @@ type Proxy struct {
 	// hosts may still echo them, so those hosts stay intercepted and
 	// responses are scrubbed of them too.
 	retired   atomic.Pointer[retiredSecrets]
-	retiredMu sync.Mutex // serializes updates of retired
-	id        string
-	resolver  Resolver
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
-	audit     auditLog
-	log       *slog.Logger
-	denials   denials
-	bulk      chan struct{} // large tunnel buffers in use (see pump)
-	lim       limits
-	count     counters
-	fake      fakeNames // the stub DNS's answers (transparent sandboxes)
-	hosts     hostsFile // the host's hosts file, as the stub DNS reads it
-	ca        *CA
-	roots     *x509.CertPool
+	retiredMu sync.Mutex // serializes updates of retired, last and forms
+	// src gives the secrets' values, asked per request (resolve); inline
+	// is src when the caller gave none (values from the policies).
+	src    SecretSource
+	inline *SecretMap
+	// last are the secrets as last resolved with a value, by name.
+	last     map[string]compiledSecret
+	forms    map[formsKey][]scrubPair // makeForms, by secret and value
+	id       string
+	resolver Resolver
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	audit    auditLog
+	log      *slog.Logger
+	denials  denials
+	bulk     chan struct{} // large tunnel buffers in use (see pump)
+	lim      limits
+	count    counters
+	fake     fakeNames // the stub DNS's answers (transparent sandboxes)
+	hosts    hostsFile // the host's hosts file, as the stub DNS reads it
+	ca       *CA
+	roots    *x509.CertPool
 
 	ctx    context.Context // cancelled by Close: aborts lookups and dials
 	cancel context.CancelFunc
@@ -192,78 +203,102 @@ func NewProxy(cfg ProxyConfig) *Proxy {
 	p.audit.init(cfg.Audit, p.log, p.id, p.lim.auditBytes)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.resumed = sync.NewCond(&p.mu)
-	p.policy.Store(cfg.Policy)
+	p.src, p.last, p.forms = cfg.Secrets, map[string]compiledSecret{}, map[formsKey][]scrubPair{}
+	if p.src == nil {
+		p.inline = &SecretMap{}
+		p.src = p.inline
+	}
+	p.SetPolicy(cfg.Policy)
 	return p
 }
 
 // SetPolicy atomically replaces the policy. Every connection accepted
 // afterwards, and every later request on a kept-alive HTTP connection,
 // follows c; tunnels already established are left open. nil denies
-// everything.
+// everything. A proxy without [ProxyConfig.Secrets] takes the values c's
+// secrets carry (Secret.Value) as its own.
 func (p *Proxy) SetPolicy(c *Compiled) {
 	p.retiredMu.Lock()
 	defer p.retiredMu.Unlock()
-	p.retire(p.policy.Swap(c), c)
+	p.seed(c)
+	p.policy.Store(c)
+	// A value last sent to hosts that c no longer binds its secret to
+	// (or a secret c lacks) is retired now; one whose value changes is
+	// retired by the next request (resolve).
+	for name, last := range p.last {
+		if c != nil && slices.ContainsFunc(c.secrets, func(s compiledSecret) bool {
+			return s.Name == name && slices.Equal(s.Hosts, last.Hosts) && s.Placeholder == last.Placeholder
+		}) {
+			continue
+		}
+		p.retireLocked(last)
+		delete(p.last, name)
+	}
 }
 
-// retiredSecrets are secrets of earlier policies whose values the current
-// one no longer sends to the same hosts, newest last, at most maxRetired;
-// all are their forms. Their hosts stay intercepted (see intercepts).
+// seed gives a proxy without a source of its own the inline values of
+// c's secrets.
+func (p *Proxy) seed(c *Compiled) {
+	if p.inline == nil || c == nil {
+		return
+	}
+	for _, s := range c.policy.Secrets {
+		if s.Value != "" {
+			_ = p.inline.Set(s.Name, s.Value) // Compile checked it
+		}
+	}
+}
+
+// retiredSecrets are secrets whose values the proxy sent and no longer
+// sends to the same hosts (rotated, revoked, removed or bound elsewhere),
+// newest last, at most maxRetired; all are their forms. Their hosts stay
+// intercepted (see intercepts).
 type retiredSecrets struct {
 	secrets []compiledSecret
 	all     []scrubPair
 }
 
-// maxRetired bounds the secrets a proxy keeps scrubbing after a policy
-// change dropped them.
+// maxRetired bounds the secrets a proxy keeps scrubbing after it
+// stopped sending them.
 const maxRetired = 64
 
-// retire keeps the secrets of old whose values cur lacks in p.retired.
-// p.retiredMu is held.
-func (p *Proxy) retire(old, cur *Compiled) {
-	if old == nil {
-		return
-	}
+// sameSent reports whether a and b are one value sent to the same hosts.
+func sameSent(a, b compiledSecret) bool {
+	return a.value == b.value && slices.Equal(a.Hosts, b.Hosts)
+}
+
+// retireLocked adds s (with its value) to p.retired. p.retiredMu is held.
+func (p *Proxy) retireLocked(s compiledSecret) {
 	var kept []compiledSecret
 	if r := p.retired.Load(); r != nil {
+		if slices.ContainsFunc(r.secrets, func(c compiledSecret) bool { return sameSent(c, s) }) {
+			return
+		}
 		kept = slices.Clone(r.secrets)
 	}
-	// A secret is retired unless cur sends the same value to the same
-	// hosts: a value now bound elsewhere (or nowhere) was still given to
-	// the hosts it was bound to.
-	has := func(list []compiledSecret, s compiledSecret) bool {
-		return slices.ContainsFunc(list, func(c compiledSecret) bool { return c.Value == s.Value && slices.Equal(c.Hosts, s.Hosts) })
-	}
-	changed := false
-	for _, s := range old.secrets {
-		if s.Value == "" || cur != nil && has(cur.secrets, s) || has(kept, s) {
-			continue
-		}
-		kept = append(kept, s)
-		changed = true
-	}
-	if cur != nil { // a value that is current again is no longer retired
-		n := len(kept)
-		kept = slices.DeleteFunc(kept, func(s compiledSecret) bool { return has(cur.secrets, s) })
-		changed = changed || len(kept) != n
-	}
-	if !changed {
-		return
-	}
+	kept = append(kept, s)
 	if len(kept) > maxRetired {
 		kept = slices.Clone(kept[len(kept)-maxRetired:])
 	}
 	p.retired.Store(&retiredSecrets{secrets: kept, all: allPairs(kept)})
 }
 
-// scrubFor returns what responses from host:port are scrubbed of under
-// pol: the forms of the values of pol's secrets bound to it, and of the
-// retired ones that were.
-func (p *Proxy) scrubFor(pol *Compiled, host string, port int) []scrubPair {
-	var pairs []scrubPair
-	if pol != nil {
-		pairs = scrubPairs(pol.secrets, host, port)
+// unretireLocked drops s from p.retired: a value that is sent again is no
+// longer retired. p.retiredMu is held.
+func (p *Proxy) unretireLocked(s compiledSecret) {
+	r := p.retired.Load()
+	if r == nil || !slices.ContainsFunc(r.secrets, func(c compiledSecret) bool { return sameSent(c, s) }) {
+		return
 	}
+	kept := slices.DeleteFunc(slices.Clone(r.secrets), func(c compiledSecret) bool { return sameSent(c, s) })
+	p.retired.Store(&retiredSecrets{secrets: kept, all: allPairs(kept)})
+}
+
+// scrubFor returns what responses from host:port are scrubbed of, given
+// secrets as resolved for the request: the forms of the values of those
+// bound to it, and of the retired ones that were.
+func (p *Proxy) scrubFor(secrets []compiledSecret, host string, port int) []scrubPair {
+	pairs := scrubPairs(secrets, host, port)
 	if r := p.retired.Load(); r != nil {
 		if more := scrubPairs(r.secrets, host, port); len(more) > 0 {
 			pairs = sortPairs(append(pairs, more...))

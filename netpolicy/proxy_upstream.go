@@ -168,8 +168,8 @@ func (p *Proxy) fail(rec AuditRecord, d Decision, op string, err error) error {
 // where it is quoted; this is the last net for both.
 func (p *Proxy) record(rec AuditRecord) {
 	rec.Time, rec.Sandbox = time.Now().UTC(), p.id
-	if pol := p.policy.Load(); pol != nil && len(pol.scrubAll) > 0 {
-		rec.Path, rec.Reason = scrubString(rec.Path, pol.scrubAll), scrubString(rec.Reason, pol.scrubAll)
+	if all := allPairs(p.resolve(p.policy.Load())); len(all) > 0 {
+		rec.Path, rec.Reason = scrubString(rec.Path, all), scrubString(rec.Reason, all)
 	}
 	if r := p.retired.Load(); r != nil {
 		rec.Path, rec.Reason = scrubString(rec.Path, r.all), scrubString(rec.Reason, r.all)

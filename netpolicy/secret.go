@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,15 +15,19 @@ import (
 
 // Secret is a credential the sandbox may use without ever holding it. The
 // sandbox's environment variable Name holds a placeholder, a random string
-// unique to the sandbox; the proxy replaces the placeholder with Value in
-// the requests it sees to one of Hosts, and nowhere else. See "Secrets" in
-// the package documentation.
+// unique to the sandbox; the proxy replaces the placeholder with the
+// secret's value in the requests it sees to one of Hosts, and nowhere
+// else. See "Secrets" in the package documentation.
 //
-// Value and Placeholder never appear in JSON (nor does fmt or log/slog
-// print Value): a Policy that went through JSON (a state record, a
-// snapshot, tent inspect) has secrets without values, which [Compile]
-// refuses, so such a policy cannot silently send placeholders where the
-// caller meant a credential.
+// A Secret names a credential; its value lives in a [SecretSource] the
+// proxy asks each time a request goes out ([ProxyConfig.Secrets]), so a
+// rotation or a revocation is one write to the source. Value is input
+// only, for callers without a source of their own: it never appears in
+// JSON (nor does fmt or log/slog print it), a proxy without a source
+// takes it as its in-memory value, and tent's backends write it to their
+// store at the call that carries it. The placeholder is kept in JSON: it
+// is no secret, and a sandbox resumed or forked from a record or a
+// snapshot must see the same one.
 type Secret struct {
 	// Name is the variable inside the sandbox, a shell name such as
 	// GITHUB_TOKEN.
@@ -34,16 +39,17 @@ type Secret struct {
 	// otherwise only header fields are rewritten.
 	InURL bool `json:"in_url,omitempty"`
 	// Header, when set, makes the secret a header transform (E2B's
-	// network rules): the proxy sets this header field to Value on every
+	// network rules): the proxy sets this header field to the value on every
 	// request to Hosts it sees (intercepted HTTPS), replacing whatever the
 	// request carried there. The sandbox gets no variable Name then:
 	// nothing inside needs to send it.
 	Header string `json:"header,omitempty"`
-	// Value is the credential: 8 bytes to 16 KiB, without CR, LF or NUL.
+	// Value, when set, is the credential given inline (see above): 8
+	// bytes to 16 KiB, without CR, LF or NUL ([ValidateSecretValue]).
 	Value string `json:"-"`
 	// Placeholder is what the sandbox sees; empty means [Compile] makes a
 	// random one ([Compiled.Secrets] returns it).
-	Placeholder string `json:"-"`
+	Placeholder string `json:"placeholder,omitempty"`
 }
 
 // String shows the secret's name and hosts, never its value.
@@ -81,14 +87,54 @@ func NewPlaceholder() string {
 	return "tent_" + hex.EncodeToString(b[:]) + "_ph"
 }
 
-// compiledSecret is a validated secret.
+// compiledSecret is a validated secret; value and forms are set only in
+// the copies [Proxy.resolve] makes for one request.
 type compiledSecret struct {
 	Secret
 	hosts []Rule
+	// value is the value the source gave for this request ("" when it
+	// has none: the secret is revoked).
+	value string
 	// forms are what the scrubber replaces in responses from hosts: the
-	// forms (secretForms) of Value and, for a header transform, of each
+	// forms (secretForms) of value and, for a header transform, of each
 	// of its credentialParts, paired with the placeholder's.
 	forms []scrubPair
+}
+
+// ValidateSecretValue checks a secret's value: 8 bytes to 16 KiB, without
+// CR, LF or NUL. Stores check it when a value is written.
+func ValidateSecretValue(v string) error {
+	switch {
+	case v == "":
+		return errors.New("has no value")
+	case len(v) < minSecretLen:
+		return fmt.Errorf("value shorter than %d bytes: too short to tell apart from other text in responses, where the proxy replaces it", minSecretLen)
+	case len(v) > maxSecretLen:
+		return fmt.Errorf("value longer than %d bytes", maxSecretLen)
+	case strings.ContainsAny(v, "\r\n\x00"):
+		return errors.New("value holds CR, LF or NUL, which no header may carry")
+	}
+	return nil
+}
+
+// makeForms returns the forms the scrubber replaces for s carrying
+// value v: those of v and, for a header transform, of its credential
+// parts.
+func makeForms(s *Secret, v string) []scrubPair {
+	forms := secretForms(v, s.Placeholder)
+	if s.Header != "" {
+		parts := credentialParts(v)
+		// A Basic credential's decoded form, and its parts (the
+		// password of user:password), are the secret too.
+		if raw, ok := basicCredential(v); ok && len(raw) >= minSecretLen {
+			parts = append(parts, string(raw))
+			parts = append(parts, credentialParts(string(raw))...)
+		}
+		for _, part := range parts {
+			forms = append(forms, secretForms(part, s.Placeholder)...)
+		}
+	}
+	return forms
 }
 
 func (s *compiledSecret) boundTo(host string, port int) bool {
@@ -121,15 +167,10 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 		}
 		seen[s.Name] = true
 		field += " (" + s.Name + ")"
-		switch {
-		case s.Value == "":
-			bad("has no value (values never travel in JSON: give it again where the sandbox starts)")
-		case len(s.Value) < minSecretLen:
-			bad("value shorter than %d bytes: too short to tell apart from other text in responses, where the proxy replaces it", minSecretLen)
-		case len(s.Value) > maxSecretLen:
-			bad("value longer than %d bytes", maxSecretLen)
-		case strings.ContainsAny(s.Value, "\r\n\x00"):
-			bad("value holds CR, LF or NUL, which no header may carry")
+		if s.Value != "" {
+			if err := ValidateSecretValue(s.Value); err != nil {
+				bad("%v", err)
+			}
 		}
 		if s.Placeholder == "" {
 			s.Placeholder = NewPlaceholder()
@@ -143,21 +184,6 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 			bad("header %q: want a header field name (letters, digits, '-'), not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Te, Trailer, Proxy-*)", s.Header)
 		}
 		cs := compiledSecret{Secret: s}
-		if s.Value != "" {
-			cs.forms = secretForms(s.Value, s.Placeholder)
-			if s.Header != "" {
-				parts := credentialParts(s.Value)
-				// A Basic credential's decoded form, and its parts (the
-				// password of user:password), are the secret too.
-				if raw, ok := basicCredential(s.Value); ok && len(raw) >= minSecretLen {
-					parts = append(parts, string(raw))
-					parts = append(parts, credentialParts(string(raw))...)
-				}
-				for _, part := range parts {
-					cs.forms = append(cs.forms, secretForms(part, s.Placeholder)...)
-				}
-			}
-		}
 		cs.Hosts = nil
 		for _, h := range s.Hosts {
 			r, err := ParseRule(h)
@@ -265,6 +291,8 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 	for i := range secrets {
 		s := &secrets[i]
 		bound := inject && s.boundTo(host, port)
+		revoked := bound && s.value == "" // the source has no value for it
+		bound = bound && !revoked
 		inHeader := false
 		if s.Header != "" {
 			// A header transform's placeholder is never the sandbox's to
@@ -274,7 +302,7 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 			// the value where the sandbox chooses (an echoed Basic
 			// credential would carry it out base64-encoded).
 			if bound {
-				req.Header.Set(s.Header, s.Value)
+				req.Header.Set(s.Header, s.value)
 				sub.injected = append(sub.injected, s.Name)
 			}
 			continue
@@ -298,15 +326,17 @@ func substitute(secrets []compiledSecret, req *http.Request, host string, port i
 			if !strings.Contains(base, s.Placeholder) && strings.Contains(req.URL.Path, s.Placeholder) {
 				base = (&url.URL{Path: req.URL.Path}).EscapedPath() // the placeholder was sent escaped
 			}
-			escaped := strings.ReplaceAll(base, s.Placeholder, pathEscape(s.Value))
+			escaped := strings.ReplaceAll(base, s.Placeholder, pathEscape(s.value))
 			if p, err := url.PathUnescape(escaped); err == nil {
 				req.URL.Path, req.URL.RawPath = p, escaped
 			}
-			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.Value))
+			req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, s.Placeholder, pathEscape(s.value))
 		}
 		switch {
 		case bound && (inHeader || inURL && s.InURL):
 			sub.injected = append(sub.injected, s.Name)
+		case (inHeader || inURL) && revoked:
+			sub.kept = append(sub.kept, s.Name+" (revoked: no value)")
 		case inHeader || inURL:
 			sub.kept = append(sub.kept, s.Name)
 		}
@@ -326,7 +356,7 @@ func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bo
 				if !bound {
 					return v, true
 				}
-				return scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.Placeholder, s.Value))), true
+				return scheme + " " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.Placeholder, s.value))), true
 			}
 		}
 	}
@@ -336,7 +366,7 @@ func replaceIn(v string, s *compiledSecret, bound bool, name string) (string, bo
 	if !bound {
 		return v, true
 	}
-	return strings.ReplaceAll(v, s.Placeholder, s.Value), true
+	return strings.ReplaceAll(v, s.Placeholder, s.value), true
 }
 
 // basicCredential returns the decoded credential of a Basic

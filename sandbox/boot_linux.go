@@ -13,6 +13,7 @@ import (
 	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox/internal/testhooks"
 )
 
 // bootIO is what a sandbox's start needs besides its spec.
@@ -33,6 +34,8 @@ type bootIO struct {
 	id string
 	// proxyLimits bound the limited network's proxy.
 	proxyLimits ProxyLimits
+	// secrets is ProvisionOptions.Secrets.
+	secrets netpolicy.SecretSource
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -46,6 +49,9 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	}
 	p, err := prepare(spec, path, args)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.keepValuesOut(spec, bio.secrets); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -251,7 +257,7 @@ func (r *running) startNetwork(bio bootIO, listeners []int, log *slog.Logger) (e
 		r.proxyFDs = append(r.proxyFDs, d)
 	}
 	cfg := bio.proxyLimits.proxyConfig(bio.id)
-	cfg.CA, cfg.UpstreamRoots = p.ca, testUpstreamRoots
+	cfg.CA, cfg.UpstreamRoots, cfg.Secrets = p.ca, testhooks.UpstreamRoots, bio.secrets
 	r.proxy, err = startProxy(cfg, p.network, listeners, bio.netLog, bio.resolver, log)
 	return err
 }

@@ -58,6 +58,9 @@ func (c *Cmd) Start() (err error) {
 		c.Args = []string{c.Path}
 	}
 	ctx := c.context()
+	if _, err := inlineSecrets(c.Spec.Network.Secrets, nil); err != nil {
+		return err // a one-shot command's values are given inline
+	}
 	if reduced, why := wantReduced(&c.Spec); reduced {
 		return c.startReduced(ctx, why)
 	}

@@ -1,14 +1,18 @@
 package sandbox
 
-import "crypto/x509"
+import (
+	"crypto/x509"
+
+	"github.com/tent-sandbox/tent/sandbox/internal/testhooks"
+)
 
 // SetTestUpstreamRoots makes the proxies of sandboxes started from now on
 // verify intercepted hosts against pool instead of the host's roots; the
 // function it returns restores them. Tests only.
 func SetTestUpstreamRoots(pool *x509.CertPool) (restore func()) {
-	old := testUpstreamRoots
-	testUpstreamRoots = pool
-	return func() { testUpstreamRoots = old }
+	old := testhooks.UpstreamRoots
+	testhooks.UpstreamRoots = pool
+	return func() { testhooks.UpstreamRoots = old }
 }
 
 // TarEntries calls fn for each entry of a snapshot part (a zstd tar),

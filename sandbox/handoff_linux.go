@@ -330,7 +330,7 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 			r.proxyFDs = append(r.proxyFDs, d)
 		}
 		pcfg := popts.ProxyLimits.proxyConfig(st.ID)
-		pcfg.FakeNames = st.FakeNames
+		pcfg.FakeNames, pcfg.Secrets = st.FakeNames, popts.Secrets
 		if r.proxy, err = startProxy(pcfg, compiled, st.Proxy, popts.NetLog, popts.Resolver, log); err != nil {
 			return nil, err
 		}

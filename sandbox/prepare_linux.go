@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,6 +148,13 @@ func (p *plan) resolveNetwork(s *Spec, all []fs.Mount) (_ []fs.Mount, netEnv []s
 	}
 	if p.network, err = netpolicy.Compile(s.Network); err != nil {
 		return nil, nil, invalid(fmt.Errorf("network: %w", err))
+	}
+	// The placeholders Compile made are the sandbox's for good: its
+	// record and snapshots keep them, so that a resumed or forked sandbox
+	// names its secrets with the same ones (files inside may hold them).
+	s.Network.Secrets = slices.Clone(s.Network.Secrets)
+	for i, c := range p.network.Secrets() {
+		s.Network.Secrets[i].Placeholder = c.Placeholder
 	}
 	netEnv = proxyEnv(namespaces.ProxyHTTPPort, namespaces.ProxySOCKSPort)
 	if n := len(catchPorts(p.network)); n > maxCatchPorts {

@@ -43,6 +43,15 @@ type ProvisionOptions struct {
 	// still trims its memory after a few idle seconds). Binaries built
 	// without cgo have no holder.
 	IdleAfter time.Duration
+	// Secrets gives the values of the network policy's secrets, asked
+	// each time a request to one of their hosts goes out, so that a write
+	// to it rotates or revokes a credential (see netpolicy.SecretSource).
+	// Values of variables given inline (netpolicy.Secret.Value) are
+	// written to it when it has a method Set(name, value string) error,
+	// and refused when it has none; a header transform's value stays the
+	// sandbox's own, in its memory. nil keeps the inline values in the sandbox's memory: then
+	// every secret must have one.
+	Secrets netpolicy.SecretSource
 }
 
 // DefaultIdleAfter is the default [ProvisionOptions.IdleAfter].

@@ -13,6 +13,7 @@ import (
 	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox/internal/testhooks"
 )
 
 // Sandbox is a long-lived sandbox: provisioned once, it runs any number
@@ -32,6 +33,8 @@ type Sandbox struct {
 	created   time.Time     // when it was provisioned
 
 	procs procTable // its processes (Handle.Start)
+
+	secrets netpolicy.SecretSource // ProvisionOptions.Secrets
 }
 
 // Provision builds a sandbox from spec whose init waits for commands.
@@ -52,12 +55,22 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	if id == "" {
 		id = randomID()
 	}
-	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter, id: id, proxyLimits: opts.ProxyLimits})
+	if opts.Resolver == nil {
+		opts.Resolver = testhooks.Resolver // nil but in tests
+	}
+	if opts.Secrets != nil {
+		opts.Secrets = &ownValues{next: opts.Secrets}
+	}
+	var err error
+	if spec.Network.Secrets, err = inlineSecrets(spec.Network.Secrets, opts.Secrets); err != nil {
+		return nil, err
+	}
+	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter, id: id, proxyLimits: opts.ProxyLimits, secrets: opts.Secrets})
 	if err != nil {
 		return nil, err
 	}
 	go r.init.Serve()
-	s := &Sandbox{id: id, spec: spec, run: r, ended: make(chan struct{}), created: time.Now()}
+	s := &Sandbox{id: id, spec: spec, run: r, ended: make(chan struct{}), created: time.Now(), secrets: opts.Secrets}
 	r.stop = func() bool { return true }
 	if r.direct == nil && !r.plan.opts.ShareNet {
 		r.pub = newPublisher(r.init, log)
@@ -348,6 +361,10 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {
 	s.mu.Unlock()
 	if done {
 		return ErrTerminated
+	}
+	var err error
+	if p.Secrets, err = inlineSecrets(p.Secrets, s.secrets); err != nil {
+		return err
 	}
 	p, compiled, err := s.run.prepareNetworkPolicy(p)
 	if err != nil {

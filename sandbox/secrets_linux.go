@@ -2,11 +2,11 @@ package sandbox
 
 import (
 	"bytes"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tent-sandbox/tent/netpolicy"
@@ -19,10 +19,6 @@ const caTarget = "/run/tent/ca"
 
 // hostBundles are the host's CA bundles, the first that exists is used.
 var hostBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
-
-// testUpstreamRoots, when set (by tests only), are the roots the proxy
-// verifies intercepted hosts against instead of the host's.
-var testUpstreamRoots *x509.CertPool
 
 // caEnv points the trust settings of common tools at the bundle (the
 // host's roots and the proxy's CA), so that intercepted hosts verify and
@@ -107,5 +103,97 @@ func removeCADir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("proxy CA: %w", err)
 	}
+	return nil
+}
+
+// secretWriter is a SecretSource that values given inline are written to.
+type secretWriter interface {
+	Set(name, value string) error
+}
+
+// ownValues is the source of a sandbox given a store of values: the
+// values of its header transforms given inline, then the store's. A
+// header transform's value is the sandbox's own (E2B's rules: each
+// sandbox has its own under names every sandbox uses), so it never goes
+// to a store other sandboxes read; a variable's does (a rotation there
+// reaches every sandbox naming it).
+type ownValues struct {
+	own  netpolicy.SecretMap
+	next netpolicy.SecretSource
+}
+
+func (o *ownValues) LookupSecret(name string) (string, bool) {
+	if v, ok := o.own.LookupSecret(name); ok {
+		return v, true
+	}
+	return o.next.LookupSecret(name)
+}
+
+// inlineSecrets returns secrets without their inline values, written to
+// src (a header transform's to its own values when src is an ownValues).
+// Without a source the values stay (the proxy keeps them in memory), and
+// every secret must have one.
+func inlineSecrets(secrets []netpolicy.Secret, src netpolicy.SecretSource) ([]netpolicy.Secret, error) {
+	if src == nil {
+		for i, s := range secrets {
+			if s.Value == "" {
+				return nil, invalid(fmt.Errorf("network: secrets[%d] (%s) has no value: give it where the sandbox starts, or a store of values (ProvisionOptions.Secrets)", i, s.Name))
+			}
+		}
+		return secrets, nil
+	}
+	out := slices.Clone(secrets)
+	for i, s := range out {
+		if s.Value == "" {
+			continue
+		}
+		w, err := writerFor(src, s)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Set(s.Name, s.Value); err != nil {
+			return nil, invalid(fmt.Errorf("network: %w", err))
+		}
+		out[i].Value = ""
+	}
+	return out, nil
+}
+
+// writerFor returns where s's inline value is written in src.
+func writerFor(src netpolicy.SecretSource, s netpolicy.Secret) (secretWriter, error) {
+	if o, ok := src.(*ownValues); ok {
+		if s.Header != "" {
+			return &o.own, nil
+		}
+		src = o.next
+	}
+	if w, ok := src.(secretWriter); ok {
+		return w, nil
+	}
+	return nil, invalid(fmt.Errorf("network: secret %s: its value is given inline, and the sandbox's store of values cannot be written", s.Name))
+}
+
+// keepValuesOut checks, when the values of spec's secrets come from src,
+// that the environment the spec sets holds none of them (as secretsEnv
+// does for inline values), and drops from the commands' environment an
+// inherited variable that holds one (the variable tent read it from).
+func (p *plan) keepValuesOut(spec *Spec, src netpolicy.SecretSource) error {
+	if src == nil {
+		return nil
+	}
+	var values []string
+	for _, s := range spec.Network.Secrets {
+		v, ok := src.LookupSecret(s.Name)
+		if !ok || v == "" {
+			continue
+		}
+		for _, kv := range spec.Env {
+			if k, ev, _ := strings.Cut(kv, "="); strings.Contains(ev, v) {
+				return invalid(fmt.Errorf("env: %s holds the value of secret %s, which never enters the sandbox (inside, %s holds its placeholder)", k, s.Name, s.Name))
+			}
+		}
+		values = append(values, v)
+	}
+	p.cfg.Exec.Env = withoutSecrets(p.cfg.Exec.Env, values)
 	return nil
 }

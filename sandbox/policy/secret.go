@@ -13,7 +13,8 @@ import (
 // uses through a placeholder (see netpolicy.Secret). The value is never
 // written in the policy: it comes from the caller's environment variable
 // Env (Name by default) or from the file File (its content, one trailing
-// newline dropped).
+// newline dropped), and the backend writes it to its secret store when
+// the sandbox is made.
 //
 //	secrets:
 //	  - name: GITHUB_TOKEN

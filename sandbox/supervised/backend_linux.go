@@ -2,12 +2,15 @@ package supervised
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
 
 // Backend is the [sandbox.Backend] of durable, daemonless sandboxes: each
@@ -71,36 +74,48 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 // sandbox is served (or refused: nothing is left behind then). A
 // Spec.Name must be free in the state directory.
 //
-// The values of the spec's secrets (netpolicy.Secret) travel to the
-// supervisor with the rest of the launch, through a pipe, and stay in its
-// memory: the sandbox's record (and so tent inspect, tent ls) and its
-// snapshots keep the secrets' names and hosts only. A sandbox with
-// secrets or HTTP rules never idles (its proxy holds the CA's key and the
-// values), and cannot be brought back from its record or a snapshot
-// without the values given again.
+// The spec's secrets (netpolicy.Secret) are names: their values are in
+// the state directory's secret store ([Backend.Secrets]), which the
+// sandbox's proxy asks each time a request goes out. Values given inline
+// (Secret.Value) are written to the store here, before the launch, and
+// never reach the supervisor, the record or a snapshot. A sandbox with
+// secrets or HTTP rules never idles (its proxy holds the CA's key).
 func (b *Backend) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
-	return b.spawn(ctx, launch{ID: newID(), Spec: spec, SecretValues: secretValues(spec.Network)})
+	id := newID()
+	var err error
+	if spec.Network.Secrets, err = b.storeInline(id, spec.Network.Secrets); err != nil {
+		return sandbox.Info{}, err
+	}
+	return b.spawn(ctx, launch{ID: id, Spec: spec})
 }
 
-// secretValues returns the values of p's secrets by name, nil without.
-func secretValues(p sandbox.NetworkPolicy) map[string]string {
-	if len(p.Secrets) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(p.Secrets))
-	for _, s := range p.Secrets {
-		m[s.Name] = s.Value
-	}
-	return m
-}
+// Secrets is the state directory's secret store: the values of the
+// secrets that the network policies of its sandboxes name. A write is in
+// force from the next request of every sandbox that names the secret
+// (running, forked, resumed), whichever supervisor serves it.
+func (b *Backend) Secrets() *secretstore.Store { return secretstore.Open(b.st.Dir) }
 
-// fillSecretValues gives p's secrets their values from m.
-func fillSecretValues(p *sandbox.NetworkPolicy, m map[string]string) {
-	for i := range p.Secrets {
-		if v, ok := m[p.Secrets[i].Name]; ok {
-			p.Secrets[i].Value = v
+// storeInline writes the values given inline among secrets to the store,
+// and returns secrets without them. A variable's value is shared by name
+// (every sandbox naming it sends it); a header transform's is sandbox
+// id's alone (E2B's rules: each sandbox has its own, under names all of
+// them use), in the sandbox's scope (see package secretstore).
+func (b *Backend) storeInline(id string, secrets []netpolicy.Secret) ([]netpolicy.Secret, error) {
+	out := slices.Clone(secrets)
+	for i, s := range out {
+		if s.Value == "" {
+			continue
 		}
+		name := s.Name
+		if s.Header != "" {
+			name = secretstore.ScopedName(id, s.Name)
+		}
+		if err := b.Secrets().Set(name, s.Value); err != nil {
+			return nil, fmt.Errorf("%w: network: %w", sandbox.ErrInvalidSpec, err)
+		}
+		out[i].Value = ""
 	}
+	return out, nil
 }
 
 // intercepts reports whether spec's proxy terminates TLS (secrets or
@@ -117,12 +132,21 @@ func (b *Backend) Fork(ctx context.Context, ref string, o sandbox.ForkOverrides)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	fo := forkOverrides(o)
-	var values map[string]string
-	if o.Network != nil {
-		values = secretValues(*o.Network)
+	id := newID()
+	// The fork names the secrets its snapshot's sandbox named: the values
+	// given for that sandbox alone are the fork's too.
+	if err := b.Secrets().CopyScope(snap.SandboxID, id); err != nil {
+		return sandbox.Info{}, err
 	}
-	return b.spawn(ctx, launch{ID: newID(), Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo, SecretValues: values})
+	if o.Network != nil {
+		n := *o.Network
+		if n.Secrets, err = b.storeInline(id, n.Secrets); err != nil {
+			return sandbox.Info{}, err
+		}
+		o.Network = &n
+	}
+	fo := forkOverrides(o)
+	return b.spawn(ctx, launch{ID: id, Spec: o.Apply(snap.Spec), FromSnapshot: snap.Dir, Overrides: &fo})
 }
 
 // Sweep removes the files that sandboxes without a record left in the

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
 
 // Outside Linux the package builds, so that programs importing it compile
@@ -53,6 +54,9 @@ func Open(string, Options) (*Backend, error) { return nil, errNotLinux }
 
 // Dir returns "".
 func (b *Backend) Dir() string { return "" }
+
+// Secrets is the state directory's secret store (unusable here).
+func (b *Backend) Secrets() *secretstore.Store { return secretstore.Open(b.Dir()) }
 
 // SnapshotsDir returns "".
 func (b *Backend) SnapshotsDir() string { return "" }

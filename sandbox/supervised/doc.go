@@ -9,7 +9,11 @@
 // One directory (0700, the caller's own: [ErrUnsafeStateDir] otherwise)
 // holds, per sandbox, its record ID.json (written atomically: a crash
 // leaves the old or the new one), the supervisor's control socket ID.sock
-// and its log ID.log, and the snapshots/ directory. Names ([sandbox.Spec]
+// and its log ID.log, and the snapshots/ directory, and the secret store
+// (secrets, 0600; see [Backend.Secrets] and package secretstore): the
+// values of the secrets the sandboxes' policies name, which their
+// proxies ask each time a request goes out, so that none is ever in a
+// record, a snapshot, a launch or a request on a socket. Names ([sandbox.Spec]
 // Name) are unique per directory, checked under a lock. Records are data:
 // they are read beneath the directory's descriptor, never through a
 // symlink, and before acting on one (a cow layer to remove, a cgroup to

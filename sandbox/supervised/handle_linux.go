@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
+	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -101,10 +103,19 @@ func (s *Sandbox) Mount(ctx context.Context, m sandbox.Mount) error {
 }
 
 // SetNetworkPolicy replaces a limited sandbox's rules (see
-// sandbox.Cmd.SetNetworkPolicy); its record keeps them, the values of
-// header transforms only in the supervisor's memory.
+// sandbox.Cmd.SetNetworkPolicy); its record keeps them. Values given
+// inline (netpolicy.Secret.Value) are written to the backend's secret
+// store first, and never go to the supervisor (only header transforms
+// change at run time: a variable is refused, its value not written).
 func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p sandbox.NetworkPolicy) error {
-	return s.simple(ctx, request{Op: opNet, Network: &p, SecretValues: secretValues(p)})
+	if slices.ContainsFunc(p.Secrets, func(s netpolicy.Secret) bool { return s.Header == "" }) {
+		return fmt.Errorf("%w: secrets that are variables are given when the sandbox starts (their placeholders are in its environment from then on); only header transforms change at run time", sandbox.ErrUnsupported)
+	}
+	var err error
+	if p.Secrets, err = s.b.storeInline(s.id, p.Secrets); err != nil {
+		return err
+	}
+	return s.simple(ctx, request{Op: opNet, Network: &p})
 }
 
 // Suspend freezes the sandbox.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tent-sandbox/tent/internal/reexec"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
 
 // The supervisor's two program modes (see the re-exec contract in package
@@ -54,10 +55,6 @@ type launch struct {
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Overrides apply to the snapshot's spec.
 	Overrides *forkOverrides `json:"overrides,omitempty"`
-	// SecretValues are the values of the spec's secrets by name, which
-	// the spec's JSON never holds (netpolicy.Secret.Value): the launch
-	// is the only place they are written, on the launch pipe.
-	SecretValues map[string]string `json:"secret_values,omitempty"`
 	resumeOptions
 }
 
@@ -94,7 +91,8 @@ func (o launch) resumeArgs(st stateDir, id string) []string {
 }
 
 // provisionOptions are the sandbox's: a logger on stderr (the sandbox's
-// log file) and the network audit log.
+// log file), the network audit log and the state directory's secret
+// store.
 func (o launch) provisionOptions() (sandbox.ProvisionOptions, func(), error) {
 	level := slog.LevelInfo
 	if o.Debug {
@@ -103,6 +101,9 @@ func (o launch) provisionOptions() (sandbox.ProvisionOptions, func(), error) {
 	popts := sandbox.ProvisionOptions{
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		IdleAfter: o.IdleAfter, ID: o.ID,
+		// The secrets' values: asked per request, never in this process's
+		// launch, environment or memory beyond that request.
+		Secrets: secretstore.Open(o.Store).Scoped(o.ID),
 	}
 	if o.NetLog == "" {
 		return popts, func() {}, nil
@@ -197,15 +198,13 @@ func superviseMain() int {
 		if o.Overrides != nil {
 			snap.Spec = sandbox.ForkOverrides(*o.Overrides).Apply(snap.Spec)
 		}
-		fillSecretValues(&snap.Spec.Network, o.SecretValues)
 		if intercepts(snap.Spec) {
-			o.IdleAfter = -1 // the proxy's CA and secrets live in this process only
+			o.IdleAfter = -1 // the proxy's CA lives in this process only
 		}
 		if sb, err = sandbox.Fork(ctx, snap, popts); err != nil {
 			return fail(err)
 		}
 	} else {
-		fillSecretValues(&o.Spec.Network, o.SecretValues)
 		if intercepts(o.Spec) {
 			o.IdleAfter = -1
 		}
@@ -213,7 +212,6 @@ func superviseMain() int {
 			return fail(err)
 		}
 	}
-	o.SecretValues = nil
 	st := stateDir{Dir: o.Store}
 	spec := sb.Info().Spec
 	rec := &record{recordHead: recordHead{ID: o.ID}, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC()}

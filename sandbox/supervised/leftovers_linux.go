@@ -16,6 +16,7 @@ import (
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox/internal/handoff"
+	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
 
 // What is left in the state directory of a sandbox without a readable
@@ -168,6 +169,7 @@ func (s stateDir) sweepID(d *os.File, id string, names []string) error {
 		}
 	}
 	handoff.RemoveSnapshotTemps(s.SnapshotsDir(), id)
+	_ = secretstore.Open(s.Dir).DeleteScope(id) // values given for it alone (a refused store is reported where it is used)
 	return errors.Join(errs...)
 }
 

@@ -3,16 +3,20 @@ package supervised
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"net/netip"
 	"os"
 	"testing"
 
 	"github.com/tent-sandbox/tent/internal/sandboxtest"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/internal/testhooks"
 )
 
 // The test binary is the supervisors' program too: Provision re-executes
 // it (/proc/self/exe) in the supervisor's mode, which sandbox.Init runs.
 func TestMain(m *testing.M) {
+	originHooks() // in the supervisors too: they are this binary
 	sandbox.Init()
 	os.Exit(sandboxtest.Run(m))
 }
@@ -79,4 +83,28 @@ func infoOf(ctx context.Context, b *Backend, ref string) (sandbox.Info, error) {
 		return sandbox.Info{}, err
 	}
 	return s.Info(ctx)
+}
+
+// originCertEnv names the PEM file of a test origin's certificate: the
+// supervisors a test starts inherit it, and their proxies trust that
+// certificate and resolve every name to 127.0.0.1 (see originHooks).
+const originCertEnv = "TENT_TEST_ORIGIN_CERT"
+
+// originHooks points the proxies of this process's sandboxes at the test
+// origin that originCertEnv names, if any.
+func originHooks() {
+	data, err := os.ReadFile(os.Getenv(originCertEnv))
+	if err != nil {
+		return
+	}
+	pool := x509.NewCertPool()
+	if pool.AppendCertsFromPEM(data) {
+		testhooks.UpstreamRoots, testhooks.Resolver = pool, loopback{}
+	}
+}
+
+type loopback struct{}
+
+func (loopback) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 }

@@ -83,10 +83,7 @@ type request struct {
 	// AsRoot runs the command as root inside (ExecRequest.AsRoot).
 	AsRoot  bool                   `json:"as_root,omitempty"`
 	Network *sandbox.NetworkPolicy `json:"network,omitempty"`
-	// SecretValues are the values of Network's secrets by name (a
-	// secret's value never goes through JSON with it; see launch).
-	SecretValues map[string]string `json:"secret_values,omitempty"`
-	Mount        *sandbox.Mount    `json:"mount,omitempty"`
+	Mount   *sandbox.Mount         `json:"mount,omitempty"`
 	// IncludeReadWrite asks a snapshot to archive the rw mounts too.
 	IncludeReadWrite bool `json:"include_rw,omitempty"`
 	// Pid and Signal name a detached command and a signal for it.

@@ -249,12 +249,11 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		if req.Network == nil {
 			return fmt.Errorf("%w: net needs a policy", sandbox.ErrInvalidSpec)
 		}
-		fillSecretValues(req.Network, req.SecretValues)
 		if err := sb.SetNetworkPolicy(ctx, *req.Network); err != nil {
 			return err
 		}
-		// The policy as it is now: with the variables kept (their values
-		// are not written: netpolicy.Secret.Value is never JSON).
+		// The policy as it is now: with the variables kept (names, hosts
+		// and placeholders; the values are in the secret store).
 		p := sb.Info().Spec.Network
 		return s.save(func() { s.rec.Spec.Network = p })
 	case opMount:

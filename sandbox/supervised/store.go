@@ -18,6 +18,7 @@ import (
 	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
 
 // record is the durable description of a long-lived sandbox, one JSON
@@ -154,6 +155,7 @@ func (s stateDir) keepEnded(rec *record, reason string) error {
 
 // removeFiles deletes id's record, socket and supervisor log.
 func (s stateDir) removeFiles(id string) error {
+	_ = secretstore.Open(s.Dir).DeleteScope(id) // values given for it alone
 	_ = os.Remove(s.SocketPath(id))
 	_ = os.Remove(filepath.Join(s.Dir, id+".log"))
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {

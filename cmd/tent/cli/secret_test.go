@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
 
 const cliSecret = "cli-REAL-secret-0123456789abcdef"
@@ -79,7 +81,8 @@ func TestSecretFlagRefusals(t *testing.T) {
 
 // tent mcp's operator gives a secret: the model's commands see the
 // placeholder, network_status names the variable and its hosts, and the
-// value is in nothing the server or its supervisors write.
+// value is in nothing the server or its supervisors write but the state
+// directory's secret store (mode 0600).
 func TestMCPSecret(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	cmd := exec.Command(tentBin, "--state-dir", state, "mcp", "--secret", "TOKEN@api.example.com")
@@ -106,8 +109,9 @@ func TestMCPSecret(t *testing.T) {
 		t.Errorf("network_status secrets: %+v", n.Secrets)
 	}
 	cs.Close()
+	storeOnly(t, state)
 	filepath.WalkDir(state, func(path string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
+		if err == nil && d.Type().IsRegular() && path != filepath.Join(state, secretstore.FileName) {
 			if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), cliSecret) {
 				t.Errorf("%s holds the value", path)
 			}
@@ -121,7 +125,8 @@ func TestMCPSecret(t *testing.T) {
 
 // A long-lived sandbox: its execs get the placeholder, and nothing its
 // supervisor writes (the record, tent inspect, a snapshot, the log) holds
-// the value; a fork from the snapshot, which has no value, is refused.
+// the value, which is in the state directory's secret store only; a fork
+// from the snapshot names the same secret, with the same placeholder.
 func TestSecretInLongLivedSandbox(t *testing.T) {
 	t.Parallel()
 	l := newLife(t)
@@ -149,7 +154,7 @@ func TestSecretInLongLivedSandbox(t *testing.T) {
 	}
 	files := 0
 	filepath.WalkDir(l.dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
+		if err != nil || !d.Type().IsRegular() || path == filepath.Join(l.dir, secretstore.FileName) {
 			return nil
 		}
 		files++
@@ -165,8 +170,31 @@ func TestSecretInLongLivedSandbox(t *testing.T) {
 	if len(snap) != 1 {
 		t.Fatalf("snapshots: %q", snaps.stdout)
 	}
-	l.tent(t, "fork", snap[0]).expect(t, 125, "has no value")
+	storeOnly(t, l.dir)
+	fork := l.tent(t, "fork", snap[0])
+	fork.expect(t, 0)
+	fid := strings.TrimSpace(fork.stdout)
+	fout := l.tent(t, "exec", fid, "--", "sh", "-c", `echo "$TOKEN"`)
+	fout.expect(t, 0)
+	if ph := strings.Split(strings.TrimSpace(out.stdout), "\n")[0]; strings.TrimSpace(fout.stdout) != ph {
+		t.Errorf("the fork's TOKEN is %q, its origin's %q", fout.stdout, ph)
+	}
+	l.tent(t, "rm", fid).expect(t, 0)
 	l.tent(t, "rm", id).expect(t, 0)
+}
+
+// storeOnly checks that the secret store of state directory dir holds
+// the value, and is readable by its owner only.
+func storeOnly(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, secretstore.FileName)
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode() != 0o600 {
+		t.Fatalf("the secret store: %v %v, want a file of mode 0600", fi, err)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), cliSecret) {
+		t.Error("the secret store does not hold the value")
+	}
 }
 
 func TestSecretInPolicyFile(t *testing.T) {
