@@ -34,7 +34,10 @@ import (
 //     without it (killed before it read the id) leaves no one who knows
 //     the sandbox, which the supervisor then ends. It exits when the sandbox is removed, on SIGTERM, SIGINT or
 //     SIGHUP, or when the sandbox ends; status 0, or 1 after a failure
-//     that has been reported on fd 3.
+//     that has been reported on fd 3. A child supervisor
+//     ([Backend.LaunchChild], launch.Main set) has the container's stdio
+//     as fds 0-2, its log on fd 5, its terminal on fd 6, and exits with
+//     its main command's status (see child_linux.go).
 //   - modeResume: exec'd by the supervisor's idle holder; argv[1] is the
 //     launch's resume options (JSON), argv[2] the state descriptor and
 //     argv[3] the signal that woke the holder (or 0).
@@ -58,7 +61,12 @@ type launch struct {
 	// the spec's JSON never holds (netpolicy.Secret.Value): the launch
 	// is the only place they are written, on the launch pipe.
 	SecretValues map[string]string `json:"secret_values,omitempty"`
+	// Main makes a child supervisor (see child_linux.go): the command it
+	// runs on StartMain and exits with.
+	Main *mainCommand `json:"main,omitempty"`
 	resumeOptions
+	// main is Main's run, in the supervisor.
+	main *mainRun
 }
 
 // forkOverrides is sandbox.ForkOverrides in JSON.
@@ -95,13 +103,13 @@ func (o launch) resumeArgs(st stateDir, id string) []string {
 
 // provisionOptions are the sandbox's: a logger on stderr (the sandbox's
 // log file) and the network audit log.
-func (o launch) provisionOptions() (sandbox.ProvisionOptions, func(), error) {
+func (o launch) provisionOptions(logTo io.Writer) (sandbox.ProvisionOptions, func(), error) {
 	level := slog.LevelInfo
 	if o.Debug {
 		level = slog.LevelDebug
 	}
 	popts := sandbox.ProvisionOptions{
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Logger:    slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level})),
 		IdleAfter: o.IdleAfter, ID: o.ID,
 	}
 	if o.NetLog == "" {
@@ -179,7 +187,17 @@ func superviseMain() int {
 		}
 		return 1
 	}
-	popts, closeLog, err := o.provisionOptions()
+	var logTo io.Writer = os.Stderr
+	if o.Main != nil {
+		// A child supervisor: its stdio are the container's (see
+		// child_linux.go), its log on fdChildLog; it stays awake for
+		// the caller's parent, which may call at any time.
+		logTo = os.NewFile(fdChildLog, "log")
+		o.IdleAfter = -1
+		o.main = newMainRun(*o.Main)
+		signal.Ignore(syscall.SIGPIPE) // the container's stdio are not ours to write
+	}
+	popts, closeLog, err := o.provisionOptions(logTo)
 	if err != nil {
 		return fail(err)
 	}
@@ -232,7 +250,7 @@ func superviseMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	return 0
+	return o.main.exitCode()
 }
 
 // ackLine is what the creator writes back on the launch pipe once it has

@@ -52,6 +52,10 @@ const (
 	opDial = "dial"
 	// opPublish publishes Publish on the host (reply.Published: as bound).
 	opPublish = "publish"
+	// The main command of a child supervisor (see child_linux.go).
+	opMainStart  = "main-start"  // start it
+	opMainSignal = "main-signal" // Signal to it
+	opMainState  = "main-state"  // reply.Main: its MainState
 )
 
 // request is one request to a supervisor.
@@ -114,6 +118,8 @@ type reply struct {
 	Output *sandbox.Output `json:"output,omitempty"`
 	// Published is a port just published, with its host port bound.
 	Published *sandbox.PortMapping `json:"published,omitempty"`
+	// Main is a child supervisor's main command's MainState.
+	Main string `json:"main,omitempty"`
 }
 
 // kinds are the sentinel errors that cross the socket, so that

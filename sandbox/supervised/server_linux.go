@@ -75,7 +75,7 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 	// the record says stopped, and why (handoff.Ended).
 	initGone, stopWatch := watchExit(sb.Info().InitPID)
 	defer stopWatch()
-	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1), stopped: make(chan struct{}, 1)}
+	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1), stopped: make(chan struct{}, 1), main: o.main}
 	activity := make(chan struct{}, 1)
 	var inflight atomic.Int64
 	var accepting chan struct{} // closed when the accept loop returns
@@ -120,6 +120,9 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 		case <-initGone:
 			ended = true
 			return nil
+		case <-o.main.exited():
+			ended, reason = true, fmt.Sprintf("its main command exited (status %d)", o.main.code)
+			return nil
 		case <-activity:
 			idle.Reset()
 		case <-idle.C:
@@ -151,6 +154,7 @@ type server struct {
 	recMu   *sync.Mutex
 	removed chan struct{}
 	stopped chan struct{} // Handle.Stop: ended, its record kept
+	main    *mainRun      // a child supervisor's main command, or nil
 }
 
 // save applies update to the record and saves it, one at a time.
@@ -280,6 +284,8 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		rep.Published = &m
 		return s.save(func() { s.rec.Spec = sb.Info().Spec })
+	case opMainStart, opMainSignal, opMainState:
+		return s.serveMain(req, rep)
 	case opSuspend, opResume:
 		var err error
 		if req.Op == opSuspend {
