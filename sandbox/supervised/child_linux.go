@@ -162,7 +162,8 @@ func (s *Sandbox) StartMain(ctx context.Context) error {
 }
 
 // SignalMain delivers sig to the main command (its process group);
-// ErrNoProcess when it is not running.
+// ErrNoProcess when it has exited. A main command not started yet never
+// runs: the sandbox ends, and its supervisor exits with 128+sig.
 func (s *Sandbox) SignalMain(ctx context.Context, sig syscall.Signal) error {
 	return s.simple(ctx, request{Op: opMainSignal, Signal: int(sig)})
 }
@@ -252,6 +253,16 @@ func (s *server) serveMain(req request, rep *reply) error {
 		if req.Signal <= 0 || req.Signal > 64 {
 			return fmt.Errorf("%w: signal %d: want 1-64", sandbox.ErrInvalidSpec, req.Signal)
 		}
+		m.mu.Lock()
+		if !m.started {
+			// It never runs: the sandbox ends, and the supervisor exits
+			// with 128+N (as runc's kill of a created container).
+			m.started, m.code = true, 128+req.Signal
+			close(m.done)
+			m.mu.Unlock()
+			return nil
+		}
+		m.mu.Unlock()
 		if m.state() != MainRunning {
 			return fmt.Errorf("%w: the main command is not running", ErrNoProcess)
 		}

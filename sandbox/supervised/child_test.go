@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -52,9 +54,6 @@ func TestLaunchChildExitsWithMainStatus(t *testing.T) {
 	if st, err := sb.MainState(ctx); err != nil || st != MainCreated {
 		t.Fatalf("MainState before StartMain = %q, %v; want %q", st, err, MainCreated)
 	}
-	if err := sb.SignalMain(ctx, syscall.SIGTERM); !errors.Is(err, ErrNoProcess) {
-		t.Errorf("SignalMain before StartMain: %v, want ErrNoProcess", err)
-	}
 	if err := sb.StartMain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +96,49 @@ func TestLaunchChildSignalMain(t *testing.T) {
 	if code, err := child.Wait(); err != nil || code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("the supervisor exited with %d, %v; want %d", code, err, 128+int(syscall.SIGTERM))
 	}
+	// Killed before it started: it never runs, and the supervisor exits
+	// with 128+N.
+	created, err := b.LaunchChild(ctx, ChildLaunch{Args: []string{"sh", "-c", "exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sbOf(t, b, created.Info.ID).SignalMain(ctx, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := created.Wait(); err != nil || code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("the supervisor of a main command killed before it started exited with %d, %v; want %d", code, err, 128+int(syscall.SIGKILL))
+	}
+	if err := sbOf(t, b, child.Info.ID).SignalMain(ctx, syscall.SIGTERM); !errors.Is(err, sandbox.ErrStopped) {
+		t.Errorf("SignalMain once the supervisor is gone: %v, want ErrStopped", err)
+	}
 	other := provision(t, b, sandbox.Spec{})
 	if err := sbOf(t, b, other.ID).StartMain(ctx); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("StartMain of an ordinary sandbox: %v, want ErrUnsupported", err)
 	}
 	if _, err := b.LaunchChild(ctx, ChildLaunch{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("LaunchChild without a command: %v, want ErrInvalidSpec", err)
+	}
+}
+
+// TestDeepStateDir: a state directory whose sockets' paths exceed a unix
+// socket address's 108 bytes (tent-runc's ROOT/ID with CRI's 64-digit
+// container ids) still serves: the supervisor binds, and clients dial,
+// through a descriptor of the directory.
+func TestDeepStateDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
+	b, err := Open(dir, Options{IdleAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := provision(t, b, sandbox.Spec{})
+	defer sbOf(t, b, info.ID).Terminate(context.Background())
+	if out, _ := execOut(t, b, info.ID, "echo", "deep"); out != "deep\n" {
+		t.Errorf("exec in a sandbox of a deep state directory: %q", out)
+	}
+	if err := sbOf(t, b, info.ID).Terminate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) > 1 { // snapshots/ may stay
+		t.Errorf("left in the state directory: %v", ents)
 	}
 }

@@ -30,7 +30,16 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 	}
 	sock := st.SocketPath(rec.ID)
 	_ = os.Remove(sock)
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	var l *net.UnixListener
+	err := shortPath(sock, func(p string) (err error) {
+		l, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: p, Net: "unixpacket"})
+		return err
+	})
+	if err == nil && len(sock) >= 100 {
+		// Removed by its name (removeFiles, keepEnded): the one it was
+		// bound with was a descriptor's.
+		l.SetUnlinkOnClose(false)
+	}
 	if err != nil {
 		_ = sb.Terminate(context.Background())
 		return fmt.Errorf("control socket: %w", err)
@@ -38,9 +47,10 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 	rec.State, rec.Supervisor, rec.Socket = sandbox.StateRunning, os.Getpid(), sock
 	rec.SupervisorStart = namespaces.StartTicks(rec.Supervisor)
 	info := sb.Info()
-	rec.Spec, rec.Protections, rec.Layers, rec.Cgroups = info.Spec, info.Protections, info.Layers, info.CgroupPaths
+	rec.Spec, rec.Protections, rec.Layers, rec.Cgroups, rec.InitPID = info.Spec, info.Protections, info.Layers, info.CgroupPaths, info.InitPID
 	if err := st.Save(rec); err != nil {
 		l.Close()
+		_ = os.Remove(sock)
 		_ = sb.Terminate(context.Background())
 		return fmt.Errorf("saving the state record: %w", err)
 	}

@@ -37,6 +37,8 @@ type record struct {
 	Layers []sandbox.CowLayer `json:"layers,omitempty"`
 	// Cgroups are the sandbox's cgroup directories.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// InitPID is the host pid of the sandbox's init.
+	InitPID int `json:"init_pid,omitempty"`
 	// Ended is when a sandbox ended on its own (its Limits.Timeout ran
 	// out, or its init died), and Reason says why: such a record stays,
 	// in state "stopped", until it is removed (as docker ps -a shows an
