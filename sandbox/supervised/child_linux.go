@@ -224,6 +224,23 @@ func (m *mainRun) exitCode() int {
 	return 128 + int(syscall.SIGKILL)
 }
 
+// hangupFunc is what a SIGHUP of the supervisor does: with a terminal
+// (the console closed), the main command gets it; nil otherwise (it ends
+// the supervision, as any supervisor's).
+func (m *mainRun) hangupFunc() func() {
+	if m == nil || m.tty == nil {
+		return nil
+	}
+	return func() {
+		if m.state() == MainRunning {
+			select {
+			case m.signals <- syscall.SIGHUP:
+			default:
+			}
+		}
+	}
+}
+
 // state is the main command's.
 func (m *mainRun) state() MainState {
 	m.mu.Lock()

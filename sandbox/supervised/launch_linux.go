@@ -143,14 +143,23 @@ func init() {
 	}
 }
 
-// untilSignal returns a context cancelled by the end signals.
-func untilSignal() (context.Context, context.CancelFunc) {
+// untilSignal returns a context cancelled by the end signals; a SIGHUP
+// goes to hangup instead when it is not nil (a child supervisor's
+// terminal hung up: its main command gets it, as from a terminal).
+func untilSignal(hangup func()) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		select {
-		case <-endSignals:
-			cancel()
-		case <-ctx.Done():
+		for {
+			select {
+			case sig := <-endSignals:
+				if sig == syscall.SIGHUP && hangup != nil {
+					hangup()
+					continue
+				}
+				cancel()
+			case <-ctx.Done():
+			}
+			return
 		}
 	}()
 	return ctx, cancel
@@ -202,7 +211,7 @@ func superviseMain() int {
 		return fail(err)
 	}
 	defer closeLog()
-	ctx, stop := untilSignal()
+	ctx, stop := untilSignal(o.main.hangupFunc())
 	defer stop()
 	ctx, creatorGone := context.WithCancel(ctx)
 	defer creatorGone()
@@ -291,7 +300,7 @@ func resumeMain() int {
 		fmt.Fprintln(os.Stderr, "tent: resuming a supervisor:", err)
 		return 2
 	}
-	ctx, cancel := untilSignal()
+	ctx, cancel := untilSignal(nil)
 	defer cancel()
 	if err := resume(ctx, o, os.Args[2], os.Args[3]); err != nil {
 		fmt.Fprintln(os.Stderr, "tent:", err)
