@@ -39,13 +39,13 @@ func run(ctx context.Context, g *globals, cmd string, args []string) (int, error
 	case "ps":
 		return 0, g.ps(ctx, args)
 	case "update":
-		return 0, g.update(args)
+		return 0, g.update(ctx, args)
 	case "features":
 		return 0, g.features()
 	case "list":
 		return 0, g.list(ctx, args)
 	case "checkpoint", "restore", "run", "spec", "events", "init":
-		return 1, fmt.Errorf("%s: %w (tent-runc implements create, start, state, kill, delete, exec, ps, pause, resume, features, list)", cmd, ErrUnsupportedCommand)
+		return 1, fmt.Errorf("%s: %w (tent-runc implements create, start, state, kill, delete, exec, ps, pause, resume, update, features, list)", cmd, ErrUnsupportedCommand)
 	}
 	return 1, fmt.Errorf("unknown command %q", cmd)
 }
@@ -261,7 +261,11 @@ func (g *globals) ps(ctx context.Context, args []string) error {
 	return fmt.Errorf("ps: --format %q: want table or json", format)
 }
 
-func (g *globals) update(args []string) error {
+// update is runc's update --resources: the container's memory, pids
+// and CPU limits change live (Handle.SetLimits); weights and shares are
+// left to the host, as at create. A limit tent cannot apply live, or
+// lifting one (-1), is refused and nothing changes.
+func (g *globals) update(ctx context.Context, args []string) error {
 	var resources string
 	fl, err := commandFlags("update", g, args, func(fl *flag.FlagSet) {
 		fl.StringVar(&resources, "resources", "", "")
@@ -274,11 +278,11 @@ func (g *globals) update(args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := readRecord(g.root, id); err != nil {
+	c, err := openContainer(ctx, rootOf(g), id)
+	if err != nil {
 		return err
 	}
-	// Read what was sent (the shim writes it to stdin), so that a
-	// malformed request is named as such, then refuse.
+	// What was sent: the shim writes it to stdin.
 	var in io.Reader = g.stdin
 	if resources != "" && resources != "-" {
 		f, err := os.Open(resources)
@@ -288,13 +292,33 @@ func (g *globals) update(args []string) error {
 		defer f.Close()
 		in = f
 	}
-	var r specs.LinuxResources
-	if in != nil {
-		if err := json.NewDecoder(io.LimitReader(in, maxConfig)).Decode(&r); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("update: --resources: %w", err)
-		}
+	if in == nil {
+		return errors.New("update: --resources: nothing to read")
 	}
-	return fmt.Errorf("update: %w: a container's limits are fixed when it is created", ErrUnsupportedCommand)
+	var r specs.LinuxResources
+	if err := json.NewDecoder(io.LimitReader(in, maxConfig)).Decode(&r); err != nil {
+		return fmt.Errorf("update: --resources: %w", err)
+	}
+	if lifts(&r) {
+		return fmt.Errorf("update: %w: lifting a limit (-1): a container's limits can be changed, not removed", ErrUnsupportedCommand)
+	}
+	l := limitsOf(&r)
+	if l == (sandbox.Limits{}) {
+		return nil // nothing tent enforces
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	if err := c.sb.SetLimits(ctx, l); err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	return nil
+}
+
+// lifts reports whether r removes a limit (-1: unlimited).
+func lifts(r *specs.LinuxResources) bool {
+	return r.Memory != nil && r.Memory.Limit != nil && *r.Memory.Limit < 0 ||
+		r.Pids != nil && r.Pids.Limit < 0 ||
+		r.CPU != nil && r.CPU.Quota != nil && *r.CPU.Quota < 0
 }
 
 func (g *globals) list(ctx context.Context, args []string) error {

@@ -24,6 +24,7 @@ const (
 	opFile     = "file"     // the file helper, File = the request
 	opNet      = "net"      // replace the network policy
 	opMount    = "mount"    // add a mount
+	opLimits   = "limits"   // change Limits (SetLimits)
 	opSnapshot = "snapshot" // snapshot into the state directory
 	opSuspend  = "suspend"
 	opResume   = "resume"
@@ -75,6 +76,7 @@ type request struct {
 	// secret's value never goes through JSON with it; see launch).
 	SecretValues map[string]string `json:"secret_values,omitempty"`
 	Mount        *sandbox.Mount    `json:"mount,omitempty"`
+	Limits       *sandbox.Limits   `json:"limits,omitempty"`
 	// IncludeReadWrite asks a snapshot to archive the rw mounts too.
 	IncludeReadWrite bool `json:"include_rw,omitempty"`
 	// Pid and Signal name a detached command and a signal for it.

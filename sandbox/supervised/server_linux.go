@@ -277,6 +277,15 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		info := sb.Info()
 		return s.save(func() { s.rec.Spec, s.rec.Layers = info.Spec, info.Layers })
+	case opLimits:
+		if req.Limits == nil {
+			return fmt.Errorf("%w: limits needs limits", sandbox.ErrInvalidSpec)
+		}
+		if err := sb.SetLimits(ctx, *req.Limits); err != nil {
+			return err
+		}
+		limits := sb.Info().Spec.Limits
+		return s.save(func() { s.rec.Spec.Limits = limits })
 	case opSnapshot:
 		snap, err := sb.Snapshot(ctx, s.st.SnapshotsDir(), sandbox.SnapshotOptions{SandboxID: s.rec.ID, IncludeReadWrite: req.IncludeReadWrite})
 		if err != nil {
