@@ -203,14 +203,13 @@ func (g *globals) delete(ctx context.Context, args []string) error {
 			return fmt.Errorf("cannot delete container %s that is not stopped: %s", id, st)
 		}
 	}
-	// Ends the sandbox if it runs, and reclaims what it left.
+	// Ends the sandbox if it runs, and reclaims what it left (the
+	// cgroups made for linux.cgroupsPath too, once its supervisor is
+	// gone).
 	if err := c.sb.Terminate(ctx); err != nil {
 		return fmt.Errorf("container %s: %w", id, err)
 	}
-	// The supervisor is gone: the cgroups made for linux.cgroupsPath are
-	// empty now (tent removed the sandbox's own).
-	cgErr := removeCgroups(c.rec.CgroupsPath)
-	return errors.Join(cgErr, os.RemoveAll(containerDir(root, id)))
+	return os.RemoveAll(containerDir(root, id))
 }
 
 // rootOf is the absolute --root.

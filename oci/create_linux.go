@@ -98,21 +98,6 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	// The supervisor starts in linux.cgroupsPath: this process joins it
-	// first, and its child is born there.
-	var cgPath string
-	if b.Config.Linux != nil {
-		cgPath = b.Config.Linux.CgroupsPath
-	}
-	joined, err := joinCgroupsPath(cgPath)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			leaveCgroups(joined)
-		}
-	}()
 	child, sb, master, err := launchContainer(ctx, dir, b)
 	if err != nil {
 		return err
@@ -120,7 +105,7 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 	if master != nil {
 		defer master.Close()
 	}
-	if err := recordContainer(root, a, b, child, joined, master); err != nil {
+	if err := recordContainer(root, a, b, child, master); err != nil {
 		// Nobody will know of it: it ends, and this process reaps it.
 		_ = sb.Terminate(context.Background())
 		_, _ = child.Wait()
@@ -140,6 +125,11 @@ func launchContainer(ctx context.Context, dir string, b *bundle) (*supervised.Ch
 	}
 	cl := supervised.ChildLaunch{Spec: b.Spec, Args: b.Main.Args, Env: b.Main.Env, Dir: b.Main.Cwd,
 		Start: func(cmd *exec.Cmd) error { return startIn(cmd, b.NetNS, b.Sysctls) }}
+	if b.Config.Linux != nil {
+		// The supervisor joins it, so that the shim's metrics, read from
+		// the cgroup of the pid it reaps, show the container.
+		cl.CgroupsPath = b.Config.Linux.CgroupsPath
+	}
 	var master *os.File
 	if b.Main.Terminal {
 		m, slave, err := openPTY()
@@ -191,14 +181,14 @@ func (g *globals) createArgs(args []string) (createArgs, error) {
 // recordContainer writes the container's state.json, sends its
 // terminal's master to the console socket, and writes the supervisor's
 // pid to --pid-file.
-func recordContainer(root string, a createArgs, b *bundle, child *supervised.Child, joined []string, master *os.File) error {
+func recordContainer(root string, a createArgs, b *bundle, child *supervised.Child, master *os.File) error {
 	owner := ""
 	if u, uerr := user.LookupId(strconv.Itoa(os.Geteuid())); uerr == nil {
 		owner = u.Username
 	}
 	rec := &record{ID: a.id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: child.Pid(), Sandbox: child.Info.ID,
 		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, UID: b.Main.UID, GID: b.Main.GID,
-		Cgroups: child.Info.CgroupPaths, InitPID: child.Info.InitPID, CgroupsPath: joined}
+		Cgroups: child.Info.CgroupPaths, InitPID: child.Info.InitPID, CgroupsPath: child.CgroupsPath}
 	err := writeRecord(root, rec)
 	if err == nil && master != nil {
 		err = sendConsole(a.console, master)

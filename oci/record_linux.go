@@ -37,7 +37,7 @@ type record struct {
 	Cgroups []string `json:"cgroups,omitempty"`
 	InitPID int      `json:"init_pid,omitempty"`
 	// CgroupsPath are the directories made for linux.cgroupsPath (the
-	// supervisor's cgroup), which delete removes.
+	// supervisor's cgroup), which delete's Terminate removes.
 	CgroupsPath []string `json:"cgroups_path,omitempty"`
 }
 

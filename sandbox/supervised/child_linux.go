@@ -44,6 +44,8 @@ type mainCommand struct {
 	Dir  string   `json:"dir,omitempty"`
 	// TTY: it runs on the supervisor's terminal (fdChildTTY).
 	TTY bool `json:"tty,omitempty"`
+	// CgroupsPath is ChildLaunch.CgroupsPath.
+	CgroupsPath string `json:"cgroups_path,omitempty"`
 }
 
 // ChildLaunch is what [Backend.LaunchChild] starts.
@@ -65,6 +67,12 @@ type ChildLaunch struct {
 	// Start starts the supervisor's command (nil: cmd.Start), e.g. from
 	// a thread that joined another network namespace.
 	Start func(cmd *exec.Cmd) error
+	// CgroupsPath, when not "", is a cgroup (an OCI bundle's
+	// linux.cgroupsPath, cgroupfs form) the supervisor joins before it
+	// makes the sandbox, whose cgroup is then beneath it (see
+	// cgroups.JoinPath); the levels it made go when the sandbox is
+	// terminated.
+	CgroupsPath string
 }
 
 // Child is a supervisor started by [Backend.LaunchChild]: this
@@ -72,7 +80,10 @@ type ChildLaunch struct {
 type Child struct {
 	// Info describes its sandbox, as it was made.
 	Info sandbox.Info
-	cmd  *exec.Cmd
+	// CgroupsPath are the cgroup directories made for
+	// ChildLaunch.CgroupsPath, which the supervisor is in.
+	CgroupsPath []string
+	cmd         *exec.Cmd
 }
 
 // Pid is the supervisor's pid.
@@ -107,12 +118,12 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 	}
 	cio := &childIO{stdin: cl.Stdin, stdout: cl.Stdout, stderr: cl.Stderr, tty: cl.Terminal, start: cl.Start}
 	o := launch{ID: newID(), Spec: cl.Spec, SecretValues: secretValues(cl.Spec.Network),
-		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil}}
+		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath}}
 	info, err := b.spawnWith(ctx, o, cio)
 	if err != nil {
 		return nil, err
 	}
-	return &Child{Info: info, cmd: cio.cmd}, nil
+	return &Child{Info: info, CgroupsPath: cio.cgroupsPath, cmd: cio.cmd}, nil
 }
 
 // childIO is how a child supervisor is started: its stdio, its
@@ -121,6 +132,7 @@ type childIO struct {
 	stdin, stdout, stderr, tty *os.File
 	start                      func(*exec.Cmd) error
 	cmd                        *exec.Cmd
+	cgroupsPath                []string // once it runs: the record's CgroupParents
 }
 
 // setup gives cmd the child's descriptors, beside the ready and launch

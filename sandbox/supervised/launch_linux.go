@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/internal/reexec"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -210,6 +211,10 @@ func superviseMain() int {
 	if err != nil {
 		return fail(err)
 	}
+	joined, fail, err := o.joinCgroupsPath(fail)
+	if err != nil {
+		return fail(err)
+	}
 	defer closeLog()
 	ctx, stop := untilSignal(o.main.hangupFunc())
 	defer stop()
@@ -243,7 +248,7 @@ func superviseMain() int {
 	o.SecretValues = nil
 	st := stateDir{Dir: o.Store}
 	spec := sb.Info().Spec
-	rec := &record{recordHead: recordHead{ID: o.ID}, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC()}
+	rec := &record{recordHead: recordHead{ID: o.ID}, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC(), CgroupParents: joined}
 	err = superviseNew(ctx, st, rec, sb, o, func() {
 		_, err := fmt.Fprintln(ready, "ok")
 		if err == nil {
@@ -260,6 +265,24 @@ func superviseMain() int {
 		return fail(err)
 	}
 	return o.main.exitCode()
+}
+
+// joinCgroupsPath moves a child supervisor into its launch's
+// CgroupsPath before it makes the sandbox (see cgroups.JoinPath), and
+// returns the directories made and fail, which then leaves and removes
+// them too: nobody else would.
+func (o launch) joinCgroupsPath(fail func(error) int) ([]string, func(error) int, error) {
+	if o.Main == nil {
+		return nil, fail, nil
+	}
+	joined, err := cgroups.JoinPath(o.Main.CgroupsPath)
+	if err != nil || len(joined) == 0 {
+		return nil, fail, err
+	}
+	return joined, func(err error) int {
+		cgroups.LeaveJoined(joined)
+		return fail(err)
+	}, nil
 }
 
 // ackLine is what the creator writes back on the launch pipe once it has

@@ -71,6 +71,9 @@ func (b *Backend) spawnWith(ctx context.Context, o launch, c *childIO) (sandbox.
 		}
 		return sandbox.Info{}, err
 	}
+	if c != nil {
+		c.cgroupsPath = rec.CgroupParents
+	}
 	return b.info(rec), nil
 }
 
