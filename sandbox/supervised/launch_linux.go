@@ -37,8 +37,9 @@ import (
 //     SIGHUP, or when the sandbox ends; status 0, or 1 after a failure
 //     that has been reported on fd 3. A child supervisor
 //     ([Backend.LaunchChild], launch.Main set) has the container's stdio
-//     as fds 0-2, its log on fd 5, its terminal on fd 6, and exits with
-//     its main command's status (see child_linux.go).
+//     as fds 0-2, its log on fd 5, its terminal on fd 6 (a SIGHUP then
+//     goes to its main command), and exits with its main command's
+//     status (see child_linux.go).
 //   - modeResume: exec'd by the supervisor's idle holder; argv[1] is the
 //     launch's resume options (JSON), argv[2] the state descriptor and
 //     argv[3] the signal that woke the holder (or 0).
