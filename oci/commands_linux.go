@@ -14,7 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -24,36 +26,32 @@ func run(ctx context.Context, g *globals, cmd string, args []string) (int, error
 	switch cmd {
 	case "create":
 		return 0, g.create(ctx, args)
-	case "start":
-		return 0, g.simple(cmd, args, "start")
-	case "pause":
-		return 0, g.simple(cmd, args, "pause")
-	case "resume":
-		return 0, g.simple(cmd, args, "resume")
+	case "start", "pause", "resume":
+		return 0, g.simple(ctx, cmd, args)
 	case "state":
-		return 0, g.state(args)
+		return 0, g.state(ctx, args)
 	case "kill":
-		return 0, g.kill(args)
+		return 0, g.kill(ctx, args)
 	case "delete":
-		return 0, g.delete(args)
+		return 0, g.delete(ctx, args)
 	case "exec":
 		return g.exec(ctx, args)
 	case "ps":
-		return 0, g.ps(args)
+		return 0, g.ps(ctx, args)
 	case "update":
-		return 0, g.update(args)
+		return 0, g.update(ctx, args)
 	case "features":
 		return 0, g.features()
 	case "list":
-		return 0, g.list(args)
+		return 0, g.list(ctx, args)
 	case "checkpoint", "restore", "run", "spec", "events", "init":
-		return 1, fmt.Errorf("%s: %w (tent-runc implements create, start, state, kill, delete, exec, ps, pause, resume, features, list)", cmd, ErrUnsupportedCommand)
+		return 1, fmt.Errorf("%s: %w (tent-runc implements create, start, state, kill, delete, exec, ps, pause, resume, update, features, list)", cmd, ErrUnsupportedCommand)
 	}
 	return 1, fmt.Errorf("unknown command %q", cmd)
 }
 
-// simple sends one request without arguments (start, pause, resume).
-func (g *globals) simple(name string, args []string, op string) error {
+// simple runs start, pause or resume.
+func (g *globals) simple(ctx context.Context, name string, args []string) error {
 	fl, err := commandFlags(name, g, args, func(*flag.FlagSet) {})
 	if err != nil {
 		return err
@@ -62,14 +60,25 @@ func (g *globals) simple(name string, args []string, op string) error {
 	if err != nil {
 		return err
 	}
-	rec, err := readRecord(g.root, id)
+	c, err := openContainer(ctx, rootOf(g), id)
 	if err != nil {
 		return err
 	}
-	if !rec.alive() {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	st := c.status(ctx)
+	want := map[string]string{"start": statusCreated, "pause": statusRunning, "resume": statusPaused}[name]
+	switch {
+	case st == statusStopped:
 		return fmt.Errorf("%s: container %s is stopped", name, id)
+	case st != want:
+		return fmt.Errorf("cannot %s a container that is %s", name, st)
+	case name == "start":
+		return c.sb.StartMain(ctx)
+	case name == "pause":
+		return c.sb.Suspend(ctx)
 	}
-	_, err = call(g.root, id, request{Op: op}, deadline)
+	_, err = c.sb.Resume(ctx)
 	return err
 }
 
@@ -86,38 +95,34 @@ type stateJSON struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// status asks rec's supervisor; a supervisor that is gone is stopped.
-func (g *globals) status(rec *record) stateJSON {
-	st := stateJSON{OCIVersion: specs.Version, ID: rec.ID, Pid: rec.Pid, Status: statusStopped, Bundle: rec.Bundle,
+// stateOf is runc's state of c.
+func stateOf(ctx context.Context, c *container) stateJSON {
+	rec := c.rec
+	st := stateJSON{OCIVersion: specs.Version, ID: rec.ID, Pid: rec.Pid, Status: c.status(ctx), Bundle: rec.Bundle,
 		Rootfs: rec.Rootfs, Created: rec.Created, Owner: rec.Owner, Annotations: rec.Annotations}
-	if rec.alive() {
-		if r, err := call(g.root, rec.ID, request{Op: "state"}, 5*time.Second); err == nil {
-			st.Status = r.Status
-		} else {
-			st.Status = statusRunning // alive, but busy or stopping
-		}
-	}
 	if st.Status == statusStopped {
 		st.Pid = 0
 	}
 	return st
 }
 
-func (g *globals) state(args []string) error {
+func (g *globals) state(ctx context.Context, args []string) error {
 	id, err := oneID("state", args)
 	if err != nil {
 		return err
 	}
-	rec, err := readRecord(g.root, id)
+	c, err := openContainer(ctx, rootOf(g), id)
 	if err != nil {
 		return err
 	}
-	out, _ := json.MarshalIndent(g.status(rec), "", "  ")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, _ := json.MarshalIndent(stateOf(ctx, c), "", "  ")
 	_, err = fmt.Fprintf(g.stdout, "%s\n", out)
 	return err
 }
 
-func (g *globals) kill(args []string) error {
+func (g *globals) kill(ctx context.Context, args []string) error {
 	var all bool
 	fl, err := commandFlags("kill", g, args, func(fl *flag.FlagSet) {
 		fl.BoolVar(&all, "all", false, "")
@@ -138,18 +143,33 @@ func (g *globals) kill(args []string) error {
 	if err != nil {
 		return err
 	}
-	rec, err := readRecord(g.root, id)
+	c, err := openContainer(ctx, rootOf(g), id)
 	if err != nil {
 		return err
 	}
-	if !rec.alive() {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	switch st := c.status(ctx); {
+	case st == statusStopped:
+		return errors.New("container not running")
+	case st == statusCreated:
+		// Nothing of the bundle's runs yet: any signal ends it.
+		err = c.sb.SignalMain(ctx, sig)
+	case sig == syscall.SIGKILL && all:
+		err = c.sb.Stop(ctx) // the whole sandbox
+	default:
+		if all {
+			c.signalAll(sig)
+		}
+		err = c.sb.SignalMain(ctx, sig)
+	}
+	if errors.Is(err, supervised.ErrNoProcess) || errors.Is(err, sandbox.ErrStopped) {
 		return errors.New("container not running")
 	}
-	_, err = call(g.root, id, request{Op: "kill", Signal: int(sig), All: all}, deadline)
 	return err
 }
 
-func (g *globals) delete(args []string) error {
+func (g *globals) delete(ctx context.Context, args []string) error {
 	var force bool
 	fl, err := commandFlags("delete", g, args, func(fl *flag.FlagSet) {
 		fl.BoolVar(&force, "force", false, "")
@@ -162,37 +182,34 @@ func (g *globals) delete(args []string) error {
 	if err != nil {
 		return err
 	}
-	rec, err := readRecord(g.root, id)
-	if errors.Is(err, ErrNotExist) {
+	root := rootOf(g)
+	c, err := openContainer(ctx, root, id)
+	if errors.Is(err, ErrNotExist) || errors.Is(err, sandbox.ErrNotFound) {
 		if force {
 			// A container already gone (its directory too, or never
 			// fully made): nothing to do.
-			if root, rerr := filepath.Abs(g.root); rerr == nil {
-				_ = os.RemoveAll(containerDir(root, id))
-			}
-			return nil
+			return os.RemoveAll(containerDir(root, id))
 		}
 		return err
 	}
 	if err != nil {
 		return err
 	}
-	if rec.alive() {
-		st := g.status(rec).Status
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	if c.alive(ctx) {
+		st := c.status(ctx)
 		if st != statusCreated && st != statusStopped && !force {
 			return fmt.Errorf("cannot delete container %s that is not stopped: %s", id, st)
 		}
-		_, _ = call(g.root, id, request{Op: "kill", Signal: int(syscall.SIGKILL), All: true}, deadline)
-		for end := time.Now().Add(deadline); rec.alive(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(end) {
-				return fmt.Errorf("container %s: its supervisor (pid %d) did not end", id, rec.Pid)
-			}
-		}
 	}
-	// The supervisor is gone: the cgroups made for linux.cgroupsPath are
-	// empty now (tent removed the sandbox's own).
-	cgErr := removeCgroups(rec.CgroupsPath)
-	return errors.Join(cgErr, os.RemoveAll(containerDir(filepath.Clean(rootOf(g)), id)))
+	// Ends the sandbox if it runs, and reclaims what it left (the
+	// cgroups made for linux.cgroupsPath too, once its supervisor is
+	// gone).
+	if err := c.sb.Terminate(ctx); err != nil {
+		return fmt.Errorf("container %s: %w", id, err)
+	}
+	return os.RemoveAll(containerDir(root, id))
 }
 
 // rootOf is the absolute --root.
@@ -204,7 +221,7 @@ func rootOf(g *globals) string {
 	return abs
 }
 
-func (g *globals) ps(args []string) error {
+func (g *globals) ps(ctx context.Context, args []string) error {
 	var format string
 	fl, err := commandFlags("ps", g, args, func(fl *flag.FlagSet) {
 		fl.StringVar(&format, "format", "table", "")
@@ -217,17 +234,17 @@ func (g *globals) ps(args []string) error {
 	if err != nil {
 		return err
 	}
-	rec, err := readRecord(g.root, id)
+	c, err := openContainer(ctx, rootOf(g), id)
 	if err != nil {
 		return err
 	}
 	pids := []int{}
-	if rec.alive() {
-		r, err := call(g.root, id, request{Op: "ps"}, deadline)
+	if c.alive(ctx) {
+		p, err := c.pids()
 		if err != nil {
 			return err
 		}
-		pids = append(pids, r.Pids...)
+		pids = append(pids, p...)
 	}
 	switch format {
 	case "json":
@@ -243,7 +260,11 @@ func (g *globals) ps(args []string) error {
 	return fmt.Errorf("ps: --format %q: want table or json", format)
 }
 
-func (g *globals) update(args []string) error {
+// update is runc's update --resources: the container's memory, pids
+// and CPU limits change live (Handle.SetLimits); weights and shares are
+// left to the host, as at create. A limit tent cannot apply live, or
+// lifting one (-1), is refused and nothing changes.
+func (g *globals) update(ctx context.Context, args []string) error {
 	var resources string
 	fl, err := commandFlags("update", g, args, func(fl *flag.FlagSet) {
 		fl.StringVar(&resources, "resources", "", "")
@@ -256,11 +277,11 @@ func (g *globals) update(args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := readRecord(g.root, id); err != nil {
+	c, err := openContainer(ctx, rootOf(g), id)
+	if err != nil {
 		return err
 	}
-	// Read what was sent (the shim writes it to stdin), so that a
-	// malformed request is named as such, then refuse.
+	// What was sent: the shim writes it to stdin.
 	var in io.Reader = g.stdin
 	if resources != "" && resources != "-" {
 		f, err := os.Open(resources)
@@ -270,16 +291,36 @@ func (g *globals) update(args []string) error {
 		defer f.Close()
 		in = f
 	}
-	var r specs.LinuxResources
-	if in != nil {
-		if err := json.NewDecoder(io.LimitReader(in, maxConfig)).Decode(&r); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("update: --resources: %w", err)
-		}
+	if in == nil {
+		return errors.New("update: --resources: nothing to read")
 	}
-	return fmt.Errorf("update: %w: a container's limits are fixed when it is created", ErrUnsupportedCommand)
+	var r specs.LinuxResources
+	if err := json.NewDecoder(io.LimitReader(in, maxConfig)).Decode(&r); err != nil {
+		return fmt.Errorf("update: --resources: %w", err)
+	}
+	if lifts(&r) {
+		return fmt.Errorf("update: %w: lifting a limit (-1): a container's limits can be changed, not removed", ErrUnsupportedCommand)
+	}
+	l := limitsOf(&r)
+	if l == (sandbox.Limits{}) {
+		return nil // nothing tent enforces
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	if err := c.sb.SetLimits(ctx, l); err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	return nil
 }
 
-func (g *globals) list(args []string) error {
+// lifts reports whether r removes a limit (-1: unlimited).
+func lifts(r *specs.LinuxResources) bool {
+	return r.Memory != nil && r.Memory.Limit != nil && *r.Memory.Limit < 0 ||
+		r.Pids != nil && r.Pids.Limit < 0 ||
+		r.CPU != nil && r.CPU.Quota != nil && *r.CPU.Quota < 0
+}
+
+func (g *globals) list(ctx context.Context, args []string) error {
 	var format string
 	var quiet bool
 	if _, err := commandFlags("list", g, args, func(fl *flag.FlagSet) {
@@ -297,11 +338,11 @@ func (g *globals) list(args []string) error {
 	}
 	states := []stateJSON{}
 	for _, e := range entries {
-		rec, err := readRecord(root, e.Name())
+		c, err := openContainer(ctx, root, e.Name())
 		if err != nil {
 			continue
 		}
-		states = append(states, g.status(rec))
+		states = append(states, stateOf(ctx, c))
 	}
 	switch {
 	case quiet:

@@ -333,9 +333,8 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 		}
 	}
 	if r := l.Resources; r != nil {
-		if err := convertResources(b, r, invalid); err != nil {
-			return err
-		}
+		lim := limitsOf(r)
+		b.Spec.Limits.Memory, b.Spec.Limits.Pids, b.Spec.Limits.CPUs = lim.Memory, lim.Pids, lim.CPUs
 	}
 	if s := l.Seccomp; s != nil {
 		if s.ListenerPath != "" {
@@ -360,30 +359,25 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 	return nil
 }
 
-// convertResources maps linux.resources onto tent's limits: memory
-// limit, pids limit, CPU quota/period. Weights and shares (relative,
-// not limits) are left to the host's scheduler.
-func convertResources(b *bundle, r *specs.LinuxResources, invalid func(field, format string, a ...any) error) error {
+// limitsOf maps linux.resources onto tent's limits: memory limit, pids
+// limit, CPU quota/period (0 where it sets none). Weights and shares
+// (relative, not limits) are left to the host's scheduler.
+func limitsOf(r *specs.LinuxResources) sandbox.Limits {
+	var l sandbox.Limits
 	if m := r.Memory; m != nil && m.Limit != nil && *m.Limit > 0 {
-		b.Spec.Limits.Memory = *m.Limit
+		l.Memory = *m.Limit
 	}
 	if p := r.Pids; p != nil && p.Limit > 0 {
-		b.Spec.Limits.Pids = p.Limit
+		l.Pids = p.Limit
 	}
 	if c := r.CPU; c != nil && c.Quota != nil && *c.Quota > 0 {
 		period := uint64(100000)
 		if c.Period != nil && *c.Period > 0 {
 			period = *c.Period
 		}
-		b.Spec.Limits.CPUs = float64(*c.Quota) / float64(period)
+		l.CPUs = float64(*c.Quota) / float64(period)
 	}
-	for i, d := range r.Devices {
-		if d.Allow && (d.Type != "" && d.Type != "a" || d.Access != "rwm") {
-			continue
-		}
-		_ = i // device rules: tent's /dev has no other device to allow
-	}
-	return nil
+	return l
 }
 
 // hostnameFromMounts reads the host name in the source of a bind at

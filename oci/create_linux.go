@@ -2,7 +2,6 @@ package oci
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,18 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
-
-// pipeMessage reads what a child reports on its ready pipe: "ok" or an
-// error, up to its end (the child closes it, or dies).
-func pipeMessage(ctx context.Context, r *os.File) (string, error) {
-	_ = r.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	data, err := io.ReadAll(io.LimitReader(r, 64<<10))
-	if err != nil {
-		return "", err
-	}
-	return string(data), ctx.Err()
-}
 
 // pidTemps names the temporaries of pid files.
 var pidTemps = atomicfile.Options{Prefix: ".tent-pid-", Suffix: ".tmp"}
@@ -70,9 +59,11 @@ type createArgs struct {
 	id, bundle, pidFile, console string
 }
 
-// create is runc's create: it starts the container's supervisor, which
-// provisions the sandbox, records it, and leaves the supervisor to the
-// caller's parent (the shim).
+// create is runc's create: it starts the container's supervisor (a
+// child supervisor of package supervised, this process's child), which
+// provisions the sandbox and holds the process until start; records the
+// container; and leaves the supervisor to the caller's parent (the shim,
+// a subreaper).
 func (g *globals) create(ctx context.Context, args []string) (err error) {
 	a, err := g.createArgs(args)
 	if err != nil {
@@ -82,8 +73,6 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	// The bundle is checked here too, so that a bad one fails before
-	// anything is made.
 	b, err := loadBundle(a.bundle)
 	if err != nil {
 		return err
@@ -93,6 +82,9 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 		return errors.New("create: process.terminal is set: --console-socket is required to receive the terminal")
 	case !b.Main.Terminal && a.console != "":
 		return errors.New("create: --console-socket given but process.terminal is not set")
+	}
+	for _, ig := range b.Ignored {
+		g.logger.Debug("bundle setting left to tent", "setting", ig)
 	}
 	dir := containerDir(root, a.id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -106,18 +98,59 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	l := launch{Root: root, ID: a.id, Bundle: b.Dir, Log: g.log, LogFormat: g.logFormat, Debug: g.debug, Terminal: b.Main.Terminal}
-	s, info, err := startSupervisor(ctx, l, b)
+	child, sb, master, err := launchContainer(ctx, dir, b)
 	if err != nil {
 		return err
 	}
-	if err := recordContainer(root, a, b, s, info); err != nil {
-		s.abort()
+	if master != nil {
+		defer master.Close()
+	}
+	if err := recordContainer(root, a, b, child, master); err != nil {
+		// Nobody will know of it: it ends, and this process reaps it.
+		_ = sb.Terminate(context.Background())
+		_, _ = child.Wait()
 		return err
 	}
-	// The supervisor is left to our parent (the shim, a subreaper).
-	s.release()
-	return nil
+	return child.Release()
+}
+
+// launchContainer starts the container's supervisor with its state in
+// dir (in the bundle's network namespace, if it names one), with the
+// bundle's process held, on a new terminal whose master it returns when
+// the process has one.
+func launchContainer(ctx context.Context, dir string, b *bundle) (*supervised.Child, *supervised.Sandbox, *os.File, error) {
+	be, err := backendAt(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl := supervised.ChildLaunch{Spec: b.Spec, Args: b.Main.Args, Env: b.Main.Env, Dir: b.Main.Cwd,
+		Start: func(cmd *exec.Cmd) error { return startIn(cmd, b.NetNS, b.Sysctls) }}
+	if b.Config.Linux != nil {
+		// The supervisor joins it, so that the shim's metrics, read from
+		// the cgroup of the pid it reaps, show the container.
+		cl.CgroupsPath = b.Config.Linux.CgroupsPath
+	}
+	var master *os.File
+	if b.Main.Terminal {
+		m, slave, err := openPTY()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		defer slave.Close()
+		master, cl.Terminal = m, slave
+	}
+	child, err := be.LaunchChild(ctx, cl)
+	if err == nil {
+		var sb *supervised.Sandbox
+		if sb, err = be.Sandbox(ctx, child.Info.ID); err == nil {
+			return child, sb, master, nil
+		}
+		_ = child.Release()
+	}
+	if master != nil {
+		master.Close()
+	}
+	return nil, nil, nil, err
 }
 
 // createArgs parses create's command line.
@@ -145,49 +178,23 @@ func (g *globals) createArgs(args []string) (createArgs, error) {
 	return a, nil
 }
 
-// startSupervisor starts the container's supervisor (in the bundle's
-// network namespace, if it names one) with the launch l, and waits until
-// it reports the sandbox made, or the error. The supervisor runs when it
-// returns no error.
-func startSupervisor(ctx context.Context, l launch, b *bundle) (*spawned, readyInfo, error) {
-	var info readyInfo
-	s, err := spawn(ctx, child{arg0: supervisorArg0, id: l.ID, launch: l, terminal: l.Terminal,
-		start: func(cmd *exec.Cmd) error { return startIn(cmd, b.NetNS, b.Sysctls) }})
-	if err != nil {
-		return nil, info, fmt.Errorf("failed to start the container's supervisor: %w", err)
-	}
-	msg := s.report
-	if rest, ok := strings.CutPrefix(msg, "ok\n"); ok && json.Unmarshal([]byte(rest), &info) == nil {
-		msg = "ok"
-	}
-	if msg != "ok" {
-		s.abort()
-		return nil, info, s.failure("the container's supervisor ended without a report")
-	}
-	return s, info, nil
-}
-
 // recordContainer writes the container's state.json, sends its
 // terminal's master to the console socket, and writes the supervisor's
 // pid to --pid-file.
-func recordContainer(root string, a createArgs, b *bundle, s *spawned, info readyInfo) error {
-	pid := s.cmd.Process.Pid
-	start, err := pidStart(pid)
-	if err != nil {
-		return fmt.Errorf("the container's supervisor: %w", err)
-	}
+func recordContainer(root string, a createArgs, b *bundle, child *supervised.Child, master *os.File) error {
 	owner := ""
 	if u, uerr := user.LookupId(strconv.Itoa(os.Geteuid())); uerr == nil {
 		owner = u.Username
 	}
-	rec := &record{ID: a.id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: pid, PidStart: start,
-		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, Cgroups: info.Cgroups, InitPID: info.InitPID, CgroupsPath: info.CgroupsPath}
-	err = writeRecord(root, rec)
-	if err == nil && s.master != nil {
-		err = sendConsole(a.console, s.master)
+	rec := &record{ID: a.id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: child.Pid(), Sandbox: child.Info.ID,
+		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, UID: b.Main.UID, GID: b.Main.GID,
+		Cgroups: child.Info.CgroupPaths, InitPID: child.Info.InitPID, CgroupsPath: child.CgroupsPath}
+	err := writeRecord(root, rec)
+	if err == nil && master != nil {
+		err = sendConsole(a.console, master)
 	}
 	if err == nil {
-		err = writePidFile(a.pidFile, pid)
+		err = writePidFile(a.pidFile, child.Pid())
 	}
 	return err
 }

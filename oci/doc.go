@@ -10,44 +10,45 @@
 //
 // runc's shim learns exit statuses by reaping: it is a child subreaper,
 // runs `create`, and waits for the pid that create wrote to --pid-file.
-// So create starts, as its own child, a supervisor (argv[0]
-// tent-runc-supervisor; the tent binary re-executed) that provisions the
-// sandbox (its init is the supervisor's child), listens on ROOT/ID/sock
-// and reports "ok" on a pipe; create then writes the supervisor's pid
-// and exits, leaving it to the shim. Nothing of the bundle's runs until
-// `start`: the supervisor then runs the bundle's process in the sandbox
-// with its own stdio (create's, which the shim set up) and exits with
-// the process's status (its code, or 128+N for signal N), after
-// tearing the sandbox down. `exec --detach` does the same through an
-// exec helper (tent-runc-exec): it hands its stdio to the supervisor,
-// forwards the signals it receives (the shim signals exec'd processes
-// by pid) and exits with the process's status; if it dies, the
-// supervisor kills the process.
+// So create launches the container's sandbox through package
+// supervised's child supervisor (supervised.Backend.LaunchChild): the
+// supervisor is create's child, with create's stdio (which the shim set
+// up) as the container's, and create writes its pid and exits, leaving
+// it to the shim. Nothing of the bundle's runs until `start`
+// (Sandbox.StartMain); the supervisor then exits with the process's
+// status (its code, or 128+N for signal N), after tearing the sandbox
+// down. state, kill, pause, resume, ps, exec and delete are requests on
+// its socket (package supervised's protocol, peer check and sentinel
+// errors). `exec --detach` runs through an exec helper
+// (tent-runc-exec), whose pid the shim reaps and signals: it runs the
+// exec over the supervisor's socket with its own stdio, forwards the
+// signals it receives and exits with the process's status; if it dies,
+// its connection closes and the supervisor kills the process.
 //
-// Both get what they run — the container's paths; an exec's process,
-// its arguments and environment — as their launch: JSON that their
-// starter writes on an inherited pipe, fd 4, and closes. Never on their
-// command line (every local user reads /proc/PID/cmdline) nor in their
-// environment: argv is the mode and the container's id.
+// What they run — the container's spec and process; an exec's process,
+// its arguments and environment — travels on inherited pipes (fd 4) and
+// the supervisor's socket, never on a command line (every local user
+// reads /proc/PID/cmdline) nor in an environment: argv is the mode and
+// the container's id (the exec helper), or the state directory and the
+// sandbox's id (the supervisor).
 //
 //	argv                     started by       fds                            exits
-//	tent-runc-supervisor ID  create           0-2 container stdio,           the main process's status;
-//	                                          3 ready pipe, 4 launch,        1 if the sandbox failed
-//	                                          5 terminal
+//	tent-supervisor DIR SID  create           see package supervised         the main process's status
 //	tent-runc-exec ID        exec --detach    0-2 stdio, 3 ready pipe,       the process's status;
 //	                                          4 launch, 5 terminal           1 if it did not start
 //
 // With a terminal, create (or exec) opens a pseudo-terminal on the host,
 // sends its master to --console-socket and gives the slave to the
-// supervisor (or helper) as its controlling terminal; the supervisor
-// relays it to a terminal inside the sandbox and forwards resizes
-// (SIGWINCH).
+// supervisor (or helper) as its controlling terminal; the process runs
+// on a terminal inside the sandbox that the supervisor relays to it,
+// with its resizes (SIGWINCH).
 //
 // # State
 //
 // ROOT (--root, default /run/tent-runc) holds a directory per container,
-// 0700, with state.json (written atomically once the supervisor is
-// ready) and the supervisor's socket, which accepts peers of its own
-// uid only. A supervisor is known by its pid and start time, so a reused
-// pid is never taken for it.
+// 0700, which is the supervised state directory of its sandbox (the
+// sandbox's record, its supervisor's socket and log) and holds
+// tent-runc's state.json (written atomically once the supervisor is
+// ready): the bundle, the owner, the annotations, the supervisor's pid
+// and the sandbox's id.
 package oci

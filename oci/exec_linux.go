@@ -1,11 +1,22 @@
 package oci
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tent-sandbox/tent/internal/reexec"
+	"github.com/tent-sandbox/tent/sandbox"
 )
+
+// execArg0 is the exec helper's mode: the process whose pid exec
+// --detach writes to --pid-file.
+const execArg0 = "tent-runc-exec"
+
+func init() { reexec.Register(execArg0, execHelperMain) }
 
 // execLaunch is what the exec helper is started with: its launch, on
 // fd 4 (see spawn).
@@ -16,13 +27,14 @@ type execLaunch struct {
 }
 
 // execHelperMain is the process whose pid `exec --detach` writes to
-// --pid-file: it hands its stdio (or, with a terminal, fd 5: the
-// terminal's slave, its controlling terminal) to the supervisor for one
-// exec, forwards the signals it gets (the shim signals exec'd processes
-// by pid) and exits with the process's status. fd 3 is the ready pipe:
-// "ok" once the process runs, or the error (exit 1); fd 4 the launch
+// --pid-file: it runs one exec in the container's sandbox over its
+// supervisor's socket, with its own stdio (or, with a terminal, fd 5:
+// the terminal's slave, its controlling terminal) passed as they are,
+// forwards the signals it gets (the shim signals exec'd processes by
+// pid) and exits with the process's status. fd 3 is the ready pipe:
+// "ok" once the exec is sent, or the error (exit 1); fd 4 the launch
 // (execLaunch), argv[1] the container's id (not read). If the helper
-// dies, the supervisor kills the process.
+// dies, its connection closes and the supervisor kills the process.
 func execHelperMain() int {
 	var l execLaunch
 	ready := launched("exec", &l)
@@ -33,12 +45,12 @@ func execHelperMain() int {
 	if l.Process.Terminal {
 		tty = os.NewFile(fdTTY, "tty")
 	}
-	return runExec(l, ready, tty)
+	return runExec(context.Background(), l, ready, tty)
 }
 
 // runExec runs l.Process in the container and returns its status; ready,
-// when not nil, gets "ok" or the error once the supervisor answered.
-func runExec(l execLaunch, ready, tty *os.File) int {
+// when not nil, gets "ok" or the error once the exec is under way.
+func runExec(ctx context.Context, l execLaunch, ready, tty *os.File) int {
 	report := func(msg string) {
 		if ready != nil {
 			fmt.Fprint(ready, msg)
@@ -50,60 +62,70 @@ func runExec(l execLaunch, ready, tty *os.File) int {
 	signal.Ignore(syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs)
-	c, err := dial(l.Root, l.ID)
+	defer signal.Stop(sigs)
+	c, err := openContainer(ctx, l.Root, l.ID)
 	if err != nil {
 		report(err.Error())
 		return 1
 	}
-	defer c.Close()
-	req := request{Op: "exec", Process: &l.Process}
-	fds := []int{0, 1, 2}
+	p := l.Process
+	fwd := make(chan os.Signal, 16)
+	er := sandbox.ExecRequest{Args: p.Args, Env: p.Env, Dir: p.Cwd, Signals: fwd}
+	var resize chan sandbox.WindowSize
 	if tty != nil {
-		fds = []int{int(tty.Fd())}
-		req.Rows, req.Cols = windowSize(tty)
+		resize = make(chan sandbox.WindowSize, 4)
+		rows, cols := windowSize(tty)
+		er.TTY = &sandbox.Terminal{Size: sandbox.WindowSize{Rows: rows, Cols: cols}, Resize: resize}
+		er.Stdin, er.Stdout = tty, tty
+	} else {
+		er.Stdin, er.Stdout, er.Stderr = os.Stdin, os.Stdout, os.Stderr
 	}
-	if err := send(c, req, fds...); err != nil {
-		report(err.Error())
-		return 1
-	}
-	var r reply
-	if _, err := recv(c, &r); err != nil || r.Error != "" || !r.Started {
-		if err == nil {
-			err = fmt.Errorf("%s", r.Error)
-		}
-		report(fmt.Sprintf("exec failed: %v", err))
-		return 1
-	}
+	done := make(chan struct{})
+	defer close(done)
+	go forwardSignals(sigs, fwd, resize, tty, done)
 	report("ok")
-	done := make(chan int, 1)
-	go func() {
-		var r reply
-		if _, err := recv(c, &r); err != nil || r.Exit == nil {
-			done <- 255 // the supervisor ended: the container is gone
-			return
-		}
-		done <- *r.Exit
-	}()
+	res, err := c.sb.Exec(ctx, er)
+	switch {
+	case err == nil:
+		return res.ExitCode
+	case errors.Is(err, sandbox.ErrTerminated), errors.Is(err, sandbox.ErrStopped):
+		return 128 + int(syscall.SIGKILL) // the container is gone
+	}
+	fmt.Fprintln(os.Stderr, "tent-runc: exec:", err)
+	return sandbox.ExitCode(err)
+}
+
+// forwardSignals passes the signals this process gets to the exec'd
+// process (fwd), and, with a terminal, its resizes (SIGWINCH), until
+// done.
+func forwardSignals(sigs <-chan os.Signal, fwd chan<- os.Signal, resize chan<- sandbox.WindowSize, tty *os.File, done <-chan struct{}) {
 	for {
+		var sig os.Signal
 		select {
-		case code := <-done:
-			return code
-		case sig := <-sigs:
-			s, ok := sig.(syscall.Signal)
-			if !ok {
-				continue
-			}
-			switch s {
-			case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPIPE:
-				continue // the runtime's own, or not meant for the process
-			case syscall.SIGWINCH:
-				if tty != nil {
-					rows, cols := windowSize(tty)
-					_ = send(c, request{Op: "resize", Rows: rows, Cols: cols})
+		case <-done:
+			return
+		case sig = <-sigs:
+		}
+		s, ok := sig.(syscall.Signal)
+		if !ok {
+			continue
+		}
+		switch s {
+		case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPIPE:
+			continue // the runtime's own, or not meant for the process
+		case syscall.SIGWINCH:
+			if tty != nil {
+				rows, cols := windowSize(tty)
+				select {
+				case resize <- sandbox.WindowSize{Rows: rows, Cols: cols}:
+				default:
 				}
-				continue
 			}
-			_ = send(c, request{Op: "signal", Signal: int(s)})
+			continue
+		}
+		select {
+		case fwd <- s:
+		default:
 		}
 	}
 }

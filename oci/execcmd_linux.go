@@ -30,16 +30,25 @@ func (g *globals) exec(ctx context.Context, args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	rec, err := readRecord(g.root, a.id)
+	if err := validID(a.id); err != nil {
+		return 1, err
+	}
+	c, err := openContainer(ctx, rootOf(g), a.id)
 	if err != nil {
 		return 1, err
 	}
-	if !rec.alive() {
-		return 1, errors.New("exec: container not running")
+	if st := c.status(ctx); st != statusRunning && st != statusCreated {
+		if st == statusStopped {
+			return 1, errors.New("exec: container not running")
+		}
+		return 1, fmt.Errorf("cannot exec in a container that is %s", st)
 	}
-	p, err := a.process(rec)
+	p, err := a.process(c.rec)
 	if err != nil {
 		return 1, err
+	}
+	if p.UID != c.rec.UID || p.GID != c.rec.GID {
+		return 1, fmt.Errorf("exec: user %d:%d differs from the container's (%d:%d): tent runs every process of a container as one user", p.UID, p.GID, c.rec.UID, c.rec.GID)
 	}
 	if p.Terminal && a.console == "" && a.detach {
 		return 1, errors.New("exec: a terminal with --detach needs --console-socket")
@@ -53,7 +62,7 @@ func (g *globals) exec(ctx context.Context, args []string) (int, error) {
 			}
 			t = os.Stdin
 		}
-		return runExec(l, nil, t), nil
+		return runExec(ctx, l, nil, t), nil
 	}
 	if err := execDetached(ctx, l, a); err != nil {
 		return 1, err

@@ -3,23 +3,10 @@ package oci
 import (
 	"io"
 	"log/slog"
-	"os"
 )
 
-// openLogger returns a logger writing to path (--log) as JSON lines or
-// text (--log-format), at debug level with --debug; without a path it
-// discards. The file is opened for appending, created 0600.
-func openLogger(path, format string, debug bool) (*slog.Logger, func()) {
-	if path == "" {
-		return slog.New(slog.DiscardHandler), func() {}
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return slog.New(slog.DiscardHandler), func() {}
-	}
-	return newLogger(f, format, debug), func() { f.Close() }
-}
-
+// newLogger logs to w as runc does (--log-format text or json), at debug
+// level with --debug.
 func newLogger(w io.Writer, format string, debug bool) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	if debug {

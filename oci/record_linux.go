@@ -15,22 +15,29 @@ import (
 )
 
 // record is what create leaves in ROOT/ID/state.json for the other
-// commands: the container's supervisor and where its bundle is.
+// commands: the container's supervisor and sandbox, and where its
+// bundle is.
 type record struct {
-	ID          string            `json:"id"`
-	Bundle      string            `json:"bundle"`
-	Rootfs      string            `json:"rootfs"`
+	ID     string `json:"id"`
+	Bundle string `json:"bundle"`
+	Rootfs string `json:"rootfs"`
+	// Pid is the supervisor's (which the shim reaps), Sandbox the id of
+	// the sandbox in ROOT/ID, the supervised state directory.
 	Pid         int               `json:"pid"`
-	PidStart    uint64            `json:"pid_start"` // the supervisor's start time (clock ticks after boot)
+	Sandbox     string            `json:"sandbox"`
 	Created     time.Time         `json:"created"`
 	Owner       string            `json:"owner"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// UID and GID are the process's user: every process of the
+	// container runs as it.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 	// Cgroups are the sandbox's cgroup directories and InitPID its
 	// init's host pid, as the supervisor reported them.
 	Cgroups []string `json:"cgroups,omitempty"`
 	InitPID int      `json:"init_pid,omitempty"`
 	// CgroupsPath are the directories made for linux.cgroupsPath (the
-	// supervisor's cgroup), which delete removes.
+	// supervisor's cgroup), which delete's Terminate removes.
 	CgroupsPath []string `json:"cgroups_path,omitempty"`
 }
 

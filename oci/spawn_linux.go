@@ -12,14 +12,14 @@ import (
 	"time"
 )
 
-// The modes oci starts (the supervisor, the exec helper) get what they
-// run — the container's paths, an exec's process with its arguments
-// and environment — as their launch, JSON on an inherited pipe, never
-// on their command line or in their environment: every local user can
-// read a process's /proc/PID/cmdline. Their command line is their mode
-// and the container's id (no secret: it is on tent-runc's own).
+// The mode oci starts (the exec helper; the container's supervisor is
+// package supervised's) gets what it runs — an exec's process with its
+// arguments and environment — as its launch, JSON on an inherited pipe,
+// never on its command line or in its environment: every local user can
+// read a process's /proc/PID/cmdline. Its command line is its mode and
+// the container's id (no secret: it is on tent-runc's own).
 const (
-	fdReady  = 3 // the ready pipe: "ok" (and, from the supervisor, readyInfo) or the error, to its end
+	fdReady  = 3 // the ready pipe: "ok" or the error, to its end
 	fdLaunch = 4 // the launch (JSON), read to its end
 	fdTTY    = 5 // with a terminal: its slave, the child's controlling terminal
 )
@@ -34,8 +34,6 @@ type child struct {
 	arg0, id string
 	launch   any
 	terminal bool
-	// start starts the command (cmd.Start when nil).
-	start func(*exec.Cmd) error
 }
 
 // spawned is a started child and what it reported on its ready pipe.
@@ -94,11 +92,7 @@ func spawn(ctx context.Context, c child) (*spawned, error) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, fdTTY
 	}
-	start := c.start
-	if start == nil {
-		start = (*exec.Cmd).Start
-	}
-	err = start(cmd)
+	err = cmd.Start()
 	closeEnds()
 	if err != nil {
 		if s.master != nil {
@@ -112,6 +106,17 @@ func spawn(ctx context.Context, c child) (*spawned, error) {
 		s.readErr = werr
 	}
 	return s, nil
+}
+
+// pipeMessage reads what a child reports on its ready pipe: "ok" or an
+// error, up to its end (the child closes it, or dies).
+func pipeMessage(ctx context.Context, r *os.File) (string, error) {
+	_ = r.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	data, err := io.ReadAll(io.LimitReader(r, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	return string(data), ctx.Err()
 }
 
 // writeLaunch writes data on the launch pipe w and closes it: the child

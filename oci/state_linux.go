@@ -1,12 +1,9 @@
 package oci
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -43,38 +40,4 @@ func readSmall(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
 	}
 	return data, nil
-}
-
-// pidStart is a process's start time (field 22 of /proc/PID/stat), which
-// tells a pid's process from a later one that reuses the pid.
-func pidStart(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses: skip
-	// past its last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
-// alive reports whether r's supervisor still runs (and is not a zombie).
-func (r *record) alive() bool {
-	start, err := pidStart(r.Pid)
-	if err != nil || start != r.PidStart {
-		return false
-	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(r.Pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	return i >= 0 && i+2 < len(data) && data[i+2] != 'Z' && data[i+2] != 'X'
 }

@@ -104,6 +104,11 @@ type Handle interface {
 	// [Cmd.SetNetworkPolicy]). The mode itself is chosen at provision time
 	// (ErrUnsupported otherwise).
 	SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error
+	// SetLimits changes the running sandbox's memory, pids and CPU
+	// limits: each that is not zero in l replaces the one in force (see
+	// [Sandbox.SetLimits]); a limit the host cannot apply live is
+	// [ErrUnsupported], and nothing changes.
+	SetLimits(ctx context.Context, l Limits) error
 	// Snapshot saves the sandbox's writable layers and spec (see
 	// [Sandbox.Snapshot]) where Fork and Resume find them.
 	Snapshot(ctx context.Context) (*Snapshot, error)

@@ -98,12 +98,12 @@
 //	tent-idle               an idle init: a C loop holding the sandbox        (execs tent-init back)
 //	tent-idle-supervisor    an idle supervisor: the same, for its socket      (execs the supervisor back)
 //	tent-supervisor         package supervised: fd 3 ready pipe, fd 4 the     0, or 1 after a reported
-//	                        launch (JSON); argv: state dir, sandbox id        failure
+//	                        launch (JSON); argv: state dir, sandbox id.       failure; a child
+//	                        A child supervisor (LaunchChild: tent-runc        supervisor: its main
+//	                        create): fds 0-2 the container's stdio, 5 its     command's status
+//	                        log, 6 its terminal
 //	tent-supervisor-resume  tent-idle-supervisor: argv[1] options (JSON),     as tent-supervisor
 //	                        argv[2] the state memfd, argv[3] the signal
-//	tent-runc-supervisor    package oci (tent-runc create): argv[1] the       the container's process's
-//	                        container's id; fds 0-2 its stdio, 3 ready pipe,  status; 1 after a reported
-//	                        4 the launch (JSON), 5 its terminal               failure
 //	tent-runc-exec          package oci (tent-runc exec --detach): argv[1]    the process's status; 1
 //	                        the container's id; 0-2 stdio, 3 ready pipe,      after a reported failure
 //	                        4 the launch (the process, JSON), 5 its terminal

@@ -87,6 +87,19 @@ func (h *localHandle) Mount(ctx context.Context, m Mount) error {
 	return sb.Mount(ctx, m)
 }
 
+// SetLimits changes the running sandbox's limits (see
+// [Sandbox.SetLimits]).
+func (h *localHandle) SetLimits(ctx context.Context, l Limits) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sb, err := h.sandbox()
+	if err != nil {
+		return err
+	}
+	return sb.SetLimits(ctx, l)
+}
+
 // SetNetworkPolicy replaces a limited sandbox's rules (see
 // [Sandbox.SetNetworkPolicy]).
 func (h *localHandle) SetNetworkPolicy(ctx context.Context, p NetworkPolicy) error {

@@ -45,6 +45,7 @@ func (f failed) Exec(context.Context, sandbox.ExecRequest) (*sandbox.ExecResult,
 	return nil, f.err
 }
 func (f failed) SetNetworkPolicy(context.Context, sandbox.NetworkPolicy) error { return f.err }
+func (f failed) SetLimits(context.Context, sandbox.Limits) error               { return f.err }
 func (f failed) Start(context.Context, sandbox.ExecRequest, sandbox.StartOptions) (sandbox.Process, error) {
 	return nil, f.err
 }

@@ -282,6 +282,12 @@ func (h byID) Process(_ context.Context, pid int) (sandbox.Process, error) {
 	return nil, fmt.Errorf("%w: %d", sandbox.ErrNoProcess, pid)
 }
 
+// SetLimits fails with sandbox.ErrUnsupported: a fake backend has no
+// cgroup.
+func (h byID) SetLimits(context.Context, sandbox.Limits) error {
+	return fmt.Errorf("%w: this fake backend has no limits to change", sandbox.ErrUnsupported)
+}
+
 // Processes returns none.
 func (h byID) Processes(context.Context) ([]sandbox.ProcessInfo, error) { return nil, nil }
 

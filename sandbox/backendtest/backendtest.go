@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 		{"Terminate", terminate},
 		{"CancelledContext", cancelled},
 		{"Dial", dial},
+		{"SetLimits", setLimits},
 		{"Process", processes},
 		{"ProcessSignalTTY", processSignalTTY},
 		{"ProcessRing", processRing},

@@ -202,7 +202,7 @@ func (b *Backend) info(rec *record) sandbox.Info {
 	spec := rec.Spec
 	spec.Name, spec.Labels = rec.Name, rec.Labels
 	return sandbox.Info{ID: rec.ID, Backend: Name, State: rec.State, Created: rec.Created, Spec: spec,
-		SupervisorPID: rec.Supervisor, CgroupPaths: rec.Cgroups, Protections: rec.Protections, Layers: rec.Layers, Ended: rec.Ended, Reason: rec.Reason}
+		SupervisorPID: rec.Supervisor, InitPID: rec.InitPID, CgroupPaths: rec.Cgroups, Protections: rec.Protections, Layers: rec.Layers, Ended: rec.Ended, Reason: rec.Reason}
 }
 
 var _ sandbox.Backend = (*Backend)(nil)

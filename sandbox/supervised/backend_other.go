@@ -153,6 +153,9 @@ func (s *Sandbox) Watch(context.Context, string, sandbox.WatchOptions) (<-chan s
 // Mount fails with an error wrapping [sandbox.ErrUnsupported].
 func (s *Sandbox) Mount(context.Context, sandbox.Mount) error { return errNotLinux }
 
+// SetLimits fails: not Linux.
+func (s *Sandbox) SetLimits(context.Context, sandbox.Limits) error { return errNotLinux }
+
 // SetNetworkPolicy fails with an error wrapping [sandbox.ErrUnsupported].
 func (s *Sandbox) SetNetworkPolicy(context.Context, sandbox.NetworkPolicy) error {
 	return errNotLinux

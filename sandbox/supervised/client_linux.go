@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/sandbox"
@@ -17,7 +20,11 @@ func dial(rec *record) (*net.UnixConn, error) {
 	if !rec.live() {
 		return nil, fmt.Errorf("%w: %s is %s, its supervisor is gone (tent rm %s cleans up)", sandbox.ErrStopped, rec.ID, rec.State, rec.ID)
 	}
-	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: rec.Socket, Net: "unixpacket"})
+	var conn *net.UnixConn
+	err := shortPath(rec.Socket, func(p string) (err error) {
+		conn, err = net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: p, Net: "unixpacket"})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", sandbox.ErrStopped, rec.ID, err)
 	}
@@ -78,4 +85,21 @@ func ctxErr(ctx context.Context, rec *record, err error) error {
 		return err
 	}
 	return fmt.Errorf("sandbox %s: its supervisor did not answer: %w", rec.ID, cerr)
+}
+
+// shortPath calls fn with a name for the socket at path that fits a unix
+// socket's address (108 bytes): path itself, or, when too long (a deep
+// state directory, such as tent-runc's ROOT/ID with CRI's 64-digit ids),
+// /proc/self/fd/N/NAME through a descriptor of its directory, opened
+// without following a final symlink.
+func shortPath(path string, fn func(string) error) error {
+	if len(path) < 100 {
+		return fn(path)
+	}
+	dir, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
+	}
+	defer unix.Close(dir)
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", dir, filepath.Base(path)))
 }

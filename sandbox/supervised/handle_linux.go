@@ -118,6 +118,12 @@ func (s *Sandbox) SetNetworkPolicy(ctx context.Context, p sandbox.NetworkPolicy)
 	return s.simple(ctx, request{Op: opNet, Network: &p})
 }
 
+// SetLimits changes the running sandbox's memory, pids and CPU limits
+// (see sandbox.Sandbox.SetLimits); its record keeps the new ones.
+func (s *Sandbox) SetLimits(ctx context.Context, l sandbox.Limits) error {
+	return s.simple(ctx, request{Op: opLimits, Limits: &l})
+}
+
 // Suspend freezes the sandbox.
 func (s *Sandbox) Suspend(ctx context.Context) error {
 	return s.simple(ctx, request{Op: opSuspend})

@@ -43,7 +43,7 @@ func handOff(st stateDir, rec *record, sb *sandbox.Sandbox, l *net.UnixListener,
 // holder added. A reason that names a signal (not "0") ends the
 // supervision as the signal would have.
 func resume(ctx context.Context, o launch, stateFD, reason string) error {
-	popts, closeLog, err := o.provisionOptions()
+	popts, closeLog, err := o.provisionOptions(os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/cgroups"
 	"github.com/tent-sandbox/tent/internal/reexec"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/secretstore"
@@ -35,7 +36,11 @@ import (
 //     without it (killed before it read the id) leaves no one who knows
 //     the sandbox, which the supervisor then ends. It exits when the sandbox is removed, on SIGTERM, SIGINT or
 //     SIGHUP, or when the sandbox ends; status 0, or 1 after a failure
-//     that has been reported on fd 3.
+//     that has been reported on fd 3. A child supervisor
+//     ([Backend.LaunchChild], launch.Main set) has the container's stdio
+//     as fds 0-2, its log on fd 5, its terminal on fd 6 (a SIGHUP then
+//     goes to its main command), and exits with its main command's
+//     status (see child_linux.go).
 //   - modeResume: exec'd by the supervisor's idle holder; argv[1] is the
 //     launch's resume options (JSON), argv[2] the state descriptor and
 //     argv[3] the signal that woke the holder (or 0).
@@ -55,7 +60,12 @@ type launch struct {
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Overrides apply to the snapshot's spec.
 	Overrides *forkOverrides `json:"overrides,omitempty"`
+	// Main makes a child supervisor (see child_linux.go): the command it
+	// runs on StartMain and exits with.
+	Main *mainCommand `json:"main,omitempty"`
 	resumeOptions
+	// main is Main's run, in the supervisor.
+	main *mainRun
 }
 
 // forkOverrides is sandbox.ForkOverrides in JSON.
@@ -93,13 +103,13 @@ func (o launch) resumeArgs(st stateDir, id string) []string {
 // provisionOptions are the sandbox's: a logger on stderr (the sandbox's
 // log file), the network audit log and the state directory's secret
 // store.
-func (o launch) provisionOptions() (sandbox.ProvisionOptions, func(), error) {
+func (o launch) provisionOptions(logTo io.Writer) (sandbox.ProvisionOptions, func(), error) {
 	level := slog.LevelInfo
 	if o.Debug {
 		level = slog.LevelDebug
 	}
 	popts := sandbox.ProvisionOptions{
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Logger:    slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: level})),
 		IdleAfter: o.IdleAfter, ID: o.ID,
 		// The secrets' values: asked per request, never in this process's
 		// launch, environment or memory beyond that request.
@@ -136,14 +146,23 @@ func init() {
 	}
 }
 
-// untilSignal returns a context cancelled by the end signals.
-func untilSignal() (context.Context, context.CancelFunc) {
+// untilSignal returns a context cancelled by the end signals; a SIGHUP
+// goes to hangup instead when it is not nil (a child supervisor's
+// terminal hung up: its main command gets it, as from a terminal).
+func untilSignal(hangup func()) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		select {
-		case <-endSignals:
-			cancel()
-		case <-ctx.Done():
+		for {
+			select {
+			case sig := <-endSignals:
+				if sig == syscall.SIGHUP && hangup != nil {
+					hangup()
+					continue
+				}
+				cancel()
+			case <-ctx.Done():
+			}
+			return
 		}
 	}()
 	return ctx, cancel
@@ -180,12 +199,26 @@ func superviseMain() int {
 		}
 		return 1
 	}
-	popts, closeLog, err := o.provisionOptions()
+	var logTo io.Writer = os.Stderr
+	if o.Main != nil {
+		// A child supervisor: its stdio are the container's (see
+		// child_linux.go), its log on fdChildLog; it stays awake for
+		// the caller's parent, which may call at any time.
+		logTo = os.NewFile(fdChildLog, "log")
+		o.IdleAfter = -1
+		o.main = newMainRun(*o.Main)
+		signal.Ignore(syscall.SIGPIPE) // the container's stdio are not ours to write
+	}
+	popts, closeLog, err := o.provisionOptions(logTo)
+	if err != nil {
+		return fail(err)
+	}
+	joined, fail, err := o.joinCgroupsPath(fail)
 	if err != nil {
 		return fail(err)
 	}
 	defer closeLog()
-	ctx, stop := untilSignal()
+	ctx, stop := untilSignal(o.main.hangupFunc())
 	defer stop()
 	ctx, creatorGone := context.WithCancel(ctx)
 	defer creatorGone()
@@ -214,7 +247,7 @@ func superviseMain() int {
 	}
 	st := stateDir{Dir: o.Store}
 	spec := sb.Info().Spec
-	rec := &record{recordHead: recordHead{ID: o.ID}, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC()}
+	rec := &record{recordHead: recordHead{ID: o.ID}, Name: spec.Name, Labels: spec.Labels, Created: time.Now().UTC(), CgroupParents: joined}
 	err = superviseNew(ctx, st, rec, sb, o, func() {
 		_, err := fmt.Fprintln(ready, "ok")
 		if err == nil {
@@ -230,7 +263,25 @@ func superviseMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	return 0
+	return o.main.exitCode()
+}
+
+// joinCgroupsPath moves a child supervisor into its launch's
+// CgroupsPath before it makes the sandbox (see cgroups.JoinPath), and
+// returns the directories made and fail, which then leaves and removes
+// them too: nobody else would.
+func (o launch) joinCgroupsPath(fail func(error) int) ([]string, func(error) int, error) {
+	if o.Main == nil {
+		return nil, fail, nil
+	}
+	joined, err := cgroups.JoinPath(o.Main.CgroupsPath)
+	if err != nil || len(joined) == 0 {
+		return nil, fail, err
+	}
+	return joined, func(err error) int {
+		cgroups.LeaveJoined(joined)
+		return fail(err)
+	}, nil
 }
 
 // ackLine is what the creator writes back on the launch pipe once it has
@@ -271,7 +322,7 @@ func resumeMain() int {
 		fmt.Fprintln(os.Stderr, "tent: resuming a supervisor:", err)
 		return 2
 	}
-	ctx, cancel := untilSignal()
+	ctx, cancel := untilSignal(nil)
 	defer cancel()
 	if err := resume(ctx, o, os.Args[2], os.Args[3]); err != nil {
 		fmt.Fprintln(os.Stderr, "tent:", err)

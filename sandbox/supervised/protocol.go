@@ -25,6 +25,7 @@ const (
 	opFile     = "file"     // the file helper, File = the request
 	opNet      = "net"      // replace the network policy
 	opMount    = "mount"    // add a mount
+	opLimits   = "limits"   // change Limits (SetLimits)
 	opSnapshot = "snapshot" // snapshot into the state directory
 	opSuspend  = "suspend"
 	opResume   = "resume"
@@ -67,6 +68,10 @@ const (
 	opRename     = "rename"      // reply.Info
 	opRemoveFile = "remove-file" // Files.All: the tree
 	opWatch      = "watch"       // reply.Event, one per answer
+	// The main command of a child supervisor (see child_linux.go).
+	opMainStart  = "main-start"  // start it
+	opMainSignal = "main-signal" // Signal to it
+	opMainState  = "main-state"  // reply.Main: its MainState
 )
 
 // request is one request to a supervisor.
@@ -84,6 +89,7 @@ type request struct {
 	AsRoot  bool                   `json:"as_root,omitempty"`
 	Network *sandbox.NetworkPolicy `json:"network,omitempty"`
 	Mount   *sandbox.Mount         `json:"mount,omitempty"`
+	Limits  *sandbox.Limits        `json:"limits,omitempty"`
 	// IncludeReadWrite asks a snapshot to archive the rw mounts too.
 	IncludeReadWrite bool `json:"include_rw,omitempty"`
 	// Pid and Signal name a detached command and a signal for it.
@@ -148,6 +154,8 @@ type reply struct {
 	Output *sandbox.Output `json:"output,omitempty"`
 	// Published is a port just published, with its host port bound.
 	Published *sandbox.PortMapping `json:"published,omitempty"`
+	// Main is a child supervisor's main command's MainState.
+	Main string `json:"main,omitempty"`
 }
 
 // kinds are the sentinel errors that cross the socket, so that

@@ -13,7 +13,8 @@ import (
 const nobodyID = 65534
 
 // Reclaim removes what a sandbox whose supervisor was killed could not:
-// its cow layers, its cgroups, the temporary directory of a snapshot it
+// its cow layers, its cgroups (and the parents a child supervisor made),
+// the temporary directory of a snapshot it
 // was taking and the temporary file of a record it was saving. The record
 // itself stays.
 //
@@ -35,6 +36,7 @@ func (s stateDir) Reclaim(rec *record) {
 		}
 	}
 	cgroups.Reclaim(dirs)
+	_ = cgroups.RemoveJoined(rec.CgroupParents) // empty once the supervisor is gone
 	handoff.RemoveSnapshotTemps(s.SnapshotsDir(), rec.ID)
 	// The record's temporaries, beneath the checked directory's
 	// descriptor; one a writer holds locked is left (see recordTemps).

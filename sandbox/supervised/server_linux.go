@@ -30,7 +30,16 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 	}
 	sock := st.SocketPath(rec.ID)
 	_ = os.Remove(sock)
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	var l *net.UnixListener
+	err := shortPath(sock, func(p string) (err error) {
+		l, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: p, Net: "unixpacket"})
+		return err
+	})
+	if err == nil && len(sock) >= 100 {
+		// Removed by its name (removeFiles, keepEnded): the one it was
+		// bound with was a descriptor's.
+		l.SetUnlinkOnClose(false)
+	}
 	if err != nil {
 		_ = sb.Terminate(context.Background())
 		return fmt.Errorf("control socket: %w", err)
@@ -38,9 +47,10 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 	rec.State, rec.Supervisor, rec.Socket = sandbox.StateRunning, os.Getpid(), sock
 	rec.SupervisorStart = namespaces.StartTicks(rec.Supervisor)
 	info := sb.Info()
-	rec.Spec, rec.Protections, rec.Layers, rec.Cgroups = info.Spec, info.Protections, info.Layers, info.CgroupPaths
+	rec.Spec, rec.Protections, rec.Layers, rec.Cgroups, rec.InitPID = info.Spec, info.Protections, info.Layers, info.CgroupPaths, info.InitPID
 	if err := st.Save(rec); err != nil {
 		l.Close()
+		_ = os.Remove(sock)
 		_ = sb.Terminate(context.Background())
 		return fmt.Errorf("saving the state record: %w", err)
 	}
@@ -75,7 +85,7 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 	// the record says stopped, and why (handoff.Ended).
 	initGone, stopWatch := watchExit(sb.Info().InitPID)
 	defer stopWatch()
-	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1), stopped: make(chan struct{}, 1)}
+	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1), stopped: make(chan struct{}, 1), main: o.main}
 	activity := make(chan struct{}, 1)
 	var inflight atomic.Int64
 	var accepting chan struct{} // closed when the accept loop returns
@@ -120,6 +130,9 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 		case <-initGone:
 			ended = true
 			return nil
+		case <-o.main.exited():
+			ended, reason = true, fmt.Sprintf("its main command exited (status %d)", o.main.code)
+			return nil
 		case <-activity:
 			idle.Reset()
 		case <-idle.C:
@@ -151,6 +164,7 @@ type server struct {
 	recMu   *sync.Mutex
 	removed chan struct{}
 	stopped chan struct{} // Handle.Stop: ended, its record kept
+	main    *mainRun      // a child supervisor's main command, or nil
 }
 
 // save applies update to the record and saves it, one at a time.
@@ -265,6 +279,15 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		info := sb.Info()
 		return s.save(func() { s.rec.Spec, s.rec.Layers = info.Spec, info.Layers })
+	case opLimits:
+		if req.Limits == nil {
+			return fmt.Errorf("%w: limits needs limits", sandbox.ErrInvalidSpec)
+		}
+		if err := sb.SetLimits(ctx, *req.Limits); err != nil {
+			return err
+		}
+		limits := sb.Info().Spec.Limits
+		return s.save(func() { s.rec.Spec.Limits = limits })
 	case opSnapshot:
 		snap, err := sb.Snapshot(ctx, s.st.SnapshotsDir(), sandbox.SnapshotOptions{SandboxID: s.rec.ID, IncludeReadWrite: req.IncludeReadWrite})
 		if err != nil {
@@ -282,6 +305,8 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 		}
 		rep.Published = &m
 		return s.save(func() { s.rec.Spec = sb.Info().Spec })
+	case opMainStart, opMainSignal, opMainState:
+		return s.serveMain(req, rep)
 	case opSuspend, opResume:
 		var err error
 		if req.Op == opSuspend {

@@ -22,6 +22,12 @@ import (
 // id itself (Resume brings a stopped sandbox back under its id and name):
 // the names lock is held from that check until the new record is saved.
 func (b *Backend) spawn(ctx context.Context, o launch) (sandbox.Info, error) {
+	return b.spawnWith(ctx, o, nil)
+}
+
+// spawnWith is spawn, of a child supervisor when c is not nil (see
+// child_linux.go; c.cmd is then set).
+func (b *Backend) spawnWith(ctx context.Context, o launch, c *childIO) (sandbox.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return sandbox.Info{}, err
 	}
@@ -54,18 +60,26 @@ func (b *Backend) spawn(ctx context.Context, o launch) (sandbox.Info, error) {
 	}
 	o.Store, o.IdleAfter, o.NetLog = b.st.Dir, b.opts.IdleAfter, b.opts.NetLog
 	o.Debug = b.log.Enabled(ctx, slog.LevelDebug)
-	if err := b.start(ctx, o); err != nil {
+	if err := b.start(ctx, o, c); err != nil {
 		return sandbox.Info{}, err
 	}
 	rec, err := b.st.load(o.ID)
 	if err != nil {
+		if c != nil { // nobody will know of it: it ends, and is reaped
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			_ = c.cmd.Wait()
+		}
 		return sandbox.Info{}, err
+	}
+	if c != nil {
+		c.cgroupsPath = rec.CgroupParents
 	}
 	return b.info(rec), nil
 }
 
-// start runs the supervisor of o and reads its ready line.
-func (b *Backend) start(ctx context.Context, o launch) error {
+// start runs the supervisor of o and reads its ready line; a child
+// supervisor (c not nil) is left to the caller, in c.cmd.
+func (b *Backend) start(ctx context.Context, o launch, c *childIO) error {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
@@ -93,7 +107,14 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{modeSupervise, b.st.Dir, o.ID}}
 	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{w, lr}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	startCmd := cmd.Start
+	if c != nil {
+		c.setup(cmd, logFile)
+		if c.start != nil {
+			startCmd = func() error { return c.start(cmd) }
+		}
+	}
+	if err := startCmd(); err != nil {
 		w.Close()
 		lw.Close()
 		return err
@@ -127,7 +148,12 @@ func (b *Backend) start(ctx context.Context, o launch) error {
 		// The supervisor outlives this call, not this process: a
 		// long-lived caller (tent serve) reaps it when it ends, or each
 		// sandbox it ever ran would stay behind as a zombie, holding a
-		// pid. (A short-lived one, the CLI, leaves it to init.)
+		// pid. (A short-lived one, the CLI, leaves it to init.) A child
+		// supervisor is the caller's to wait for, or to release.
+		if c != nil {
+			c.cmd = cmd
+			return nil
+		}
 		go func() { _ = cmd.Wait() }()
 		return nil
 	}

@@ -38,6 +38,12 @@ type record struct {
 	Layers []sandbox.CowLayer `json:"layers,omitempty"`
 	// Cgroups are the sandbox's cgroup directories.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// InitPID is the host pid of the sandbox's init.
+	InitPID int `json:"init_pid,omitempty"`
+	// CgroupParents are the cgroup directories a child supervisor made
+	// for ChildLaunch.CgroupsPath and joined (see cgroups.JoinPath),
+	// removed once it is gone.
+	CgroupParents []string `json:"cgroup_parents,omitempty"`
 	// Ended is when a sandbox ended on its own (its Limits.Timeout ran
 	// out, or its init died), and Reason says why: such a record stays,
 	// in state "stopped", until it is removed (as docker ps -a shows an

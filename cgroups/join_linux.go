@@ -1,4 +1,4 @@
-package oci
+package cgroups
 
 import (
 	"bufio"
@@ -17,21 +17,22 @@ import (
 // cgroupRoot is where the host's cgroup hierarchies are mounted.
 const cgroupRoot = "/sys/fs/cgroup"
 
-// joinCgroupsPath honours linux.cgroupsPath in its cgroupfs form (an
-// absolute path: "/NS/ID" from ctr, "/kubepods/.../ID" from CRI with
-// cgroupfs) by moving this process, the supervisor, into that cgroup in
+// JoinPath moves this process into the cgroup at cgroupsPath, an OCI
+// bundle's linux.cgroupsPath in its cgroupfs form (an absolute path:
+// "/NS/ID" from ctr, "/kubepods/.../ID" from CRI with cgroupfs), in
 // every cgroup v1 hierarchy but cpuset (whose new cgroups start with no
 // CPUs) and named ones, or in the cgroup v2 hierarchy of a host that has
-// no v1 controllers. It runs before the sandbox is made, and tent makes
-// the sandbox's cgroup a child of the caller's own (see package cgroups'
-// Create): so the shim, which reads a container's metrics and OOM events
-// from the cgroup of the pid it reaps, sees the container's processes,
-// with tent's own limits on the child. On a pure cgroup v2 host tent
-// moves the supervisor one level down (tent-supervisor), and the shim
-// then sees the supervisor only. The systemd form (slice:prefix:name) is
-// not followed: the supervisor stays where it is. created are the
-// directories this call made, deepest last, for delete to remove.
-func joinCgroupsPath(cgroupsPath string) (created []string, err error) {
+// no v1 controllers, making the missing levels. A sandbox's supervisor
+// joins it before it makes the sandbox, whose cgroup [Create] makes a
+// child of the caller's own: so containerd's shim, which reads a
+// container's metrics and OOM events from the cgroup of the pid it
+// reaps, sees the container's processes, with tent's own limits on the
+// child. On a pure cgroup v2 host Create moves the process one level
+// down (tent-supervisor), and the shim then sees it only. "" and the
+// systemd form (slice:prefix:name) are not followed: the process stays
+// where it is. created are the directories this call made, deepest
+// last, for [RemoveJoined] once the process is gone.
+func JoinPath(cgroupsPath string) (created []string, err error) {
 	if cgroupsPath == "" || strings.Contains(cgroupsPath, ":") {
 		return nil, nil
 	}
@@ -70,7 +71,7 @@ func joinCgroupsPath(cgroupsPath string) (created []string, err error) {
 	}
 	defer func() {
 		if err != nil {
-			removeCgroups(created)
+			_ = RemoveJoined(created)
 			created = nil
 		}
 	}()
@@ -93,15 +94,16 @@ func joinCgroupsPath(cgroupsPath string) (created []string, err error) {
 	return created, nil
 }
 
-// removeCgroups removes the cgroup directories dirs (made by
-// joinCgroupsPath), deepest first; a directory still in use (another
-// container's parent) stays.
-func removeCgroups(dirs []string) error {
+// RemoveJoined removes the cgroup directories dirs (made by JoinPath),
+// deepest first; a directory still in use (another container's parent)
+// stays, and a path that is not a clean one beneath /sys/fs/cgroup is
+// never touched (dirs may come from a record).
+func RemoveJoined(dirs []string) error {
 	sorted := slices.Clone(dirs)
 	slices.SortFunc(sorted, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	var errs []error
 	for _, d := range sorted {
-		if !strings.HasPrefix(d, cgroupRoot+"/") {
+		if !strings.HasPrefix(d, cgroupRoot+"/") || filepath.Clean(d) != d {
 			continue // never anything but a cgroup
 		}
 		err := unix.Rmdir(d)
@@ -113,9 +115,9 @@ func removeCgroups(dirs []string) error {
 	return errors.Join(errs...)
 }
 
-// leaveCgroups moves this process back to the root cgroup of the
-// hierarchies of dirs (made by joinCgroupsPath) and removes dirs.
-func leaveCgroups(dirs []string) {
+// LeaveJoined moves this process back to the root cgroup of the
+// hierarchies of dirs (made by JoinPath) and removes dirs.
+func LeaveJoined(dirs []string) {
 	for _, d := range dirs {
 		rel, err := filepath.Rel(cgroupRoot, d)
 		if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
@@ -129,5 +131,5 @@ func leaveCgroups(dirs []string) {
 		}
 		_ = os.WriteFile(filepath.Join(mount, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
 	}
-	_ = removeCgroups(dirs)
+	_ = RemoveJoined(dirs)
 }
