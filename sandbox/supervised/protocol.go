@@ -247,8 +247,17 @@ func remoteError(r reply) error {
 	if e.Code == 0 {
 		e.Code = 125
 	}
+	if strings.Contains(r.Error, olderSupervisor) {
+		// A supervisor started by an older tent does not know a verb
+		// this one sends: say how to bring the sandbox to this version.
+		e.Msg += " (the sandbox's supervisor was started by an older tent: stop it and resume it to run it under this one)"
+	}
 	return e
 }
+
+// olderSupervisor is what a supervisor answers to an operation it does
+// not know (see serve's default case).
+const olderSupervisor = "unknown operation"
 
 // aLongTimeAgo is a deadline in the past, which wakes a blocked read.
 var aLongTimeAgo = time.Unix(1, 0)

@@ -324,7 +324,7 @@ func (s *server) do(req request, files []*os.File, rep *reply) error {
 			}
 		})
 	}
-	return fmt.Errorf("%w: unknown operation %q", sandbox.ErrInvalidSpec, req.Op)
+	return fmt.Errorf("%w: %s %q", sandbox.ErrInvalidSpec, olderSupervisor, req.Op)
 }
 
 // refusePeer answers a peer that failed checkPeer, without acting on its
