@@ -32,10 +32,16 @@ type Process interface {
 	// Resize sets the size of the command's terminal (StartOptions's
 	// terminal: ExecRequest.TTY); one without fails.
 	Resize(ctx context.Context, sz WindowSize) error
-	// WriteStdin writes p to the command's stdin (StartOptions.Stdin),
-	// waiting while the pipe is full.
+	// WriteStdin queues p for the command's stdin (StartOptions.Stdin)
+	// and returns without waiting for the command to read it; writes
+	// reach the command in order. A write that would leave more than
+	// MaxStdinPending bytes unread fails whole with [ErrStdinFull], at
+	// once (package supervised sends a write of more than 64 KiB in
+	// pieces, each taken or refused whole). A command that has exited is
+	// [ErrNoProcess].
 	WriteStdin(ctx context.Context, p []byte) error
-	// CloseStdin ends the command's stdin: it reads end of file.
+	// CloseStdin ends the command's stdin: it reads end of file once it
+	// has read what was written before.
 	CloseStdin(ctx context.Context) error
 	// ReadOutput returns the output of stream fd (1 stdout, 2 stderr; a
 	// terminal's is all on 1) from offset off (bytes since the command
@@ -132,6 +138,17 @@ func (p ProcessInfo) MarshalJSON() ([]byte, error) {
 // sandbox, or one that has already exited where a running one is needed
 // (a signal, a write to its stdin).
 var ErrNoProcess = errors.New("no such process")
+
+// MaxStdinPending bounds the input a [Process] has not read yet: a
+// [Process.WriteStdin] that would make more than this many bytes wait, in
+// the sandbox's queue and in the command's pipe, fails with
+// [ErrStdinFull].
+const MaxStdinPending = 1 << 20
+
+// ErrStdinFull is returned by [Process.WriteStdin] when the command has
+// not read MaxStdinPending bytes of its input: it is not reading it. The
+// write is refused whole; write again once it has read.
+var ErrStdinFull = errors.New("stdin full")
 
 // ErrOutputDropped is returned by [Process.Follow] when the output at the
 // offset asked for was dropped from the ring (nobody followed it as it

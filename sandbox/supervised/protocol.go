@@ -135,6 +135,7 @@ var kinds = []struct {
 	{"workdir", sandbox.ErrWorkDir},
 	{"suspended", sandbox.ErrSuspended},
 	{"no-process", ErrNoProcess},
+	{"stdin-full", sandbox.ErrStdinFull},
 }
 
 // kindOf names the sentinels err matches, comma-separated ("other" for
