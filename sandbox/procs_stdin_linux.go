@@ -145,7 +145,7 @@ func (p *tableProc) WriteStdin(ctx context.Context, b []byte) error {
 		return err
 	}
 	if pending := q.pending(); pending+len(b) > MaxStdinPending {
-		return fmt.Errorf("%w: the command with pid %d has not read %d bytes of its input, and at most %d may wait: it is not reading it; write less, or later", ErrStdinFull, p.pid, pending, MaxStdinPending)
+		return fmt.Errorf("%w: the command with pid %d has not read %d bytes of its input, and at most %d may wait: it is not reading its input; write less, or later", ErrStdinFull, p.pid, pending, MaxStdinPending)
 	}
 	q.buf = append(q.buf, b...)
 	q.cond.Signal()
