@@ -109,14 +109,16 @@ type ProcessInfo struct {
 	Ended   *time.Time `json:"ended,omitempty"`
 	Exit    int        `json:"exit"`
 	Signal  string     `json:"signal,omitempty"`
-	// Unread is how many bytes of output the next attach gets (at most
-	// the ring's bound of each stream); Dropped how many were dropped
-	// unread.
+	// Unread is how many bytes of output no reader took yet (from
+	// Taken on: what the next tent attach gets, at most the ring's bound
+	// of each stream); Dropped how many were dropped before any reader
+	// took them.
 	Unread  int64 `json:"unread"`
 	Dropped int64 `json:"dropped,omitempty"`
-	// Taken is, for stdout and stderr, the furthest offset any reader
-	// (an attach or a Follow) got to: a client that comes later and wants
-	// only what no reader took follows on from there.
+	// Taken is, for stdout and stderr, the furthest offset any
+	// follower (Follow, as tent attach follows) got to: a client that
+	// comes later and wants only what no reader took follows on from
+	// there.
 	Taken [2]int64 `json:"taken,omitzero"`
 }
 

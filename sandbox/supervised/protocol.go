@@ -40,7 +40,6 @@ const (
 	opCloseStdin = "close-stdin" // close Pid's stdin
 	opOutput     = "output"      // reply.Output: Pid's output Stream from Offset
 	opWait       = "wait"        // reply.Result: Pid's, once it has exited
-	opAttach     = "attach"      // a session: Pid's output to the caller's fd, then its result
 	// opFollow writes Pid's output Stream from Offset to the caller's
 	// descriptor (a pipe) until the stream ends; reply.Output's Offset is
 	// where it stopped, with Dropped (and nothing written) when the ring
