@@ -137,7 +137,7 @@ func (s *Server) addProcessTools() {
 				return nil, processView{}, fmt.Errorf("the command's input is already closed")
 			}
 			// The sandbox queues the input (at most
-			// sandbox.MaxStdinPending unread) and never waits for the
+			// 1 MiB unread) and never waits for the
 			// command: a write past that is refused, not buffered here.
 			if in.Input != "" {
 				if err := p.p.WriteStdin(ctx, []byte(in.Input)); err != nil {

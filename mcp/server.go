@@ -30,7 +30,7 @@ const (
 	// maxInputPending a background command's input it has not read (the
 	// sandbox's bound: process_write past it is refused).
 	processBuffer   = 256 << 10
-	maxInputPending = sandbox.MaxStdinPending
+	maxInputPending = 1 << 20
 	// defaultOutput and maxOutput bound what one exec returns of each
 	// stream; defaultTimeout and maxTimeout its wall time.
 	defaultOutput = 32 << 10

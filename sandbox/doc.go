@@ -44,7 +44,7 @@
 // the same table, its stdio the caller's (a file is handed to the
 // command as it is): listed and found by pid while it runs, its record
 // dropped when it returns. A process's stdin is a bounded queue
-// (MaxStdinPending; beyond it, [ErrStdinFull]). [Sandbox.Start] is the
+// (1 MiB unread; beyond it, [ErrStdinFull]). [Sandbox.Start] is the
 // plain form, as os/exec's: a [*Job] whose stdio is the caller's, served
 // until Wait.
 //

@@ -35,7 +35,7 @@ type Process interface {
 	// WriteStdin queues p for the command's stdin (StartOptions.Stdin)
 	// and returns without waiting for the command to read it; writes
 	// reach the command in order. A write that would leave more than
-	// MaxStdinPending bytes unread fails whole with [ErrStdinFull], at
+	// 1 MiB unread (maxStdinPending) fails whole with [ErrStdinFull], at
 	// once (package supervised sends a write of more than 64 KiB in
 	// pieces, each taken or refused whole). A command that has exited is
 	// [ErrNoProcess].
@@ -141,14 +141,14 @@ func (p ProcessInfo) MarshalJSON() ([]byte, error) {
 // (a signal, a write to its stdin).
 var ErrNoProcess = errors.New("no such process")
 
-// MaxStdinPending bounds the input a [Process] has not read yet: a
+// maxStdinPending bounds the input a [Process] has not read yet: a
 // [Process.WriteStdin] that would make more than this many bytes wait, in
 // the sandbox's queue and in the command's pipe, fails with
 // [ErrStdinFull].
-const MaxStdinPending = 1 << 20
+const maxStdinPending = 1 << 20
 
 // ErrStdinFull is returned by [Process.WriteStdin] when the command has
-// not read MaxStdinPending bytes of its input: it is not reading it. The
+// not read 1 MiB of its input: it is not reading it. The
 // write is refused whole; write again once it has read.
 var ErrStdinFull = errors.New("stdin full")
 

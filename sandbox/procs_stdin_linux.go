@@ -11,7 +11,7 @@ import (
 
 // A process's stdin (StartOptions.Stdin) is a pipe fed from a queue:
 // WriteStdin never waits for the command to read. It queues the bytes, or,
-// when the command has not read MaxStdinPending bytes written earlier (in
+// when the command has not read maxStdinPending bytes written earlier (in
 // the queue and in its pipe), refuses the whole write with ErrStdinFull at
 // once. One goroutine per process writes the queue into the pipe as the
 // command reads, without blocking a thread, and closes the pipe after the
@@ -144,8 +144,8 @@ func (p *tableProc) WriteStdin(ctx context.Context, b []byte) error {
 	if err := p.stdinWritableLocked(); err != nil {
 		return err
 	}
-	if pending := q.pending(); pending+len(b) > MaxStdinPending {
-		return fmt.Errorf("%w: the command with pid %d has not read %d bytes of its input, and at most %d may wait: it is not reading its input; write less, or later", ErrStdinFull, p.pid, pending, MaxStdinPending)
+	if pending := q.pending(); pending+len(b) > maxStdinPending {
+		return fmt.Errorf("%w: the command with pid %d has not read %d bytes of its input, and at most %d may wait: it is not reading its input; write less, or later", ErrStdinFull, p.pid, pending, maxStdinPending)
 	}
 	q.buf = append(q.buf, b...)
 	q.cond.Signal()

@@ -88,7 +88,7 @@ func TestProcessBlockedStdinWrite(t *testing.T) {
 	}
 	// "go\n" reaches the command; the rest fills the pipe, which nobody
 	// reads, and waits in the queue.
-	if err := p.WriteStdin(ctx, append([]byte("go\n"), make([]byte, sandbox.MaxStdinPending-3)...)); err != nil {
+	if err := p.WriteStdin(ctx, append([]byte("go\n"), make([]byte, 1<<20-3)...)); err != nil {
 		t.Fatal(err)
 	}
 	for off := int64(0); ; {

@@ -115,7 +115,7 @@ func followFrom(ctx context.Context, p sandbox.Process, fd int, off int64, w io.
 // terminal, it closes p's: a terminal's input does not end with one
 // caller) or a write fails (the command exited). On a terminal, Ctrl-P
 // Ctrl-Q closes detached instead of reaching the command. The sandbox
-// keeps at most sandbox.MaxStdinPending bytes the command has not read:
+// keeps at most 1 MiB the command has not read:
 // while it holds that much, tent waits for room, as a pipe would.
 func feedStdin(ctx context.Context, p sandbox.Process, in io.Reader, tty bool, detached chan<- struct{}) {
 	buf := make([]byte, 32<<10)

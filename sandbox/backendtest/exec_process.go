@@ -60,8 +60,11 @@ func execIsAProcess(t *testing.T, b sandbox.Backend) {
 	}
 }
 
+// maxStdin is the documented bound of a process's unread input.
+const maxStdin = 1 << 20
+
 // A command that never reads its stdin holds back no writer: writes of
-// up to MaxStdinPending bytes in all are taken at once, and the next
+// up to maxStdin bytes in all are taken at once, and the next
 // fails at once with ErrStdinFull; the command's end drops what waits.
 func processStdinBound(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
@@ -72,9 +75,9 @@ func processStdinBound(t *testing.T, b sandbox.Backend) {
 		t.Fatalf("Start: %v", err)
 	}
 	piece := make([]byte, 64<<10)
-	for n := 0; n < sandbox.MaxStdinPending; n += len(piece) {
+	for n := 0; n < maxStdin; n += len(piece) {
 		if err := p.WriteStdin(ctx, piece); err != nil {
-			t.Fatalf("WriteStdin with %d bytes unread: %v, want it taken (the bound is %d)", n, err, sandbox.MaxStdinPending)
+			t.Fatalf("WriteStdin with %d bytes unread: %v, want it taken (the bound is %d)", n, err, maxStdin)
 		}
 	}
 	if err := p.WriteStdin(ctx, []byte("x")); !errors.Is(err, sandbox.ErrStdinFull) {
