@@ -109,7 +109,7 @@ func (s *Server) startProcess(ctx context.Context, bx *box, o runOpts, command s
 	defer s.starting.Unlock()
 	running := 0
 	s.eachProcess(ctx, func(_ *box, pi sandbox.ProcessInfo) {
-		if pi.Running {
+		if pi.Running && !pi.Exec { // an exec tool call's command is no background one
 			running++
 		}
 	})

@@ -99,9 +99,12 @@ type ProcessInfo struct {
 	Dir     string    `json:"dir,omitempty"`
 	Tag     string    `json:"tag,omitempty"`
 	Started time.Time `json:"started"`
-	// Stdin: its stdin is open for writes; TTY: it runs on a terminal.
+	// Stdin: its stdin is open for writes; TTY: it runs on a terminal;
+	// Exec: it was started by an Exec, which waits for it (its stdio is
+	// its caller's, and its record goes when it ends).
 	Stdin bool `json:"stdin,omitempty"`
 	TTY   bool `json:"tty,omitempty"`
+	Exec  bool `json:"exec,omitempty"`
 	// Running is true until the command has exited; then Ended, Exit
 	// and Signal say how. A running command has no exit status: its
 	// JSON has no "exit" (as no "ended" and no "signal"), and Exit is 0.

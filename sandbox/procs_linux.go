@@ -246,7 +246,7 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 	t.pruneLocked(time.Now())
 	out := make([]ProcessInfo, 0, len(t.procs))
 	for _, p := range t.procs {
-		pi := ProcessInfo{Pid: p.pid, Args: p.args, Dir: p.dir, Tag: p.tag, TTY: p.tty, Started: p.started, Running: !p.finished()}
+		pi := ProcessInfo{Pid: p.pid, Args: p.args, Dir: p.dir, Tag: p.tag, TTY: p.tty, Exec: p.held, Started: p.started, Running: !p.finished()}
 		pi.Stdin = p.stdin.isOpen()
 		for i, r := range p.out {
 			unread, dropped := r.stats()

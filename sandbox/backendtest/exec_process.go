@@ -37,7 +37,7 @@ func execIsAProcess(t *testing.T, b sandbox.Backend) {
 		t.Fatalf("the Exec'd command's pid: %q, %v", line, err)
 	}
 	second := on(t, b, s.ID)
-	if pi := find(t, second, pid); !pi.Running || pi.Args[0] != "sh" {
+	if pi := find(t, second, pid); !pi.Running || !pi.Exec || pi.Args[0] != "sh" {
 		t.Errorf("an Exec'd command listed while it runs: %+v", pi)
 	}
 	p, err := second.Process(ctx, pid)
