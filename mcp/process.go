@@ -18,8 +18,9 @@ import (
 // their pid inside, and their output is kept in the sandbox's bounded
 // ring, so they outlive the session, the HTTP request and the client
 // that started them, and any session finds them by id or pid. This
-// package keeps no table of them: only the input it has accepted but
-// the command has not read yet (stdin.go).
+// package keeps no table of them, and no input: process_write is the
+// Process's WriteStdin, which the sandbox queues (bounded) without
+// waiting for the command.
 //
 // A command's id is "SANDBOX:PID" (its sandbox's id and its pid inside):
 // it names the command without a sandbox argument, from any session.
@@ -100,7 +101,7 @@ func (s *Server) startProcess(ctx context.Context, bx *box, o runOpts, command s
 	if err != nil {
 		return nil, sandbox.ProcessInfo{}, err
 	}
-	req.Stdin = nil // queued below: a process's stdin is written, not given
+	req.Stdin = nil // written below: a process's stdin is written, not given
 	if o.TimeoutSeconds == 0 {
 		req.Timeout = 0 // a background command runs until killed, or its sandbox's own limit
 	}
@@ -108,7 +109,7 @@ func (s *Server) startProcess(ctx context.Context, bx *box, o runOpts, command s
 	defer s.starting.Unlock()
 	running := 0
 	s.eachProcess(ctx, func(_ *box, pi sandbox.ProcessInfo) {
-		if pi.Running {
+		if pi.Running && !pi.Exec { // an exec tool call's command is no background one
 			running++
 		}
 	})
@@ -122,7 +123,7 @@ func (s *Server) startProcess(ctx context.Context, bx *box, o runOpts, command s
 	}
 	p := &proc{bx: bx, pid: sp.Pid(), h: h, p: sp}
 	if o.Stdin != "" {
-		if err := s.sendInput(p, o.Stdin, false); err != nil {
+		if err := sp.WriteStdin(ctx, []byte(o.Stdin)); err != nil {
 			_ = p.kill(ctx) // no one would know of it
 			return nil, sandbox.ProcessInfo{}, err
 		}

@@ -133,11 +133,21 @@ func (s *Server) addProcessTools() {
 			if !v.Running {
 				return nil, processView{}, fmt.Errorf("background command %s has ended: process_read shows how", v.ID)
 			}
-			if pi, err := p.info(ctx); err == nil && !pi.Stdin && !s.inputClosing(p) {
+			if pi, err := p.info(ctx); err == nil && !pi.Stdin {
 				return nil, processView{}, fmt.Errorf("the command's input is already closed")
 			}
-			if err := s.sendInput(p, in.Input, in.CloseStdin); err != nil {
-				return nil, processView{}, err
+			// The sandbox queues the input (at most
+			// 1 MiB unread) and never waits for the
+			// command: a write past that is refused, not buffered here.
+			if in.Input != "" {
+				if err := p.p.WriteStdin(ctx, []byte(in.Input)); err != nil {
+					return nil, processView{}, err
+				}
+			}
+			if in.CloseStdin {
+				if err := p.p.CloseStdin(ctx); err != nil {
+					return nil, processView{}, err
+				}
 			}
 			return nil, v, nil
 		})

@@ -23,11 +23,12 @@ const (
 	MaxSandboxes = 8
 	// MaxProcesses is how many background commands may run at once in
 	// the server's sandboxes; maxProcessRecords bounds the per-command
-	// records the server keeps (input queues, ended commands noted).
+	// records the server keeps (ended commands noted).
 	MaxProcesses      = 16
 	maxProcessRecords = 64
 	// processBuffer is the most one process_read returns, and
-	// maxInputPending a background command's input not yet written to it.
+	// maxInputPending a background command's input it has not read (the
+	// sandbox's bound: process_write past it is refused).
 	processBuffer   = 256 << 10
 	maxInputPending = 1 << 20
 	// defaultOutput and maxOutput bound what one exec returns of each
@@ -76,13 +77,6 @@ type Server struct {
 	defaultID string
 	snaps     map[string]string // snapshot id → the id of the sandbox it was taken of
 	closed    bool
-	// inputs is the input queued for background commands, by id, while
-	// some is (stdin.go); feeders are the goroutines writing it, which
-	// feedCtx's end stops.
-	inputs     map[string]*inputQueue
-	feeders    sync.WaitGroup
-	feedCtx    context.Context
-	feedCancel context.CancelFunc
 	// starting serialises process_start, which counts what runs.
 	starting sync.Mutex
 	// creating serialises the lazy creation of the default sandbox.
@@ -103,8 +97,7 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 	if err := checkSpec(b, opts.Spec); err != nil {
 		return nil, err
 	}
-	s := &Server{b: b, opts: opts, log: log, snaps: map[string]string{}, inputs: map[string]*inputQueue{}}
-	s.feedCtx, s.feedCancel = context.WithCancel(context.Background())
+	s := &Server{b: b, opts: opts, log: log, snaps: map[string]string{}}
 	version := opts.Version
 	if version == "" {
 		version = "dev"
@@ -152,8 +145,7 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 	return s.srv.Run(ctx, t)
 }
 
-// Close drops the input still queued for background commands and,
-// unless Options.Keep, terminates every sandbox the server made, and so
+// Close, unless Options.Keep, terminates every sandbox the server made, and so
 // their background commands (with Keep they run on: their sandbox owns
 // them). Tool calls after Close fail.
 func (s *Server) Close(ctx context.Context) error {
@@ -164,8 +156,6 @@ func (s *Server) Close(ctx context.Context) error {
 		s.boxes = nil
 	}
 	s.mu.Unlock()
-	s.feedCancel()
-	s.feeders.Wait()
 	var errs []error
 	if !s.opts.Keep {
 		for _, bx := range boxes {

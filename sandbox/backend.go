@@ -52,7 +52,9 @@ type Handle interface {
 	// Info describes the sandbox now.
 	Info(ctx context.Context) (Info, error)
 	// Exec runs one command and waits for it, its stdio streamed and, with
-	// req.TTY, on a terminal (see [Sandbox.Exec]).
+	// req.TTY, on a terminal (see [Sandbox.Exec]): Start + Wait, the
+	// command listed (Processes) and found by pid (Process) while it
+	// runs, but its stdio the caller's.
 	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
 	// Start starts a command the sandbox owns, not the caller (see
 	// [Process]), and returns it without waiting: its pid inside, its

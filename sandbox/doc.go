@@ -40,8 +40,13 @@
 // resize its terminal, signal it and wait for it; [Handle.Processes]
 // lists them. The table and the ring are the sandbox's
 // ([Sandbox.StartProcess]): in the caller's process for [Local], in the
-// supervisor for package supervised. [Sandbox.Start] is the plain form,
-// as os/exec's: a [*Job] whose stdio is the caller's, served until Wait.
+// supervisor for package supervised. [Handle.Exec] is Start + Wait on
+// the same table, its stdio the caller's (a file is handed to the
+// command as it is): listed and found by pid while it runs, its record
+// dropped when it returns. A process's stdin is a bounded queue
+// (1 MiB unread; beyond it, [ErrStdinFull]). [Sandbox.Start] is the
+// plain form, as os/exec's: a [*Job] whose stdio is the caller's, served
+// until Wait.
 //
 // # Files
 //

@@ -5,29 +5,25 @@ import (
 	"sync"
 )
 
-// outRing keeps the last max bytes written to it that no attached reader
-// consumed, and how many were written in all. Attached readers follow it
-// by offset: the next one starts where the last one left; while any is
-// attached, a write that does not fit waits for them to read. Readers by
-// offset (readAt) consume nothing and never hold a writer back.
+// outRing keeps the last max bytes written to it, and how many were
+// written in all. Readers read by offset and consume nothing: by
+// offset alone (readAt), never holding a writer back, or following
+// (attachAt), and then, while any follower is attached, a write that
+// does not fit waits for the slowest to read, as on a pipe.
 type outRing struct {
 	mu      sync.Mutex
 	buf     []byte
 	total   int64 // bytes ever written; buf holds the last len(buf)
-	read    int64 // where the last attached reader left
-	seen    int64 // the furthest any reader (attached or following) got
+	seen    int64 // the furthest any follower got
 	max     int
 	changed chan struct{} // closed (and replaced) at each write, read and at close
 	readers map[*ringReader]struct{}
 	closed  bool
 }
 
-// ringReader is one attached reader's position. A follower (attachAt)
-// holds writers back as any attached reader does, but consumes nothing:
-// it does not move where the next attach starts.
+// ringReader is one follower's position.
 type ringReader struct {
-	off      int64
-	follower bool
+	off int64
 }
 
 func newOutRing(max int) *outRing {
@@ -99,15 +95,6 @@ func (r *outRing) close() {
 	}
 }
 
-// attach adds a reader, starting where the last one left.
-func (r *outRing) attach() *ringReader {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rd := &ringReader{off: r.read}
-	r.readers[rd] = struct{}{}
-	return rd
-}
-
 // attachAt adds a follower at offset off (see ringReader), or at the
 // oldest kept byte when the bytes from off were dropped; it returns the
 // follower and where it starts. An offset past what was written is
@@ -118,7 +105,7 @@ func (r *outRing) attachAt(off int64) (*ringReader, int64, bool) {
 	if off < 0 || off > r.total {
 		return nil, 0, false
 	}
-	rd := &ringReader{off: max(off, r.total-int64(len(r.buf))), follower: true}
+	rd := &ringReader{off: max(off, r.total-int64(len(r.buf)))}
 	r.readers[rd] = struct{}{}
 	return rd, rd.off, true
 }
@@ -143,27 +130,12 @@ func (r *outRing) next(rd *ringReader, n int) (data []byte, changed <-chan struc
 	return slices.Clone(data[:min(len(data), n)]), r.changed, r.closed
 }
 
-// advance records that rd has read n more bytes, and lets go of what
-// every reader has read: no later reader gets it.
+// advance records that rd has read n more bytes.
 func (r *outRing) advance(rd *ringReader, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rd.off += int64(n)
 	r.seen = max(r.seen, rd.off)
-	if !rd.follower {
-		r.read = max(r.read, rd.off)
-	}
-	keep := r.read
-	if low, ok := r.slowest(); ok {
-		keep = min(keep, low)
-	}
-	if first := r.total - int64(len(r.buf)); keep > first {
-		if keep == r.total {
-			r.buf = nil
-		} else {
-			r.buf = r.buf[keep-first:]
-		}
-	}
 	r.notify()
 }
 
@@ -196,20 +168,20 @@ func (r *outRing) written() int64 {
 	return r.total
 }
 
-// stats returns how many bytes the next attached reader gets, and how
-// many were dropped unread.
-// seenAt is the furthest offset any reader got to: where the output no
-// reader took yet starts.
+// seenAt is the furthest offset any follower got to: where the output
+// no reader took yet starts.
 func (r *outRing) seenAt() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.seen
 }
 
+// stats returns how many bytes no follower took yet (the next tent
+// attach gets them), and how many were dropped before any took them.
 func (r *outRing) stats() (unread, dropped int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	off := r.read
+	off := r.seen
 	if first := r.total - int64(len(r.buf)); off < first {
 		dropped = first - off
 		off = first

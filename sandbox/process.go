@@ -32,10 +32,16 @@ type Process interface {
 	// Resize sets the size of the command's terminal (StartOptions's
 	// terminal: ExecRequest.TTY); one without fails.
 	Resize(ctx context.Context, sz WindowSize) error
-	// WriteStdin writes p to the command's stdin (StartOptions.Stdin),
-	// waiting while the pipe is full.
+	// WriteStdin queues p for the command's stdin (StartOptions.Stdin)
+	// and returns without waiting for the command to read it; writes
+	// reach the command in order. A write that would leave more than
+	// 1 MiB unread (maxStdinPending) fails whole with [ErrStdinFull], at
+	// once (package supervised sends a write of more than 64 KiB in
+	// pieces, each taken or refused whole). A command that has exited is
+	// [ErrNoProcess].
 	WriteStdin(ctx context.Context, p []byte) error
-	// CloseStdin ends the command's stdin: it reads end of file.
+	// CloseStdin ends the command's stdin: it reads end of file once it
+	// has read what was written before.
 	CloseStdin(ctx context.Context) error
 	// ReadOutput returns the output of stream fd (1 stdout, 2 stderr; a
 	// terminal's is all on 1) from offset off (bytes since the command
@@ -93,9 +99,12 @@ type ProcessInfo struct {
 	Dir     string    `json:"dir,omitempty"`
 	Tag     string    `json:"tag,omitempty"`
 	Started time.Time `json:"started"`
-	// Stdin: its stdin is open for writes; TTY: it runs on a terminal.
+	// Stdin: its stdin is open for writes; TTY: it runs on a terminal;
+	// Exec: it was started by an Exec, which waits for it (its stdio is
+	// its caller's, and its record goes when it ends).
 	Stdin bool `json:"stdin,omitempty"`
 	TTY   bool `json:"tty,omitempty"`
+	Exec  bool `json:"exec,omitempty"`
 	// Running is true until the command has exited; then Ended, Exit
 	// and Signal say how. A running command has no exit status: its
 	// JSON has no "exit" (as no "ended" and no "signal"), and Exit is 0.
@@ -103,14 +112,16 @@ type ProcessInfo struct {
 	Ended   *time.Time `json:"ended,omitempty"`
 	Exit    int        `json:"exit"`
 	Signal  string     `json:"signal,omitempty"`
-	// Unread is how many bytes of output the next attach gets (at most
-	// the ring's bound of each stream); Dropped how many were dropped
-	// unread.
+	// Unread is how many bytes of output no reader took yet (from
+	// Taken on: what the next tent attach gets, at most the ring's bound
+	// of each stream); Dropped how many were dropped before any reader
+	// took them.
 	Unread  int64 `json:"unread"`
 	Dropped int64 `json:"dropped,omitempty"`
-	// Taken is, for stdout and stderr, the furthest offset any reader
-	// (an attach or a Follow) got to: a client that comes later and wants
-	// only what no reader took follows on from there.
+	// Taken is, for stdout and stderr, the furthest offset any
+	// follower (Follow, as tent attach follows) got to: a client that
+	// comes later and wants only what no reader took follows on from
+	// there.
 	Taken [2]int64 `json:"taken,omitzero"`
 }
 
@@ -132,6 +143,17 @@ func (p ProcessInfo) MarshalJSON() ([]byte, error) {
 // sandbox, or one that has already exited where a running one is needed
 // (a signal, a write to its stdin).
 var ErrNoProcess = errors.New("no such process")
+
+// maxStdinPending bounds the input a [Process] has not read yet: a
+// [Process.WriteStdin] that would make more than this many bytes wait, in
+// the sandbox's queue and in the command's pipe, fails with
+// [ErrStdinFull].
+const maxStdinPending = 1 << 20
+
+// ErrStdinFull is returned by [Process.WriteStdin] when the command has
+// not read 1 MiB of its input: it is not reading it. The
+// write is refused whole; write again once it has read.
+var ErrStdinFull = errors.New("stdin full")
 
 // ErrOutputDropped is returned by [Process.Follow] when the output at the
 // offset asked for was dropped from the ring (nobody followed it as it

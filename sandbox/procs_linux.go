@@ -2,13 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -16,16 +14,20 @@ import (
 // The sandbox's processes (Handle.Start): commands the sandbox owns, not
 // the caller that started them. The table keeps each one's output
 // (stdout and stderr apart, the last maxProcessOutput bytes of each) and
-// its exit, for any later caller: by pid, by offset into the output, or
-// attached (AttachProcess; Process.Follow, from an offset, consuming
-// nothing), and its stdin for writes when it was started with one.
-// While a reader is attached, a command that writes faster than
-// the reader reads waits, as on a pipe; with none, its oldest unread
-// output is dropped (and counted) and it never waits. Bounds:
-// maxProcesses records per sandbox (a full table drops its oldest
-// finished record; with maxProcesses running it refuses), finished
-// records for processKeep. Local keeps the table in the caller's process;
-// package supervised keeps it in the sandbox's supervisor.
+// its exit, for any later caller: by pid, by offset into the output
+// (ReadOutput), or following it (Process.Follow, from an offset,
+// consuming nothing), and its stdin for writes when it was started with
+// one (a bounded queue: see procs_stdin_linux.go). While a follower is
+// attached, a command that writes faster than the follower reads waits,
+// as on a pipe; with none, its oldest output is dropped (and counted) and
+// it never waits. Exec is Start + Wait on the same table (exec): its
+// command is listed and found by pid while it runs, and its record goes
+// at its Wait. Bounds: maxProcesses records of Start'd commands per
+// sandbox (a full table drops its oldest finished record; with
+// maxProcesses running it refuses), finished records for processKeep;
+// an Exec'd command has a record only while its caller waits for it, so
+// the table keeps no finished Exec. Local keeps the table in the caller's
+// process; package supervised keeps it in the sandbox's supervisor.
 
 // procTable holds a sandbox's processes.
 type procTable struct {
@@ -48,13 +50,13 @@ type tableProc struct {
 	ended   time.Time
 	lost    bool // it ended with its sandbox: no status of its own
 
-	// stdin is the write end of its stdin (nil: none), written one write
-	// at a time (stdinMu), closed once (closeStdin) without waiting for a
-	// write blocked on a command that does not read: the close ends it.
-	stdin     *os.File
-	stdinMu   sync.Mutex
-	stdinOpen atomic.Bool
-	stdinShut sync.Once
+	// held: an Exec'd command, whose stdio is its caller's (its rings
+	// stay empty) and whose record goes at its Wait.
+	held bool
+
+	// stdin is the write end of its stdin (nil: none), fed from a
+	// bounded queue (procs_stdin_linux.go).
+	stdin stdinQueue
 }
 
 var _ Process = (*tableProc)(nil)
@@ -82,8 +84,8 @@ func (t *procTable) start(sb *Sandbox, req ExecRequest, o StartOptions) (*tableP
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pruneLocked(time.Now())
-	if len(t.procs) >= maxProcesses {
-		i := slices.IndexFunc(t.procs, func(p *tableProc) bool { return p.finished() })
+	if t.keptLocked() >= maxProcesses {
+		i := slices.IndexFunc(t.procs, func(p *tableProc) bool { return p.finished() && !p.held })
 		if i < 0 {
 			return nil, fmt.Errorf("%w: %d detached commands run in this sandbox already: wait for some to end, or kill them (tent ps, tent kill)", ErrUnsupported, maxProcesses)
 		}
@@ -104,8 +106,8 @@ func (t *procTable) start(sb *Sandbox, req ExecRequest, o StartOptions) (*tableP
 		if err != nil {
 			return nil, err
 		}
-		stdinR, p.stdin = r, w
-		p.stdinOpen.Store(true)
+		stdinR = r
+		p.stdin.open(w)
 		req.Stdin = r
 	}
 	req.Stdout, req.Stderr = p.out[0], p.out[1]
@@ -114,15 +116,66 @@ func (t *procTable) start(sb *Sandbox, req ExecRequest, o StartOptions) (*tableP
 		stdinR.Close() // the command (or its terminal's relay) has its own
 	}
 	if err != nil {
-		if p.stdin != nil {
-			p.stdin.Close()
-		}
+		p.stdin.end()
 		return nil, err
 	}
 	p.job, p.pid = job, job.Pid
 	t.procs = append(t.procs, p)
 	go p.reap(&t.mu)
+	if o.Stdin {
+		go p.stdin.feed()
+	}
 	return p, nil
+}
+
+// keptLocked counts the records kept for later: those of Start'd
+// commands; t.mu is held.
+func (t *procTable) keptLocked() int {
+	n := 0
+	for _, p := range t.procs {
+		if !p.held {
+			n++
+		}
+	}
+	return n
+}
+
+// exec runs req in sb as a process of the table and waits for it: Exec
+// is Start + Wait. Unlike a Start'd command's, its stdio is the caller's:
+// req's files are handed to the command as they are (the fast path: no
+// copy through a ring; with a terminal, its relay writes to the caller),
+// its Signals, Resize, Timeout and ctx apply while it runs, and output
+// given no writer is captured into the result. Its record is in the table
+// while it runs (listed; found by pid, signalled, resized, waited for by
+// another caller; its output is its caller's, so ReadOutput finds none)
+// and dropped at its Wait, here: it takes none of the maxProcesses
+// records kept for later.
+func (t *procTable) exec(ctx context.Context, sb *Sandbox, req ExecRequest) (*ExecResult, error) {
+	// The record is in before anyone can see the command (its output),
+	// as a Start'd command's is.
+	t.mu.Lock()
+	job, err := sb.start(ctx, req, false)
+	if err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	p := &tableProc{pid: job.Pid, args: req.Args, dir: req.Dir, tty: req.TTY != nil, started: job.start, job: job, held: true,
+		done: make(chan struct{}), out: [2]*outRing{newOutRing(0), newOutRing(0)}}
+	p.out[0].close()
+	p.out[1].close()
+	t.procs = append(t.procs, p)
+	t.mu.Unlock()
+	res, err := job.Wait()
+	t.mu.Lock()
+	p.res, p.ended, p.lost = res, time.Now(), res == nil
+	if p.lost {
+		p.res = &ExecResult{}
+		p.res.ExitCode = 125
+	}
+	t.procs = slices.DeleteFunc(t.procs, func(q *tableProc) bool { return q == p })
+	t.mu.Unlock()
+	close(p.done)
+	return res, err
 }
 
 // reap waits for p's command and completes its record.
@@ -139,16 +192,7 @@ func (p *tableProc) reap(mu *sync.Mutex) {
 	p.out[0].close()
 	p.out[1].close()
 	close(p.done)
-	p.closeStdin() // after done: a write it cuts short reads the exit
-}
-
-// closeStdin closes the command's stdin, once.
-func (p *tableProc) closeStdin() {
-	if p.stdin == nil {
-		return
-	}
-	p.stdinOpen.Store(false)
-	p.stdinShut.Do(func() { p.stdin.Close() })
+	p.stdin.end() // after done: a write it cuts short reads the exit
 }
 
 // finished reports whether p has exited (its record complete).
@@ -202,8 +246,8 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 	t.pruneLocked(time.Now())
 	out := make([]ProcessInfo, 0, len(t.procs))
 	for _, p := range t.procs {
-		pi := ProcessInfo{Pid: p.pid, Args: p.args, Dir: p.dir, Tag: p.tag, TTY: p.tty, Started: p.started, Running: !p.finished()}
-		pi.Stdin = p.stdinOpen.Load()
+		pi := ProcessInfo{Pid: p.pid, Args: p.args, Dir: p.dir, Tag: p.tag, TTY: p.tty, Exec: p.held, Started: p.started, Running: !p.finished()}
+		pi.Stdin = p.stdin.isOpen()
 		for i, r := range p.out {
 			unread, dropped := r.stats()
 			pi.Unread += unread
@@ -252,51 +296,6 @@ func (p *tableProc) Resize(ctx context.Context, sz WindowSize) error {
 		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
 	}
 	return p.job.Resize(sz)
-}
-
-// WriteStdin writes to the command's stdin (see [Process.WriteStdin]).
-func (p *tableProc) WriteStdin(ctx context.Context, b []byte) error {
-	p.stdinMu.Lock()
-	defer p.stdinMu.Unlock()
-	if err := p.stdinWritable(); err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
-	_, err := p.stdin.Write(b)
-	if !stop() {
-		_ = p.stdin.SetWriteDeadline(time.Time{})
-		if cerr := ctx.Err(); cerr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			return cerr
-		}
-	}
-	if err != nil && (errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed)) {
-		if serr := p.stdinWritable(); serr != nil {
-			return serr
-		}
-		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
-	}
-	return err
-}
-
-// stdinWritable checks that the command's stdin takes writes.
-func (p *tableProc) stdinWritable() error {
-	if p.finished() {
-		return fmt.Errorf("%w: the command with pid %d has already exited", ErrNoProcess, p.pid)
-	}
-	if !p.stdinOpen.Load() {
-		return fmt.Errorf("%w: the command with pid %d has no stdin open (start it with StartOptions.Stdin; once closed it stays closed)", ErrInvalidSpec, p.pid)
-	}
-	return nil
-}
-
-// CloseStdin ends the command's stdin (see [Process.CloseStdin]); a
-// write it cuts short fails.
-func (p *tableProc) CloseStdin(ctx context.Context) error {
-	if err := p.stdinWritable(); err != nil {
-		return err
-	}
-	p.closeStdin()
-	return nil
 }
 
 // ReadOutput reads stream fd from off (see [Process.ReadOutput]).
@@ -359,55 +358,4 @@ func (p *tableProc) Follow(ctx context.Context, fd int, off int64, w io.Writer) 
 			return off, ctx.Err()
 		}
 	}
-}
-
-// AttachProcess writes the output of the sandbox's process pid that no
-// earlier attached reader got (the last MiB of each stream at most), then
-// what it writes, to stdout and stderr (both to stdout when stderr is
-// nil), until it exits, and returns its result as [Process.Wait] does.
-// While attached, a command that writes faster than the writers take
-// waits for them. ctx's end detaches (the command goes on), as a write
-// error does.
-func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.Writer) (*ExecResult, error) {
-	p, err := s.procs.find(pid)
-	if err != nil {
-		return nil, err
-	}
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	outs := [2]io.Writer{stdout, stderr}
-	if stderr == nil {
-		outs[1] = stdout
-	}
-	var readers [2]*ringReader
-	for i, r := range p.out {
-		readers[i] = r.attach()
-		defer r.detach(readers[i])
-	}
-	for {
-		ended := true
-		var waits [2]<-chan struct{}
-		for i, r := range p.out {
-			data, changed, closed := r.next(readers[i], maxProcessOutput)
-			if len(data) > 0 {
-				if _, err := outs[i].Write(data); err != nil {
-					return nil, err // the caller's output is gone: so is the caller
-				}
-				r.advance(readers[i], len(data))
-			}
-			ended = ended && closed && len(data) == 0
-			waits[i] = changed
-		}
-		if ended {
-			break
-		}
-		select {
-		case <-waits[0]:
-		case <-waits[1]:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return p.Wait(ctx)
 }

@@ -74,9 +74,10 @@ func TestProcessesEndWithTheirSandbox(t *testing.T) {
 	}
 }
 
-// A write to the stdin of a command that does not read blocks only that
-// write: the table still answers (tent ps), and the command's end ends
-// the write, with ErrNoProcess.
+// A command that does not read its stdin blocks no writer: a write
+// beyond the bound fails at once with ErrStdinFull, the table still
+// answers (tent ps), and the command's end drops what waits; a write then
+// is ErrNoProcess.
 func TestProcessBlockedStdinWrite(t *testing.T) {
 	ctx := context.Background()
 	sb := provision(t, sandbox.Spec{})
@@ -85,12 +86,11 @@ func TestProcessBlockedStdinWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrote := make(chan error, 1)
-	go func() {
-		// "go\n" reaches the command; the rest fills the pipe, which
-		// nobody reads: the write is under way until the command ends.
-		wrote <- p.WriteStdin(ctx, append([]byte("go\n"), make([]byte, 4<<20)...))
-	}()
+	// "go\n" reaches the command; the rest fills the pipe, which nobody
+	// reads, and waits in the queue.
+	if err := p.WriteStdin(ctx, append([]byte("go\n"), make([]byte, 1<<20-3)...)); err != nil {
+		t.Fatal(err)
+	}
 	for off := int64(0); ; {
 		o, err := p.ReadOutput(ctx, 1, off)
 		if err != nil || o.End {
@@ -99,6 +99,9 @@ func TestProcessBlockedStdinWrite(t *testing.T) {
 		if off += int64(len(o.Data)); off >= int64(len("ready\n")) {
 			break
 		}
+	}
+	if err := p.WriteStdin(ctx, make([]byte, 4<<20)); !errors.Is(err, sandbox.ErrStdinFull) {
+		t.Errorf("a write beyond the bound: %v, want ErrStdinFull", err)
 	}
 	procs, err := sb.Processes(ctx)
 	if err != nil || len(procs) != 1 || !procs[0].Stdin || !procs[0].Running {
@@ -110,7 +113,7 @@ func TestProcessBlockedStdinWrite(t *testing.T) {
 	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 137 {
 		t.Fatalf("Wait: %+v, %v", res, err)
 	}
-	if err := <-wrote; !errors.Is(err, sandbox.ErrNoProcess) {
-		t.Errorf("the write the command's end cut short: %v, want ErrNoProcess", err)
+	if err := p.WriteStdin(ctx, []byte("late")); !errors.Is(err, sandbox.ErrNoProcess) {
+		t.Errorf("a write once the command ended: %v, want ErrNoProcess", err)
 	}
 }

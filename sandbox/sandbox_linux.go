@@ -129,10 +129,13 @@ func (s *Sandbox) cgroupPaths() []string {
 // Exec runs one command and waits for it. Cancelling ctx kills it. A
 // command that cannot start returns an error (ErrCommandNotFound,
 // ErrNotExecutable, ...); a command that ran returns its result, whatever
-// its exit code.
+// its exit code. It is Start + Wait on the sandbox's processes: while it
+// runs, [Sandbox.Processes] lists it and [Sandbox.Process] finds it by
+// pid; its stdio is req's (files are handed to the command as they are),
+// not a ring's, and its record goes when it returns.
 func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
 	before := s.NetworkDenied()
-	res, err := s.exec(ctx, req, false)
+	res, err := s.procs.exec(ctx, s, req)
 	if res != nil {
 		res.NetworkDenied = deniedSince(before, s.NetworkDenied())
 	}

@@ -208,8 +208,3 @@ func (s *Sandbox) Process(context.Context, int) (Process, error) { return nil, e
 
 // Processes fails with an error wrapping [ErrUnsupported].
 func (s *Sandbox) Processes(context.Context) ([]ProcessInfo, error) { return nil, errNotLinux }
-
-// AttachProcess fails with an error wrapping [ErrUnsupported].
-func (s *Sandbox) AttachProcess(context.Context, int, io.Writer, io.Writer) (*ExecResult, error) {
-	return nil, errNotLinux
-}

@@ -61,6 +61,8 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Backend) {
 		{"ProcessRing", processRing},
 		{"ProcessFollow", processFollow},
 		{"ProcessFollowCancel", processFollowCancel},
+		{"ProcessStdinBound", processStdinBound},
+		{"ExecIsAProcess", execIsAProcess},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
 	}

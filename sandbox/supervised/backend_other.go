@@ -5,10 +5,7 @@ package supervised
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"syscall"
 
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/secretstore"
@@ -190,23 +187,8 @@ func (s *Sandbox) Usage(context.Context) (sandbox.Usage, error) {
 	return sandbox.Usage{}, errNotLinux
 }
 
-// ExecDetached fails outside Linux.
-func (s *Sandbox) ExecDetached(context.Context, sandbox.ExecRequest, DetachOptions) (int, error) {
-	return 0, errNotLinux
-}
-
 // Processes fails outside Linux.
 func (s *Sandbox) Processes(context.Context) ([]ProcessInfo, error) { return nil, errNotLinux }
-
-// SignalProcess fails outside Linux.
-func (s *Sandbox) SignalProcess(context.Context, int, syscall.Signal) error {
-	return errNotLinux
-}
-
-// Attach fails outside Linux.
-func (s *Sandbox) Attach(context.Context, int, io.Writer, io.Writer, <-chan os.Signal) (*sandbox.ExecResult, error) {
-	return nil, errNotLinux
-}
 
 // Start fails with an error wrapping sandbox.ErrUnsupported.
 func (s *Sandbox) Start(context.Context, sandbox.ExecRequest, sandbox.StartOptions) (sandbox.Process, error) {

@@ -24,6 +24,15 @@ import (
 // into the result (at most MaxOutput bytes, DefaultMaxOutput when 0).
 // req.TTY's Resize and req.Signals are forwarded while the command runs.
 // Cancelling ctx closes the session, which kills the command.
+//
+// In the supervisor the session is the core's Exec, Start + Wait on the
+// sandbox's one process table (the command is listed and found by pid
+// while it runs, from any client). The session itself stays apart from
+// the process verbs for a reason: the caller's descriptors cross the
+// socket (SCM_RIGHTS) to be the command's own stdio, with no copy through
+// the supervisor's ring, and the session's connection is the command's
+// lifetime (the caller going kills it), which a Process, the sandbox's,
+// does not have.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	rec, err := s.dialRec()
 	if err != nil {

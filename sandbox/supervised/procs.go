@@ -15,15 +15,8 @@ const (
 )
 
 // ProcessInfo describes a detached command: a [sandbox.Process] of the
-// sandbox (see [Sandbox.ExecDetached], [Sandbox.Start]).
+// sandbox (see [Sandbox.Start]).
 type ProcessInfo = sandbox.ProcessInfo
-
-// DetachOptions are a detached command's own settings.
-type DetachOptions struct {
-	// Tag names the command for whoever lists it (E2B's process tag);
-	// two running commands of one sandbox cannot share one.
-	Tag string
-}
 
 // ErrNoProcess is returned for a pid that names no detached command of
 // the sandbox, or one that has already exited where a running one is

@@ -17,27 +17,24 @@ import (
 // them: the table is the sandbox's own (sandbox.Sandbox.StartProcess),
 // kept in the supervisor's process; the caller gets the command's pid and
 // goes, and any process of the sandbox's owner finds it again by pid (tent
-// ps, tent attach, tent kill, a second Handle). The supervisor is awake
+// ps, tent attach, tent kill, a second Handle: each a client of the
+// Process). The supervisor is awake
 // while a command runs: one hands off to its idle holder only once none
 // does, and the records of finished ones go then.
 
 // serveProc serves a request on one process of the table, answering on
 // conn; it reports false for a request that is none. The requests that
-// wait (an attach, a wait, an output read, a stdin write) end when the
-// caller goes.
+// wait (a wait, an output read, a follow) end when the caller goes; a
+// stdin write never waits (the table queues it, bounded).
 func (s *server) serveProc(conn *net.UnixConn, req request, files []*os.File) bool {
 	switch req.Op {
-	case opStart, opPs, opProc, opSignal, opResize, opStdin, opCloseStdin, opOutput, opWait, opAttach, opFollow:
+	case opStart, opPs, opProc, opSignal, opResize, opStdin, opCloseStdin, opOutput, opWait, opFollow:
 	default:
 		return false
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var signals chan syscall.Signal
-	if req.Op == opAttach {
-		signals = make(chan syscall.Signal, 8)
-	}
-	if req.Op == opAttach || req.Op == opWait || req.Op == opOutput || req.Op == opStdin || req.Op == opFollow {
+	if req.Op == opWait || req.Op == opOutput || req.Op == opFollow {
 		go func() {
 			defer cancel() // the caller is gone
 			for {
@@ -47,17 +44,11 @@ func (s *server) serveProc(conn *net.UnixConn, req request, files []*os.File) bo
 				if err != nil {
 					return
 				}
-				if signals != nil && m.Signal > 0 && m.Signal < 65 {
-					select {
-					case signals <- syscall.Signal(m.Signal):
-					default:
-					}
-				}
 			}
 		}()
 	}
 	var rep reply
-	if err := s.doProc(ctx, req, files, signals, &rep); err != nil {
+	if err := s.doProc(ctx, req, files, &rep); err != nil {
 		rep = failure(err)
 	}
 	_ = ctlmsg.Send(conn, rep, nil)
@@ -65,7 +56,7 @@ func (s *server) serveProc(conn *net.UnixConn, req request, files []*os.File) bo
 }
 
 // doProc runs one process request.
-func (s *server) doProc(ctx context.Context, req request, files []*os.File, signals <-chan syscall.Signal, rep *reply) error {
+func (s *server) doProc(ctx context.Context, req request, files []*os.File, rep *reply) error {
 	sb := s.sb
 	switch req.Op {
 	case opStart:
@@ -83,8 +74,6 @@ func (s *server) doProc(ctx context.Context, req request, files []*os.File, sign
 		procs, err := sb.Processes(ctx)
 		rep.Procs = procs
 		return err
-	case opAttach:
-		return s.attach(ctx, req.Pid, files, signals, rep)
 	}
 	p, err := sb.Process(ctx, req.Pid)
 	if err != nil {
@@ -150,32 +139,4 @@ func follow(ctx context.Context, p sandbox.Process, req request, files []*os.Fil
 	}
 	rep.Output = &sandbox.Output{Offset: end, End: true}
 	return nil
-}
-
-// attach streams a detached command's output since its last reader to
-// files (the caller's descriptors: stdout and stderr, or one for both)
-// until it exits, delivers the signals the caller sends, and answers
-// with its result. The caller leaving leaves the command running.
-func (s *server) attach(ctx context.Context, pid int, files []*os.File, signals <-chan syscall.Signal, rep *reply) error {
-	if len(files) != 1 && len(files) != 2 {
-		return fmt.Errorf("%w: an attach needs the caller's output (one descriptor, or stdout and stderr)", sandbox.ErrInvalidSpec)
-	}
-	p, err := s.sb.Process(ctx, pid)
-	if err != nil {
-		return err
-	}
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case sig := <-signals:
-				_ = p.Signal(ctx, sig)
-			}
-		}
-	}()
-	stdout, stderr := files[0], files[len(files)-1]
-	res, err := s.sb.AttachProcess(ctx, pid, stdout, stderr)
-	rep.Result = res
-	return err
 }

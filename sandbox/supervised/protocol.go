@@ -42,7 +42,6 @@ const (
 	opCloseStdin = "close-stdin" // close Pid's stdin
 	opOutput     = "output"      // reply.Output: Pid's output Stream from Offset
 	opWait       = "wait"        // reply.Result: Pid's, once it has exited
-	opAttach     = "attach"      // a session: Pid's output to the caller's fd, then its result
 	// opFollow writes Pid's output Stream from Offset to the caller's
 	// descriptor (a pipe) until the stream ends; reply.Output's Offset is
 	// where it stopped, with Dropped (and nothing written) when the ring
@@ -177,6 +176,7 @@ var kinds = []struct {
 	{"workdir", sandbox.ErrWorkDir},
 	{"suspended", sandbox.ErrSuspended},
 	{"no-process", ErrNoProcess},
+	{"stdin-full", sandbox.ErrStdinFull},
 }
 
 // kindOf names the sentinels err matches, comma-separated ("other" for

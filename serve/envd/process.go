@@ -256,8 +256,8 @@ func (s *processService) input(ctx context.Context, sel *processpb.ProcessSelect
 		return nil
 	case errors.Is(err, sandbox.ErrInvalidSpec):
 		return errFailedPrecondition(fmt.Sprintf("the input of process %d is closed (or was not asked for: start it with stdin)", c.pid))
-	case errors.Is(err, context.DeadlineExceeded):
-		return errResourceExhausted(fmt.Sprintf("process %d does not read its input", c.pid))
+	case errors.Is(err, sandbox.ErrStdinFull), errors.Is(err, context.DeadlineExceeded):
+		return errResourceExhausted(fmt.Sprintf("process %d does not read its input (at most 1 MiB of it may wait unread)", c.pid))
 	}
 	return rpcError(err)
 }

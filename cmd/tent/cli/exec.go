@@ -29,10 +29,11 @@ tent exec are delivered to the command's foreground process group (with
 stays). The command ends when tent exec is killed.
 
 With -d the command is the sandbox's, not tent exec's: tent exec prints
-its pid and exits, and the command runs on, without terminal, its
-output kept (the last MiB) for tent attach; tent ps lists such commands
-and tent kill signals them. With -d -i its stdin stays open: tent attach
-writes its own stdin to the command.`,
+its pid and exits, and the command runs on, its output kept (the last
+MiB) for tent attach; tent ps lists such commands and tent kill signals
+them. With -d -i its stdin stays open: tent attach writes its own stdin
+to the command. With -d -t it runs on a terminal inside, which tent
+attach connects to yours (Ctrl-P Ctrl-Q detaches).`,
 		Example: `  tent exec box -- make test
   tent exec -it -w /work -e TERM=xterm box -- bash
   pid=$(tent exec -d box -- python3 -m http.server 8000) && tent ps box`,
@@ -101,8 +102,17 @@ func (o *execOpts) request(argv []string) (sandbox.ExecRequest, error) {
 // startDetached is tent exec -d: the command is the sandbox's; its pid
 // is printed.
 func (o *execOpts) startDetached(c *cobra.Command, sb sandbox.Handle, req sandbox.ExecRequest) error {
-	if o.tf.tty || o.maxOutput != "" {
-		return &exitError{code: exitRefused, msg: "-d runs the command without stdin or terminal (but for -i: its stdin then stays open for tent attach), its output kept for tent attach: -t and --max-output do not apply"}
+	if o.maxOutput != "" {
+		return &exitError{code: exitRefused, msg: "-d keeps the command's output for tent attach (the last MiB of each stream): --max-output does not apply"}
+	}
+	if o.tf.tty {
+		// A terminal inside, sized as the caller's (80x24 without
+		// one); tent attach connects one to it.
+		ct, err := openCallerTerm(termFlags{tty: true}) // no raw mode: this tent goes now
+		if err != nil {
+			return &exitError{code: exitRefused, msg: err.Error()}
+		}
+		req.TTY = &sandbox.Terminal{Size: ct.size()}
 	}
 	p, err := sb.Start(c.Context(), req, sandbox.StartOptions{Stdin: o.tf.interactive})
 	if err != nil {

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,12 +73,16 @@ func newAttachCmd(g *Globals) *cobra.Command {
 		Use:   "attach ID PID",
 		Short: "Follow a command started with tent exec -d: its output since the last reader, until it exits, with its exit status",
 		Long: `Follow a command started with tent exec -d: print its output that no
-earlier tent attach printed (the last MiB of it at most), then what it
-writes, until it exits; exit with its status. Signals sent to tent attach
+earlier reader took (the last MiB of it at most), then what it writes,
+until it exits; exit with its status. Signals sent to tent attach
 (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) are delivered to the
 command; killing tent attach leaves the command running. A command
 started with tent exec -d -i gets tent attach's stdin (unless
---no-stdin), and at its end, the end of its own.`,
+--no-stdin), and at its end, the end of its own.
+
+A command started with tent exec -d -t runs on a terminal inside: tent
+attach connects yours to it (in raw mode with -i, sized as yours and
+resized with it). Ctrl-P Ctrl-Q detaches, leaving it running.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			pid, err := strconv.Atoi(args[1])
@@ -89,22 +93,15 @@ started with tent exec -d -i gets tent attach's stdin (unless
 			if err != nil {
 				return err
 			}
-			sigs := notifySignals()
-			defer sigs.stop()
-			fwd := make(chan os.Signal, 16)
-			sigs.start(nil, nil, func(s os.Signal) {
-				select {
-				case fwd <- s:
-				default:
-				}
-			})
-			if !noStdin {
-				if err := feedStdin(c.Context(), rec.sb, pid); err != nil {
-					return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
-				}
+			p, pi, err := findProcess(c.Context(), rec.sb, pid)
+			if err != nil {
+				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 			}
-			res, err := rec.sb.Attach(context.Background(), pid, os.Stdout, os.Stderr, fwd)
-			sigs.stop()
+			res, err := attachProcess(context.Background(), p, pi, !noStdin)
+			if errors.Is(err, errDetached) {
+				fmt.Fprintf(c.ErrOrStderr(), "detached from %d, which runs on (tent attach %s %d)\n", pid, args[0], pid)
+				return nil
+			}
 			if err != nil {
 				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 			}
@@ -118,38 +115,21 @@ started with tent exec -d -i gets tent attach's stdin (unless
 	return c
 }
 
-// feedStdin copies tent attach's stdin to the command pid's, when that
-// is open (tent exec -d -i), and closes the command's at the end of
-// ours; it goes on in the background while tent attach follows the
-// command, and stops at the first failed write (the command exited).
-func feedStdin(ctx context.Context, h sandbox.Handle, pid int) error {
+// findProcess finds the sandbox's process pid and describes it.
+func findProcess(ctx context.Context, h sandbox.Handle, pid int) (sandbox.Process, sandbox.ProcessInfo, error) {
 	p, err := h.Process(ctx, pid)
 	if err != nil {
-		return err
+		return nil, sandbox.ProcessInfo{}, err
 	}
 	procs, err := h.Processes(ctx)
 	if err != nil {
-		return err
+		return nil, sandbox.ProcessInfo{}, err
 	}
-	if i := slices.IndexFunc(procs, func(pi sandbox.ProcessInfo) bool { return pi.Pid == pid }); i < 0 || !procs[i].Stdin {
-		return nil
+	i := slices.IndexFunc(procs, func(pi sandbox.ProcessInfo) bool { return pi.Pid == pid })
+	if i < 0 { // it ended and went between the two calls
+		return p, sandbox.ProcessInfo{Pid: pid}, nil
 	}
-	go func() {
-		buf := make([]byte, 32<<10)
-		for {
-			n, rerr := os.Stdin.Read(buf)
-			if n > 0 {
-				if err := p.WriteStdin(ctx, buf[:n]); err != nil {
-					return
-				}
-			}
-			if rerr != nil {
-				_ = p.CloseStdin(ctx)
-				return
-			}
-		}
-	}()
-	return nil
+	return p, procs[i], nil
 }
 
 func newKillCmd(g *Globals) *cobra.Command {
@@ -174,7 +154,11 @@ func newKillCmd(g *Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := rec.sb.SignalProcess(c.Context(), pid, sig); err != nil {
+			p, err := rec.sb.Process(c.Context(), pid)
+			if err == nil {
+				err = p.Signal(c.Context(), sig)
+			}
+			if err != nil {
 				return &exitError{code: sandbox.ExitCode(err), msg: err.Error()}
 			}
 			return nil

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tent exec -d starts a command the sandbox owns: tent exec exits with
@@ -69,7 +71,7 @@ func TestCLIDetachedCommands(t *testing.T) {
 	l.tent(t, "kill", id, sleeper).expect(t, 125, "already exited")
 	l.tent(t, "kill", id, sleeper, "BOGUS").expect(t, 125, "signal \"BOGUS\"")
 	l.tent(t, "attach", id, "99999").expect(t, 125, "no detached command with pid 99999")
-	l.tent(t, "exec", "-d", "-t", id, "--", "true").expect(t, 125, "-d runs the command without stdin or terminal")
+	l.tent(t, "exec", "-d", "--max-output", "1K", id, "--", "true").expect(t, 125, "--max-output does not apply")
 }
 
 // tent attach writes its stdin to a command started with tent exec -d -i
@@ -98,5 +100,52 @@ func TestCLIAttachWritesStdin(t *testing.T) {
 	a = invocation{args: []string{"--state-dir", l.dir, "attach", id, strings.TrimSpace(r.stdout)}, stdin: strings.NewReader("ignored\n")}.run(t)
 	if a.code != 0 || a.stdout != "eof\n" {
 		t.Errorf("tent attach of a command without stdin: exit %d, stdout %q, stderr %q", a.code, a.stdout, a.stderr)
+	}
+}
+
+// tent exec -d -it runs the command on a terminal inside, the sandbox's:
+// tent attach connects the caller's terminal to it (sized as the
+// caller's, resized with it, its mode restored after); Ctrl-P Ctrl-Q
+// detaches and leaves the command running, and a later tent attach, on
+// another terminal, finds it where it was and ends with its status.
+func TestCLIAttachTerminal(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t)
+	r := l.tent(t, "exec", "-d", "-it", id, "--", "sh", "-i")
+	r.expect(t, 0)
+	pid := strings.TrimSpace(r.stdout)
+	term := newTerminal(t, 30, 100)
+	before := term.termios(t)
+	cmd := term.start(t, "--state-dir", l.dir, "attach", id, pid)
+	term.typ(t, "test -t 0 && stty size\n")
+	term.await(t, "30 100")
+	if err := unix.IoctlSetWinsize(int(term.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 41, Col: 121}); err != nil {
+		t.Fatal(err)
+	}
+	term.typ(t, "while [ \"$(stty size)\" != '41 121' ]; do sleep 0.05; done; echo resized\n")
+	term.await(t, "resized")
+	term.typ(t, "\x10\x11") // Ctrl-P Ctrl-Q
+	if code := exitCode(t, cmd); code != 0 {
+		t.Errorf("tent attach detached with %d, want 0", code)
+	}
+	if after := term.termios(t); after != before {
+		t.Errorf("the terminal was not restored:\nbefore %+v\nafter  %+v", before, after)
+	}
+	var procs []struct {
+		Pid     int
+		Running bool
+		TTY     bool
+	}
+	if err := json.Unmarshal([]byte(l.tent(t, "ps", "-o", "json", id).stdout), &procs); err != nil || len(procs) != 1 || !procs[0].Running || !procs[0].TTY {
+		t.Errorf("tent ps -o json once detached: %+v, %v; want it running on its terminal", procs, err)
+	}
+	again := newTerminal(t, 24, 80)
+	cmd = again.start(t, "--state-dir", l.dir, "attach", id, pid)
+	again.typ(t, "echo again-$(stty size | tr ' ' x)\n")
+	again.await(t, "again-24x80")
+	again.typ(t, "exit 3\n")
+	if code := exitCode(t, cmd); code != 3 {
+		t.Errorf("tent attach exited %d, want the shell's 3", code)
 	}
 }
