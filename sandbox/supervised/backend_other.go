@@ -5,6 +5,7 @@ package supervised
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 
 	"github.com/tent-sandbox/tent/sandbox"
