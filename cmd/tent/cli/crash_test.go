@@ -112,10 +112,29 @@ func procStat(pid int) (state string, ppid int, ok bool) {
 	return f[0], ppid, true
 }
 
-// alive reports whether pid runs (a zombie awaiting its reaper does not).
+// alive reports whether pid runs: a zombie awaiting its reaper does not,
+// once every thread of it has exited. A killed multi-threaded process
+// reads as a zombie by its first thread while others are still exiting,
+// and tent itself (namespaces.ProcessRuns) takes it for running until
+// they are gone too.
 func alive(pid int) bool {
 	state, _, ok := procStat(pid)
-	return ok && state != "Z"
+	if !ok {
+		return false
+	}
+	if state != "Z" && state != "X" {
+		return true
+	}
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/stat")
+		if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 {
+			if f := strings.Fields(string(b[i+1:])); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // procs lists the live processes whose command line (NUL-terminated
