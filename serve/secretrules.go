@@ -49,27 +49,6 @@ func ruleTemplate(v string) (tmpl string, ok bool, err error) {
 	return b.String(), true, nil
 }
 
-// secretNames returns the names of the secrets rules' header transforms
-// name, nil without.
-func secretNames(rules map[string][]networkRule) []string {
-	var names []string
-	for _, rs := range rules {
-		for _, r := range rs {
-			if r.Transform == nil {
-				continue
-			}
-			for _, v := range r.Transform.Headers {
-				for _, m := range secretRef.FindAllStringSubmatch(v, -1) {
-					if !slices.Contains(names, m[1]) {
-						names = append(names, m[1])
-					}
-				}
-			}
-		}
-	}
-	return names
-}
-
 // checkRuleSecrets refuses nc's header transforms when one names a
 // secret the server does not hold, one too short for a rule, or when
 // the header filled in now would be one the proxy cannot send (400,
