@@ -150,6 +150,18 @@ func TestSecretFilledIntoRule(t *testing.T) {
 	if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, `secret "nope" not found`) {
 		t.Fatalf("a missing secret: %d %s", r.status, r.body)
 	}
+	// Text around a reference may not name another entry of the store
+	// (a variable of tent's other frontends, another sandbox's scope):
+	// a rule names E2B's secrets only.
+	if err := h.opts.Secrets.Set("GITHUB_TOKEN", "ghp_cli-variable-value-0123"); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"${GITHUB_TOKEN}", "${" + storeName("gh") + "}"} {
+		r = h.do("POST", "/v2/sandboxes", strings.Replace(body, "${e2b.secrets.gh}", "${e2b.secrets.gh}"+other, 1))
+		if r.status != http.StatusBadRequest || !strings.Contains(r.errBody(t).Message, `"${" outside a secret's reference`) {
+			t.Fatalf("a rule naming %s: %d %s", other, r.status, r.body)
+		}
+	}
 	if len(h.f.calls) != n {
 		t.Errorf("the backend was called for a refused create: %v", h.f.calls[n:])
 	}
