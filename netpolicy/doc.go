@@ -71,7 +71,10 @@
 // the value it was sent with (and of the values sent before to the same
 // hosts): a write to the source rotates a credential from the next
 // request on, a name it no longer has revokes it (the request goes out
-// with the placeholder as the sandbox wrote it). An allowed host may also be an [HTTPRule]
+// with the placeholder as the sandbox wrote it). A header transform
+// ([Secret.Header]) may name its value by a [Secret.Template] ("Bearer
+// ${NAME}") that the proxy fills from the source per request
+// ([FillTemplate]). An allowed host may also be an [HTTPRule]
 // ("GET,HEAD api.github.com/repos/org/"): requests there must match a
 // rule's methods and path prefix, the path normalised by
 // [NormalizePath] first, with no ';' path parameter past the prefix

@@ -47,6 +47,11 @@ type Secret struct {
 	// Value, when set, is the credential given inline (see above): 8
 	// bytes to 16 KiB, without CR, LF or NUL ([ValidateSecretValue]).
 	Value string `json:"-"`
+	// Template, for a header transform given no Value, is the field's
+	// text with "${NAME}" where the value of the stored secret NAME goes
+	// (see [FillTemplate]), resolved from the proxy's source per
+	// request: it names values, never holds one.
+	Template string `json:"template,omitempty"`
 	// Placeholder is what the sandbox sees; empty means [Compile] makes a
 	// random one ([Compiled.Secrets] returns it).
 	Placeholder string `json:"placeholder,omitempty"`
@@ -95,6 +100,8 @@ type compiledSecret struct {
 	// value is the value the source gave for this request ("" when it
 	// has none: the secret is revoked).
 	value string
+	// parts are the stored values a template's value was made of.
+	parts []string
 	// forms are what the scrubber replaces in responses from hosts: the
 	// forms (secretForms) of value and, for a header transform, of each
 	// of its credentialParts, paired with the placeholder's.
@@ -120,8 +127,11 @@ func ValidateSecretValue(v string) error {
 // makeForms returns the forms the scrubber replaces for s carrying
 // value v: those of v and, for a header transform, of its credential
 // parts.
-func makeForms(s *Secret, v string) []scrubPair {
+func makeForms(s *Secret, v string, stored []string) []scrubPair {
 	forms := secretForms(v, s.Placeholder)
+	for _, part := range stored {
+		forms = append(forms, secretForms(part, s.Placeholder)...)
+	}
 	if s.Header != "" {
 		parts := credentialParts(v)
 		// A Basic credential's decoded form, and its parts (the
@@ -179,6 +189,11 @@ func compileSecrets(secrets []Secret) ([]compiledSecret, []error) {
 		}
 		if len(s.Hosts) == 0 {
 			bad("names no host: say where the value may be sent, as NAME@api.example.com")
+		}
+		if s.Template != "" {
+			if err := checkTemplate(s); err != nil {
+				bad("%v", err)
+			}
 		}
 		if s.Header != "" && !validHeaderName(s.Header) {
 			bad("header %q: want a header field name (letters, digits, '-'), not one that frames or routes the request (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Te, Trailer, Proxy-*)", s.Header)

@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -61,7 +62,7 @@ func (m *SecretMap) LookupSecret(name string) (string, bool) {
 const maxFormsCache = 256
 
 // formsKey names the forms of one secret carrying one value.
-type formsKey struct{ name, placeholder, header, value string }
+type formsKey struct{ name, placeholder, header, value, parts string }
 
 // resolve returns pol's secrets as they are for one request: each with
 // the value the source has for it now (none: revoked) and that value's
@@ -73,7 +74,11 @@ func (p *Proxy) resolve(pol *Compiled) []compiledSecret {
 	}
 	out := slices.Clone(pol.secrets)
 	for i := range out {
-		if v, ok := p.src.LookupSecret(out[i].Name); ok && ValidateSecretValue(v) == nil {
+		if out[i].Template != "" {
+			if v, parts, err := FillTemplate(out[i].Template, p.src); err == nil {
+				out[i].value, out[i].parts = v, parts
+			}
+		} else if v, ok := p.src.LookupSecret(out[i].Name); ok && ValidateSecretValue(v) == nil {
 			out[i].value = v
 		}
 	}
@@ -103,14 +108,14 @@ func (p *Proxy) resolve(pol *Compiled) []compiledSecret {
 // formsLocked returns the forms of s with its value, computed once per
 // value. p.retiredMu is held.
 func (p *Proxy) formsLocked(s *compiledSecret) []scrubPair {
-	k := formsKey{s.Name, s.Placeholder, s.Header, s.value}
+	k := formsKey{s.Name, s.Placeholder, s.Header, s.value, strings.Join(s.parts, "\x00")}
 	if f, ok := p.forms[k]; ok {
 		return f
 	}
 	if len(p.forms) >= maxFormsCache {
 		clear(p.forms)
 	}
-	f := makeForms(&s.Secret, s.value)
+	f := makeForms(&s.Secret, s.value, s.parts)
 	p.forms[k] = f
 	return f
 }

@@ -138,7 +138,6 @@ func (s *Server) kill(ctx context.Context, id string) error {
 		}
 		s.mu.Unlock()
 		s.forget(id)
-		s.forgetRules(id)
 		s.dropPauseSnapshot(snap)
 	}
 	return err
@@ -153,7 +152,7 @@ func (s *Server) kill(ctx context.Context, id string) error {
 // the server's own, not listed; it is removed once the sandbox is resumed
 // from it or killed.
 func (s *Server) pauseFiles(ctx context.Context, id string) error {
-	// No rules may come between the check below and the stop.
+	// No rules change while it stops.
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
 	release, err := s.acquireProvision(ctx)
@@ -161,11 +160,6 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 		return err
 	}
 	defer release()
-	if info, err := handle.Open(ctx, s.b, id).Info(ctx); err == nil && len(info.Spec.Network.Secrets) > 0 || s.secrets.rulesOf(id) != nil {
-		// Refused before anything ends: the resume would be refused (or,
-		// its rules' secrets revoked now, refused when they come back).
-		return errFilesPauseSecrets
-	}
 	snap, err := handle.Open(ctx, s.b, id).Snapshot(ctx)
 	if err != nil {
 		return err
@@ -186,20 +180,6 @@ func (s *Server) pauseFiles(ctx context.Context, id string) error {
 	s.dropPauseSnapshot(old)
 	return nil
 }
-
-// pausesFilesOnly reports whether sandbox id's timeout pauses it keeping
-// only its files (autoPauseMemory: false).
-func (s *Server) pausesFilesOnly(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.boxes[id]
-	return b != nil && b.onTimeout == onTimeoutPause && b.pauseFiles
-}
-
-// errFilesPauseSecrets refuses a filesystem-only pause of a sandbox with
-// header transforms: it restarts from a snapshot, and snapshots never
-// hold secret values, so the sandbox could not be resumed.
-var errFilesPauseSecrets = errorf(http.StatusBadRequest, "a filesystem-only pause (memory: false) restarts the sandbox from a snapshot, which never holds the values of its network.rules header transforms: pause it with its memory, or kill it")
 
 // dropPauseSnapshot removes a filesystem-only pause's snapshot (nil:
 // none); a failure is logged.

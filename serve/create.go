@@ -121,9 +121,6 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 		// autoPauseMemory (only read with autoPause, as by E2B): false
 		// keeps only the files (see pauseFiles).
 		if req.AutoPauseMemory != nil && !*req.AutoPauseMemory {
-			if req.Network != nil && len(req.Network.Rules) > 0 {
-				return p, errFilesPauseSecrets
-			}
 			if !caps.Snapshot || !caps.Resume {
 				return p, errorf(http.StatusBadRequest, "autoPauseMemory: false: a filesystem-only pause needs snapshots and resume, which this backend does not offer")
 			}

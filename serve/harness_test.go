@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/secretstore"
 )
 
 const testKey = "e2b_test_key"
@@ -31,6 +33,11 @@ func newHarness(t *testing.T, opts Options) *harness {
 	t.Helper()
 	h := &harness{t: t, f: newFake(), api: &fakeAPI{release: make(chan struct{}), entered: make(chan struct{}, 16)}}
 	opts.APIKey = testKey
+	if opts.SecretsFile != "" && opts.Secrets == nil {
+		// The store beside the index, as the supervised backend's state
+		// directory holds both under tent serve.
+		opts.Secrets = secretstore.Open(filepath.Dir(opts.SecretsFile))
+	}
 	if opts.SandboxAPI == nil {
 		opts.SandboxAPI = h.api
 	}

@@ -289,6 +289,5 @@ func (s *Server) prune(infos []sandbox.Info, listed time.Time) {
 	s.mu.Unlock()
 	for _, id := range gone {
 		s.forget(id)
-		s.forgetRules(id)
 	}
 }

@@ -173,7 +173,10 @@ const maxRuleHeaders = 32
 // sandbox's policy (netpolicy.Secret with Header): tent's proxy sets each
 // header on every HTTPS request to its host, which it intercepts for
 // that, and the value never enters the sandbox, its records or answers
-// (see redactRules). A rule of another kind is not implemented (501).
+// (see redactRules). A value naming ${e2b.secrets.NAME} becomes a
+// Template the proxy fills from the secret store per request (see
+// ruleTemplate); another is given as it is. A rule of another kind is
+// not implemented (501).
 func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
 	hosts := make([]string, 0, len(rules))
 	for h := range rules {
@@ -196,7 +199,16 @@ func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
 			}
 			slices.Sort(names)
 			for _, k := range names {
-				out = append(out, netpolicy.Secret{Name: fmt.Sprintf("E2B_RULE_%d", len(out)+1), Hosts: []string{h}, Header: k, Value: rule.Transform.Headers[k]})
+				sec := netpolicy.Secret{Name: fmt.Sprintf("E2B_RULE_%d", len(out)+1), Hosts: []string{h}, Header: k, Value: rule.Transform.Headers[k]}
+				tmpl, ok, err := ruleTemplate(sec.Value)
+				if err != nil {
+					return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d].transform.headers[%q]: %v", h, i, k, err)
+				}
+				if ok {
+					// Named, not carried: the proxy fills it per request.
+					sec.Value, sec.Template = "", tmpl
+				}
+				out = append(out, sec)
 			}
 		}
 	}
@@ -281,18 +293,12 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(req.Rules) > 0 && s.pausesFilesOnly(info.ID) {
-		// Its timeout's pause would be refused, as at create.
-		s.writeError(w, r, errFilesPauseSecrets)
-		return
-	}
-	filled, gen, err := s.fillSecrets(&req)
-	if err != nil {
+	if err := s.checkRuleSecrets(&req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	cur := info.Spec.Network
-	p, err := networkPolicy(cur, nil, filled, true, s.b.Capabilities().NetworkPolicy)
+	p, err := networkPolicy(cur, nil, &req, true, s.b.Capabilities().NetworkPolicy)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -309,35 +315,12 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s runs with network mode %s, which cannot become %s at run time", info.ID, cur.Mode.Normalize(), p.Mode.Normalize()))
 		return
 	}
-	// The rules are kept before they are in force, so that a secret's
-	// change from then on reaches them; a refused change puts the
-	// previous ones back.
-	prev := s.secrets.rulesOf(info.ID)
-	changed, err := s.recordRules(info.ID, req.Rules, gen)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	if cur.Mode.Normalize() == netpolicy.Limited {
 		// On a context of its own: a client gone must not leave the
-		// rules kept and the sandbox's not in force.
+		// change half made.
 		ctx, cancel := s.detached(r)
 		defer cancel()
-		if changed {
-			// A secret changed since the fill: the rules must suit it
-			// before anything is in force.
-			err = s.secrets.take(req.Rules)
-		}
-		if err == nil {
-			err = handle.Open(ctx, s.b, info.ID).SetNetworkPolicy(ctx, p)
-		}
-		if err == nil && changed {
-			err = s.applyRulesLocked(ctx, info.ID)
-		}
-		if err != nil {
-			if _, rerr := s.recordRules(info.ID, prev, 0); rerr != nil {
-				s.log.Error("putting a sandbox's previous network rules back", "id", info.ID, "err", rerr)
-			}
+		if err := handle.Open(ctx, s.b, info.ID).SetNetworkPolicy(ctx, p); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

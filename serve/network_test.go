@@ -145,10 +145,10 @@ func TestNetworkRulesHeaderTransforms(t *testing.T) {
 	if info, _ := h.f.Get(context.Background(), id); len(info.Spec.Network.Secrets) != 0 {
 		t.Errorf("the policy after an update without rules: %+v", info.Spec.Network)
 	}
-	// A sandbox whose timeout pauses it keeping only its files cannot
-	// take rules later either (its pause would be refused).
+	// A sandbox whose timeout pauses it keeping only its files takes
+	// rules like any other (its resume names the same secrets).
 	filesOnly := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", `{"templateID":"base","autoPause":true,"autoPauseMemory":false,"network":{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"]}}`)).SandboxID
-	if r := h.do("PUT", "/sandboxes/"+filesOnly+"/network", `{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"`+other+`"}}}]}}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "filesystem-only pause") {
+	if r := h.do("PUT", "/sandboxes/"+filesOnly+"/network", `{"allowOut":["api.example.com"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.com":[{"transform":{"headers":{"X-A":"`+other+`"}}}]}}`); r.status != http.StatusNoContent {
 		t.Errorf("rules for a sandbox paused without memory: %d %s", r.status, r.body)
 	}
 	none := decode[sandboxResponse](t, h.do("POST", "/v2/sandboxes", `{"templateID":"base"}`)).SandboxID

@@ -45,13 +45,15 @@ func TestServeStartRemovesKilledTemps(t *testing.T) {
 		t.Fatal(r.status, string(r.body))
 	}
 	h.s.save()
-	want := append(kept, live.TempName(), "serve-state.json", "secrets.json")
+	// The secret store's file and lock are beside them, as in tent
+	// serve's state directory (the harness's store is that directory's).
+	want := append(kept, live.TempName(), "serve-state.json", "secrets.json", "secrets", "secrets.lock")
 	slices.Sort(want)
 	got := dirNames(t, dir)
 	if !slices.Equal(got, want) {
 		t.Errorf("after the start %s holds %q, want %q", dir, got, want)
 	}
-	for _, f := range []string{state, secrets} {
+	for _, f := range []string{state, secrets, filepath.Join(dir, "secrets")} {
 		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, %v; want mode 0600", f, fi, err)
 		}

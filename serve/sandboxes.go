@@ -59,28 +59,8 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (info sandb
 		return sandbox.Info{}, err
 	}
 	caps := s.b.Capabilities()
-	network, gen, err := s.fillSecrets(plan.network)
-	if err != nil {
+	if err := s.checkRuleSecrets(plan.network); err != nil {
 		return sandbox.Info{}, err
-	}
-	if plan.network != nil && len(secretNames(plan.network.Rules)) > 0 {
-		// Its rules are kept for their secrets' changes once it runs.
-		// A sandbox whose secrets could not be revoked later is not
-		// left running.
-		defer func() {
-			if err == nil {
-				var changed bool
-				if changed, err = s.recordRules(info.ID, plan.network.Rules, gen); err == nil && changed {
-					err = s.applyChanged(ctx, info.ID)
-				}
-				if err != nil {
-					if kerr := s.kill(ctx, info.ID); kerr != nil {
-						s.log.Error("killing a sandbox whose rules could not be kept", "id", info.ID, "err", kerr)
-					}
-					info = sandbox.Info{}
-				}
-			}
-		}()
 	}
 	if !found && len(plan.volumes) > 0 {
 		return sandbox.Info{}, errorf(http.StatusBadRequest, "volumeMounts: a sandbox made from a snapshot (template %q) keeps the snapshot's mounts", plan.template)
@@ -98,7 +78,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (info sandb
 		snap := s.snapshotID(plan.template)
 		ov := sandbox.ForkOverrides{Env: plan.env, Labels: plan.labels()}
 		if plan.allowInternet != nil || plan.network != nil {
-			p, err := networkPolicy(sandbox.NetworkPolicy{}, plan.allowInternet, network, false, caps.NetworkPolicy)
+			p, err := networkPolicy(sandbox.NetworkPolicy{}, plan.allowInternet, plan.network, false, caps.NetworkPolicy)
 			if err != nil {
 				return sandbox.Info{}, err
 			}
@@ -110,7 +90,7 @@ func (s *Server) provisionPlan(ctx context.Context, plan createPlan) (info sandb
 		}
 		return info, err
 	}
-	if spec.Network, err = networkPolicy(spec.Network, plan.allowInternet, network, false, caps.NetworkPolicy); err != nil {
+	if spec.Network, err = networkPolicy(spec.Network, plan.allowInternet, plan.network, false, caps.NetworkPolicy); err != nil {
 		return sandbox.Info{}, err
 	}
 	spec.Env = append(spec.Env, plan.env...)

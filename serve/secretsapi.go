@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 )
@@ -56,10 +55,9 @@ func (s *Server) handleSecretCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	info, err := s.secrets.create(req)
+	info, err := s.secrets.create(req, s.usesChecker(r))
 	if err == nil {
 		s.log.Info("secret created", "id", info.ID, "name", info.Name)
-		err = s.refreshRulesFor(r, info.Name)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -131,10 +129,9 @@ func (s *Server) handleSecretUpdate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	info, err := s.secrets.update(r.PathValue("secretID"), req)
+	info, err := s.secrets.update(r.PathValue("secretID"), req, s.usesChecker(r))
 	if err == nil {
 		s.log.Info("secret updated", "id", info.ID, "name", info.Name, "version", info.Version)
-		err = s.refreshRulesFor(r, info.Name)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -152,20 +149,16 @@ func (s *Server) handleSecretDestroy(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		s.log.Info("secret destroyed", "id", info.ID, "name", info.Name)
-		err = s.refreshRulesFor(r, info.Name)
-	} else if he := (*httpError)(nil); errors.As(err, &he) && he.status == http.StatusNotFound {
-		// Gone already, perhaps by a destroy whose revocation did not
-		// reach every sandbox (a 500, a crash): this one pushes it again.
-		name := r.PathValue("secretID")
-		if s.secrets.used(name) {
-			if rerr := s.refreshRulesFor(r, name); rerr != nil {
-				err = rerr
-			}
-		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// usesChecker returns the check of a new value against the sandboxes
+// whose rules name the secret (checkSecretUses), on r's context.
+func (s *Server) usesChecker(r *http.Request) func(name, value string) error {
+	return func(name, value string) error { return s.checkSecretUses(r.Context(), name, value) }
 }

@@ -117,11 +117,20 @@ type Options struct {
 	// volumeMounts, with a content API reached with each volume's token.
 	// "" refuses the volume API (501).
 	VolumesDir string
-	// SecretsFile, when not "", serves E2B's secrets, kept in that file
-	// (mode 0600): values a create's network.rules header transforms name
-	// as ${e2b.secrets.NAME}, put in by tent's proxy and never seen by
-	// the sandbox. "" refuses the secrets API (501).
+	// SecretsFile, when not "", serves E2B's secrets: named values that
+	// a create's network.rules header transforms name as
+	// ${e2b.secrets.NAME}, which tent's proxy resolves from Secrets when
+	// each request goes out, never seen by the sandbox. The file (mode
+	// 0600) is their index (ids, names, versions, metadata), never a
+	// value; the file of an earlier server, which held the values, is
+	// migrated to Secrets once, at start. "" refuses the secrets API
+	// (501).
 	SecretsFile string
+	// Secrets is the store E2B's secrets' values go to, which the
+	// backend's proxies ask per request: supervised.Backend.Secrets(), or
+	// the ProvisionOptions.Secrets of a Local backend. Required with
+	// SecretsFile.
+	Secrets SecretStore
 }
 
 // Defaults of [Options].
@@ -267,25 +276,8 @@ func New(b sandbox.Backend, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s.vols = vols
-	if s.secrets, err = loadSecrets(opts.SecretsFile); err != nil {
+	if s.secrets, err = loadSecrets(opts.SecretsFile, opts.Secrets); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
-	}
-	if len(s.secrets.rules) > 0 {
-		// The rules of sandboxes that ended while no server ran go.
-		ctx, cancel := context.WithTimeout(context.Background(), opts.RequestTimeout)
-		infos, err := b.List(ctx)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("serve: listing the backend's sandboxes: %w", err)
-		}
-		live := make(map[string]bool, len(infos))
-		for _, i := range infos {
-			live[i.ID] = true
-		}
-		if err := s.secrets.pruneRules(live); err != nil {
-			return nil, fmt.Errorf("serve: %w", err)
-		}
-		s.reconcileRules(opts.RequestTimeout)
 	}
 	s.mux = s.routes()
 	if opts.StateFile != "" {

@@ -82,14 +82,9 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 // snapshot takes a snapshot of sandbox id in a provisioning turn, for
-// a snapshot or a fork: refused when the sandbox's rules name secrets
-// (revoked ones, or the fork would be refused for their values), as a
-// fork would report rules it does not have, and miss the secrets'
-// changes.
+// a snapshot or a fork (whose policy names the same secrets, resolved
+// from the store as the sandbox's are).
 func (s *Server) snapshot(ctx context.Context, id string) (*sandbox.Snapshot, error) {
-	if s.secrets.rulesOf(id) != nil {
-		return nil, errorf(http.StatusBadRequest, "sandbox %s's network rules name secrets, whose values a snapshot never holds: a fork cannot have them", id)
-	}
 	release, err := s.acquireProvision(ctx)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tent-sandbox/tent/cmd/tent/cli"
-	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 	"github.com/tent-sandbox/tent/serve"
@@ -100,7 +99,7 @@ state directory (serve-state.json) for the next tent serve to take up.`,
 // supervised backend of the state directory, as every other verb's, so
 // that tent ls, exec and rm see the sandboxes tent serve made and the
 // other way round.
-func serveBackend(g *cli.Globals, log *slog.Logger) (b sandbox.Backend, close func(context.Context) error, durable bool, err error) {
+func serveBackend(g *cli.Globals, log *slog.Logger) (b *supervised.Backend, close func(context.Context) error, durable bool, err error) {
 	sb := g.BackendWith(supervised.Options{Logger: log})
 	return sb, func(context.Context) error { return nil }, true, nil
 }
@@ -175,6 +174,7 @@ func runServe(ctx context.Context, g *cli.Globals, o *serveOptions) error {
 		StateFile:   filepath.Join(stateDir, "serve-state.json"),
 		VolumesDir:  filepath.Join(stateDir, "volumes"),
 		SecretsFile: filepath.Join(stateDir, "serve-secrets.json"),
+		Secrets:     b.Secrets(), // the store the sandboxes' proxies ask
 		Domain:      serveDomain(o.domain, l.Addr()), PrivatePorts: o.private, MaxUploadBytes: fl.maxUpload})
 	if err != nil {
 		l.Close()
