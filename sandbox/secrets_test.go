@@ -218,6 +218,9 @@ func runNetScript(t *testing.T, spec sandbox.Spec, script string) (string, strin
 }
 
 func TestSecretRefusals(t *testing.T) {
+	// CA directories are looked for in a TMPDIR of this test's own, as
+	// other packages' tests make theirs in /tmp at the same time.
+	t.Setenv("TMPDIR", t.TempDir())
 	ok := netpolicy.Secret{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: sandboxSecret}
 	for _, tc := range []struct {
 		name string
@@ -242,6 +245,7 @@ func TestSecretRefusals(t *testing.T) {
 // A long-lived sandbox: execs see the placeholder, and neither the
 // snapshot nor anything else written of it holds the value.
 func TestSecretNotInSnapshot(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // see TestSecretRefusals
 	o := newSecretOrigin(t)
 	sb, err := sandbox.Provision(context.Background(), withProbe(t, secretSpec(o.port)), sandbox.ProvisionOptions{Resolver: &fakeResolver{}})
 	if err != nil {
