@@ -180,7 +180,7 @@ seccomp and cgroups: no daemon, no image, no root required.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{cmd: c.CommandPath(), err: err}
 	})
-	root.AddCommand(newRunCmd(g), newCreateCmd(g), newExecCmd(g), newPsCmd(g), newAttachCmd(g), newKillCmd(g), newLsCmd(g), newInspectCmd(g), newNetCmd(g), newPortCmd(g), newMountCmd(g), newRmCmd(g),
+	root.AddCommand(newRunCmd(g), newCreateCmd(g), newExecCmd(g), newPsCmd(g), newAttachCmd(g), newKillCmd(g), newLsCmd(g), newInspectCmd(g), newNetCmd(g), newSecretCmd(g), newPortCmd(g), newMountCmd(g), newRmCmd(g),
 		newSuspendCmd(g, true), newSuspendCmd(g, false), newCpCmd(g), newDiffCmd(g), newExportCmd(g),
 		newSnapshotCmd(g), newForkCmd(g), newStatsCmd(g), newCompletionCmd(),
 		newDoctorCmd(), newVersionCmd())

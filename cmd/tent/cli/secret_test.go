@@ -187,14 +187,7 @@ func TestSecretInLongLivedSandbox(t *testing.T) {
 // the value, and is readable by its owner only.
 func storeOnly(t *testing.T, dir string) {
 	t.Helper()
-	path := filepath.Join(dir, secretstore.FileName)
-	fi, err := os.Lstat(path)
-	if err != nil || fi.Mode() != 0o600 {
-		t.Fatalf("the secret store: %v %v, want a file of mode 0600", fi, err)
-	}
-	if b, _ := os.ReadFile(path); !strings.Contains(string(b), cliSecret) {
-		t.Error("the secret store does not hold the value")
-	}
+	storeOnlyValue(t, dir, cliSecret)
 }
 
 func TestSecretInPolicyFile(t *testing.T) {
