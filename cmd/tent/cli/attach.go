@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"golang.org/x/term"
 )
 
 // tent attach is a client of the sandbox's Process, as every frontend is
@@ -38,10 +39,15 @@ var errDetached = errors.New("detached")
 // (errDetached); without one, the end of tent's stdin ends the command's.
 func attachProcess(ctx context.Context, p sandbox.Process, pi sandbox.ProcessInfo, stdin bool) (*sandbox.ExecResult, error) {
 	stdin = stdin && pi.Stdin
+	// On a terminal command, tent's own terminal is read even when the
+	// command takes no input (started without -i, or --no-stdin), for
+	// the detach keys alone: otherwise a command that ignores SIGINT and
+	// SIGQUIT (a shell) would leave no way out but another terminal.
+	keysOnly := pi.TTY && !stdin && term.IsTerminal(int(os.Stdin.Fd()))
 	var ct *callerTerm
 	if pi.TTY {
 		var err error
-		if ct, err = openCallerTerm(termFlags{tty: true, interactive: stdin}); err != nil {
+		if ct, err = openCallerTerm(termFlags{tty: true, interactive: stdin || keysOnly}); err != nil {
 			return nil, err
 		}
 		defer ct.restore()
@@ -70,8 +76,11 @@ func attachProcess(ctx context.Context, p sandbox.Process, pi sandbox.ProcessInf
 		}
 	}()
 	detached := make(chan struct{})
-	if stdin {
+	switch {
+	case stdin:
 		go feedStdin(actx, p, os.Stdin, pi.TTY, detached)
+	case keysOnly:
+		go watchDetachKeys(os.Stdin, detached)
 	}
 	streams := 2
 	if pi.TTY {
@@ -137,6 +146,25 @@ func feedStdin(ctx context.Context, p sandbox.Process, in io.Reader, tty bool, d
 			if !tty {
 				_ = p.CloseStdin(ctx)
 			}
+			return
+		}
+	}
+}
+
+// watchDetachKeys reads in until the detach keys come (then it closes
+// detached) or in ends, and drops the rest: the command takes no input.
+// It is left blocked in its read when tent attach returns first, which
+// is only when tent exits.
+func watchDetachKeys(in io.Reader, detached chan<- struct{}) {
+	buf := make([]byte, 256)
+	var keys detachScanner
+	for {
+		n, err := in.Read(buf)
+		if _, detach := keys.scan(buf[:n]); detach {
+			close(detached)
+			return
+		}
+		if err != nil {
 			return
 		}
 	}

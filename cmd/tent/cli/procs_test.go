@@ -149,3 +149,39 @@ func TestCLIAttachTerminal(t *testing.T) {
 		t.Errorf("tent attach exited %d, want the shell's 3", code)
 	}
 }
+
+// A command on a terminal that takes no input (tent exec -d -t, without
+// -i) ignores the caller's keys, but Ctrl-P Ctrl-Q still detaches tent
+// attach, and the caller's terminal is restored: a shell that ignores
+// SIGINT and SIGQUIT would otherwise leave no way out.
+func TestCLIAttachTerminalWithoutStdinDetaches(t *testing.T) {
+	t.Parallel()
+	l := newLife(t)
+	id := l.create(t)
+	r := l.tent(t, "exec", "-d", "-t", id, "--", "sh", "-c", "echo ready; read line; echo got-$line; sleep 300")
+	r.expect(t, 0)
+	pid := strings.TrimSpace(r.stdout)
+	term := newTerminal(t, 24, 80)
+	before := term.termios(t)
+	cmd := term.start(t, "--state-dir", l.dir, "attach", id, pid)
+	term.await(t, "ready")
+	term.typ(t, "typed\n\x10\x11") // not the command's; then Ctrl-P Ctrl-Q
+	if code := exitCode(t, cmd); code != 0 {
+		t.Errorf("tent attach detached with %d, want 0", code)
+	}
+	if after := term.termios(t); after != before {
+		t.Errorf("the terminal was not restored:\nbefore %+v\nafter  %+v", before, after)
+	}
+	var procs []struct {
+		Pid     int
+		Running bool
+	}
+	if err := json.Unmarshal([]byte(l.tent(t, "ps", "-o", "json", id).stdout), &procs); err != nil || len(procs) != 1 || !procs[0].Running {
+		t.Errorf("tent ps -o json once detached: %+v, %v; want it running", procs, err)
+	}
+	// Had the keys reached it, its read would have ended and its sleep
+	// begun (the check cannot fail falsely: without input, it never does).
+	if out := l.tent(t, "exec", id, "--", "sh", "-c", "ps -eo args | grep -c '^sleep 300' || true").stdout; strings.TrimSpace(out) != "0" {
+		t.Errorf("the command read the caller's keys: it went on to its sleep (%q)", out)
+	}
+}
