@@ -67,7 +67,12 @@ func TestServeStateFullDiskKeepsOld(t *testing.T) {
 	state := filepath.Join(dir, "serve-state.json")
 	h := newHarness(t, Options{StateFile: state})
 	h.create(`{"timeout":60}`)
-	h.s.save()
+	// The writer saves in the background whenever the state changes: it
+	// is stopped (after its last save) so that no save of its own is in
+	// flight while the disk fills. One would replace the state file as
+	// the disk fills and free the old one's page, which the save below
+	// then takes (the test failed so on a loaded machine).
+	h.s.stopSaving()
 	old, err := os.ReadFile(state)
 	if err != nil || len(old) == 0 {
 		t.Fatalf("state: %q %v", old, err)
