@@ -9,8 +9,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tent-sandbox/tent/internal/handle"
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // Bounds of one exec's wall time.
@@ -71,7 +71,7 @@ type denialView struct {
 	Count  int    `json:"count"`
 }
 
-func denialViews(ds []netpolicy.Denial) []denialView {
+func denialViews(ds []policy.Denial) []denialView {
 	out := make([]denialView, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, denialView{Host: d.Host, Port: d.Port, Reason: d.Reason, Count: d.Count})
@@ -160,7 +160,7 @@ func (s *Server) run(ctx context.Context, call *sdk.CallToolRequest, o runOpts, 
 	if len(res.NetworkDenied) > 0 {
 		out.NetworkDenied = denialViews(res.NetworkDenied)
 	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.text(req.Timeout, netpolicy.Summary(res.NetworkDenied))}}}, out, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.text(req.Timeout, policy.DeniedSummary(res.NetworkDenied))}}}, out, nil
 }
 
 // text is the result as a model reads it.

@@ -11,7 +11,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tent-sandbox/tent/internal/handle"
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -25,7 +24,7 @@ type box struct {
 	// denials are the destinations the network policy refused during the
 	// commands this server ran in the sandbox, oldest first, at most
 	// maxDenials (guarded by Server.mu).
-	denials []netpolicy.Denial
+	denials []policy.Denial
 	// ended are the pids of background commands whose end (and denials)
 	// was noted, the last maxProcessRecords (guarded by Server.mu).
 	ended []int
@@ -212,7 +211,7 @@ func (s *Server) forget(id string) {
 
 // noteDenials adds a command's refused destinations to its sandbox's
 // record, keeping the most recent maxDenials.
-func (s *Server) noteDenials(bx *box, ds []netpolicy.Denial) {
+func (s *Server) noteDenials(bx *box, ds []policy.Denial) {
 	if len(ds) == 0 {
 		return
 	}
@@ -220,7 +219,7 @@ func (s *Server) noteDenials(bx *box, ds []netpolicy.Denial) {
 	defer s.mu.Unlock()
 	bx.denials = append(bx.denials, ds...)
 	if over := len(bx.denials) - maxDenials; over > 0 {
-		bx.denials = append([]netpolicy.Denial(nil), bx.denials[over:]...)
+		bx.denials = append([]policy.Denial(nil), bx.denials[over:]...)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/policy"
 )
@@ -142,7 +141,7 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 	// The network settings are mapped against the template later; check
 	// them now against the most permissive template (net: host), so that
 	// a bad request never provisions.
-	if _, err := networkPolicy(sandbox.NetworkPolicy{Mode: netpolicy.Host}, req.AllowInternetAccess, req.Network, false, caps.NetworkPolicy); err != nil {
+	if _, err := networkPolicy(sandbox.NetworkPolicy{Mode: policy.NetHost}, req.AllowInternetAccess, req.Network, false, caps.NetworkPolicy); err != nil {
 		return p, err
 	}
 	return p, nil

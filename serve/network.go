@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/tent-sandbox/tent/internal/handle"
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // E2B's network model and tent's differ, and the mapping refuses what
@@ -67,7 +67,7 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 		if err != nil {
 			return p, err
 		}
-		if p.Mode.Normalize() != netpolicy.Limited {
+		if p.Mode.Normalize() != policy.NetLimited {
 			return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.rules: header transforms are made by tent's proxy, which only a limited sandbox has: list the hosts in network.allowOut with denyOut: [\"0.0.0.0/0\"] (ALL_TRAFFIC)")
 		}
 		p.Secrets = append(slices.Clip(p.Secrets), secrets...)
@@ -93,7 +93,7 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 		if slices.Contains(allTraffic, a) {
 			return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.allowOut[%d] %q: %s", i, nc.AllowOut[i], openInternetHelp)
 		}
-		if _, err := netpolicy.ParseRule(a); err != nil {
+		if _, err := policy.ParseRule(a); err != nil {
 			return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.allowOut[%d]: %v", i, err)
 		}
 		allowed = append(allowed, a)
@@ -103,9 +103,9 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 			if len(allowed) > 0 {
 				return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network.allowOut: this host cannot run tent's limited network mode (its proxy), which allow rules need")
 			}
-			return sandbox.NetworkPolicy{Mode: netpolicy.None}, nil
+			return sandbox.NetworkPolicy{Mode: policy.NetNone}, nil
 		}
-		return sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: allowed}, nil
+		return sandbox.NetworkPolicy{Mode: policy.NetLimited, AllowedHosts: allowed}, nil
 	}
 	if len(nc.AllowOut)+len(nc.DenyOut) > 0 {
 		return sandbox.NetworkPolicy{}, errorf(http.StatusBadRequest, "network: without denyOut 0.0.0.0/0 or allow_internet_access false, E2B leaves every destination not in denyOut open: %s", openInternetHelp)
@@ -115,7 +115,7 @@ func networkPolicy(base sandbox.NetworkPolicy, allowInternet *bool, nc *networkC
 		// allow_internet_access: true): the template decides.
 		return base, nil
 	}
-	if base.Mode.Normalize() == netpolicy.Host {
+	if base.Mode.Normalize() == policy.NetHost {
 		return base, nil // the open internet, as asked
 	}
 	if allowInternet != nil {
@@ -170,22 +170,22 @@ func checkUnsupportedNet(nc *networkConfig) error {
 const maxRuleHeaders = 32
 
 // ruleSecrets turns network.rules' header transforms into secrets of the
-// sandbox's policy (netpolicy.Secret with Header): tent's proxy sets each
+// sandbox's policy (policy.NetworkSecret with Header): tent's proxy sets each
 // header on every HTTPS request to its host, which it intercepts for
 // that, and the value never enters the sandbox, its records or answers
 // (see redactRules). A value naming ${e2b.secrets.NAME} becomes a
 // Template the proxy fills from the secret store per request (see
 // ruleTemplate); another is given as it is. A rule of another kind is
 // not implemented (501).
-func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
+func ruleSecrets(rules map[string][]networkRule) ([]policy.NetworkSecret, error) {
 	hosts := make([]string, 0, len(rules))
 	for h := range rules {
 		hosts = append(hosts, h)
 	}
 	slices.Sort(hosts)
-	var out []netpolicy.Secret
+	var out []policy.NetworkSecret
 	for _, h := range hosts {
-		r, err := netpolicy.ParseRule(h)
+		r, err := policy.ParseRule(h)
 		if err != nil || r.IsAddr() {
 			return nil, errorf(http.StatusBadRequest, "network.rules[%q]: want a host name (header transforms need TLS to a named host)", h)
 		}
@@ -199,7 +199,7 @@ func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
 			}
 			slices.Sort(names)
 			for _, k := range names {
-				sec := netpolicy.Secret{Name: fmt.Sprintf("E2B_RULE_%d", len(out)+1), Hosts: []string{h}, Header: k, Value: rule.Transform.Headers[k]}
+				sec := policy.NetworkSecret{Name: fmt.Sprintf("E2B_RULE_%d", len(out)+1), Hosts: []string{h}, Header: k, Value: rule.Transform.Headers[k]}
 				tmpl, ok, err := ruleTemplate(sec.Value)
 				if err != nil {
 					return nil, errorf(http.StatusBadRequest, "network.rules[%q][%d].transform.headers[%q]: %v", h, i, k, err)
@@ -217,7 +217,7 @@ func ruleSecrets(rules map[string][]networkRule) ([]netpolicy.Secret, error) {
 	}
 	if len(out) > 0 {
 		// The proxy's own checks, with the field each refusal names.
-		if _, err := netpolicy.Compile(netpolicy.Policy{Mode: netpolicy.Limited, Secrets: out}); err != nil {
+		if err := policy.CheckNetwork(sandbox.NetworkPolicy{Mode: policy.NetLimited, Secrets: out}); err != nil {
 			return nil, errorf(http.StatusBadRequest, "network.rules: %v", err)
 		}
 	}
@@ -258,7 +258,7 @@ func internetView(p sandbox.NetworkPolicy, given *bool) *bool {
 	if given != nil {
 		return given
 	}
-	open := p.Mode.Normalize() == netpolicy.Host
+	open := p.Mode.Normalize() == policy.NetHost
 	return &open
 }
 
@@ -270,9 +270,9 @@ func networkView(p sandbox.NetworkPolicy, given *networkConfig) *networkConfig {
 		return given
 	}
 	switch p.Mode.Normalize() {
-	case netpolicy.Host:
+	case policy.NetHost:
 		return nil
-	case netpolicy.Limited:
+	case policy.NetLimited:
 		return &networkConfig{AllowOut: p.AllowedHosts, DenyOut: []string{allTraffic[0]}}
 	}
 	return &networkConfig{DenyOut: []string{allTraffic[0]}}
@@ -305,7 +305,7 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 	}
 	switch cur.Mode.Normalize() {
 	case p.Mode.Normalize():
-	case netpolicy.None:
+	case policy.NetNone:
 		if len(p.AllowedHosts) > 0 || len(p.Secrets) > 0 {
 			s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s was created without network rules (no network at all), and tent picks the network mode at creation: create it with network rules (for example denyOut: [\"0.0.0.0/0\"]) to change them at run time", info.ID))
 			return
@@ -315,7 +315,7 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusConflict, "sandbox %s runs with network mode %s, which cannot become %s at run time", info.ID, cur.Mode.Normalize(), p.Mode.Normalize()))
 		return
 	}
-	if cur.Mode.Normalize() == netpolicy.Limited {
+	if cur.Mode.Normalize() == policy.NetLimited {
 		// On a context of its own: a client gone must not leave the
 		// change half made.
 		ctx, cancel := s.detached(r)

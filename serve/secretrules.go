@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tent-sandbox/tent/netpolicy"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // A header transform naming ${e2b.secrets.NAME} becomes a
-// netpolicy.Secret whose Template names the store's entry of NAME
+// policy.NetworkSecret whose Template names the store's entry of NAME
 // (ruleTemplate): the proxy fills it when each request goes out, as E2B
 // resolves a secret then. Nothing here pushes a value anywhere: the
 // checks below only refuse, up front, what the proxy could not send.
@@ -26,7 +26,7 @@ const minRuleSecret = 8
 // secretRef is the placeholder Secret.fill makes.
 var secretRef = regexp.MustCompile(`\$\{e2b\.secrets\.([^{}]*)\}`)
 
-// ruleTemplate returns header value v as a netpolicy template, each
+// ruleTemplate returns header value v as a proxy's secret template, each
 // ${e2b.secrets.NAME} naming the store's entry of NAME; ok is false when
 // v names no secret (a value given as it is). Text around the references
 // may not hold "${": it would name other entries of the store.
@@ -39,7 +39,7 @@ func ruleTemplate(v string) (tmpl string, ok bool, err error) {
 	last := 0
 	for _, m := range ms {
 		b.WriteString(v[last:m[0]])
-		b.WriteString(netpolicy.TemplateRef(storeName(v[m[2]:m[3]])))
+		b.WriteString(policy.SecretRef(storeName(v[m[2]:m[3]])))
 		last = m[1]
 	}
 	b.WriteString(v[last:])
@@ -77,7 +77,7 @@ func (s *Server) checkRuleSecrets(nc *networkConfig) error {
 				}
 				tmpl, ok, err := ruleTemplate(v)
 				if err == nil && ok {
-					_, _, err = netpolicy.FillTemplate(tmpl, st.store)
+					_, _, err = policy.FillSecretTemplate(tmpl, st.store)
 				}
 				if err != nil {
 					return errorf(http.StatusBadRequest, "%s: %v", field, err)
@@ -92,13 +92,13 @@ func (s *Server) checkRuleSecrets(nc *networkConfig) error {
 // rules name it could not send it: too short, or a header too long with
 // it. A secret revoked beside it does not stand in the way.
 func (s *Server) checkSecretUses(ctx context.Context, name, value string) error {
-	ref := netpolicy.TemplateRef(storeName(name))
+	ref := policy.SecretRef(storeName(name))
 	infos, err := s.b.List(ctx)
 	if err != nil {
 		return fmt.Errorf("listing the sandboxes that may use secret %q: %w", name, err)
 	}
 	slices.SortFunc(infos, func(a, b sandbox.Info) int { return strings.Compare(a.ID, b.ID) })
-	src := &netpolicy.SecretMap{}
+	src := &policy.SecretMap{}
 	for _, info := range infos {
 		for _, sec := range info.Spec.Network.Secrets {
 			if !strings.Contains(sec.Template, ref) {
@@ -120,19 +120,19 @@ func (s *Server) checkSecretUses(ctx context.Context, name, value string) error 
 
 // fillWith fills template with value as entry name's and the store's
 // other values, leaving out those store lacks (revoked).
-func fillWith(template, name, value string, store SecretStore, src *netpolicy.SecretMap) error {
+func fillWith(template, name, value string, store SecretStore, src *policy.SecretMap) error {
 	if err := src.Set(name, value); err != nil {
 		return err
 	}
-	for _, n := range netpolicy.TemplateNames(template) {
+	for _, n := range policy.SecretRefs(template) {
 		if n == name {
 			continue
 		}
 		if v, ok := store.LookupSecret(n); ok && src.Set(n, v) == nil {
 			continue
 		}
-		template = strings.ReplaceAll(template, netpolicy.TemplateRef(n), "")
+		template = strings.ReplaceAll(template, policy.SecretRef(n), "")
 	}
-	_, _, err := netpolicy.FillTemplate(template, src)
+	_, _, err := policy.FillSecretTemplate(template, src)
 	return err
 }

@@ -17,14 +17,14 @@ import (
 	"unicode"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
-	"github.com/tent-sandbox/tent/netpolicy"
+	"github.com/tent-sandbox/tent/sandbox/policy"
 )
 
 // E2B's secrets: named values a sandbox never sees. Their values live in
 // the backend's secret store (Options.Secrets), under storeName(NAME),
 // where tent's proxy asks for them each time a request goes out: a
 // create's network.rules header transform naming ${e2b.secrets.NAME}
-// (the SDKs' Secret.fill) becomes a netpolicy.Secret whose Template names
+// (the SDKs' Secret.fill) becomes a policy.NetworkSecret whose Template names
 // that entry (see ruleSecrets), so an update or a destroy is one write of
 // the store, in force from the next request of every sandbox naming the
 // secret (running, forked or resumed). The server keeps only the index
@@ -37,7 +37,9 @@ import (
 // ProvisionOptions.Secrets of a Local backend). *secretstore.Store is
 // one.
 type SecretStore interface {
-	netpolicy.SecretSource
+	// LookupSecret returns the value of secret name (netpolicy's
+	// SecretSource, which the proxies ask).
+	LookupSecret(name string) (value string, ok bool)
 	Set(name, value string) error
 	Delete(name string) (bool, error)
 }
@@ -167,7 +169,7 @@ func loadSecrets(file string, store SecretStore) (*secrets, error) {
 // setValue writes v as r's value: to the store, or, under 8 bytes,
 // nowhere (r is marked short, and any earlier value revoked).
 func (st *secrets) setValue(r *secretRec, v string) error {
-	if netpolicy.ValidateSecretValue(v) != nil {
+	if policy.ValidateSecretValue(v) != nil {
 		r.Short = true
 		_, err := st.store.Delete(storeName(r.Name))
 		return err

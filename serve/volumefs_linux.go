@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/sandbox/transfer"
 )
 
 // A volume's files are hostile input: every sandbox that mounts the
@@ -394,7 +394,7 @@ func (v *volumeFS) listAt(dir int, rel string, depth int, out *[]volumeEntry, si
 }
 
 // setMode changes rel's mode: only a file's or a directory's, never
-// through a link (layer.ChmodNoFollow), which reaches an entry a sandbox
+// through a link (transfer.ChmodNoFollow), which reaches an entry a sandbox
 // left mode 0 (the server needs no permission on it).
 func (v *volumeFS) setMode(rel string, mode *uint32) (volumeEntry, error) {
 	dir, name := v.root, "."
@@ -414,7 +414,7 @@ func (v *volumeFS) setMode(rel string, mode *uint32) (volumeEntry, error) {
 		return volumeEntry{}, errorf(http.StatusBadRequest, "path %s: only a file's or a directory's metadata can be changed", apiPath(rel))
 	}
 	if mode != nil {
-		if err := layer.ChmodNoFollow(dir, name, *mode); err != nil {
+		if err := transfer.ChmodNoFollow(dir, name, *mode); err != nil {
 			return volumeEntry{}, pathError(rel, err)
 		}
 		if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -425,7 +425,7 @@ func (v *volumeFS) setMode(rel string, mode *uint32) (volumeEntry, error) {
 }
 
 // remove removes rel, a directory with everything beneath it (links are
-// removed, never followed: layer.RemoveBeneath, which also makes each
+// removed, never followed: transfer.RemoveBeneath, which also makes each
 // directory a sandbox left mode 0 or read-only its owner's first). The
 // root cannot be removed.
 func (v *volumeFS) remove(rel string) error {
@@ -441,7 +441,7 @@ func (v *volumeFS) remove(rel string) error {
 	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return pathError(rel, err)
 	}
-	return removeError(layer.RemoveBeneath(dir, name))
+	return removeError(transfer.RemoveBeneath(dir, name))
 }
 
 // removeError is the API's answer to a removal that stopped: a tree too
@@ -450,8 +450,8 @@ func removeError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, layer.ErrTooDeep):
-		return errorf(http.StatusConflict, "removal: directories nested over %d deep: remove them from a sandbox that mounts the volume (%v)", layer.MaxDepth, err)
+	case errors.Is(err, transfer.ErrTooDeep):
+		return errorf(http.StatusConflict, "removal: directories nested over %d deep: remove them from a sandbox that mounts the volume (%v)", transfer.MaxDepth, err)
 	case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
 		return errorf(http.StatusConflict, "removal: a directory kept filling up (a sandbox is writing to it): %v", err)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
@@ -463,5 +463,5 @@ func removeError(err error) error {
 // removeAside removes a destroyed volume's directory, name in v.dir
 // (the server's own path), without following what a sandbox left in it.
 func (v *volumes) removeAside(name string) error {
-	return removeError(layer.RemoveTree(filepath.Join(v.dir, name)))
+	return removeError(transfer.RemoveTree(filepath.Join(v.dir, name)))
 }

@@ -38,6 +38,15 @@
 // functions, so that the sandbox package can print a memory limit in its
 // error messages without importing this package.
 //
+// # Network terms for frontends
+//
+// A frontend that builds a network policy from its own protocol (E2B's
+// network settings, MCP's denials) names its terms here, not in package
+// netpolicy: the modes ([NetNone], [NetLimited], [NetHost]), host rules
+// ([ParseRule]), a whole policy's check ([CheckNetwork]), a credential
+// ([NetworkSecret]) and its templates ([SecretRef], [FillSecretTemplate]),
+// and refused connections ([Denial], [DeniedSummary]).
+//
 // # Errors
 //
 // The parsers' errors say what is wrong with a value without repeating

@@ -52,4 +52,10 @@
 // files are opened O_NOFOLLOW|O_NONBLOCK and checked on the descriptor;
 // directories are archived descriptor-relative by layer.WriteTar); what it
 // writes inside is written with the sandbox's own rights.
+//
+// The same host-side rules serve the frontends that manage such trees
+// themselves (E2B's volumes): [RemoveTree], [RemoveBeneath] and
+// [ChmodNoFollow] follow no link and stop at [MaxDepth]; the bounds of a
+// file's metadata are [MaxMetadataEntries], [MaxMetadataName] and
+// [MaxMetadataValue].
 package transfer

@@ -13,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	tentfs "github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )
@@ -301,7 +300,7 @@ func (bx *box) hasRootHome(ctx context.Context) bool {
 // entryInfo is envd's EntryInfo of fi: its owner and group named as the
 // sandbox user ($USER, whose group E2B names alike) when they are its
 // ids, and a relative symlink's target made absolute, as envd reports it.
-func (bx *box) entryInfo(ctx context.Context, fi tentfs.FileInfo) *filesystempb.EntryInfo {
+func (bx *box) entryInfo(ctx context.Context, fi sandbox.FileInfo) *filesystempb.EntryInfo {
 	e := entryInfo(fi)
 	if _, err := bx.homeDir(ctx); err == nil {
 		bx.mu.Lock()

@@ -17,8 +17,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	tentfs "github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
+	"github.com/tent-sandbox/tent/sandbox/transfer"
 )
 
 // fileEntry is envd's REST EntryInfo, what an upload answers per file.
@@ -47,12 +47,12 @@ func uploadMetadata(h http.Header) (map[string]string, error) {
 		name = strings.ToLower(name)
 		n++
 		switch {
-		case name == "" || len(name) > tentfs.MaxMetadataName:
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("metadata %q: a name of 1 to %d bytes", name, tentfs.MaxMetadataName))
-		case len(vs) != 1 || len(vs[0]) > tentfs.MaxMetadataValue:
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("metadata %q: one value of at most %d bytes", name, tentfs.MaxMetadataValue))
-		case n > tentfs.MaxMetadataEntries:
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("more than %d metadata entries", tentfs.MaxMetadataEntries))
+		case name == "" || len(name) > transfer.MaxMetadataName:
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("metadata %q: a name of 1 to %d bytes", name, transfer.MaxMetadataName))
+		case len(vs) != 1 || len(vs[0]) > transfer.MaxMetadataValue:
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("metadata %q: one value of at most %d bytes", name, transfer.MaxMetadataValue))
+		case n > transfer.MaxMetadataEntries:
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("more than %d metadata entries", transfer.MaxMetadataEntries))
 		}
 		meta[name] = vs[0]
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // mechanismPackages are the packages below sandbox (DESIGN's layout):
-// the CLI reaches them only through sandbox and its subpackages.
+// the CLI and the other frontends reach them only through sandbox and its
+// subpackages.
 var mechanismPackages = []string{"namespaces", "fs", "cgroups", "seccomp", "netpolicy", "internal/hostcheck"}
 
 // TestCLIImportsNoMechanism: no non-test Go file of the CLI (this
@@ -22,11 +23,44 @@ var mechanismPackages = []string{"namespaces", "fs", "cgroups", "seccomp", "netp
 // on a copy of this package's directory only, as in the VM, it checks
 // that directory.)
 func TestCLIImportsNoMechanism(t *testing.T) {
-	const module = "github.com/tent-sandbox/tent/"
 	dirs := []string{"."}
 	if root := repoRoot(); hasFile(filepath.Join(root, "go.mod")) {
 		dirs = append(dirs, filepath.Join(root, "cmd", "tent"), filepath.Join(root, "cmd", "tent-server"))
 	}
+	if files := checkNoMechanism(t, dirs); files < 10 {
+		t.Fatalf("checked %d files: the CLI's sources were not found", files)
+	}
+}
+
+// frontends are the module's frontends besides the CLI, with their
+// subpackages (serve/envd among serve's): E2B's API, MCP and the runc CLI.
+var frontends = []string{"serve", "mcp", "oci"}
+
+// TestFrontendsImportNoMechanism: no non-test Go file of a frontend
+// (serve and serve/envd, mcp, oci, and their subpackages) imports a
+// mechanism package or one of its subpackages, under any build
+// constraint: they go through sandbox and its subpackages, as the CLI
+// does. It needs the module's sources (skipped on a copy of this
+// directory alone).
+func TestFrontendsImportNoMechanism(t *testing.T) {
+	root := repoRoot()
+	if !hasFile(filepath.Join(root, "go.mod")) {
+		t.Skip("the module's sources are not here")
+	}
+	for _, f := range frontends {
+		dir := filepath.Join(root, f)
+		if files := checkNoMechanism(t, []string{dir}); files < 3 {
+			t.Errorf("checked %d files in %s: its sources were not found", files, dir)
+		}
+	}
+}
+
+// checkNoMechanism reports, as test errors, each import of a mechanism
+// package by a non-test Go file under dirs (testdata aside), and returns
+// how many files it checked.
+func checkNoMechanism(t *testing.T, dirs []string) int {
+	t.Helper()
+	const module = "github.com/tent-sandbox/tent/"
 	files := 0
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -52,7 +86,7 @@ func TestCLIImportsNoMechanism(t *testing.T) {
 				}
 				for _, m := range mechanismPackages {
 					if rest == m || strings.HasPrefix(rest, m+"/") {
-						t.Errorf("%s imports %s: the CLI goes through sandbox and its subpackages", p, path)
+						t.Errorf("%s imports %s: a frontend goes through sandbox and its subpackages", p, path)
 					}
 				}
 			}
@@ -62,9 +96,7 @@ func TestCLIImportsNoMechanism(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if files < 10 {
-		t.Fatalf("checked %d files: the CLI's sources were not found", files)
-	}
+	return files
 }
 
 // hasFile reports whether p exists.
