@@ -13,7 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	tentfs "github.com/tent-sandbox/tent/fs"
+	tentfs "github.com/tent-sandbox/tent/fs/files"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/serve/envd/filesystempb"
 )

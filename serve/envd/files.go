@@ -17,7 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	tentfs "github.com/tent-sandbox/tent/fs"
+	tentfs "github.com/tent-sandbox/tent/fs/files"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 

@@ -1,4 +1,4 @@
-package fs
+package files
 
 import (
 	"github.com/tent-sandbox/tent/fs/internal/tree"
