@@ -1,8 +1,6 @@
 package fs
 
 import (
-	"github.com/tent-sandbox/tent/fs/internal/tree"
-
 	"fmt"
 	"os"
 	"strings"
@@ -15,8 +13,8 @@ import (
 const stage = "/tmp"
 
 // resolveSafe refuses every symlink, magic link and escape from dirfd
-// (the walks of fs/internal/tree share it).
-const resolveSafe = tree.ResolveSafe
+// (fs/layer's walks resolve with the same flags).
+const resolveSafe = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // Apply builds the plan in the calling process's mount namespace and
 // pivots into it. pre holds detached mounts (from open_tree) for steps

@@ -37,10 +37,11 @@
 //     mountpoint_linux.go (mount points beneath the new root),
 //     attach_linux.go and idmap*.go (mounts into a running sandbox,
 //     idmapped clones); landlock*.go.
-//   - The in-sandbox file helper ([RunFileHelper]): files*.go, frame*.go.
 //
-// The writable layers (diffs, exports, patches, archives) are package
-// fs/layer, which imports fs (never the reverse). The descriptor-relative
-// walk, the sparse copy and the tar archive they are built on are
-// fs/internal/tree, shared with the file helper (its tar and untar ops).
+// Two subpackages build on fs, which imports neither: fs/files is the
+// in-sandbox file helper (the re-executed "tent-fs" mode behind the
+// sandbox's file verbs), and fs/layer the writable layers (diffs,
+// exports, patches, archives) with the descriptor-relative walk, the
+// sparse copy and the tar archive they are built on, which the file
+// helper's tar and untar ops use too.
 package fs

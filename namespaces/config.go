@@ -137,7 +137,7 @@ type Exec struct {
 	Args []string `json:"args"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
-	// FileHelper runs tent's own file helper (fs.FileHelperArg0) instead
+	// FileHelper runs tent's own file helper (files.FileHelperArg0) instead
 	// of Path: the host binary, reached through a descriptor the init
 	// holds and allowed by one Landlock execute rule.
 	FileHelper bool `json:"file_helper,omitempty"`

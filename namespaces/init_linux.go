@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/files"
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/seccomp"
 )
@@ -31,8 +32,8 @@ func MaybeRunInit() {
 	if len(os.Args) > 0 && os.Args[0] == ExecArg0 {
 		os.Exit(runTrampoline())
 	}
-	if len(os.Args) > 0 && os.Args[0] == fs.FileHelperArg0 {
-		os.Exit(fs.RunFileHelper(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	if len(os.Args) > 0 && os.Args[0] == files.FileHelperArg0 {
+		os.Exit(files.RunFileHelper(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 0 && os.Args[0] == SudoHelperArg0 {
 		os.Exit(runSudoHelper())

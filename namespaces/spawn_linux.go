@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/files"
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
@@ -83,7 +84,7 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	}
 	if e.FileHelper {
 		path = fmt.Sprintf("/proc/self/fd/%d", exe)
-		e.Args = append([]string{fs.FileHelperArg0}, e.Args...)
+		e.Args = append([]string{files.FileHelperArg0}, e.Args...)
 	} else if path, err = lookPath(e.Path, e.Env); err != nil {
 		return 0, "exec", err
 	}

@@ -9,13 +9,13 @@ import (
 	"strconv"
 
 	"github.com/tent-sandbox/tent/cgroups"
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/files"
 )
 
 // FileInfo describes a file inside a sandbox: its name and absolute
 // path, type and mode (a symlink's Link is its target), size,
 // modification time, owner and metadata.
-type FileInfo = fs.FileInfo
+type FileInfo = files.FileInfo
 
 // ReadOptions are [Handle.ReadFile]'s options.
 type ReadOptions struct {
@@ -41,9 +41,9 @@ type WriteOptions struct {
 	Parents bool `json:"parents,omitempty"`
 	// Metadata are the file's metadata with Parents (extended
 	// attributes of tent's, which E2B's files API serves; see
-	// fs.MaxMetadataEntries for their bounds).
+	// files.MaxMetadataEntries for their bounds).
 	Metadata map[string]string `json:"metadata,omitempty"`
-	// Framed says the content is framed already, as fs.FrameEncoder
+	// Framed says the content is framed already, as files.FrameEncoder
 	// frames it: a backend that frames its caller's input in the
 	// caller's process (package supervised) passes it on so. The
 	// content's end is then its end mark, not its reader's EOF.
@@ -53,7 +53,7 @@ type WriteOptions struct {
 // WatchOptions are [Handle.Watch]'s options.
 type WatchOptions struct {
 	// Recursive watches the subdirectories too, those there at the start
-	// and those made later (at most fs.MaxWatchDirs; ENOSPC beyond).
+	// and those made later (at most files.MaxWatchDirs; ENOSPC beyond).
 	Recursive bool `json:"recursive,omitempty"`
 	// Entries adds each change's FileInfo, where the file still exists.
 	Entries bool `json:"entries,omitempty"`
@@ -86,7 +86,7 @@ const (
 	FileUntar FileOp = "untar"
 )
 
-// The typed verbs' operations (see fs.RunFileHelper for each).
+// The typed verbs' operations (see files.RunFileHelper for each).
 const (
 	fileRead      FileOp = "read"
 	fileWrite     FileOp = "write"
@@ -125,8 +125,8 @@ type FileRequest struct {
 // option of write and put, so that a helper that does not know them
 // refuses them, EINVAL, rather than writing the frames as content.
 const (
-	fileWriteFramed FileOp = fs.FileOpWriteFramed
-	filePutFramed   FileOp = fs.FileOpPutFramed
+	fileWriteFramed FileOp = files.FileOpWriteFramed
+	filePutFramed   FileOp = files.FileOpPutFramed
 )
 
 // framed returns r as it is to reach the file helper, and a function
@@ -137,7 +137,7 @@ const (
 //
 // A write commits only content whose end it was told of: with In a
 // reader (not a regular file), the request becomes the op's framed form
-// and its In frames r.In (see [fs.FrameEncoder]): length-prefixed chunks,
+// and its In frames r.In (see [files.FrameEncoder]): length-prefixed chunks,
 // then an end mark with the total count once r.In returned io.EOF. A
 // reader that fails, or a caller killed mid-write, ends the helper's
 // input without the end mark, and the helper fails (EPIPE), leaving the
@@ -165,7 +165,7 @@ func (r FileRequest) framed(already bool) (req FileRequest, inputErr func() erro
 			return r, none
 		}
 	}
-	enc := fs.NewFrameEncoder(r.In)
+	enc := files.NewFrameEncoder(r.In)
 	r.In = enc
 	return r, func() error {
 		if err := enc.SourceErr(); err != nil {

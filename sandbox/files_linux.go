@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/files"
 )
 
 // Files of a sandbox, for an agent's read/write/edit tools and for
@@ -253,7 +253,7 @@ func fileResult(op, path string, res *ExecResult, stderr string) error {
 	if res.ExitCode == 0 {
 		return nil
 	}
-	if res.ExitCode == fs.HelperFailed {
+	if res.ExitCode == files.HelperFailed {
 		name, _, _ := strings.Cut(strings.TrimSpace(stderr), " ")
 		for e := syscall.Errno(1); e < 256; e++ {
 			if unix.ErrnoName(e) == name {
@@ -286,7 +286,7 @@ func (s *Sandbox) Watch(ctx context.Context, path string, opts WatchOptions) (<-
 	}()
 	lines := bufio.NewScanner(outR)
 	lines.Buffer(make([]byte, 0, 4096), maxEventBytes)
-	var first fs.WatchEvent
+	var first files.WatchEvent
 	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &first) != nil || !first.Ready {
 		closeIn()
 		outR.CloseWithError(io.EOF)
@@ -301,7 +301,7 @@ func (s *Sandbox) Watch(ctx context.Context, path string, opts WatchOptions) (<-
 		stop := context.AfterFunc(ctx, closeIn) // the helper reads EOF and ends
 		defer stop()
 		for lines.Scan() {
-			var ev fs.WatchEvent
+			var ev files.WatchEvent
 			if json.Unmarshal(lines.Bytes(), &ev) != nil || ev.Op == "" {
 				continue
 			}

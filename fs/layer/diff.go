@@ -11,7 +11,6 @@ import (
 
 	"github.com/tent-sandbox/tent/fs"
 
-	"github.com/tent-sandbox/tent/fs/internal/tree"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,12 +28,12 @@ import (
 // checked by fstat, up to the size fstat gave. Trees up to MaxDepth
 // levels deep are walked; deeper ones fail with ErrTooDeep.
 func Diff(lower, upper string) ([]Change, error) {
-	ufd, err := tree.OpenRootDir(upper)
+	ufd, err := openRootDir(upper)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(ufd)
-	lfd, err := tree.OpenRootDir(lower)
+	lfd, err := openRootDir(lower)
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return nil, err
 	}
@@ -62,13 +61,13 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int) error {
 	if depth > MaxDepth {
 		return fmt.Errorf("diff of %s: %s: %w", d.upper, rel, ErrTooDeep)
 	}
-	names, err := tree.ReadNames(ufd)
+	names, err := readNames(ufd)
 	if err != nil {
 		return fmt.Errorf("diff of %s: %w", d.upper, &os.PathError{Op: "readdir", Path: rel, Err: err})
 	}
 	for _, n := range names {
-		r := tree.JoinRel(rel, n)
-		ust, err := tree.LstatAt(ufd, n)
+		r := joinRel(rel, n)
+		ust, err := lstatAt(ufd, n)
 		if err == unix.ENOENT {
 			continue // removed meanwhile
 		}
@@ -78,19 +77,19 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int) error {
 		var lst unix.Stat_t
 		inLower := false
 		if lfd >= 0 {
-			if lst, err = tree.LstatAt(lfd, n); err == nil {
+			if lst, err = lstatAt(lfd, n); err == nil {
 				inLower = true
 			}
 		}
 		switch {
-		case tree.IsWhiteoutStat(&ust):
+		case isWhiteoutStat(&ust):
 			if inLower {
 				if err := d.deleted(lfd, n, r, &lst, depth+1); err != nil {
 					return err
 				}
 			}
-		case tree.IsDirStat(&ust):
-			cfd, err := tree.OpenDir(ufd, n)
+		case isDirStat(&ust):
+			cfd, err := openDir(ufd, n)
 			if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENOTDIR {
 				continue // replaced meanwhile; never followed
 			}
@@ -106,7 +105,7 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int) error {
 			switch {
 			case !inLower:
 				d.add(r, Added, false)
-			case tree.IsDirStat(&lst):
+			case isDirStat(&lst):
 				if err := d.deleted(lfd, n, r, &lst, depth+1); err != nil {
 					return err
 				}
@@ -121,26 +120,26 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int) error {
 
 // subdir handles the upper directory cfd named n in lfd's counterpart.
 func (d *differ) subdir(lfd, cfd int, n, r string, inLower bool, lst *unix.Stat_t, depth int) error {
-	if !inLower || !tree.IsDirStat(lst) {
+	if !inLower || !isDirStat(lst) {
 		if inLower {
 			d.add(r, Deleted, false)
 		}
 		d.add(r, Added, true)
 		return d.dir(-1, cfd, r, depth+1) // children are added
 	}
-	lcfd, err := tree.OpenDir(lfd, n)
+	lcfd, err := openDir(lfd, n)
 	if err != nil {
 		return fmt.Errorf("diff of %s: %w", d.upper, &os.PathError{Op: "openat2", Path: "lower " + r, Err: err})
 	}
 	defer unix.Close(lcfd)
-	if tree.IsOpaque(cfd) {
-		lnames, _ := tree.ReadNames(lcfd)
+	if isOpaque(cfd) {
+		lnames, _ := readNames(lcfd)
 		for _, ln := range lnames {
-			if _, err := tree.LstatAt(cfd, ln); err != unix.ENOENT {
+			if _, err := lstatAt(cfd, ln); err != unix.ENOENT {
 				continue
 			}
-			if est, err := tree.LstatAt(lcfd, ln); err == nil {
-				if err := d.deleted(lcfd, ln, tree.JoinRel(r, ln), &est, depth+2); err != nil {
+			if est, err := lstatAt(lcfd, ln); err == nil {
+				if err := d.deleted(lcfd, ln, joinRel(r, ln), &est, depth+2); err != nil {
 					return err
 				}
 			}
@@ -153,22 +152,22 @@ func (d *differ) subdir(lfd, cfd int, n, r string, inLower bool, lst *unix.Stat_
 // directory, everything below it. The lower tree is the host's; entries
 // it cannot read are left out.
 func (d *differ) deleted(lfd int, name, rel string, st *unix.Stat_t, depth int) error {
-	d.add(rel, Deleted, tree.IsDirStat(st))
-	if !tree.IsDirStat(st) {
+	d.add(rel, Deleted, isDirStat(st))
+	if !isDirStat(st) {
 		return nil
 	}
 	if depth > MaxDepth {
 		return fmt.Errorf("diff of %s: %s: %w", d.upper, rel, ErrTooDeep)
 	}
-	fd, err := tree.OpenDir(lfd, name)
+	fd, err := openDir(lfd, name)
 	if err != nil {
 		return nil
 	}
 	defer unix.Close(fd)
-	names, _ := tree.ReadNames(fd)
+	names, _ := readNames(fd)
 	for _, n := range names {
-		if cst, err := tree.LstatAt(fd, n); err == nil {
-			if err := d.deleted(fd, n, tree.JoinRel(rel, n), &cst, depth+1); err != nil {
+		if cst, err := lstatAt(fd, n); err == nil {
+			if err := d.deleted(fd, n, joinRel(rel, n), &cst, depth+1); err != nil {
 				return err
 			}
 		}
@@ -187,21 +186,21 @@ func changed(lfd, ufd int, name string, lst, ust *unix.Stat_t) bool {
 		return true
 	}
 	switch {
-	case tree.IsLinkStat(lst):
-		a, err1 := tree.ReadlinkAt(lfd, name)
-		b, err2 := tree.ReadlinkAt(ufd, name)
+	case isLinkStat(lst):
+		a, err1 := readlinkAt(lfd, name)
+		b, err2 := readlinkAt(ufd, name)
 		return err1 != nil || err2 != nil || a != b
-	case !tree.IsRegStat(lst):
+	case !isRegStat(lst):
 		return lst.Rdev != ust.Rdev
 	case lst.Size != ust.Size:
 		return true
 	}
-	a, err := tree.OpenRegular(lfd, name)
+	a, err := openRegular(lfd, name)
 	if err != nil {
 		return true
 	}
 	defer a.Close()
-	b, err := tree.OpenRegular(ufd, name)
+	b, err := openRegular(ufd, name)
 	if err != nil {
 		return true
 	}
@@ -210,7 +209,7 @@ func changed(lfd, ufd int, name string, lst, ust *unix.Stat_t) bool {
 }
 
 // sameContent compares the first size bytes of two regular files.
-func sameContent(a, b *tree.Regular, size int64) bool {
+func sameContent(a, b *regularFile, size int64) bool {
 	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
 	for off := int64(0); off < size; {
 		k := int(min(int64(len(ba)), size-off))

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs/internal/tree"
 	"github.com/tent-sandbox/tent/internal/atomicfile"
 )
 
@@ -34,22 +33,22 @@ func ApplyChanges(dst, upper string, changes []Change) error {
 	comps := make([][]string, len(changes))
 	for i, c := range changes {
 		var err error
-		if comps[i], err = tree.SplitRel(c.Path); err != nil {
+		if comps[i], err = splitRel(c.Path); err != nil {
 			return fmt.Errorf("export to %s: %w", dst, err)
 		}
 	}
-	dfd, err := tree.OpenRootDir(dst)
+	dfd, err := openRootDir(dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dfd)
-	ufd, err := tree.OpenRootDir(upper)
+	ufd, err := openRootDir(upper)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(ufd)
 
-	del := &tree.DirCursor{Root: dfd}
+	del := &dirCursor{Root: dfd}
 	for i, c := range changes {
 		if c.Kind != Deleted {
 			continue
@@ -63,16 +62,16 @@ func ApplyChanges(dst, upper string, changes []Change) error {
 			del.Close()
 			return fmt.Errorf("export to %s: %w", dst, err)
 		}
-		if err := tree.RemoveAt(pfd, cs[len(cs)-1], c.Path, len(cs)-1, false); err != nil {
+		if err := removeAt(pfd, cs[len(cs)-1], c.Path, len(cs)-1, false); err != nil {
 			del.Close()
 			return fmt.Errorf("export to %s: %w", dst, err)
 		}
 	}
 	del.Close()
 
-	w := &tree.DirCursor{Root: dfd, Create: true}
+	w := &dirCursor{Root: dfd, Create: true}
 	defer w.Close()
-	r := &tree.DirCursor{Root: ufd}
+	r := &dirCursor{Root: ufd}
 	defer r.Close()
 	cleaned := map[string]bool{}
 	for i, c := range changes {
@@ -89,7 +88,7 @@ func ApplyChanges(dst, upper string, changes []Change) error {
 // applyOne copies the upper entry at comps (rel) into dst. The first
 // time it writes into a directory of dst (cleaned records which), it
 // removes the temporaries a killed export left there.
-func applyOne(w, r *tree.DirCursor, comps []string, rel string, cleaned map[string]bool) error {
+func applyOne(w, r *dirCursor, comps []string, rel string, cleaned map[string]bool) error {
 	parent, name := comps[:len(comps)-1], comps[len(comps)-1]
 	ufd, err := r.Dir(parent)
 	if errors.Is(err, unix.ENOENT) {
@@ -98,7 +97,7 @@ func applyOne(w, r *tree.DirCursor, comps []string, rel string, cleaned map[stri
 	if err != nil {
 		return err
 	}
-	st, err := tree.LstatAt(ufd, name)
+	st, err := lstatAt(ufd, name)
 	if err == unix.ENOENT {
 		return nil
 	}
@@ -118,10 +117,10 @@ func applyOne(w, r *tree.DirCursor, comps []string, rel string, cleaned map[stri
 	case unix.S_IFDIR:
 		err := unix.Mkdirat(dfd, name, perm)
 		if err == unix.EEXIST {
-			if est, serr := tree.LstatAt(dfd, name); serr == nil && tree.IsDirStat(&est) {
+			if est, serr := lstatAt(dfd, name); serr == nil && isDirStat(&est) {
 				return nil
 			}
-			if err = tree.Replace(dfd, name, rel); err == nil {
+			if err = replaceAt(dfd, name, rel); err == nil {
 				err = unix.Mkdirat(dfd, name, perm)
 			}
 		}
@@ -129,7 +128,7 @@ func applyOne(w, r *tree.DirCursor, comps []string, rel string, cleaned map[stri
 			return &os.PathError{Op: "mkdirat", Path: rel, Err: err}
 		}
 	case unix.S_IFLNK:
-		target, err := tree.ReadlinkAt(ufd, name)
+		target, err := readlinkAt(ufd, name)
 		if err != nil {
 			return &os.PathError{Op: "readlinkat", Path: rel, Err: err}
 		}
@@ -151,7 +150,7 @@ func applyOne(w, r *tree.DirCursor, comps []string, rel string, cleaned map[stri
 			return nil
 		})
 	default: // sockets, devices, whiteouts: not exported
-		return tree.Replace(dfd, name, rel)
+		return replaceAt(dfd, name, rel)
 	}
 	return nil
 }
@@ -165,7 +164,7 @@ var ExportTemps = atomicfile.Options{Prefix: ".tent-export-", Suffix: ".tmp", Di
 // notDirAt fails with EEXIST (the changes did not delete it) when name
 // in dirfd is a directory: a file does not replace one.
 func notDirAt(dirfd int, name, rel string) error {
-	if st, err := tree.LstatAt(dirfd, name); err == nil && tree.IsDirStat(&st) {
+	if st, err := lstatAt(dirfd, name); err == nil && isDirStat(&st) {
 		return &os.PathError{Op: "replace", Path: rel, Err: unix.EEXIST}
 	}
 	return nil
@@ -192,7 +191,7 @@ func placeOver(dirfd int, name, rel string, mk func(dirfd int, name string) erro
 // (atomicfile), fsync'd and renamed over it, so that a full disk or a
 // kill leaves the old file, whole, with its mode, or the new one.
 func copyFile(srcDir, dstDir int, name, rel string, perm uint32) error {
-	in, err := tree.OpenRegular(srcDir, name)
+	in, err := openRegular(srcDir, name)
 	if err == unix.ENOENT {
 		return nil
 	}
@@ -207,7 +206,7 @@ func copyFile(srcDir, dstDir int, name, rel string, perm uint32) error {
 	if err != nil {
 		return &os.PathError{Op: "create", Path: rel, Err: err}
 	}
-	if err := tree.CopyRegular(int(out.Fd()), in.Fd, in.St.Size); err != nil {
+	if err := copyRegular(int(out.Fd()), in.Fd, in.St.Size); err != nil {
 		out.Abort()
 		return &os.PathError{Op: "copy", Path: rel, Err: err}
 	}

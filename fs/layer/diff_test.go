@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tent-sandbox/tent/fs/internal/tree"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +34,7 @@ func TestDiffOfAnUpperLayer(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	if err := unix.Setxattr(filepath.Join(upper, "opaque"), tree.OpaqueXattr, []byte("y"), 0); err != nil {
+	if err := unix.Setxattr(filepath.Join(upper, "opaque"), opaqueXattr, []byte("y"), 0); err != nil {
 		t.Skipf("user xattrs unsupported here: %v", err)
 	}
 	changes, err := Diff(lower, upper)

@@ -22,6 +22,9 @@
 //   - change.go, diff.go: a cow layer's changes; diff_apply_linux.go:
 //     exporting them.
 //   - patch*.go: the unified diff (Myers, binary literals, git quoting).
-//   - tree_linux.go: the archives and removals, whose implementation is
-//     fs/internal/tree (shared with fs's in-sandbox file helper).
+//   - walk_linux.go: the openat2 helpers (openBeneath, dirCursor) and
+//     the removals; overlay_linux.go: the overlay markers (whiteouts,
+//     opaque directories) and regular-file opening; copy_linux.go: the
+//     sparse copy; tar.go: the archive (WriteTar, ExtractTar), which
+//     fs/files' in-sandbox file helper uses too for its tar and untar ops.
 package layer

@@ -15,7 +15,7 @@ import (
 
 // Issue 36: an export that replaces a file the user had leaves, on a
 // full disk or a kill, the old file or the whole new one. The helpers
-// below are those of fs's atomic_write_test.go (the file helper's side).
+// below are those of fs/files' atomic_write_test.go (the file helper's side).
 
 func writeFileMode(t *testing.T, p, content string, perm os.FileMode) {
 	t.Helper()

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tent-sandbox/tent/fs/internal/tree"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,7 +68,7 @@ func buildFuzzTrees(t *testing.T, ops []byte, lower, upper, victim string) (spar
 		case 8: // an opaque directory
 			if err = os.Mkdir(p, 0o755); err == nil {
 				dirs[root] = append(dirs[root], rel)
-				err = unix.Setxattr(p, tree.OpaqueXattr, []byte("y"), 0)
+				err = unix.Setxattr(p, opaqueXattr, []byte("y"), 0)
 			}
 		case 9: // a symlink inside the tree
 			err = os.Symlink(name, p)
@@ -126,7 +125,7 @@ func mergedView(t *testing.T, lower, upper string) map[string]fuzzEntry {
 				names[e.Name()] = true
 			}
 			b := make([]byte, 4)
-			n, err := unix.Lgetxattr(filepath.Join(upper, rel), tree.OpaqueXattr, b)
+			n, err := unix.Lgetxattr(filepath.Join(upper, rel), opaqueXattr, b)
 			opaque = err == nil && n == 1 && b[0] == 'y'
 		}
 		if inLower && !opaque {
@@ -139,7 +138,7 @@ func mergedView(t *testing.T, lower, upper string) map[string]fuzzEntry {
 			r := filepath.Join(rel, n)
 			if inUpper {
 				if fi, err := os.Lstat(filepath.Join(upper, r)); err == nil {
-					if tree.IsWhiteout(fi) {
+					if isWhiteout(fi) {
 						continue
 					}
 					if e, ok := entryOf(t, filepath.Join(upper, r), fi); ok {
@@ -283,7 +282,7 @@ func FuzzDiffExport(f *testing.F) {
 		for rel := range sparse {
 			for _, root := range []string{dst, restored} {
 				var st unix.Stat_t
-				if unix.Lstat(filepath.Join(root, rel), &st) == nil && tree.IsRegStat(&st) && st.Blocks*512 > 1<<20 {
+				if unix.Lstat(filepath.Join(root, rel), &st) == nil && isRegStat(&st) && st.Blocks*512 > 1<<20 {
 					t.Errorf("%s/%s: %d bytes on disk for one page of data", root, rel, st.Blocks*512)
 				}
 			}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tent-sandbox/tent/fs/internal/tree"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +31,7 @@ type patchRoot struct {
 }
 
 func openPatchRoot(path, prefix string) (*patchRoot, error) {
-	fd, err := tree.OpenRootDir(path)
+	fd, err := openRootDir(path)
 	if err != nil {
 		return nil, fmt.Errorf("patch: failed to open %s: %w", path, err)
 	}
@@ -62,10 +61,10 @@ func (s *patchSide) close() {
 	}
 }
 
-// open opens rel beneath the root (tree.OpenBeneath: RESOLVE_BENEATH|
+// open opens rel beneath the root (openBeneath: RESOLVE_BENEATH|
 // RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS) with O_NOFOLLOW added.
 func (r *patchRoot) open(rel string, flags int) (int, error) {
-	fd, err := tree.OpenBeneath(r.fd, rel, flags|unix.O_NOFOLLOW)
+	fd, err := openBeneath(r.fd, rel, flags|unix.O_NOFOLLOW)
 	switch {
 	case err == unix.ELOOP || err == unix.EXDEV:
 		return -1, fmt.Errorf("failed to open %s: a component is a symlink or leaves %s: %w", r.name(rel), r.path, err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/files"
 	"github.com/tent-sandbox/tent/internal/ctlmsg"
 	"github.com/tent-sandbox/tent/sandbox"
 )
@@ -98,9 +98,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, opts 
 	if err != nil {
 		return fi, err
 	}
-	var enc *fs.FrameEncoder
+	var enc *files.FrameEncoder
 	if f, isFile := r.(*os.File); r != nil && !opts.Framed && !isRegular(f, isFile) {
-		enc = fs.NewFrameEncoder(r)
+		enc = files.NewFrameEncoder(r)
 		r, opts.Framed = enc, true
 	}
 	var st stdio

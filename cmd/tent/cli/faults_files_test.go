@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/fs"
+	"github.com/tent-sandbox/tent/fs/files"
 	fslayer "github.com/tent-sandbox/tent/fs/layer"
 	"github.com/tent-sandbox/tent/internal/atomicfile"
 	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
@@ -258,7 +258,7 @@ func TestCpInFullDiskAndKill(t *testing.T) {
 	bf.Close()
 	names, stop := watchCreate(t, dir)
 	cmd, stdout, stderr, start := invocation{args: []string{"--state-dir", l.dir, "cp", big, id + ":/dir/f"}}.start(t)
-	tmp := waitName(t, names, fs.WriteTemps)
+	tmp := waitName(t, names, files.WriteTemps)
 	stop()
 	if n := killHelper(t, "/dir/f"); n == 0 {
 		t.Fatal("no file helper writing /dir/f was found")
@@ -269,7 +269,7 @@ func TestCpInFullDiskAndKill(t *testing.T) {
 	}
 	checkUntouched(t, "cp in killed", filepath.Join(dir, "f"), old, "f", tmp)
 
-	live := holdTemp(t, dir, fs.WriteTemps)
+	live := holdTemp(t, dir, files.WriteTemps)
 	small := filepath.Join(host, "small")
 	if err := os.WriteFile(small, []byte("small\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func killHelper(t *testing.T, path string) int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) >= 3 && args[0] == fs.FileHelperArg0 && args[1] == "write" && args[2] == path {
+		if len(args) >= 3 && args[0] == files.FileHelperArg0 && args[1] == "write" && args[2] == path {
 			var pid int
 			if _, err := fmt.Sscan(p.Name(), &pid); err == nil && unix.Kill(pid, unix.SIGKILL) == nil {
 				n++

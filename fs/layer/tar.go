@@ -1,6 +1,6 @@
 //go:build linux
 
-package tree
+package layer
 
 import (
 	"archive/tar"
@@ -27,7 +27,7 @@ const maxArchivePath = 256 << 10
 // WriteTarFrom. dir itself is the caller's path (its last component is
 // not followed).
 func WriteTar(w io.Writer, dir string) error {
-	fd, err := OpenRootDir(dir)
+	fd, err := openRootDir(dir)
 	if err != nil {
 		return err
 	}
@@ -113,16 +113,16 @@ func (a *archiver) dir(fd int, rel string, depth int) error {
 	if depth > MaxDepth {
 		return a.fail("walk", rel, ErrTooDeep)
 	}
-	names, err := ReadNames(fd)
+	names, err := readNames(fd)
 	if err != nil {
 		return a.fail("readdir", rel, err)
 	}
 	for _, n := range names {
-		r := JoinRel(rel, n)
+		r := joinRel(rel, n)
 		if len(r) > maxArchivePath {
 			return a.fail("archive", r[:64]+"...", unix.ENAMETOOLONG)
 		}
-		st, err := LstatAt(fd, n)
+		st, err := lstatAt(fd, n)
 		if err == unix.ENOENT {
 			continue
 		}
@@ -136,7 +136,7 @@ func (a *archiver) dir(fd int, rel string, depth int) error {
 		case unix.S_IFDIR:
 			err = a.subdir(fd, n, r, depth)
 		case unix.S_IFLNK:
-			target, lerr := ReadlinkAt(fd, n)
+			target, lerr := readlinkAt(fd, n)
 			if lerr == unix.ENOENT || lerr == unix.EINVAL { // gone, or no longer a link
 				continue
 			}
@@ -149,7 +149,7 @@ func (a *archiver) dir(fd int, rel string, depth int) error {
 		case unix.S_IFREG:
 			err = a.file(fd, n, r)
 		case unix.S_IFCHR:
-			if IsWhiteoutStat(&st) {
+			if isWhiteoutStat(&st) {
 				err = a.tw.WriteHeader(header(r, &st, tar.TypeChar))
 			}
 		}
@@ -161,7 +161,7 @@ func (a *archiver) dir(fd int, rel string, depth int) error {
 }
 
 func (a *archiver) subdir(fd int, n, r string, depth int) error {
-	cfd, err := OpenDir(fd, n)
+	cfd, err := openDir(fd, n)
 	if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENOTDIR {
 		return nil // replaced meanwhile: never followed
 	}
@@ -174,8 +174,8 @@ func (a *archiver) subdir(fd int, n, r string, depth int) error {
 		return a.fail("fstat", r, err)
 	}
 	hdr := header(r+"/", &st, tar.TypeDir)
-	if IsOpaque(cfd) {
-		hdr.PAXRecords = map[string]string{xattrPrefix + OpaqueXattr: "y"}
+	if isOpaque(cfd) {
+		hdr.PAXRecords = map[string]string{xattrPrefix + opaqueXattr: "y"}
 	}
 	if err := a.tw.WriteHeader(hdr); err != nil {
 		return err
@@ -187,8 +187,8 @@ func (a *archiver) subdir(fd int, n, r string, depth int) error {
 }
 
 func (a *archiver) file(dirfd int, n, r string) error {
-	f, err := OpenRegular(dirfd, n)
-	if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENXIO || errors.Is(err, ErrNotRegular) {
+	f, err := openRegular(dirfd, n)
+	if err == unix.ENOENT || err == unix.ELOOP || err == unix.ENXIO || errors.Is(err, errNotRegular) {
 		return nil // replaced meanwhile
 	}
 	if err != nil {
@@ -259,12 +259,12 @@ func (a *archiver) copyRange(fd int, r string, off, n int64) error {
 // ftruncate, so disk use is bounded by the non-zero content; sparse
 // entries are restored from their map. Trees deeper than MaxDepth fail.
 func ExtractTar(r io.Reader, dir string) error {
-	rootfd, err := OpenRootDir(dir)
+	rootfd, err := openRootDir(dir)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(rootfd)
-	c := &DirCursor{Root: rootfd, Create: true}
+	c := &dirCursor{Root: rootfd, Create: true}
 	defer c.Close()
 	buf := make([]byte, copyChunk)
 	tr := tar.NewReader(r)
@@ -280,7 +280,7 @@ func ExtractTar(r io.Reader, dir string) error {
 		if !filepath.IsLocal(name) {
 			return fmt.Errorf("archive entry %q leaves the directory", hdr.Name)
 		}
-		comps, err := SplitRel(name)
+		comps, err := splitRel(name)
 		if err != nil {
 			return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
 		}
@@ -290,7 +290,7 @@ func ExtractTar(r io.Reader, dir string) error {
 	}
 }
 
-func extractEntry(c *DirCursor, comps []string, name string, hdr *tar.Header, tr io.Reader, buf []byte) error {
+func extractEntry(c *dirCursor, comps []string, name string, hdr *tar.Header, tr io.Reader, buf []byte) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir, tar.TypeReg, tar.TypeSymlink, tar.TypeChar:
 	default:
@@ -307,7 +307,7 @@ func extractEntry(c *DirCursor, comps []string, name string, hdr *tar.Header, tr
 		if err := unix.Mkdirat(pfd, base, 0o700); err != nil && err != unix.EEXIST {
 			return &os.PathError{Op: "mkdirat", Path: name, Err: err}
 		}
-		fd, err := OpenDir(pfd, base)
+		fd, err := openDir(pfd, base)
 		if err != nil {
 			return &os.PathError{Op: "openat2", Path: name, Err: err}
 		}
@@ -315,15 +315,15 @@ func extractEntry(c *DirCursor, comps []string, name string, hdr *tar.Header, tr
 		if err := unix.Fchmod(fd, mode); err != nil {
 			return &os.PathError{Op: "fchmod", Path: name, Err: err}
 		}
-		if v, ok := hdr.PAXRecords[xattrPrefix+OpaqueXattr]; ok {
-			if err := unix.Fsetxattr(fd, OpaqueXattr, []byte(v), 0); err != nil {
+		if v, ok := hdr.PAXRecords[xattrPrefix+opaqueXattr]; ok {
+			if err := unix.Fsetxattr(fd, opaqueXattr, []byte(v), 0); err != nil {
 				return &os.PathError{Op: "setxattr", Path: name, Err: err}
 			}
 		}
 	case tar.TypeReg:
 		return extractFile(pfd, base, name, mode, hdr, tr, buf)
 	case tar.TypeSymlink:
-		if err := Replace(pfd, base, name); err != nil {
+		if err := replaceAt(pfd, base, name); err != nil {
 			return err
 		}
 		if err := unix.Symlinkat(hdr.Linkname, pfd, base); err != nil {
@@ -342,7 +342,7 @@ func extractEntry(c *DirCursor, comps []string, name string, hdr *tar.Header, tr
 }
 
 func extractFile(pfd int, base, name string, mode uint32, hdr *tar.Header, tr io.Reader, buf []byte) error {
-	if err := Replace(pfd, base, name); err != nil {
+	if err := replaceAt(pfd, base, name); err != nil {
 		return err
 	}
 	fd, err := unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)

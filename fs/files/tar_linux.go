@@ -1,12 +1,12 @@
-package fs
+package files
 
 import (
-	"github.com/tent-sandbox/tent/fs/internal/tree"
-
 	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/fs/layer"
 )
 
 // TarDir is the file helper's "tar" op: it archives the contents of the
@@ -25,5 +25,5 @@ func TarDir(path string, stdout io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	return tree.WriteTarFrom(stdout, f)
+	return layer.WriteTarFrom(stdout, f)
 }

@@ -1,4 +1,4 @@
-package tree
+package layer
 
 import (
 	"archive/tar"
@@ -17,7 +17,7 @@ func TestTarRoundTrip(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "d/e/f"), []byte("content"), 0o640)
 	os.Symlink("d/e/f", filepath.Join(src, "link"))
 	whiteout := unix.Mknod(filepath.Join(src, "gone"), unix.S_IFCHR, 0) == nil
-	opaque := unix.Setxattr(filepath.Join(src, "d"), OpaqueXattr, []byte("y"), 0) == nil
+	opaque := unix.Setxattr(filepath.Join(src, "d"), opaqueXattr, []byte("y"), 0) == nil
 	var buf bytes.Buffer
 	if err := WriteTar(&buf, src); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestTarRoundTrip(t *testing.T) {
 	}
 	if whiteout {
 		fi, err := os.Lstat(filepath.Join(dst, "gone"))
-		if err != nil || !IsWhiteout(fi) {
+		if err != nil || !isWhiteout(fi) {
 			t.Errorf("whiteout not restored: %v %v", fi, err)
 		}
 	}
@@ -79,5 +79,5 @@ func isOpaquePath(t *testing.T, p string) bool {
 		t.Fatalf("open %s: %v", p, err)
 	}
 	defer unix.Close(fd)
-	return IsOpaque(fd)
+	return isOpaque(fd)
 }

@@ -1,8 +1,6 @@
-package fs
+package files
 
 import (
-	"github.com/tent-sandbox/tent/fs/internal/tree"
-
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/fs/layer"
 )
 
 // FileHelperArg0 is the argv[0] of tent's file helper: the host binary
@@ -166,7 +166,7 @@ func fileOp(op, path string, rest []string, stdin io.Reader, stdout io.Writer) e
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return err
 		}
-		return tree.ExtractTar(stdin, path)
+		return layer.ExtractTar(stdin, path)
 	case "remove":
 		return os.Remove(path)
 	case "remove-all":

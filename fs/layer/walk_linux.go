@@ -1,4 +1,4 @@
-package tree
+package layer
 
 import (
 	"errors"
@@ -24,18 +24,18 @@ const MaxDepth = 4096
 // ErrTooDeep is wrapped by the errors of walks that reach MaxDepth.
 var ErrTooDeep = errors.New("directory tree deeper than layer.MaxDepth levels")
 
-// ResolveSafe refuses every symlink, magic link and escape from dirfd.
-const ResolveSafe = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+// resolveSafe refuses every symlink, magic link and escape from dirfd.
+const resolveSafe = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
-// OpenBeneath opens name beneath dirfd refusing every symlink, magic
-// link and escape (ResolveSafe). openat2 may answer EAGAIN when a rename
+// openBeneath opens name beneath dirfd refusing every symlink, magic
+// link and escape (resolveSafe). openat2 may answer EAGAIN when a rename
 // races its lookup; that is retried a bounded number of times. Where
 // openat2 is unavailable (ENOSYS: inside a sandbox, whose seccomp profile
 // denies it, or before Linux 5.6), a single plain component is opened
 // with openat and O_NOFOLLOW, which is the same check for one component;
 // a path of several is refused.
-func OpenBeneath(dirfd int, name string, flags int) (int, error) {
-	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: ResolveSafe}
+func openBeneath(dirfd int, name string, flags int) (int, error) {
+	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolveSafe}
 	for i := 0; ; i++ {
 		fd, err := unix.Openat2(dirfd, name, how)
 		if (err == unix.EAGAIN || err == unix.EINTR) && i < 64 {
@@ -45,7 +45,7 @@ func OpenBeneath(dirfd int, name string, flags int) (int, error) {
 			fd, err = unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err == unix.ENOTDIR || err == unix.ELOOP {
 				// As openat2 says it: ELOOP for a symlink.
-				if st, serr := LstatAt(dirfd, name); serr == nil && IsLinkStat(&st) {
+				if st, serr := lstatAt(dirfd, name); serr == nil && isLinkStat(&st) {
 					err = unix.ELOOP
 				}
 			}
@@ -54,16 +54,16 @@ func OpenBeneath(dirfd int, name string, flags int) (int, error) {
 	}
 }
 
-// OpenDir opens the directory name beneath dirfd for reading, refusing
+// openDir opens the directory name beneath dirfd for reading, refusing
 // symlinks (ELOOP: RESOLVE_NO_SYMLINKS, also for the last component) and
 // non-directories (ENOTDIR).
-func OpenDir(dirfd int, name string) (int, error) {
-	return OpenBeneath(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+func openDir(dirfd int, name string) (int, error) {
+	return openBeneath(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
-// OpenRootDir opens a host-chosen directory path (the root of a walk).
+// openRootDir opens a host-chosen directory path (the root of a walk).
 // Only its last component is not followed: the path is the caller's.
-func OpenRootDir(path string) (int, error) {
+func openRootDir(path string) (int, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: path, Err: err}
@@ -71,15 +71,15 @@ func OpenRootDir(path string) (int, error) {
 	return fd, nil
 }
 
-// LstatAt is fstatat without following a final symlink.
-func LstatAt(dirfd int, name string) (unix.Stat_t, error) {
+// lstatAt is fstatat without following a final symlink.
+func lstatAt(dirfd int, name string) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	return st, err
 }
 
-// ReadlinkAt reads the target of the symlink name in dirfd.
-func ReadlinkAt(dirfd int, name string) (string, error) {
+// readlinkAt reads the target of the symlink name in dirfd.
+func readlinkAt(dirfd int, name string) (string, error) {
 	for size := 256; size <= 1<<16; size *= 4 {
 		buf := make([]byte, size)
 		n, err := unix.Readlinkat(dirfd, name, buf)
@@ -93,8 +93,8 @@ func ReadlinkAt(dirfd int, name string) (string, error) {
 	return "", unix.ENAMETOOLONG
 }
 
-// ReadNames lists the directory dirfd, sorted, without "." and "..".
-func ReadNames(dirfd int) ([]string, error) {
+// readNames lists the directory dirfd, sorted, without "." and "..".
+func readNames(dirfd int) ([]string, error) {
 	dup, err := unix.FcntlInt(uintptr(dirfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -123,26 +123,26 @@ func unwrapErrno(err error) error {
 	return err
 }
 
-func IsDirStat(st *unix.Stat_t) bool  { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
-func IsLinkStat(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFLNK }
-func IsRegStat(st *unix.Stat_t) bool  { return st.Mode&unix.S_IFMT == unix.S_IFREG }
+func isDirStat(st *unix.Stat_t) bool  { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
+func isLinkStat(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFLNK }
+func isRegStat(st *unix.Stat_t) bool  { return st.Mode&unix.S_IFMT == unix.S_IFREG }
 
-// IsWhiteoutStat reports an overlay whiteout: a 0/0 character device.
-func IsWhiteoutStat(st *unix.Stat_t) bool {
+// isWhiteoutStat reports an overlay whiteout: a 0/0 character device.
+func isWhiteoutStat(st *unix.Stat_t) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
 }
 
-// JoinRel joins slash-separated relative paths.
-func JoinRel(dir, name string) string {
+// joinRel joins slash-separated relative paths.
+func joinRel(dir, name string) string {
 	if dir == "" {
 		return name
 	}
 	return dir + "/" + name
 }
 
-// SplitRel splits a slash-separated relative path into its components,
+// splitRel splits a slash-separated relative path into its components,
 // refusing absolute paths and empty, "." and ".." components.
-func SplitRel(p string) ([]string, error) {
+func splitRel(p string) ([]string, error) {
 	comps := strings.Split(p, "/")
 	for _, c := range comps {
 		if c == "" || c == "." || c == ".." {
@@ -155,11 +155,11 @@ func SplitRel(p string) ([]string, error) {
 	return comps, nil
 }
 
-// DirCursor opens the directories of a sequence of paths below one root
-// descriptor, one component at a time with ResolveSafe, keeping the open
+// dirCursor opens the directories of a sequence of paths below one root
+// descriptor, one component at a time with resolveSafe, keeping the open
 // chain of the last path: walking a tree in order costs one openat2 per
 // directory however deep it is.
-type DirCursor struct {
+type dirCursor struct {
 	Root   int
 	Create bool // create missing directories (mode 0755, before umask)
 	names  []string
@@ -168,7 +168,7 @@ type DirCursor struct {
 
 // Dir returns the descriptor of the directory at comps (the root for
 // none), owned by the cursor: valid until the next call or Close.
-func (c *DirCursor) Dir(comps []string) (int, error) {
+func (c *dirCursor) Dir(comps []string) (int, error) {
 	if len(comps) > MaxDepth {
 		return -1, fmt.Errorf("%s: %w", strings.Join(comps, "/"), ErrTooDeep)
 	}
@@ -187,7 +187,7 @@ func (c *DirCursor) Dir(comps []string) (int, error) {
 				return -1, &os.PathError{Op: "mkdirat", Path: strings.Join(comps[:i+1], "/"), Err: err}
 			}
 		}
-		fd, err := OpenDir(parent, comps[i])
+		fd, err := openDir(parent, comps[i])
 		if err != nil {
 			return -1, &os.PathError{Op: "openat2", Path: strings.Join(comps[:i+1], "/"), Err: err}
 		}
@@ -200,29 +200,29 @@ func (c *DirCursor) Dir(comps []string) (int, error) {
 	return c.fds[len(comps)-1], nil
 }
 
-func (c *DirCursor) truncate(k int) {
+func (c *dirCursor) truncate(k int) {
 	for _, fd := range c.fds[k:] {
 		unix.Close(fd)
 	}
 	c.names, c.fds = c.names[:k], c.fds[:k]
 }
 
-func (c *DirCursor) Close() { c.truncate(0) }
+func (c *dirCursor) Close() { c.truncate(0) }
 
-// RemoveAt removes name from the directory parent and, for a directory,
+// removeAt removes name from the directory parent and, for a directory,
 // everything beneath it, descriptor-relative: a symlink is removed as a
 // link, never traversed. fixPerm makes directories searchable and
 // writable first (overlay leaves work/work with mode 000). rel names the
 // entry in errors; depth is its depth below the walk's root.
-func RemoveAt(parent int, name, rel string, depth int, fixPerm bool) error {
-	st, err := LstatAt(parent, name)
+func removeAt(parent int, name, rel string, depth int, fixPerm bool) error {
+	st, err := lstatAt(parent, name)
 	if err == unix.ENOENT {
 		return nil
 	}
 	if err != nil {
 		return &os.PathError{Op: "fstatat", Path: rel, Err: err}
 	}
-	if !IsDirStat(&st) {
+	if !isDirStat(&st) {
 		if err := unix.Unlinkat(parent, name, 0); err != nil && err != unix.ENOENT {
 			return &os.PathError{Op: "unlinkat", Path: rel, Err: err}
 		}
@@ -231,11 +231,11 @@ func RemoveAt(parent int, name, rel string, depth int, fixPerm bool) error {
 	if depth >= MaxDepth {
 		return fmt.Errorf("%s: %w", rel, ErrTooDeep)
 	}
-	fd, err := OpenDir(parent, name)
+	fd, err := openDir(parent, name)
 	if fixPerm && err == unix.EACCES {
 		// A directory without search permission: the caller owns it.
 		if perr := chmodNoFollow(parent, name, 0o700); perr == nil {
-			fd, err = OpenDir(parent, name)
+			fd, err = openDir(parent, name)
 		}
 	}
 	switch err {
@@ -243,7 +243,7 @@ func RemoveAt(parent int, name, rel string, depth int, fixPerm bool) error {
 	case unix.ENOENT:
 		return nil
 	case unix.ELOOP, unix.ENOTDIR: // replaced meanwhile by a link or a file
-		return RemoveAt(parent, name, rel, depth, fixPerm)
+		return removeAt(parent, name, rel, depth, fixPerm)
 	default:
 		return &os.PathError{Op: "openat2", Path: rel, Err: err}
 	}
@@ -251,12 +251,12 @@ func RemoveAt(parent int, name, rel string, depth int, fixPerm bool) error {
 	if fixPerm {
 		_ = unix.Fchmod(fd, 0o700)
 	}
-	names, err := ReadNames(fd)
+	names, err := readNames(fd)
 	if err != nil {
 		return &os.PathError{Op: "readdir", Path: rel, Err: err}
 	}
 	for _, n := range names {
-		if err := RemoveAt(fd, n, JoinRel(rel, n), depth+1, fixPerm); err != nil {
+		if err := removeAt(fd, n, joinRel(rel, n), depth+1, fixPerm); err != nil {
 			return err
 		}
 	}
@@ -294,7 +294,7 @@ func RemoveTree(dir string) error {
 		return &os.PathError{Op: "open", Path: parent, Err: err}
 	}
 	defer unix.Close(pfd)
-	if err := RemoveAt(pfd, name, dir, 0, true); err != nil {
+	if err := removeAt(pfd, name, dir, 0, true); err != nil {
 		return fmt.Errorf("removing %s: %w", dir, err)
 	}
 	return nil
@@ -306,7 +306,7 @@ func RemoveTree(dir string) error {
 // caller checks that name exists, if that matters (a missing one is not
 // an error); a tree deeper than MaxDepth wraps ErrTooDeep.
 func RemoveBeneath(parent int, name string) error {
-	return RemoveAt(parent, name, name, 0, true)
+	return removeAt(parent, name, name, 0, true)
 }
 
 // ChmodNoFollow sets the mode of name in the directory parent without
@@ -331,7 +331,7 @@ func chmodNoFollow(parent int, name string, mode uint32) error {
 
 // chmodOPath is chmodNoFollow's way before Linux 6.6.
 func chmodOPath(parent int, name string, mode uint32) error {
-	fd, err := OpenBeneath(parent, name, unix.O_PATH|unix.O_NOFOLLOW)
+	fd, err := openBeneath(parent, name, unix.O_PATH|unix.O_NOFOLLOW)
 	if err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func chmodOPath(parent int, name string, mode uint32) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if IsLinkStat(&st) {
+	if isLinkStat(&st) {
 		return unix.ELOOP
 	}
 	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package tree
+package layer
 
 import (
 	"archive/tar"

@@ -1,4 +1,4 @@
-package tree
+package layer
 
 import (
 	"bytes"
@@ -69,13 +69,13 @@ func dataSegments(fd int, size int64) (segs []segment, holes bool, err error) {
 	return segs, n < size, nil
 }
 
-// CopyRegular copies the first size bytes of the regular file in to out
+// copyRegular copies the first size bytes of the regular file in to out
 // at the same offsets, data extents only, and sets out's size to size:
 // holes stay holes, and a source that grows meanwhile is not followed
 // past size (one that shrinks leaves zeros). It tries copy_file_range
 // (in-kernel, reflinks where the filesystem can) and falls back to
 // pread/pwrite.
-func CopyRegular(out, in int, size int64) error {
+func copyRegular(out, in int, size int64) error {
 	segs, _, err := dataSegments(in, size)
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 //go:build linux
 
-package tree
+package layer
 
 import (
 	"fmt"
@@ -11,56 +11,56 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpaqueXattr marks an overlay directory that hides its lower
+// opaqueXattr marks an overlay directory that hides its lower
 // counterpart (user.* in a user namespace: the userxattr option).
-const OpaqueXattr = "user.overlay.opaque"
+const opaqueXattr = "user.overlay.opaque"
 
-// IsOpaque reports whether the open directory fd is an opaque overlay
+// isOpaque reports whether the open directory fd is an opaque overlay
 // directory.
-func IsOpaque(fd int) bool {
+func isOpaque(fd int) bool {
 	buf := make([]byte, 4)
-	n, err := unix.Fgetxattr(fd, OpaqueXattr, buf)
+	n, err := unix.Fgetxattr(fd, opaqueXattr, buf)
 	return err == nil && n == 1 && buf[0] == 'y'
 }
 
-// Regular is a regular file opened without following symlinks or
+// regularFile is a regular file opened without following symlinks or
 // blocking, with its fstat.
-type Regular struct {
+type regularFile struct {
 	Fd int
 	St unix.Stat_t
 }
 
 // Close closes the file's descriptor.
-func (r *Regular) Close() error { return unix.Close(r.Fd) }
+func (r *regularFile) Close() error { return unix.Close(r.Fd) }
 
-// OpenRegular opens name in dirfd for reading only if it is a regular
+// openRegular opens name in dirfd for reading only if it is a regular
 // file: O_NOFOLLOW|O_NONBLOCK (a FIFO swapped in neither blocks nor is
-// read), then fstat of the descriptor; anything else is ErrNotRegular.
-func OpenRegular(dirfd int, name string) (*Regular, error) {
+// read), then fstat of the descriptor; anything else is errNotRegular.
+func openRegular(dirfd int, name string) (*regularFile, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
-	r := &Regular{Fd: fd}
+	r := &regularFile{Fd: fd}
 	if err := unix.Fstat(fd, &r.St); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	if !IsRegStat(&r.St) {
+	if !isRegStat(&r.St) {
 		unix.Close(fd)
-		return nil, ErrNotRegular
+		return nil, errNotRegular
 	}
 	return r, nil
 }
 
-// ErrNotRegular is returned for a path that is not a regular file where
+// errNotRegular is returned for a path that is not a regular file where
 // one was expected (checked on the open descriptor).
-var ErrNotRegular = fmt.Errorf("not a regular file: %w", unix.EINVAL)
+var errNotRegular = fmt.Errorf("not a regular file: %w", unix.EINVAL)
 
-// Replace makes room for a new entry name in dirfd: a file or symlink
+// replaceAt makes room for a new entry name in dirfd: a file or symlink
 // there is unlinked; a directory is an error (EEXIST), since the
 // changes did not delete it.
-func Replace(dirfd int, name, rel string) error {
+func replaceAt(dirfd int, name, rel string) error {
 	err := unix.Unlinkat(dirfd, name, 0)
 	switch err {
 	case nil, unix.ENOENT:
@@ -71,8 +71,8 @@ func Replace(dirfd int, name, rel string) error {
 	return &os.PathError{Op: "unlinkat", Path: rel, Err: err}
 }
 
-// IsWhiteout reports an overlay whiteout (a 0/0 character device).
-func IsWhiteout(fi iofs.FileInfo) bool {
+// isWhiteout reports an overlay whiteout (a 0/0 character device).
+func isWhiteout(fi iofs.FileInfo) bool {
 	if fi.Mode()&iofs.ModeCharDevice == 0 {
 		return false
 	}
