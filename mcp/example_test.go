@@ -21,7 +21,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer local.Close(ctx)
-	srv, err := mcp.New(local, mcp.Options{Spec: sandbox.Spec{Hostname: "box"}})
+	srv, err := mcp.New(local, mcp.Options{Spec: sandbox.Spec{Identity: sandbox.Identity{Hostname: "box"}}})
 	if err != nil {
 		log.Fatal(err)
 	}

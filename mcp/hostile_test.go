@@ -377,7 +377,7 @@ func TestTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := sandboxtest.NewLocal(t, sandbox.LocalOptions{})
-	srv, err := New(local, Options{Spec: sandbox.Spec{Hostname: "dflt"}, TemplatesDir: dir})
+	srv, err := New(local, Options{Spec: sandbox.Spec{Identity: sandbox.Identity{Hostname: "dflt"}}, TemplatesDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

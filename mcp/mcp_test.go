@@ -165,8 +165,12 @@ func TestSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := sandbox.Spec{
-		Mounts:  []sandbox.Mount{{Source: probe, Target: sandboxtest.ProbeTarget}},
-		Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"allowed.test"}},
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{{Source: probe, Target: sandboxtest.ProbeTarget}},
+		},
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"allowed.test"}},
+		},
 	}
 	e := start(t, spec)
 	ctx := context.Background()
@@ -372,7 +376,7 @@ func TestNoGoroutineLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(local, Options{Spec: sandbox.Spec{Env: []string{"GORACE=atexit_sleep_ms=0"}}})
+	srv, err := New(local, Options{Spec: sandbox.Spec{Identity: sandbox.Identity{Env: []string{"GORACE=atexit_sleep_ms=0"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

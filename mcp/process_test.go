@@ -61,7 +61,7 @@ func callHTTP(t *testing.T, cs *sdk.ClientSession, name string, args, out any) {
 // own process table's).
 func TestBackgroundCommandOutlivesHTTPClient(t *testing.T) {
 	local := sandboxtest.NewLocal(t, sandbox.LocalOptions{})
-	srv, err := New(local, Options{Spec: sandbox.Spec{Env: []string{"GORACE=atexit_sleep_ms=0"}}})
+	srv, err := New(local, Options{Spec: sandbox.Spec{Identity: sandbox.Identity{Env: []string{"GORACE=atexit_sleep_ms=0"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

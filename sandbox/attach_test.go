@@ -102,7 +102,7 @@ func TestAttachCopyOnWrite(t *testing.T) {
 func TestAttachRefusesBadMounts(t *testing.T) {
 	ro := t.TempDir()
 	os.Chmod(ro, 0o755)
-	sb := provision(t, withProbe(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: ro, Target: "/ro"}}}))
+	sb := provision(t, withProbe(t, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: ro, Target: "/ro"}}}}))
 	src := t.TempDir()
 	os.Chmod(src, 0o755)
 	for _, tc := range []struct {

@@ -106,7 +106,7 @@ func TestLocalBackendLifecycle(t *testing.T) {
 func TestLocalBackendSnapshotForkResume(t *testing.T) {
 	ctx := context.Background()
 	l := newLocal(t, sandbox.LocalOptions{})
-	s, err := l.Provision(ctx, sandbox.Spec{Hostname: "origin"})
+	s, err := l.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Hostname: "origin"}})
 	if err != nil {
 		t.Fatal(err)
 	}

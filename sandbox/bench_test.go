@@ -23,7 +23,7 @@ func BenchmarkRunTrue(b *testing.B) {
 // BenchmarkRunTrueHostNet is the same without a network namespace.
 func BenchmarkRunTrueHostNet(b *testing.B) {
 	for b.Loop() {
-		if err := sandbox.Command(context.Background(), sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}, "/bin/true").Run(); err != nil {
+		if err := sandbox.Command(context.Background(), sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}}, "/bin/true").Run(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -33,7 +33,7 @@ func BenchmarkRunTrueHostNet(b *testing.B) {
 // listeners, and the transparent path's routes, stub DNS and catching
 // listeners (three ports here: 22, 80 and 443), set up and torn down.
 func BenchmarkRunTrueLimited(b *testing.B) {
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"example.com"}}}
+	spec := sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"example.com"}}}}
 	for b.Loop() {
 		if err := sandbox.Command(context.Background(), spec, "/bin/true").Run(); err != nil {
 			b.Fatal(err)

@@ -20,7 +20,7 @@ import (
 // sandbox still running after each command.
 func TestSandboxCommandIsOsExecShaped(t *testing.T) {
 	ctx := context.Background()
-	sb, err := sandbox.Provision(ctx, sandbox.Spec{Env: []string{"BASE=b"}}, sandbox.ProvisionOptions{})
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Env: []string{"BASE=b"}}}, sandbox.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestCopyOnWriteMount(t *testing.T) {
 	}
 	os.Chmod(filepath.Join(src, "sub"), 0o777)
 	before := tree(t, src)
-	sb := provision(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}})
+	sb := provision(t, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}})
 	script := `set -e; cd /work; printf 'one\nTWO\nthree\n' > edit.txt; rm gone.txt; echo new > new.txt; rm -r sub; mkdir -p made/x; echo x > made/x/f; cat edit.txt keep.txt`
 	var stderr bytes.Buffer
 	var stdout bytes.Buffer

@@ -21,7 +21,7 @@ func ExampleLocal() {
 	defer local.Close(ctx) // terminates what is left, removes its snapshots
 	var b sandbox.Backend = local
 
-	s, err := b.Provision(ctx, sandbox.Spec{Env: []string{"GREETING=hello"}})
+	s, err := b.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Env: []string{"GREETING=hello"}}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -19,7 +19,7 @@ import (
 // is a result, not an error.
 func ExampleProvision() {
 	ctx := context.Background()
-	sb, err := sandbox.Provision(ctx, sandbox.Spec{Env: []string{"GREETING=hi"}}, sandbox.ProvisionOptions{})
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Env: []string{"GREETING=hi"}}}, sandbox.ProvisionOptions{})
 	if err != nil {
 		fmt.Println(err) // nothing to terminate: no sandbox was made
 		return
@@ -134,7 +134,7 @@ func ExampleFork() {
 // provision time.
 func ExampleSandbox_SetNetworkPolicy() {
 	ctx := context.Background()
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}}
+	spec := sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}}}
 	sb, err := sandbox.Provision(ctx, spec, sandbox.ProvisionOptions{})
 	if err != nil {
 		fmt.Println(err)

@@ -20,7 +20,9 @@ func Example() {
 	os.WriteFile(dir+"/greeting", []byte("hello from"), 0o644)
 
 	spec := sandbox.Spec{
-		Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadOnly}},
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadOnly}},
+		},
 		Limits: sandbox.Limits{Timeout: 10 * time.Second, NoFile: 256},
 	}
 	cmd := sandbox.Command(context.Background(), spec, "sh", "-c", "echo $(cat /work/greeting) $(hostname) > /tmp/out; cat /tmp/out")

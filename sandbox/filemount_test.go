@@ -29,10 +29,14 @@ func TestFileOverSystemFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{
-		{Source: hosts, Target: "/etc/hosts", Access: sandbox.ReadOnly},
-		{Source: resolv, Target: "/etc/resolv.conf", Access: sandbox.ReadOnly},
-	}}
+	spec := sandbox.Spec{
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{
+				{Source: hosts, Target: "/etc/hosts", Access: sandbox.ReadOnly},
+				{Source: resolv, Target: "/etc/resolv.conf", Access: sandbox.ReadOnly},
+			},
+		},
+	}
 	out := mustRun(t, spec, "sh", "-c", `cat /etc/resolv.conf /etc/hosts; echo x 2>&1 > /etc/hosts || echo "write refused"`)
 	for _, want := range []string{"nameserver 127.0.0.77", "10.1.2.3 myhost.example", "write refused"} {
 		if !strings.Contains(out, want) {
@@ -51,7 +55,7 @@ func TestFileOverSystemFile(t *testing.T) {
 			t.Logf("skipping %s: not what this host has", tc.target)
 			continue
 		}
-		spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: hosts, Target: tc.target, Access: sandbox.ReadOnly}}}
+		spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: hosts, Target: tc.target, Access: sandbox.ReadOnly}}}}
 		_, _, err := run(t, spec, "true")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("a file over %s: %v, want an error saying it %s", tc.target, err, tc.want)

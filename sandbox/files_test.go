@@ -21,10 +21,14 @@ func TestSandboxFiles(t *testing.T) {
 	ro := t.TempDir()
 	os.Chmod(ro, 0o755)
 	os.WriteFile(filepath.Join(ro, "given"), []byte("input"), 0o644)
-	sb := provision(t, sandbox.Spec{Mounts: []sandbox.Mount{
-		{Source: dir, Target: "/work", Access: sandbox.ReadWrite},
-		{Source: ro, Target: "/in", Access: sandbox.ReadOnly},
-	}})
+	sb := provision(t, sandbox.Spec{
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{
+				{Source: dir, Target: "/work", Access: sandbox.ReadWrite},
+				{Source: ro, Target: "/in", Access: sandbox.ReadOnly},
+			},
+		},
+	})
 
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB, streamed
 	if _, err := sb.WriteFile(ctx, "/work/out.txt", bytes.NewReader(big), sandbox.WriteOptions{Mode: 0o600}); err != nil {

@@ -109,7 +109,7 @@ func TestGitControlFilesReadOnly(t *testing.T) {
 		if privileged() {
 			chownTree(t, repo, uid, gid)
 		}
-		spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: repo, Target: "/w", Access: sandbox.ReadWrite}}}
+		spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: repo, Target: "/w", Access: sandbox.ReadWrite}}}}
 		out, stderr, err := runStderr(t, spec, "sh", "-c", plantAttempts)
 		if err != nil {
 			t.Fatalf("sh: %v (stdout %q, stderr %q)", err, out, stderr)
@@ -139,7 +139,7 @@ func TestGitControlFilesNestedRepository(t *testing.T) {
 		chownTree(t, dir, 4321, 4321)
 		skipWithoutIdmap(t, dir, sandbox.ReadWrite)
 	}
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/w", Access: sandbox.ReadWrite}}}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: "/w", Access: sandbox.ReadWrite}}}}
 	out, stderr, err := runStderr(t, spec, "sh", "-c", `mv /w/projects /w/old; echo projects $?; mv /w/projects/repo /w/old; echo repo $?
 echo x > /w/projects/repo/f && echo x > /w/projects/g && echo writable`)
 	if err != nil || out != "projects 1\nrepo 1\nwritable" {
@@ -177,7 +177,7 @@ func TestGitControlFilesAttachedAndOptOut(t *testing.T) {
 	if privileged() {
 		chownTree(t, writable, 4321, 4321)
 	}
-	spec := sandbox.Spec{GitWritable: true, Mounts: []sandbox.Mount{{Source: writable, Target: "/w", Access: sandbox.ReadWrite}}}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{GitWritable: true, Mounts: []sandbox.Mount{{Source: writable, Target: "/w", Access: sandbox.ReadWrite}}}}
 	out := mustRun(t, spec, "sh", "-c", "echo '#!/bin/sh' > /w/.git/hooks/pre-commit && git -C /w config core.fsmonitor false && echo written")
 	if out != "written" {
 		t.Errorf("GitWritable: %q", out)

@@ -94,7 +94,7 @@ func skipWithoutIdmap(t *testing.T, dir string, access sandbox.Access) {
 	if !privileged() {
 		return
 	}
-	_, _, err := run(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/probe-idmap", Access: access}}}, "true")
+	_, _, err := run(t, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: "/probe-idmap", Access: access}}}}, "true")
 	var ue *sandbox.UnsupportedError
 	if errors.As(err, &ue) && strings.Contains(err.Error(), "cannot idmap") {
 		t.Skipf("%s mounts as root need idmapped mounts, which %s does not support here: %v", access, dir, err)

@@ -103,7 +103,7 @@ func helperSpec(t *testing.T) Spec {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
-	return Spec{Mounts: []Mount{{Source: dir, Target: "/opt/hostside", Access: ReadOnly}}}
+	return Spec{Filesystem: Filesystem{Mounts: []Mount{{Source: dir, Target: "/opt/hostside", Access: ReadOnly}}}}
 }
 
 func helperExec(ctx context.Context, sb *Sandbox, mode string) (string, error) {

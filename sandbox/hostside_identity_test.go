@@ -112,8 +112,12 @@ var setIDFiles = []string{"ctl", "victim", "dir", "viaroot"}
 func TestSetIDFromInsideIsDenied(t *testing.T) {
 	forEachOwner(t, func(t *testing.T, dir string, uid, gid uint32) {
 		spec, helper := withHostsideHelper(t, sandbox.Spec{
-			Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
-			Env:    []string{hostsideEnv + "=setid"},
+			Filesystem: sandbox.Filesystem{
+				Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
+			},
+			Identity: sandbox.Identity{
+				Env: []string{hostsideEnv + "=setid"},
+			},
 		})
 		checkSetIDAttempts(t, mustRun(t, spec, helper, "/work"))
 
@@ -203,7 +207,7 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 			}
 			os.Chmod(dir, 0o755)
 			skipWithoutIdmap(t, dir, sandbox.ReadWrite)
-			spec := sandbox.Spec{User: tc.user, Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}
+			spec := sandbox.Spec{Identity: sandbox.Identity{User: tc.user}, Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}}
 			out := mustRun(t, spec, "sh", "-c", `echo data > /out/f && mkdir /out/d && ln -s f /out/l && stat -c '%u:%g' /out /out/f;
 				chown 4321 /out/f 2>/dev/null; echo chown-4321 $?; chown 0:0 /out/f 2>/dev/null; echo chown-0 $?`)
 			want := tc.insideU + ":" + tc.insideG
@@ -228,7 +232,7 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 	// Written as root needs the default profile's set-id refusal: with
 	// seccomp unconfined, a set-uid file left there would be host root's.
 	root := t.TempDir()
-	_, _, err := run(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}, Mounts: []sandbox.Mount{{Source: root, Target: "/out", Access: sandbox.ReadWrite}}}, "true")
+	_, _, err := run(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Unconfined: true}, Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: root, Target: "/out", Access: sandbox.ReadWrite}}}}, "true")
 	var ue *sandbox.UnsupportedError
 	if !errors.As(err, &ue) || ue.Degradable || len(ue.Missing) != 1 || !strings.Contains(ue.Missing[0].Reason, "does not refuse set-id modes") ||
 		!strings.Contains(ue.Missing[0].Fix, "default seccomp profile") || strings.Contains(err.Error(), sandbox.BestEffortHint) {
@@ -265,7 +269,9 @@ func TestRootReadWriteMountMapsOwner(t *testing.T) {
 func TestFileCapabilityFromInside(t *testing.T) {
 	forEachOwner(t, func(t *testing.T, dir string, uid, gid uint32) {
 		spec, helper := withHostsideHelper(t, sandbox.Spec{
-			Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
+			Filesystem: sandbox.Filesystem{
+				Mounts: []sandbox.Mount{{Source: dir, Target: "/work", Access: sandbox.ReadWrite}},
+			},
 		})
 		mustRun(t, spec, "cp", "/bin/cat", "/work/capcat")
 		spec.Env = []string{hostsideEnv + "=setcap-inner"}

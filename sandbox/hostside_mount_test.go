@@ -46,7 +46,7 @@ func TestAttachNeverFollowsASymlinkedSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sb := provision(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: shared, Target: "/shared", Access: sandbox.ReadWrite}}})
+	sb := provision(t, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: shared, Target: "/shared", Access: sandbox.ReadWrite}}}})
 	if out, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "rm -rf /shared/data && ln -s " + victim + " /shared/data && echo planted"}}); out != "planted" || res.ExitCode != 0 {
 		t.Fatalf("planting the symlink: %q, exit %d", out, res.ExitCode)
 	}
@@ -62,7 +62,7 @@ func TestAttachNeverFollowsASymlinkedSource(t *testing.T) {
 		}
 	}
 	// Provisioning refuses the same source the same way.
-	_, err := sandbox.Provision(context.Background(), sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(shared, "data"), Target: "/data", Access: sandbox.ReadOnly}}}, sandbox.ProvisionOptions{})
+	_, err := sandbox.Provision(context.Background(), sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: filepath.Join(shared, "data"), Target: "/data", Access: sandbox.ReadOnly}}}}, sandbox.ProvisionOptions{})
 	if !errors.Is(err, unix.ELOOP) || !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("provisioning with a symlinked source: %v, want ErrInvalidSpec wrapping ELOOP", err)
 	}

@@ -28,12 +28,12 @@ func TestIdentityInside(t *testing.T) {
 		want = "0" // root inside, an unprivileged id outside
 	}
 	expect(t, "uid inside", mustRun(t, sandbox.Spec{}, "id", "-u"), want)
-	expect(t, "--user 1234:5678", mustRun(t, sandbox.Spec{User: &sandbox.User{UID: 1234, GID: 5678}}, "sh", "-c", "echo $(id -u):$(id -g)"), "1234:5678")
+	expect(t, "--user 1234:5678", mustRun(t, sandbox.Spec{Identity: sandbox.Identity{User: &sandbox.User{UID: 1234, GID: 5678}}}, "sh", "-c", "echo $(id -u):$(id -g)"), "1234:5678")
 	// A named user: $USER, and a private writable home /home/NAME, as
 	// E2B's sandboxes have.
-	named := sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000, Name: "user"}, Workdir: "/home/user"}
+	named := sandbox.Spec{Identity: sandbox.Identity{User: &sandbox.User{UID: 1000, GID: 1000, Name: "user"}, Workdir: "/home/user"}}
 	expect(t, "a named user", mustRun(t, named, "sh", "-c", `touch $HOME/f && echo $(id -u) $USER $HOME $(pwd) $(stat -c %u $HOME/f)`), "1000 user /home/user /home/user 1000")
-	if _, _, err := run(t, sandbox.Spec{User: &sandbox.User{UID: 1000, Name: "../x"}}, "true"); !errors.Is(err, sandbox.ErrInvalidSpec) {
+	if _, _, err := run(t, sandbox.Spec{Identity: sandbox.Identity{User: &sandbox.User{UID: 1000, Name: "../x"}}}, "true"); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("user name ../x: %v, want ErrInvalidSpec", err)
 	}
 }
@@ -63,7 +63,7 @@ func TestReadWriteMountKeepsHostOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := owner.Sys().(*syscall.Stat_t)
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}}
 	mustRun(t, spec, "sh", "-c", "echo data > /out/new && mkdir /out/sub")
 	for _, name := range []string{"new", "sub"} {
 		fi, err := os.Stat(filepath.Join(dir, name))

@@ -55,7 +55,7 @@ func TestUserNamespaceMapsExactlyOneID(t *testing.T) {
 
 func TestHostnameIsNeverTheHosts(t *testing.T) {
 	expect(t, "default hostname", mustRun(t, sandbox.Spec{}, "hostname"), sandbox.DefaultHostname)
-	expect(t, "custom hostname", mustRun(t, sandbox.Spec{Hostname: "box"}, "hostname"), "box")
+	expect(t, "custom hostname", mustRun(t, sandbox.Spec{Identity: sandbox.Identity{Hostname: "box"}}, "hostname"), "box")
 }
 
 // TestBootIDIsTheSandboxsOwn: /proc/sys/kernel/random/boot_id is drawn
@@ -101,7 +101,7 @@ func TestHostAbstractSocketsAreOutOfReach(t *testing.T) {
 	if abi := landlockABI(t); abi < 6 {
 		t.Skipf("Landlock ABI %d < 6: no abstract-socket scoping (reported as degraded)", abi)
 	}
-	expect(t, "abstract socket, --net host", probe(t, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}, "abstract", name), "EPERM")
+	expect(t, "abstract socket, --net host", probe(t, sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}}, "abstract", name), "EPERM")
 }
 
 func TestNetNoneHasOnlyLoopback(t *testing.T) {
@@ -172,10 +172,14 @@ func TestReadOnlyAndReadWriteMounts(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(ro, "file"), []byte("ro"), 0o666)
 	os.Chmod(filepath.Join(ro, "file"), 0o666) // writable for everyone but for the mount
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{
-		{Source: ro, Target: "/in", Access: sandbox.ReadOnly},
-		{Source: rw, Target: "/out", Access: sandbox.ReadWrite},
-	}}
+	spec := sandbox.Spec{
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{
+				{Source: ro, Target: "/in", Access: sandbox.ReadOnly},
+				{Source: rw, Target: "/out", Access: sandbox.ReadWrite},
+			},
+		},
+	}
 	expect(t, "write into a ro mount", probe(t, spec, "open", "/in/new", "c"), "EROFS")
 	expect(t, "overwrite in a ro mount", probe(t, spec, "open", "/in/file", "w"), "EROFS")
 	mustRun(t, spec, "sh", "-c", "cat /in/file > /out/copied && mkdir /out/dir")
@@ -189,10 +193,14 @@ func TestSymlinkInMountedSourceCannotRedirectTargets(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(src, "link")); err != nil {
 		t.Fatal(err)
 	}
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{
-		{Source: src, Target: "/work", Access: sandbox.ReadWrite},
-		{Source: other, Target: "/work/link/escape", Access: sandbox.ReadOnly},
-	}}
+	spec := sandbox.Spec{
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{
+				{Source: src, Target: "/work", Access: sandbox.ReadWrite},
+				{Source: other, Target: "/work/link/escape", Access: sandbox.ReadOnly},
+			},
+		},
+	}
 	_, _, err := run(t, spec, "true")
 	if !errorsIs(err, syscall.ELOOP) {
 		t.Fatalf("planting a symlink: got %v, want ELOOP", err)

@@ -86,7 +86,7 @@ func TestNothingLeaksAcrossRuns(t *testing.T) {
 	}
 	// A failed start must not leave anything either.
 	_, _, _ = run(t, sandbox.Spec{}, "/nonexistent")
-	_, _, _ = run(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: "/nonexistent", Target: "/x"}}}, "true")
+	_, _, _ = run(t, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: "/nonexistent", Target: "/x"}}}}, "true")
 	deadline := time.Now().Add(2 * time.Second)
 	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -204,7 +204,7 @@ func TestNothingLeaksAcross100Sandboxes(t *testing.T) {
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}}
 	cycle := func() (cgroups, layers []string) {
 		t.Helper()
 		sb, err := sandbox.Provision(context.Background(), spec, sandbox.ProvisionOptions{})

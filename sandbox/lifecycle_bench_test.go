@@ -126,7 +126,7 @@ func BenchmarkSnapshotCost(b *testing.B) {
 	// first snapshot's fsync (ext4's ordered mode) also flushes the 500 MiB
 	// just written above.
 	syscall.Sync()
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}}
 	var small, large time.Duration
 	for b.Loop() {
 		for _, tc := range []struct {

@@ -158,7 +158,7 @@ func TestSandboxTerminateLeavesNothing(t *testing.T) {
 func TestSandboxSuspendAndResume(t *testing.T) {
 	dir := rwDir(t)
 	os.Chmod(dir, 0o777)
-	sb := provision(t, sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}})
+	sb := provision(t, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}})
 	if !canLimit(t) {
 		if err := sb.Suspend(context.Background()); !errors.Is(err, sandbox.ErrUnsupported) {
 			t.Fatalf("suspend without a cgroup: %v, want ErrUnsupported", err)

@@ -236,7 +236,7 @@ func TestReadOnlyMountShowsHostOwnership(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/data", Access: sandbox.ReadOnly}}}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: "/data", Access: sandbox.ReadOnly}}}}
 	uid := strconv.Itoa(os.Getuid())
 	gid := strconv.Itoa(os.Getgid())
 	if got := mustRun(t, spec, "stat", "-c", "%u:%g", "/data", "/data/f"); got != uid+":"+gid+"\n"+uid+":"+gid {
@@ -282,7 +282,7 @@ func TestGitStatusInReadOnlyRepository(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repo, "new"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: repo, Target: "/repo", Access: sandbox.ReadOnly}}, Workdir: "/repo"}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: repo, Target: "/repo", Access: sandbox.ReadOnly}}}, Identity: sandbox.Identity{Workdir: "/repo"}}
 	out, _, err := run(t, spec, "sh", "-c", "git status --porcelain 2>&1; stat -c %u .")
 	if err != nil || out != "?? new\n"+strconv.Itoa(os.Getuid()) {
 		t.Fatalf("git status in a read-only repository of uid %d: %q, %v; want the untracked file and the caller's uid", os.Getuid(), out, err)
@@ -306,7 +306,7 @@ func TestLowPortsInOwnNetworkNamespace(t *testing.T) {
 	if err != nil || out != "bound 80\n0" {
 		t.Errorf("binding 127.0.0.1:80 in the sandbox's network namespace: %q, %v; want bound, the sysctl 0", out, err)
 	}
-	out, _, err = run(t, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}, "cat", sysctl)
+	out, _, err = run(t, sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}}, "cat", sysctl)
 	if err != nil || out != strings.TrimSpace(string(before)) {
 		t.Errorf("--net host sees %s = %q (%v), the host %q", sysctl, out, err, before)
 	}

@@ -69,11 +69,15 @@ func hostServers(t *testing.T) (plainPort, tlsPort string) {
 // loopback address must be allowed literally too) and denying
 // blocked.allowed.test.
 func limited() sandbox.Spec {
-	return sandbox.Spec{Network: sandbox.NetworkPolicy{
-		Mode:         netpolicy.Limited,
-		AllowedHosts: []string{"allowed.test", "*.allowed.test", "127.0.0.1"},
-		DeniedHosts:  []string{"blocked.allowed.test"},
-	}}
+	return sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{
+				Mode:         netpolicy.Limited,
+				AllowedHosts: []string{"allowed.test", "*.allowed.test", "127.0.0.1"},
+				DeniedHosts:  []string{"blocked.allowed.test"},
+			},
+		},
+	}
 }
 
 // runNet runs the probe with a fake resolver and an audit log.
@@ -149,7 +153,7 @@ func TestLimitedNetworkAllowsOnlyListedHosts(t *testing.T) {
 func TestLimitedNetworkGuardsPrivateAddresses(t *testing.T) {
 	plain, _ := hostServers(t)
 	// allowed.test resolves to 127.0.0.1, which no rule names literally.
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"allowed.test"}}}
+	spec := sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"allowed.test"}}}}
 	out, _ := runNet(t, spec, &fakeResolver{}, nil, "fetch", "http://allowed.test:"+plain+"/")
 	if !strings.HasPrefix(out, "403 ") || !strings.Contains(out, "private") {
 		t.Errorf("a name resolving to loopback: %q, want 403 private address", out)
@@ -197,7 +201,7 @@ func TestLoopbackSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostNet := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}
+	hostNet := sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}}
 	expect(t, "lo, network host", probe(t, hostNet, "lo"), fmt.Sprintf("up=%v gso=%d gso4=%d", host.Up, host.GSOMaxSize, host.GSOIPv4MaxSize))
 }
 

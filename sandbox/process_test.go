@@ -245,7 +245,7 @@ func TestDockerSeccompProfileLoadsAndWorks(t *testing.T) {
 }
 
 func TestHostNetworkModeSharesTheNetwork(t *testing.T) {
-	out := mustRun(t, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}, "cat", "/proc/net/dev")
+	out := mustRun(t, sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}}, "cat", "/proc/net/dev")
 	host, _ := os.ReadFile("/proc/net/dev")
 	if strings.Count(out, ":") != strings.Count(string(host), ":") {
 		t.Errorf("--net host does not show the host's interfaces:\n%s", out)

@@ -51,7 +51,7 @@ func getUntil(t *testing.T, url string) string {
 func TestPublishedPorts(t *testing.T) {
 	needTools(t, "python3")
 	ctx := context.Background()
-	sb, err := sandbox.Provision(ctx, sandbox.Spec{Ports: []sandbox.PortMapping{{Port: 8000}}}, sandbox.ProvisionOptions{})
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{Networking: sandbox.Networking{Ports: []sandbox.PortMapping{{Port: 8000}}}}, sandbox.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,17 +194,17 @@ func TestPublishedPortsRefused(t *testing.T) {
 		what string
 		spec sandbox.Spec
 	}{
-		{"port 0", sandbox.Spec{Ports: []sandbox.PortMapping{{Port: 0}}}},
-		{"port 70000", sandbox.Spec{Ports: []sandbox.PortMapping{{Port: 70000}}}},
-		{"bad host ip", sandbox.Spec{Ports: []sandbox.PortMapping{{HostIP: "localhost", Port: 80}}}},
-		{"same host port twice", sandbox.Spec{Ports: []sandbox.PortMapping{{HostPort: 18080, Port: 80}, {HostPort: 18080, Port: 81}}}},
-		{"host network", sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}, Ports: []sandbox.PortMapping{{Port: 80}}}},
+		{"port 0", sandbox.Spec{Networking: sandbox.Networking{Ports: []sandbox.PortMapping{{Port: 0}}}}},
+		{"port 70000", sandbox.Spec{Networking: sandbox.Networking{Ports: []sandbox.PortMapping{{Port: 70000}}}}},
+		{"bad host ip", sandbox.Spec{Networking: sandbox.Networking{Ports: []sandbox.PortMapping{{HostIP: "localhost", Port: 80}}}}},
+		{"same host port twice", sandbox.Spec{Networking: sandbox.Networking{Ports: []sandbox.PortMapping{{HostPort: 18080, Port: 80}, {HostPort: 18080, Port: 81}}}}},
+		{"host network", sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}, Ports: []sandbox.PortMapping{{Port: 80}}}}},
 	} {
 		if _, err := sandbox.Provision(ctx, tc.spec, sandbox.ProvisionOptions{}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 			t.Errorf("%s: %v, want ErrInvalidSpec", tc.what, err)
 		}
 	}
-	cmd := sandbox.Command(ctx, sandbox.Spec{Ports: []sandbox.PortMapping{{Port: 80}}}, "true")
+	cmd := sandbox.Command(ctx, sandbox.Spec{Networking: sandbox.Networking{Ports: []sandbox.PortMapping{{Port: 80}}}}, "true")
 	if err := cmd.Run(); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a one-shot command with ports: %v, want ErrInvalidSpec", err)
 	}

@@ -121,10 +121,10 @@ func TestReducedTierRefusals(t *testing.T) {
 		spec             sandbox.Spec
 		status           sandbox.Status
 	}{
-		{"hostname", "hostname", sandbox.Spec{Hostname: "box"}, sandbox.Absent},
-		{"cow mount", "cow mount " + src, sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: src, Access: sandbox.CopyOnWrite}}}, sandbox.Degraded},
-		{"mount elsewhere", "mount /work", sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.ReadOnly}}}, sandbox.Absent},
-		{"limited network", "network limited", sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}}, sandbox.Degraded},
+		{"hostname", "hostname", sandbox.Spec{Identity: sandbox.Identity{Hostname: "box"}}, sandbox.Absent},
+		{"cow mount", "cow mount " + src, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: src, Target: src, Access: sandbox.CopyOnWrite}}}}, sandbox.Degraded},
+		{"mount elsewhere", "mount /work", sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.ReadOnly}}}}, sandbox.Absent},
+		{"limited network", "network limited", sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}}}, sandbox.Degraded},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

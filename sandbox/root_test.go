@@ -57,7 +57,7 @@ func TestRootDirectory(t *testing.T) {
 	root := busyboxRoot(t)
 	ctx := context.Background()
 	for _, ro := range []bool{true, false} {
-		sb, err := sandbox.Provision(ctx, sandbox.Spec{Root: &sandbox.Root{Path: root, ReadOnly: ro}, Env: []string{"PATH=/bin"}}, sandbox.ProvisionOptions{})
+		sb, err := sandbox.Provision(ctx, sandbox.Spec{Filesystem: sandbox.Filesystem{Root: &sandbox.Root{Path: root, ReadOnly: ro}}, Identity: sandbox.Identity{Env: []string{"PATH=/bin"}}}, sandbox.ProvisionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestRootRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []*sandbox.Root{{Path: "rel/root"}, {Path: f}, {Path: "/"}, {Path: "/nonexistent-root"}} {
-		_, err := sandbox.Provision(ctx, sandbox.Spec{Root: r}, sandbox.ProvisionOptions{})
+		_, err := sandbox.Provision(ctx, sandbox.Spec{Filesystem: sandbox.Filesystem{Root: r}}, sandbox.ProvisionOptions{})
 		if !errors.Is(err, sandbox.ErrInvalidSpec) {
 			t.Errorf("root %q: want ErrInvalidSpec, got %v", r.Path, err)
 		}

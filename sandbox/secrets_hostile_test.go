@@ -49,11 +49,15 @@ func TestSecretNotEchoedByHostileOrigin(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	t.Cleanup(sandbox.SetTestUpstreamRoots(pool))
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{
-		Mode:         netpolicy.Limited,
-		AllowedHosts: []string{"api.example.com:" + port, "127.0.0.1"},
-		Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: hostileSecret, InURL: true}},
-	}}
+	spec := sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{
+				Mode:         netpolicy.Limited,
+				AllowedHosts: []string{"api.example.com:" + port, "127.0.0.1"},
+				Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: hostileSecret, InURL: true}},
+			},
+		},
+	}
 	base := "https://api.example.com:" + port
 	script := strings.Join([]string{
 		`set -e`,

@@ -85,11 +85,15 @@ func (o *secretOrigin) got(path string) string {
 // origin's port (so that programs ignoring the proxy variables are caught
 // on it) and binds TOKEN to api.example.com.
 func secretSpec(port string) sandbox.Spec {
-	return sandbox.Spec{Network: sandbox.NetworkPolicy{
-		Mode:         netpolicy.Limited,
-		AllowedHosts: []string{"api.example.com:" + port, "other.example.com:" + port, "127.0.0.1"},
-		Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: sandboxSecret}},
-	}}
+	return sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{
+				Mode:         netpolicy.Limited,
+				AllowedHosts: []string{"api.example.com:" + port, "other.example.com:" + port, "127.0.0.1"},
+				Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: sandboxSecret}},
+			},
+		},
+	}
 }
 
 // probeReq is the command line of the probe's "req".
@@ -179,8 +183,12 @@ func TestHTTPRuleInSandbox(t *testing.T) {
 	defer plain.Close()
 	_, plainPort, _ := net.SplitHostPort(plain.Listener.Addr().String())
 	rule := "GET api.example.com:" + o.port + "/repos/org/"
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
-		AllowedHosts: []string{rule, "GET api.example.com:" + plainPort + "/repos/org/", "127.0.0.1"}}}
+	spec := sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+				AllowedHosts: []string{rule, "GET api.example.com:" + plainPort + "/repos/org/", "127.0.0.1"}},
+		},
+	}
 	base := "https://api.example.com:" + o.port
 	// The last two: plain HTTP from a program that ignores the proxy
 	// variables, caught transparently, is held to the rules too.
@@ -227,9 +235,9 @@ func TestSecretRefusals(t *testing.T) {
 		spec sandbox.Spec
 		want string
 	}{
-		{"mode none", sandbox.Spec{Network: sandbox.NetworkPolicy{Secrets: []netpolicy.Secret{ok}}}, "limited"},
-		{"env conflict", sandbox.Spec{Env: []string{"TOKEN=x"}, Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, Secrets: []netpolicy.Secret{ok}}}, "TOKEN is a secret"},
-		{"no value", sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, Secrets: []netpolicy.Secret{{Name: "T", Hosts: []string{"a.example"}}}}}, "has no value"},
+		{"mode none", sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Secrets: []netpolicy.Secret{ok}}}}, "limited"},
+		{"env conflict", sandbox.Spec{Identity: sandbox.Identity{Env: []string{"TOKEN=x"}}, Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, Secrets: []netpolicy.Secret{ok}}}}, "TOKEN is a secret"},
+		{"no value", sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, Secrets: []netpolicy.Secret{{Name: "T", Hosts: []string{"a.example"}}}}}}, "has no value"},
 	} {
 		err := sandbox.Command(context.Background(), tc.spec, "/bin/true").Run()
 		if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
@@ -352,9 +360,13 @@ func TestSecretHostOtherProtocols(t *testing.T) {
 		}
 	}()
 	_, port, _ := net.SplitHostPort(l.Addr().String())
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
-		AllowedHosts: []string{"api.example.com:" + port, "GET rules.example.com:" + port + "/x/", "127.0.0.1"},
-		Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com", "rules.example.com"}, Value: sandboxSecret}}}}
+	spec := sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+				AllowedHosts: []string{"api.example.com:" + port, "GET rules.example.com:" + port + "/x/", "127.0.0.1"},
+				Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com", "rules.example.com"}, Value: sandboxSecret}}},
+		},
+	}
 	out, _ := runNetScript(t, withProbe(t, spec),
 		probeTarget+"/testprobe say api.example.com:"+port+" SSH-2.0-probe; "+probeTarget+"/testprobe say rules.example.com:"+port+" SSH-2.0-probe")
 	if want := "SSH-2.0-probe\nHTTP/1.1 400 Bad Request"; out != want {

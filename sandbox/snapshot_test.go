@@ -19,7 +19,7 @@ func TestSnapshotAndFork(t *testing.T) {
 	os.Chmod(filepath.Dir(src), 0o755)
 	os.WriteFile(filepath.Join(src, "base.txt"), []byte("base\n"), 0o666)
 	os.Chmod(filepath.Join(src, "base.txt"), 0o666)
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}, Hostname: "origin"}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: src, Target: "/work", Access: sandbox.CopyOnWrite}}}, Identity: sandbox.Identity{Hostname: "origin"}}
 	sb := provision(t, spec)
 	execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo tmp > /tmp/t; echo home > $HOME/h; echo cow > /work/c; rm /work/base.txt"}})
 
@@ -89,7 +89,7 @@ func TestSnapshotRemovesItsSandboxsUnfinishedSnapshots(t *testing.T) {
 func TestSnapshotIncludesReadWriteOnRequest(t *testing.T) {
 	ctx := context.Background()
 	src := rwDir(t)
-	spec := sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/rw", Access: sandbox.ReadWrite}}}
+	spec := sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: src, Target: "/rw", Access: sandbox.ReadWrite}}}}
 	sb := provision(t, spec)
 	if _, res := execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo one > /rw/a && mkdir /rw/d && echo two > /rw/d/b"}}); res.ExitCode != 0 {
 		t.Fatalf("writing to the rw mount: exit %d", res.ExitCode)

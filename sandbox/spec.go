@@ -15,6 +15,29 @@ import (
 // Spec describes a sandbox. The zero value is the most restrictive
 // sandbox: no mounts beyond the system directories, no network, the
 // built-in seccomp profile, every protection required.
+//
+// Its fields are grouped by concern: what the sandbox sees of files
+// ([Filesystem]), whom and what its commands start as ([Identity]), what
+// it may reach and what reaches it ([Networking]), what it may spend
+// ([Limits]) and which syscalls it may make ([Seccomp]), beside the
+// kernel settings of its own namespaces (Sysctls) and how strictly the
+// whole is enforced (Tier, BestEffort). The groups are embedded, so a
+// field reads as before (spec.Mounts, spec.Network) while a literal names
+// its group:
+//
+//	sandbox.Spec{
+//		Filesystem: sandbox.Filesystem{Mounts: mounts},
+//		Networking: sandbox.Networking{Network: policy},
+//		Limits:     sandbox.Limits{Timeout: time.Minute},
+//	}
+//
+// An embedded group has no JSON name of its own: a Spec's JSON is flat,
+// as tent has always written it in state records, snapshot manifests and
+// tent-server's state ({"mounts":[...],"network":{...},"limits":{...}}),
+// so older records read unchanged and older tents read newer ones.
+// Limits and Seccomp were groups already, with JSON objects of their own;
+// Sysctls, Tier and BestEffort stay at the top: Sysctls spans the IPC and
+// network namespaces, and Tier and BestEffort concern every protection.
 type Spec struct {
 	// Name, when not "", is another reference to the sandbox, unique
 	// among its backend's sandboxes (package supervised refuses a second
@@ -24,6 +47,45 @@ type Spec struct {
 	// Labels are the caller's metadata, kept with the sandbox and
 	// returned with it; they never change its isolation.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Filesystem: the root, mounts, tmpfs, masked and read-only paths.
+	Filesystem
+	// Identity: the user, hostname, sudo, working directory and
+	// environment of the commands.
+	Identity
+	// Networking: the network policy and the published ports.
+	Networking
+	// Limits bound the sandbox's resources.
+	Limits Limits `json:"limits"`
+	// Seccomp selects the syscall filter.
+	Seccomp Seccomp `json:"seccomp"`
+	// Sysctls are set in the sandbox's own namespaces before its command
+	// starts, as docker's --sysctl: those of its IPC namespace
+	// (kernel.msgmax, kernel.msgmnb, kernel.msgmni, kernel.sem,
+	// kernel.shm_rmid_forced, kernel.shmall, kernel.shmmax, kernel.shmmni,
+	// fs.mqueue.*) and, unless the network mode is host, of its network
+	// namespace (net.*, such as net.ipv4.ping_group_range). Nothing of the
+	// host's changes; any other name is ErrInvalidSpec, a value the kernel
+	// refuses, or a sysctl it does not give a user namespace's network
+	// (net.core.somaxconn on Linux 6.1, for one), fails the start naming
+	// the sysctl, and the reduced tier
+	// (no namespaces of its own) cannot set any. The kernel lets only the
+	// IPC namespace's root set its sysctls: the IPC ones need the
+	// sandbox's user to be uid 0 inside (a root caller's default;
+	// ErrInvalidSpec otherwise).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// Tier forces the full or the reduced tier; the zero value picks the
+	// full tier when user namespaces are available (see [Tier]).
+	Tier Tier `json:"tier,omitempty"`
+	// BestEffort runs even when the host cannot provide a requested
+	// protection; each missing one is reported. Without it, Start fails
+	// with an [*UnsupportedError].
+	BestEffort bool `json:"best_effort,omitempty"`
+}
+
+// Filesystem is what a sandbox sees of files, a group of [Spec]: its
+// root, the host paths bound into it, its tmpfs, and what is hidden or
+// read-only.
+type Filesystem struct {
 	// Mounts bind host paths into the sandbox (the CLI's SRC[:DST]
 	// form is parsed by policy.ParseMount).
 	Mounts []Mount `json:"mounts,omitempty"`
@@ -52,6 +114,41 @@ type Spec struct {
 	// mounts on it), and forks and resumed sandboxes get it back. It
 	// cannot be combined with Root; the reduced tier cannot provide it.
 	WritableRoot bool `json:"writable_root,omitempty"`
+	// MaskedPaths are hidden once everything is mounted (a directory
+	// under an empty read-only tmpfs, a file under /dev/null), and
+	// ReadOnlyPaths bound read-only onto themselves: an OCI bundle's
+	// linux.maskedPaths and readonlyPaths. Paths that do not exist in
+	// the sandbox are left alone; /proc and /sys paths are allowed.
+	MaskedPaths   []string `json:"masked_paths,omitempty"`
+	ReadOnlyPaths []string `json:"readonly_paths,omitempty"`
+	// GitWritable lets the sandbox write the control files of the git
+	// repositories in its rw mounts. By default each repository's
+	// .git/hooks and .git/config (and its submodules') are read-only
+	// inside, and .git itself cannot be renamed or replaced, so that
+	// nothing the sandbox writes there runs when the host user next runs
+	// git; commits, branches, fetches and stashes still work. See
+	// docs/security.md for what this covers and what it does not.
+	GitWritable bool `json:"git_writable,omitempty"`
+}
+
+// Identity is whom and what a sandbox's commands start as, a group of
+// [Spec]: the user and hostname inside, a sudo command, the working
+// directory and the environment ([ExecRequest] adds to these per command).
+type Identity struct {
+	// User is the identity inside; nil means the caller's uid and gid for
+	// an unprivileged caller and 0:0 for root (which never maps to host
+	// root: see the package documentation).
+	User *User `json:"user,omitempty"`
+	// Hostname inside; "" means [DefaultHostname], never the host's.
+	Hostname string `json:"hostname,omitempty"`
+	// Workdir is the command's working directory inside; "" means "/".
+	Workdir string `json:"workdir,omitempty"`
+	// Env is layered, in order, over the base environment: the clean
+	// default (PATH, HOME, TERM, LANG, TZ, USER) or, with EnvInherit, the
+	// caller's whole environment. Entries are "KEY=VALUE".
+	Env []string `json:"env,omitempty"`
+	// EnvInherit makes the caller's whole environment the base.
+	EnvInherit bool `json:"env_inherit,omitempty"`
 	// Sudo gives the sandbox a sudo command, found ahead of any host
 	// sudo by every PATH (it appears in /usr/local/bin), for programs
 	// and users that expect one (E2B's user has passwordless sudo). It
@@ -64,42 +161,11 @@ type Spec struct {
 	// for how a command reaches it. It needs the full tier and tent's
 	// root filesystem (not Root).
 	Sudo bool `json:"sudo,omitempty"`
-	// MaskedPaths are hidden once everything is mounted (a directory
-	// under an empty read-only tmpfs, a file under /dev/null), and
-	// ReadOnlyPaths bound read-only onto themselves: an OCI bundle's
-	// linux.maskedPaths and readonlyPaths. Paths that do not exist in
-	// the sandbox are left alone; /proc and /sys paths are allowed.
-	MaskedPaths   []string `json:"masked_paths,omitempty"`
-	ReadOnlyPaths []string `json:"readonly_paths,omitempty"`
-	// Workdir is the command's working directory inside; "" means "/".
-	Workdir string `json:"workdir,omitempty"`
-	// Env is layered, in order, over the base environment: the clean
-	// default (PATH, HOME, TERM, LANG, TZ, USER) or, with EnvInherit, the
-	// caller's whole environment. Entries are "KEY=VALUE".
-	Env []string `json:"env,omitempty"`
-	// EnvInherit makes the caller's whole environment the base.
-	EnvInherit bool `json:"env_inherit,omitempty"`
-	// User is the identity inside; nil means the caller's uid and gid for
-	// an unprivileged caller and 0:0 for root (which never maps to host
-	// root: see the package documentation).
-	User *User `json:"user,omitempty"`
-	// Hostname inside; "" means [DefaultHostname], never the host's.
-	Hostname string `json:"hostname,omitempty"`
-	// Sysctls are set in the sandbox's own namespaces before its command
-	// starts, as docker's --sysctl: those of its IPC namespace
-	// (kernel.msgmax, kernel.msgmnb, kernel.msgmni, kernel.sem,
-	// kernel.shm_rmid_forced, kernel.shmall, kernel.shmmax, kernel.shmmni,
-	// fs.mqueue.*) and, unless the network mode is host, of its network
-	// namespace (net.*, such as net.ipv4.ping_group_range). Nothing of the
-	// host's changes; any other name is ErrInvalidSpec, a value the kernel
-	// refuses, or a sysctl it does not give a user namespace's network
-	// (net.core.somaxconn on Linux 6.1, for one), fails the start naming
-	// the sysctl, and the reduced tier
-	// (no namespaces of its own) cannot set any. The kernel lets only the
-	// IPC namespace's root set its sysctls: the IPC ones need the
-	// sandbox's user to be uid 0 inside (a root caller's default;
-	// ErrInvalidSpec otherwise).
-	Sysctls map[string]string `json:"sysctls,omitempty"`
+}
+
+// Networking is what a sandbox may reach and what reaches it, a group of
+// [Spec]: the network policy and the ports published on the host.
+type Networking struct {
 	// Network is the network policy; the zero value is mode none (own
 	// network namespace, loopback only). Limited mode reaches allowed hosts
 	// through tent's host-side proxy; host shares the host's network.
@@ -108,25 +174,6 @@ type Spec struct {
 	// [PortMapping], [Sandbox.Publish]); a one-shot [Cmd] and mode host
 	// take none.
 	Ports []PortMapping `json:"ports,omitempty"`
-	// Limits bound the sandbox's resources.
-	Limits Limits `json:"limits"`
-	// Seccomp selects the syscall filter.
-	Seccomp Seccomp `json:"seccomp"`
-	// GitWritable lets the sandbox write the control files of the git
-	// repositories in its rw mounts. By default each repository's
-	// .git/hooks and .git/config (and its submodules') are read-only
-	// inside, and .git itself cannot be renamed or replaced, so that
-	// nothing the sandbox writes there runs when the host user next runs
-	// git; commits, branches, fetches and stashes still work. See
-	// docs/security.md for what this covers and what it does not.
-	GitWritable bool `json:"git_writable,omitempty"`
-	// Tier forces the full or the reduced tier; the zero value picks the
-	// full tier when user namespaces are available (see [Tier]).
-	Tier Tier `json:"tier,omitempty"`
-	// BestEffort runs even when the host cannot provide a requested
-	// protection; each missing one is reported. Without it, Start fails
-	// with an [*UnsupportedError].
-	BestEffort bool `json:"best_effort,omitempty"`
 }
 
 // NetworkPolicy is a sandbox's network policy. In JSON it reads

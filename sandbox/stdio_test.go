@@ -151,7 +151,7 @@ func TestWorkdirErrorsAreTheirOwn(t *testing.T) {
 		dir   string
 		errno syscall.Errno
 	}{{"/nonexistent-dir", syscall.ENOENT}, {"/etc/hostname", syscall.ENOTDIR}} {
-		_, _, err := run(t, sandbox.Spec{Workdir: tc.dir}, "ls")
+		_, _, err := run(t, sandbox.Spec{Identity: sandbox.Identity{Workdir: tc.dir}}, "ls")
 		if !errors.Is(err, sandbox.ErrWorkDir) || !errors.Is(err, sandbox.ErrInvalidSpec) || !errors.Is(err, tc.errno) || errors.Is(err, sandbox.ErrCommandNotFound) {
 			t.Errorf("workdir %s: %v, want ErrWorkDir, ErrInvalidSpec and %v", tc.dir, err, tc.errno)
 		}

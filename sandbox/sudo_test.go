@@ -43,7 +43,7 @@ func needSudoDir(t *testing.T) {
 // EROFS, mounting EPERM, another user is refused.
 func TestSudo(t *testing.T) {
 	needSudoDir(t)
-	sb := provision(t, withProbe(t, sandbox.Spec{Sudo: true, User: &sandbox.User{UID: 1000, GID: 1000, Name: "user"}}))
+	sb := provision(t, withProbe(t, sandbox.Spec{Identity: sandbox.Identity{Sudo: true, User: &sandbox.User{UID: 1000, GID: 1000, Name: "user"}}}))
 	if out, errs, code := shOut(t, sb, `command -v sudo; sudo whoami; sudo id -u; sudo id -g; id -u`); code != 0 || out != "/usr/local/bin/sudo\nroot\n0\n0\n1000" {
 		t.Errorf("sudo whoami, id: %q (stderr %q, exit %d)", out, errs, code)
 	}
@@ -95,7 +95,7 @@ func TestSudo(t *testing.T) {
 func TestSudoWakesIdleInit(t *testing.T) {
 	needSudoDir(t)
 	needHolder(t)
-	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{Sudo: true}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
+	sb, err := sandbox.Provision(context.Background(), sandbox.Spec{Identity: sandbox.Identity{Sudo: true}}, sandbox.ProvisionOptions{IdleAfter: idleAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestSudoWakesIdleInit(t *testing.T) {
 // never sends a request, or sends garbage, harms no later sudo.
 func TestSudoClientGone(t *testing.T) {
 	needSudoDir(t)
-	sb := provision(t, sandbox.Spec{Sudo: true})
+	sb := provision(t, sandbox.Spec{Identity: sandbox.Identity{Sudo: true}})
 	count := `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 1000' || true`
 	// The wait for sudo's command is bounded (a minute) so that a sudo
 	// that never starts it fails the test rather than hangs it.
@@ -143,12 +143,12 @@ time.sleep(20)' >/dev/null 2>&1 &`)
 func TestSudoRefusesConflictingMounts(t *testing.T) {
 	dir := t.TempDir()
 	for _, target := range []string{"/run", "/run/tent", "/run/tent/x", "/usr/local/bin", "/usr/local"} {
-		_, err := sandbox.Provision(context.Background(), sandbox.Spec{Sudo: true, Mounts: []sandbox.Mount{{Source: dir, Target: target, Access: sandbox.ReadOnly}}}, sandbox.ProvisionOptions{})
+		_, err := sandbox.Provision(context.Background(), sandbox.Spec{Identity: sandbox.Identity{Sudo: true}, Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: target, Access: sandbox.ReadOnly}}}}, sandbox.ProvisionOptions{})
 		if !errorsIs(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "sudo") {
 			t.Errorf("sudo with a mount at %s: %v, want ErrInvalidSpec naming sudo", target, err)
 		}
 	}
-	if _, err := sandbox.Provision(context.Background(), sandbox.Spec{Sudo: true, Tmpfs: []string{"/run"}}, sandbox.ProvisionOptions{}); !errorsIs(err, sandbox.ErrInvalidSpec) {
+	if _, err := sandbox.Provision(context.Background(), sandbox.Spec{Identity: sandbox.Identity{Sudo: true}, Filesystem: sandbox.Filesystem{Tmpfs: []string{"/run"}}}, sandbox.ProvisionOptions{}); !errorsIs(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("sudo with a tmpfs at /run: %v, want ErrInvalidSpec", err)
 	}
 }

@@ -45,14 +45,14 @@ func TestSysctlsAreTheSandboxs(t *testing.T) {
 		script += "echo " + n + "=$(cat /proc/sys/" + strings.ReplaceAll(n, ".", "/") + ");"
 	}
 	// Root inside: the IPC namespace's sysctls are its root's to set.
-	out := mustRun(t, sandbox.Spec{Sysctls: set, User: &sandbox.User{}}, "sh", "-c", script)
+	out := mustRun(t, sandbox.Spec{Sysctls: set, Identity: sandbox.Identity{User: &sandbox.User{}}}, "sh", "-c", script)
 	for _, n := range names {
 		if !strings.Contains(out+"\n", n+"="+set[n]+"\n") {
 			t.Errorf("inside, %s: want %s in\n%s", n, set[n], out)
 		}
 	}
 	// A limited sandbox has its own network namespace too.
-	out = mustRun(t, sandbox.Spec{Sysctls: map[string]string{"net.ipv4.tcp_syncookies": "0"}, Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"example.com"}}}, "cat", "/proc/sys/net/ipv4/tcp_syncookies")
+	out = mustRun(t, sandbox.Spec{Sysctls: map[string]string{"net.ipv4.tcp_syncookies": "0"}, Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"example.com"}}}}, "cat", "/proc/sys/net/ipv4/tcp_syncookies")
 	if out != "0" {
 		t.Errorf("a limited sandbox's net.ipv4.tcp_syncookies: %q, want 0", out)
 	}
@@ -75,7 +75,7 @@ func TestSysctlsRefused(t *testing.T) {
 	}{
 		{sandbox.Spec{Sysctls: map[string]string{"kernel.core_pattern": "|/tmp/x"}}, "sysctls: kernel.core_pattern is not a sysctl of the sandbox's own namespaces"},
 		{sandbox.Spec{Sysctls: map[string]string{"vm.overcommit_memory": "1"}}, "sysctls: vm.overcommit_memory is not"},
-		{sandbox.Spec{Sysctls: map[string]string{"net.ipv4.ip_forward": "1"}, Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}, "network mode host"},
+		{sandbox.Spec{Sysctls: map[string]string{"net.ipv4.ip_forward": "1"}, Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: netpolicy.Host}}}, "network mode host"},
 		{sandbox.Spec{Sysctls: map[string]string{"fs.mqueue..": "1"}}, "is not a sysctl name"},
 		{sandbox.Spec{Sysctls: map[string]string{"fs.mqueue/../../kernel/core_pattern": "1"}}, "is not a sysctl name"},
 		{sandbox.Spec{Sysctls: map[string]string{"kernel.shmmax": "1\n2"}}, "must be one line"},
@@ -86,7 +86,7 @@ func TestSysctlsRefused(t *testing.T) {
 			t.Errorf("%v: %v, want ErrInvalidSpec with %q", c.spec.Sysctls, err, c.want)
 		}
 	}
-	_, _, err := run(t, sandbox.Spec{Sysctls: map[string]string{"kernel.shm_rmid_forced": "7"}, User: &sandbox.User{}}, "true")
+	_, _, err := run(t, sandbox.Spec{Sysctls: map[string]string{"kernel.shm_rmid_forced": "7"}, Identity: sandbox.Identity{User: &sandbox.User{}}}, "true")
 	if err == nil || !strings.Contains(err.Error(), `sysctl kernel.shm_rmid_forced="7"`) {
 		t.Errorf("a value the kernel refuses: %v", err)
 	}
@@ -98,11 +98,11 @@ func TestSysctlsRefused(t *testing.T) {
 	// Not root inside: the IPC ones are refused up front, the network
 	// ones set.
 	user := &sandbox.User{UID: 1000, GID: 1000}
-	_, _, err = run(t, sandbox.Spec{User: user, Sysctls: map[string]string{"kernel.shm_rmid_forced": "1"}}, "true")
+	_, _, err = run(t, sandbox.Spec{Identity: sandbox.Identity{User: user}, Sysctls: map[string]string{"kernel.shm_rmid_forced": "1"}}, "true")
 	if !errors.Is(err, sandbox.ErrInvalidSpec) || errors.As(err, &ue) || !strings.Contains(err.Error(), "sysctls: kernel.shm_rmid_forced") || !strings.Contains(err.Error(), "uid 1000") {
 		t.Errorf("an IPC sysctl with uid 1000 inside: %v, want ErrInvalidSpec naming it and the uid (not an UnsupportedError: a caller falling back on those would run it otherwise)", err)
 	}
-	if out := mustRun(t, sandbox.Spec{User: user, Sysctls: map[string]string{"net.ipv4.tcp_syncookies": "0"}}, "cat", "/proc/sys/net/ipv4/tcp_syncookies"); out != "0" {
+	if out := mustRun(t, sandbox.Spec{Identity: sandbox.Identity{User: user}, Sysctls: map[string]string{"net.ipv4.tcp_syncookies": "0"}}, "cat", "/proc/sys/net/ipv4/tcp_syncookies"); out != "0" {
 		t.Errorf("a network sysctl with uid 1000 inside: %q, want 0", out)
 	}
 }

@@ -54,11 +54,15 @@ except OSError as e:
 // transparentSpec allows allowed.test and 127.0.0.1 (where the fake
 // resolver sends every name) on port only.
 func transparentSpec(port string) sandbox.Spec {
-	return sandbox.Spec{Network: sandbox.NetworkPolicy{
-		Mode:         netpolicy.Limited,
-		AllowedHosts: []string{"allowed.test:" + port, "*.allowed.test:" + port, "127.0.0.1:" + port},
-		DeniedHosts:  []string{"blocked.allowed.test"},
-	}}
+	return sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{
+				Mode:         netpolicy.Limited,
+				AllowedHosts: []string{"allowed.test:" + port, "*.allowed.test:" + port, "127.0.0.1:" + port},
+				DeniedHosts:  []string{"blocked.allowed.test"},
+			},
+		},
+	}
 }
 
 // runScript runs a shell script in a limited sandbox without the proxy
@@ -275,8 +279,12 @@ echo "new port by address: $(python3 -c '%[1]s' 127.0.0.1 %[4]s)"`, pyConnect, a
 // proxy's own listeners inside, is not caught (the proxy holds them) and
 // does not stop the sandbox from starting.
 func TestRuleOnTheProxyPorts(t *testing.T) {
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
-		AllowedHosts: []string{"squid.test:3128", "socks.test:1080", "web.test"}}}
+	spec := sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+				AllowedHosts: []string{"squid.test:3128", "socks.test:1080", "web.test"}},
+		},
+	}
 	_, cmd, err := run(t, spec, "true")
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +343,7 @@ echo "uncaught port: $(%[1]s tcp 10.9.9.9 9)"
 // a rule added later is caught from then on. (Three proxy sockets were
 // refused as malformed: E2B's "deny all, allow later" failed to create.)
 func TestTransparentEmptyAllowlist(t *testing.T) {
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited"}}
+	spec := sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: "limited"}}}
 	if out := mustRun(t, spec, "echo", "started"); out != "started" {
 		t.Errorf("one-shot: %q", out)
 	}

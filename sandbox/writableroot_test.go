@@ -20,7 +20,7 @@ import (
 func TestWritableRoot(t *testing.T) {
 	ro := t.TempDir()
 	os.Chmod(ro, 0o755)
-	spec := withProbe(t, sandbox.Spec{WritableRoot: true, Mounts: []sandbox.Mount{{Source: ro, Target: "/data", Access: sandbox.ReadOnly}}})
+	spec := withProbe(t, sandbox.Spec{Filesystem: sandbox.Filesystem{WritableRoot: true, Mounts: []sandbox.Mount{{Source: ro, Target: "/data", Access: sandbox.ReadOnly}}}})
 	sb := provision(t, spec)
 	expect(t, "mkdir /0", probeIn(t, sb, "mkdir", "/0"), "ok")
 	expect(t, "create /0/f", probeIn(t, sb, "open", "/0/f", "c"), "ok")
@@ -44,7 +44,7 @@ func TestWritableRoot(t *testing.T) {
 	expect(t, "mkdir /0 without WritableRoot", probeIn(t, plain, "mkdir", "/0"), "EROFS")
 
 	// Spec.Root decides its own writability.
-	_, err := sandbox.Provision(context.Background(), sandbox.Spec{WritableRoot: true, Root: &sandbox.Root{Path: t.TempDir()}}, sandbox.ProvisionOptions{})
+	_, err := sandbox.Provision(context.Background(), sandbox.Spec{Filesystem: sandbox.Filesystem{WritableRoot: true, Root: &sandbox.Root{Path: t.TempDir()}}}, sandbox.ProvisionOptions{})
 	if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "writable_root") {
 		t.Errorf("WritableRoot with Root: %v, want ErrInvalidSpec naming writable_root", err)
 	}
@@ -56,7 +56,7 @@ func TestWritableRoot(t *testing.T) {
 // the host; the plan's own mount points and symlinks are not archived.
 func TestWritableRootSnapshotAndFork(t *testing.T) {
 	ctx := context.Background()
-	sb := provision(t, withProbe(t, sandbox.Spec{WritableRoot: true}))
+	sb := provision(t, withProbe(t, sandbox.Spec{Filesystem: sandbox.Filesystem{WritableRoot: true}}))
 	execOut(t, sb, sandbox.ExecRequest{Args: []string{"sh", "-c", `mkdir -p /0 /a/b && echo zero > /0/f && echo deep > /a/b/g &&
 		ln -s /etc/shadow /evil && ln -s / /loop && mkfifo /fifo && echo home > $HOME/h`}})
 

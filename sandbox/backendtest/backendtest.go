@@ -113,7 +113,7 @@ func out(t *testing.T, b sandbox.Backend, id string, argv ...string) string {
 // and is reported running; an unknown reference is ErrNotFound.
 func references(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
-	s := provision(t, b, sandbox.Spec{Hostname: "box", Env: []string{"GREETING=hi"}})
+	s := provision(t, b, sandbox.Spec{Identity: sandbox.Identity{Hostname: "box", Env: []string{"GREETING=hi"}}})
 	if s.State != sandbox.StateRunning || s.ID == "" || s.Backend != b.Name() {
 		t.Fatalf("provisioned %+v", s)
 	}
@@ -175,7 +175,7 @@ func execs(t *testing.T, b sandbox.Backend) {
 	// AsRoot: uid and gid 0 in the command's view, the sandbox user's
 	// (1000 here) on disk, no capability; the caller's environment and
 	// stdin reach it.
-	s = provision(t, b, sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000}})
+	s = provision(t, b, sandbox.Spec{Identity: sandbox.Identity{User: &sandbox.User{UID: 1000, GID: 1000}}})
 	user := out(t, b, s.ID, "sh", "-c", "id -u")
 	if user != "1000" {
 		t.Fatalf("the sandbox user is %s, want 1000", user)
@@ -196,9 +196,9 @@ func execs(t *testing.T, b sandbox.Backend) {
 func invalidSpec(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
 	for _, spec := range []sandbox.Spec{
-		{Workdir: "relative"},
-		{Mounts: []sandbox.Mount{{Source: "/nonexistent-tent-source", Target: "/x"}}},
-		{Mounts: []sandbox.Mount{{Source: t.TempDir(), Target: "/proc/x"}}},
+		{Identity: sandbox.Identity{Workdir: "relative"}},
+		{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: "/nonexistent-tent-source", Target: "/x"}}}},
+		{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: t.TempDir(), Target: "/proc/x"}}}},
 		{Limits: sandbox.Limits{Pids: -1}},
 	} {
 		if _, err := b.Provision(ctx, spec); !errors.Is(err, sandbox.ErrInvalidSpec) {
@@ -255,7 +255,7 @@ func network(t *testing.T, b sandbox.Backend) {
 	if err := on(t, b, none.ID).SetNetworkPolicy(ctx, sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("rules for a mode-none sandbox: %v, want ErrUnsupported", err)
 	}
-	lim := provision(t, b, sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}})
+	lim := provision(t, b, sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.com"}}}})
 	p := sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"example.org"}, DeniedHosts: []string{"bad.example.org"}}
 	if err := on(t, b, lim.ID).SetNetworkPolicy(ctx, p); err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func network(t *testing.T, b sandbox.Backend) {
 		return netpolicy.Secret{Name: "RULE_1", Hosts: []string{"api.example.com"}, Header: "X-Token", Value: v}
 	}
 	variable := netpolicy.Secret{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: "variable-value-0123"}
-	spec := sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"api.example.com"}, Secrets: []netpolicy.Secret{variable, header("first-value-0123")}}}
+	spec := sandbox.Spec{Networking: sandbox.Networking{Network: sandbox.NetworkPolicy{Mode: "limited", AllowedHosts: []string{"api.example.com"}, Secrets: []netpolicy.Secret{variable, header("first-value-0123")}}}}
 	sec := provision(t, b, spec)
 	p = spec.Network
 	p.Secrets = []netpolicy.Secret{header("rotated-value-0123")}

@@ -21,7 +21,7 @@ import (
 // fork is independent of its origin.
 func snapshotFork(t *testing.T, b sandbox.Backend) {
 	ctx := context.Background()
-	s := provision(t, b, sandbox.Spec{Hostname: "origin"})
+	s := provision(t, b, sandbox.Spec{Identity: sandbox.Identity{Hostname: "origin"}})
 	if _, err := b.Fork(ctx, "ffffffffffff", sandbox.ForkOverrides{}); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("fork of an unknown snapshot: %v, want ErrNotFound", err)
 	}
@@ -180,7 +180,7 @@ func dial(t *testing.T, b sandbox.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := provision(t, b, sandbox.Spec{Mounts: []sandbox.Mount{{Source: probe, Target: sandboxtest.ProbeTarget}}})
+	info := provision(t, b, sandbox.Spec{Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: probe, Target: sandboxtest.ProbeTarget}}}})
 	if _, err := on(t, b, info.ID).Dial(ctx, 8000); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("Dial with nothing listening: %v, want ECONNREFUSED", err)
 	}

@@ -23,7 +23,7 @@ func Example() {
 	m, err := manager.New(manager.Options{
 		Backends: []sandbox.Backend{local},
 		Timeouts: manager.Timeouts{Idle: 10 * time.Minute},
-		Pool:     []manager.WarmSpec{{Spec: sandbox.Spec{Hostname: "agent"}, Size: 1}},
+		Pool:     []manager.WarmSpec{{Spec: sandbox.Spec{Identity: sandbox.Identity{Hostname: "agent"}}, Size: 1}},
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -37,7 +37,7 @@ func Example() {
 
 	lease, err := m.Acquire(ctx, manager.AcquireRequest{
 		Client: "agent-1",
-		Spec:   sandbox.Spec{Hostname: "agent"},
+		Spec:   sandbox.Spec{Identity: sandbox.Identity{Hostname: "agent"}},
 		Labels: map[string]string{"task": "build"},
 	})
 	if err != nil {

@@ -276,7 +276,7 @@ func TestManagerConcurrentUse(t *testing.T) {
 	before := runtime.NumGoroutine()
 	f := newFake("f", fullCaps)
 	f.delay = time.Millisecond
-	warm := sandbox.Spec{Hostname: "warm"}
+	warm := sandbox.Spec{Identity: sandbox.Identity{Hostname: "warm"}}
 	m, err := manager.New(manager.Options{Backends: []sandbox.Backend{f}, ReapInterval: 2 * time.Millisecond,
 		Timeouts: manager.Timeouts{Idle: 30 * time.Millisecond, Detached: 10 * time.Millisecond},
 		Pool:     []manager.WarmSpec{{Spec: warm, Size: 3}}})

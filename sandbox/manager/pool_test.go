@@ -15,7 +15,7 @@ import (
 func TestManagerWarmPool(t *testing.T) {
 	f := newFake("f", fullCaps)
 	f.delay = 200 * time.Millisecond // a refill cannot catch up within this test's acquires
-	warm := sandbox.Spec{Hostname: "warm"}
+	warm := sandbox.Spec{Identity: sandbox.Identity{Hostname: "warm"}}
 	m := newManager(t, manager.Options{Backends: []sandbox.Backend{f}, Pool: []manager.WarmSpec{{Spec: warm, Size: 2}}})
 	ctx := context.Background()
 	if err := m.WaitPool(ctx); err != nil {
@@ -44,7 +44,7 @@ func TestManagerWarmPool(t *testing.T) {
 		t.Fatalf("acquire from an empty pool: %+v, %v", miss, err)
 	}
 	// Another spec, or Fresh, never touches the pool.
-	other, _ := m.Acquire(ctx, manager.AcquireRequest{Client: "c3", Spec: sandbox.Spec{Hostname: "other"}})
+	other, _ := m.Acquire(ctx, manager.AcquireRequest{Client: "c3", Spec: sandbox.Spec{Identity: sandbox.Identity{Hostname: "other"}}})
 	fresh, _ := m.Acquire(ctx, manager.AcquireRequest{Client: "c4", Spec: warm, Fresh: true})
 	if other.Pooled || fresh.Pooled {
 		t.Errorf("pooled: other %v, fresh %v", other.Pooled, fresh.Pooled)

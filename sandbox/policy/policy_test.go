@@ -65,19 +65,25 @@ func TestPolicyJSONAndYAMLAgree(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, ".env"), "FROM_FILE=1\nA=overridden-by-env\n")
 	want := sandbox.Spec{
-		Mounts: []sandbox.Mount{
-			{Source: filepath.Join(dir, "src"), Target: "/work", Access: sandbox.ReadWrite},
-			{Source: "/etc/hostname", Target: "/etc/hostname", Access: sandbox.ReadOnly},
-			{Source: "/data", Target: "/data", Access: sandbox.ReadOnly},
-			{Source: filepath.Join(dir, "out"), Target: filepath.Join(dir, "out"), Access: sandbox.ReadWrite},
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{
+				{Source: filepath.Join(dir, "src"), Target: "/work", Access: sandbox.ReadWrite},
+				{Source: "/etc/hostname", Target: "/etc/hostname", Access: sandbox.ReadOnly},
+				{Source: "/data", Target: "/data", Access: sandbox.ReadOnly},
+				{Source: filepath.Join(dir, "out"), Target: filepath.Join(dir, "out"), Access: sandbox.ReadWrite},
+			},
 		},
-		Workdir:    "/work",
-		Network:    sandbox.NetworkPolicy{Mode: netpolicy.Host},
+		Identity: sandbox.Identity{
+			Workdir:    "/work",
+			Env:        []string{"FROM_FILE=1", "A=overridden-by-env", "PASSED=from-caller", "A=1", "B=2", "EMPTY="},
+			EnvInherit: true,
+			User:       &sandbox.User{UID: 1000, GID: 100},
+			Hostname:   "box",
+		},
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Host},
+		},
 		Limits:     sandbox.Limits{Memory: 256 << 20, Pids: 64, CPUs: 1.5, Timeout: 30 * time.Second, NoFile: 1024},
-		Env:        []string{"FROM_FILE=1", "A=overridden-by-env", "PASSED=from-caller", "A=1", "B=2", "EMPTY="},
-		EnvInherit: true,
-		User:       &sandbox.User{UID: 1000, GID: 100},
-		Hostname:   "box",
 		Sysctls:    map[string]string{"kernel.shm_rmid_forced": "1", "net.ipv4.ip_local_port_range": "20000 30000"},
 		Seccomp:    sandbox.Seccomp{Unconfined: true},
 		BestEffort: true,
@@ -106,7 +112,7 @@ func TestPolicyEmptyAndPartial(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", doc, err)
 		}
-		spec := sandbox.Spec{Hostname: "kept", Env: []string{"X=1"}}
+		spec := sandbox.Spec{Identity: sandbox.Identity{Hostname: "kept", Env: []string{"X=1"}}}
 		if err := p.Apply(&spec, getenv); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +124,7 @@ func TestPolicyEmptyAndPartial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := sandbox.Spec{Env: []string{"X=1"}, Seccomp: sandbox.Seccomp{Unconfined: true}}
+	spec := sandbox.Spec{Identity: sandbox.Identity{Env: []string{"X=1"}}, Seccomp: sandbox.Seccomp{Unconfined: true}}
 	if err := p.Apply(&spec, getenv); err != nil {
 		t.Fatal(err)
 	}

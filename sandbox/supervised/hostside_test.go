@@ -39,9 +39,13 @@ func TestSupervisorRefusesPeersInsideSandboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	attacker := provision(t, b, sandbox.Spec{Mounts: []sandbox.Mount{
-		{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly},
-		{Source: b.Dir(), Target: "/state", Access: sandbox.ReadOnly}}})
+	attacker := provision(t, b, sandbox.Spec{
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{
+				{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly},
+				{Source: b.Dir(), Target: "/state", Access: sandbox.ReadOnly}},
+		},
+	})
 	other := provision(t, b, sandbox.Spec{})
 	for _, id := range []string{attacker.ID, other.ID} {
 		if err := os.Chmod(b.st.SocketPath(id), 0o777); err != nil {

@@ -76,7 +76,7 @@ func TestDetachedCommands(t *testing.T) {
 func TestDetachedAsRoot(t *testing.T) {
 	ctx := context.Background()
 	b := open(t)
-	info := provision(t, b, sandbox.Spec{User: &sandbox.User{UID: 1000, GID: 1000}})
+	info := provision(t, b, sandbox.Spec{Identity: sandbox.Identity{User: &sandbox.User{UID: 1000, GID: 1000}}})
 	pid, err := detach(ctx, sbOf(t, b, info.ID), sandbox.ExecRequest{Args: []string{"id", "-u"}, AsRoot: true}, "")
 	if err != nil {
 		t.Fatal(err)

@@ -91,10 +91,14 @@ func TestSecretRotationReachesRunningForkedAndResumed(t *testing.T) {
 	}
 	base := "https://api.example.com:" + o.port
 	spec := sandbox.Spec{
-		Mounts: []sandbox.Mount{{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly}},
-		Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
-			AllowedHosts: []string{"api.example.com:" + o.port, "127.0.0.1"},
-			Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}}}},
+		Filesystem: sandbox.Filesystem{
+			Mounts: []sandbox.Mount{{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly}},
+		},
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+				AllowedHosts: []string{"api.example.com:" + o.port, "127.0.0.1"},
+				Secrets:      []netpolicy.Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}}}},
+		},
 	}
 	run := provision(t, b, spec)
 	// request sends $TOKEN from sandbox id to path and returns what the
@@ -257,10 +261,14 @@ func TestSecretHeaderTransformsAreEachSandboxs(t *testing.T) {
 	base := "https://api.example.com:" + o.port
 	spec := func(v string) sandbox.Spec {
 		return sandbox.Spec{
-			Mounts: []sandbox.Mount{{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly}},
-			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
-				AllowedHosts: []string{"api.example.com:" + o.port, "127.0.0.1"},
-				Secrets:      []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: v}}},
+			Filesystem: sandbox.Filesystem{
+				Mounts: []sandbox.Mount{{Source: probe, Target: probeTarget, Access: sandbox.ReadOnly}},
+			},
+			Networking: sandbox.Networking{
+				Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited,
+					AllowedHosts: []string{"api.example.com:" + o.port, "127.0.0.1"},
+					Secrets:      []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Value: v}}},
+			},
 		}
 	}
 	va, vb := randomValue(t), randomValue(t)

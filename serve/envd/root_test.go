@@ -55,11 +55,15 @@ func newE2BEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	spec := sandbox.Spec{
-		User:    &sandbox.User{UID: 1000, GID: 1000, Name: "user"},
-		Tier:    sandbox.TierFull,
-		Workdir: "/home/user",
-		Tmpfs:   []string{"/root"},
-		Mounts:  []sandbox.Mount{{Source: ro, Target: "/ro", Access: sandbox.ReadOnly}},
+		Identity: sandbox.Identity{
+			User:    &sandbox.User{UID: 1000, GID: 1000, Name: "user"},
+			Workdir: "/home/user",
+		},
+		Tier: sandbox.TierFull,
+		Filesystem: sandbox.Filesystem{
+			Tmpfs:  []string{"/root"},
+			Mounts: []sandbox.Mount{{Source: ro, Target: "/ro", Access: sandbox.ReadOnly}},
+		},
 	}
 	return newEnvSpec(t, spec, envd.Options{}, nil)
 }

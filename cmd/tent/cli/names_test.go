@@ -168,8 +168,12 @@ func TestNetKeepsHeaderTransforms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := b.Provision(context.Background(), sandbox.Spec{Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"api.example.com"},
-		Secrets: []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "X-Token", Value: "header-value-0123"}}}})
+	info, err := b.Provision(context.Background(), sandbox.Spec{
+		Networking: sandbox.Networking{
+			Network: sandbox.NetworkPolicy{Mode: netpolicy.Limited, AllowedHosts: []string{"api.example.com"},
+				Secrets: []netpolicy.Secret{{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "X-Token", Value: "header-value-0123"}}},
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
