@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -228,12 +229,16 @@ const seqLines = 700000
 
 // slowWriter keeps what it is given, holding its first write until
 // release is closed, then sleeping at each (much slower than the command).
+// first is closed when its first write comes: the reader is attached.
 type slowWriter struct {
 	release chan struct{}
+	first   chan struct{}
+	once    sync.Once
 	got     bytes.Buffer
 }
 
 func (w *slowWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.first) })
 	<-w.release
 	time.Sleep(10 * time.Millisecond)
 	return w.got.Write(p)
@@ -242,16 +247,19 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 // A Follow reader that is slower than the command holds it back, as a
 // pipe does: more than 4 MiB of output (four times the ring) all arrive,
 // in order, none dropped, though the reader's first write waits until the
-// command has written half the ring.
+// command has written half the ring. The command writes its bulk only
+// once the reader is attached (its first write came): before, nobody
+// holds it back and the ring keeps only its last MiB, by design.
 func processFollow(t *testing.T, b sandbox.Backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := provision(t, b, sandbox.Spec{})
-	p, err := on(t, b, s.ID).Start(ctx, sandbox.ExecRequest{Args: []string{"seq", "1", fmt.Sprint(seqLines)}}, sandbox.StartOptions{})
+	p, err := on(t, b, s.ID).Start(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo go; read x; exec seq 1 " + fmt.Sprint(seqLines)}},
+		sandbox.StartOptions{Stdin: true})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	w := &slowWriter{release: make(chan struct{})}
+	w := &slowWriter{release: make(chan struct{}), first: make(chan struct{})}
 	type result struct {
 		end int64
 		err error
@@ -261,6 +269,14 @@ func processFollow(t *testing.T, b sandbox.Backend) {
 		end, err := p.Follow(ctx, 1, 0, w)
 		done <- result{end, err}
 	}()
+	select {
+	case <-w.first:
+	case <-ctx.Done():
+		t.Fatalf("the reader never got the command's first line: %v", ctx.Err())
+	}
+	if err := p.WriteStdin(ctx, []byte("x\n")); err != nil {
+		t.Fatalf("WriteStdin: %v", err)
+	}
 	// The command fills half the ring while the reader's first write
 	// waits; without back-pressure it would run on and drop.
 	if _, err := p.ReadOutput(ctx, 1, maxRing/2); err != nil {
@@ -268,7 +284,7 @@ func processFollow(t *testing.T, b sandbox.Backend) {
 	}
 	close(w.release)
 	r := <-done
-	want := seqOutput(seqLines)
+	want := append([]byte("go\n"), seqOutput(seqLines)...)
 	if r.err != nil || r.end != int64(len(want)) {
 		t.Fatalf("Follow: end %d, %v; want %d, nil", r.end, r.err, len(want))
 	}
