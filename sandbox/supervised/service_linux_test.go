@@ -78,6 +78,9 @@ func TestServiceKeptRunning(t *testing.T) {
 	}
 	servicePid(t, b, info.ID, pid)
 	waitAccepts(t, b, info.ID)
+	if log, err := os.ReadFile(logPath(b.st, info.ID)); err != nil || !strings.Contains(string(log), "restarting it") {
+		t.Errorf("the sandbox's log does not tell of the restart (%v):\n%s", err, log)
+	}
 
 	snap, err := sbOf(t, b, info.ID).Snapshot(ctx)
 	if err != nil {
