@@ -97,11 +97,23 @@ func (l *Local) Provision(ctx context.Context, spec Spec) (Info, error) {
 	if err := l.checkOpen(); err != nil {
 		return Info{}, err
 	}
+	if err := refuseService(spec); err != nil {
+		return Info{}, err
+	}
 	sb, err := Provision(ctx, spec, l.opts.Provision)
 	if err != nil {
 		return Info{}, err
 	}
 	return l.add(sb)
+}
+
+// refuseService fails closed on a spec with a [Service]: Local has no
+// supervisor to start it in every incarnation and keep it running.
+func refuseService(spec Spec) error {
+	if spec.Service == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: the local backend does not run a sandbox's service (spec.service): use package supervised (tent's default backend)", ErrUnsupported)
 }
 
 // add registers a new sandbox under a fresh id.

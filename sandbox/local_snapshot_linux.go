@@ -70,6 +70,9 @@ func (l *Local) Fork(ctx context.Context, snapshotID string, overrides ForkOverr
 	}
 	forked := *snap
 	forked.Spec = overrides.Apply(snap.Spec)
+	if err := refuseService(forked.Spec); err != nil {
+		return Info{}, err
+	}
 	sb, err := Fork(ctx, &forked, l.opts.Provision)
 	if err != nil {
 		return Info{}, err

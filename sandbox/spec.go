@@ -54,6 +54,9 @@ type Spec struct {
 	Identity
 	// Networking: the network policy and the published ports.
 	Networking
+	// Service, when not nil, is the command the sandbox runs for as long
+	// as it lives, with its readiness check (see [Service]).
+	Service *Service `json:"service,omitempty"`
 	// Limits bound the sandbox's resources.
 	Limits Limits `json:"limits"`
 	// Seccomp selects the syscall filter.

@@ -56,6 +56,9 @@ func validate(s *Spec) error {
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
 		return fmt.Errorf("workdir: %q must be an absolute, clean path inside the sandbox", s.Workdir)
 	}
+	if err := s.Service.Validate(); err != nil {
+		return err
+	}
 	if err := s.Network.Validate(); err != nil {
 		return fmt.Errorf("network: %w", err)
 	}

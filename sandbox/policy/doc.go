@@ -21,7 +21,10 @@
 // A template is a policy file in a templates directory, named NAME.json,
 // NAME.yaml or NAME.yml: tent serve's templates and tent mcp's.
 // [LoadTemplate] finds one by name (a [ValidName], never a path) and
-// [TemplateNames] lists a directory's.
+// [TemplateNames] lists a directory's. A template (as any policy file)
+// may name a service, the command its sandboxes keep running with a
+// readiness check ([Service], sandbox.Service): package supervised starts
+// it in every incarnation of the sandbox.
 //
 // # One parser per textual form
 //

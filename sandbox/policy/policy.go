@@ -53,6 +53,9 @@ import (
 //	secrets:                 # see Secret: values come from the environment
 //	  - name: GITHUB_TOKEN   # or a file, never from the policy itself
 //	    hosts: [api.github.com]
+//	service:                 # see Service: a command the sandbox keeps running
+//	  start: "python3 -m http.server 8000"
+//	  ready_port: 8000
 //
 // The same document in JSON uses the same keys. Sizes, durations and
 // the user may be written as strings or numbers. Environment layers
@@ -82,6 +85,7 @@ type Policy struct {
 	Sysctls    map[string]string `json:"sysctls,omitempty" yaml:"sysctls,omitempty"`
 	Seccomp    string            `json:"seccomp,omitempty" yaml:"seccomp,omitempty"`
 	BestEffort bool              `json:"best_effort,omitempty" yaml:"best_effort,omitempty"`
+	Service    *Service          `json:"service,omitempty" yaml:"service,omitempty"`
 
 	// Dir is the directory relative host paths are resolved against;
 	// [Load] sets it to the file's directory, "" means the current
@@ -226,7 +230,7 @@ func yamlUnknownKey(msg string) (line, key string, ok bool) {
 	return line, key, ok
 }
 
-const knownKeys = "known keys: mounts (source, target, access), ro, rw, rw_git, workdir, net, memory, pids, cpus, timeout, nofile, env_file, env_pass, env, env_inherit, user, hostname, sysctls, seccomp, best_effort"
+const knownKeys = "known keys: mounts (source, target, access), ro, rw, rw_git, workdir, net, memory, pids, cpus, timeout, nofile, env_file, env_pass, env, env_inherit, user, hostname, sysctls, seccomp, best_effort, service (start, command, env, workdir, ready_port, ready_command, ready_timeout)"
 
 // path resolves a host path of the policy against p.Dir.
 func (p *Policy) path(name string) (string, error) {
@@ -347,7 +351,7 @@ func (p *Policy) Apply(spec *sandbox.Spec, getenv func(string) (string, bool)) e
 	if p.BestEffort {
 		spec.BestEffort = true
 	}
-	return nil
+	return p.Service.apply(spec)
 }
 
 func (p *Policy) applyLimits(l *sandbox.Limits) error {

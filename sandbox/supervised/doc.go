@@ -40,6 +40,22 @@
 // stays a terminal), resizes and signals follow, and closing the
 // connection kills the command.
 //
+// # The service
+//
+// A spec's service ([sandbox.Service]: a start command and a readiness
+// check) is the supervisor's to keep. In every incarnation of the sandbox
+// (Provision, Fork, Resume of a stopped sandbox, a fork of a snapshot)
+// the supervisor starts it as a [sandbox.Process] tagged "service"
+// (listed by [Sandbox.Processes]) and waits for its check, a port inside
+// that accepts or a command that exits 0, within its bound, before it
+// reports ready: a service not ready by then fails the call with
+// [ErrServiceNotReady], naming the check and quoting the end of the
+// service's output, and leaves nothing behind. Once ready, a service
+// that exits (killed, crashed) is started again, without a readiness
+// wait, after a backoff that starts at 100 ms and doubles to 5 s while it
+// keeps dying (a run of 10 s resets it); each restart is logged in the
+// sandbox's log. While it runs, the supervisor is not idle.
+//
 // # Idle and crashed supervisors
 //
 // An idle supervisor (no request, no command, no proxied connection for

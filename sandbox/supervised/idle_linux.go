@@ -48,6 +48,7 @@ func resume(ctx context.Context, o launch, stateFD, reason string) error {
 		return err
 	}
 	defer closeLog()
+	o.log = popts.Logger
 	v, r, err := handoff.Adopt(stateFD, popts)
 	st := stateDir{Dir: r.Store}
 	if err != nil {

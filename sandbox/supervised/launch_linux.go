@@ -66,6 +66,11 @@ type launch struct {
 	resumeOptions
 	// main is Main's run, in the supervisor.
 	main *mainRun
+	// log is the supervisor's logger (the sandbox's log file).
+	log *slog.Logger
+	// service is the sandbox's service, started and ready (nil: none,
+	// or not started yet: serve starts it).
+	service sandbox.Process
 }
 
 // forkOverrides is sandbox.ForkOverrides in JSON.
@@ -213,6 +218,7 @@ func superviseMain() int {
 	if err != nil {
 		return fail(err)
 	}
+	o.log = popts.Logger
 	joined, fail, err := o.joinCgroupsPath(fail)
 	if err != nil {
 		return fail(err)

@@ -177,6 +177,7 @@ var kinds = []struct {
 	{"suspended", sandbox.ErrSuspended},
 	{"no-process", ErrNoProcess},
 	{"stdin-full", sandbox.ErrStdinFull},
+	{"service-not-ready", ErrServiceNotReady},
 }
 
 // kindOf names the sentinels err matches, comma-separated ("other" for

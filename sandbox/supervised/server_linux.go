@@ -28,10 +28,18 @@ func superviseNew(ctx context.Context, st stateDir, rec *record, sb *sandbox.San
 		_ = sb.Terminate(context.Background())
 		return err
 	}
+	// The service is ready before anyone learns of the sandbox; one that
+	// is not ends it, record and all, before there is one.
+	svc, err := startService(ctx, sb)
+	if err != nil {
+		_ = sb.Terminate(context.Background())
+		return err
+	}
+	o.service = svc
 	sock := st.SocketPath(rec.ID)
 	_ = os.Remove(sock)
 	var l *net.UnixListener
-	err := shortPath(sock, func(p string) (err error) {
+	err = shortPath(sock, func(p string) (err error) {
 		l, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: p, Net: "unixpacket"})
 		return err
 	})
@@ -85,6 +93,15 @@ func serve(ctx context.Context, st stateDir, rec *record, sb *sandbox.Sandbox, l
 	// the record says stopped, and why (handoff.Ended).
 	initGone, stopWatch := watchExit(sb.Info().InitPID)
 	defer stopWatch()
+	// The service, kept running until serve returns (before sb ends:
+	// defers run last in, first out).
+	svcCtx, svcStop := context.WithCancel(context.Background())
+	svcDone := make(chan struct{})
+	go func() {
+		defer close(svcDone)
+		keepService(svcCtx, sb, o.service, o.logger())
+	}()
+	defer func() { svcStop(); <-svcDone }()
 	s := &server{st: st, rec: rec, sb: sb, recMu: &recMu, removed: make(chan struct{}, 1), stopped: make(chan struct{}, 1), main: o.main}
 	activity := make(chan struct{}, 1)
 	var inflight atomic.Int64

@@ -25,7 +25,7 @@ func newPsCmd(g *Globals) *cobra.Command {
 	var out outputFlags
 	c := &cobra.Command{
 		Use:   "ps ID",
-		Short: "List the commands started in a sandbox with tent exec -d, running and finished",
+		Short: "List the commands started in a sandbox with tent exec -d (and its service), running and finished",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
@@ -42,7 +42,7 @@ func newPsCmd(g *Globals) *cobra.Command {
 			w := c.OutOrStdout()
 			return emit(&out, w, procs, procs, func() error {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "PID\tSTATE\tSTARTED\tUNREAD\tCOMMAND")
+				fmt.Fprintln(tw, "PID\tSTATE\tSTARTED\tUNREAD\tTAG\tCOMMAND")
 				for _, p := range procs {
 					state := "running"
 					if !p.Running {
@@ -57,7 +57,11 @@ func newPsCmd(g *Globals) *cobra.Command {
 					for i, a := range p.Args {
 						cmd[i] = policy.QuotePath(a)
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", p.Pid, state, p.Started.Local().Format(time.TimeOnly), p.Unread, strings.Join(cmd, " "))
+					tag := "" // "service": the sandbox's service (spec.service)
+					if p.Tag != "" {
+						tag = policy.QuotePath(p.Tag)
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", p.Pid, state, p.Started.Local().Format(time.TimeOnly), p.Unread, tag, strings.Join(cmd, " "))
 				}
 				return tw.Flush()
 			})
