@@ -185,7 +185,7 @@ func streamTail(ctx context.Context, p sandbox.Process, fd int) string {
 
 // keepService keeps sb's service running until ctx ends: it waits for
 // the running one (first; nil: none yet) to exit, and starts it again
-// after the backoff, logging each restart. It does not wait for
+// after the backoff, logging its restarts (see loggedRestart). It does not wait for
 // readiness: nobody waits for it then.
 func keepService(ctx context.Context, sb *sandbox.Sandbox, first sandbox.Process, log *slog.Logger) {
 	svc := sb.Info().Spec.Service
@@ -204,7 +204,9 @@ func keepService(ctx context.Context, sb *sandbox.Sandbox, first sandbox.Process
 				delay = serviceBackoffMin
 			}
 			restarts++
-			log.Warn("the sandbox's service exited: restarting it", "command", svc.Command, "exit", exitText(res), "in", delay, "restarts", restarts)
+			if loggedRestart(restarts) {
+				log.Warn("the sandbox's service exited: restarting it", "command", svc.Command, "exit", exitText(res), "in", delay, "restarts", restarts)
+			}
 			if !sleepCtx(ctx, delay) {
 				return
 			}
@@ -223,6 +225,12 @@ func keepService(ctx context.Context, sb *sandbox.Sandbox, first sandbox.Process
 		}
 	}
 }
+
+// loggedRestart reports whether restart n is logged: the first ten,
+// then every hundredth, so that a service that keeps dying (at most one
+// restart in serviceBackoffMax) does not grow the sandbox's log without
+// bound; each line says how many restarts there were.
+func loggedRestart(n int) bool { return n <= 10 || n%100 == 0 }
 
 // sleepCtx sleeps d, or until ctx ends (false).
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -193,3 +193,17 @@ func TestLocalRefusesService(t *testing.T) {
 		t.Fatalf("Local.Provision with a service: %v, want ErrUnsupported", err)
 	}
 }
+
+// A service that keeps dying is restarted forever, but its log lines are
+// bounded: the first ten restarts, then one in a hundred.
+func TestServiceRestartLogIsBounded(t *testing.T) {
+	logged := 0
+	for n := 1; n <= 10000; n++ {
+		if loggedRestart(n) {
+			logged++
+		}
+	}
+	if logged != 10+100 || !loggedRestart(1) || !loggedRestart(10) || loggedRestart(11) || !loggedRestart(200) {
+		t.Errorf("%d of 10000 restarts logged, want 110 (the first ten, then every hundredth)", logged)
+	}
+}
