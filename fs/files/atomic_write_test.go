@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,39 +18,6 @@ import (
 // Issue 36: a write that replaces a file the user had leaves, on a full
 // disk or a kill, the old file or the whole new one.
 
-func writeFileMode(t *testing.T, p, content string, perm os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(content), perm); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, perm); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wantFile fails unless p holds content with perm and its directory
-// holds names (sorted) only.
-func wantFile(t *testing.T, what, p, content string, perm os.FileMode, names ...string) {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	fi, serr := os.Lstat(p)
-	if err != nil || serr != nil || string(b) != content || fi.Mode() != perm {
-		t.Errorf("%s: %s holds %d bytes (%v), mode %v (%v); want %d bytes, mode %v", what, p, len(b), err, fi.Mode(), serr, len(content), perm)
-	}
-	ents, err := os.ReadDir(filepath.Dir(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range ents {
-		got = append(got, e.Name())
-	}
-	slices.Sort(names)
-	if !slices.Equal(got, names) {
-		t.Errorf("%s: the directory holds %q, want %q", what, got, names)
-	}
-}
-
 // The helper's write onto a full disk fails with ENOSPC and leaves the
 // old file whole, with its mode, and no temporary (it truncated the file
 // and wrote what fitted).
@@ -59,13 +25,13 @@ func TestFileHelperWriteFullDiskKeepsOld(t *testing.T) {
 	dir := atomicfiletest.SmallDisk(t, 256<<10, 0o755)
 	p := filepath.Join(dir, "f")
 	old := strings.Repeat("v1\n", 1000)
-	writeFileMode(t, p, old, 0o644)
+	atomicfiletest.WriteFileMode(t, p, old, 0o644)
 	for _, op := range []string{"write", "put"} {
 		code, _, errs := runHelper([]string{op, p, "600"}, bytes.NewReader(bytes.Repeat([]byte("new\n"), 1<<18)))
 		if code != HelperFailed || !strings.HasPrefix(errs, "ENOSPC ") {
 			t.Errorf("%s onto a full disk: %d %q, want ENOSPC", op, code, errs)
 		}
-		wantFile(t, op+" onto a full disk", p, old, 0o644, "f")
+		atomicfiletest.WantFile(t, op+" onto a full disk", p, old, 0o644, "f")
 	}
 }
 
@@ -75,7 +41,7 @@ func TestFileHelperWriteFullDiskKeepsOld(t *testing.T) {
 func TestFileHelperWriteReplaces(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
-	writeFileMode(t, p, "v1", 0o640)
+	atomicfiletest.WriteFileMode(t, p, "v1", 0o640)
 	meta := unix.Setxattr(p, MetadataXattrPrefix+"k", []byte("v"), 0) == nil
 	if err := os.Symlink("f", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
@@ -83,7 +49,7 @@ func TestFileHelperWriteReplaces(t *testing.T) {
 	if code, _, errs := runHelper([]string{"write", filepath.Join(dir, "link"), "600"}, strings.NewReader("v2, longer")); code != 0 {
 		t.Fatalf("write: %d %q", code, errs)
 	}
-	wantFile(t, "write through a link", p, "v2, longer", 0o640, "f", "link")
+	atomicfiletest.WantFile(t, "write through a link", p, "v2, longer", 0o640, "f", "link")
 	if fi, err := os.Lstat(filepath.Join(dir, "link")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("link: %v %v, want the symlink kept", fi, err)
 	}
@@ -98,7 +64,7 @@ func TestFileHelperWriteReplaces(t *testing.T) {
 	if code, _, errs := runHelper([]string{"write", n, "666"}, strings.NewReader("x")); code != 0 {
 		t.Fatalf("write new: %d %q", code, errs)
 	}
-	wantFile(t, "a new file", n, "x", 0o640, "f", "link", "new")
+	atomicfiletest.WantFile(t, "a new file", n, "x", 0o640, "f", "link", "new")
 }
 
 // A write removes the temporaries a killed helper left in the file's
@@ -106,7 +72,7 @@ func TestFileHelperWriteReplaces(t *testing.T) {
 func TestFileHelperWriteCleansKilledTemps(t *testing.T) {
 	dir := t.TempDir()
 	dead := WriteTemps.TempName()
-	writeFileMode(t, filepath.Join(dir, dead), "half", 0o600)
+	atomicfiletest.WriteFileMode(t, filepath.Join(dir, dead), "half", 0o600)
 	live, err := atomicfile.Create(filepath.Join(dir, "other"), 0o600, WriteTemps)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +81,7 @@ func TestFileHelperWriteCleansKilledTemps(t *testing.T) {
 	if code, _, errs := runHelper([]string{"write", filepath.Join(dir, "f")}, strings.NewReader("x")); code != 0 {
 		t.Fatalf("write: %d %q", code, errs)
 	}
-	wantFile(t, "after the write", filepath.Join(dir, "f"), "x", 0o644, "f", live.TempName())
+	atomicfiletest.WantFile(t, "after the write", filepath.Join(dir, "f"), "x", 0o644, "f", live.TempName())
 }
 
 // A file mounted over another cannot be renamed over: it is written in
@@ -126,8 +92,8 @@ func TestFileHelperWriteMountedFile(t *testing.T) {
 	}
 	dir := t.TempDir()
 	p, src := filepath.Join(dir, "f"), filepath.Join(t.TempDir(), "src")
-	writeFileMode(t, p, "under", 0o644)
-	writeFileMode(t, src, "mounted", 0o600)
+	atomicfiletest.WriteFileMode(t, p, "under", 0o644)
+	atomicfiletest.WriteFileMode(t, src, "mounted", 0o600)
 	if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +151,7 @@ func TestFileHelperWriteInPlaceFallback(t *testing.T) {
 		}
 		os.Chmod(dir, tc.dirMode)
 		p := filepath.Join(dir, "f")
-		writeFileMode(t, p, "old", tc.fileMode)
+		atomicfiletest.WriteFileMode(t, p, "old", tc.fileMode)
 		if err := os.Chown(p, tc.owner, tc.owner); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/tent-sandbox/tent/internal/atomicfile/atomicfiletest"
 	"golang.org/x/sys/unix"
 )
 
@@ -98,7 +99,7 @@ func TestFrameDecoderRefuses(t *testing.T) {
 func TestFileHelperFramedWrite(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
-	writeFileMode(t, p, "old content", 0o640)
+	atomicfiletest.WriteFileMode(t, p, "old content", 0o640)
 	content := bytes.Repeat([]byte("new\n"), 1<<18)
 	f := framed(t, content)
 	for _, op := range []string{FileOpWriteFramed, FileOpPutFramed} {
@@ -106,22 +107,22 @@ func TestFileHelperFramedWrite(t *testing.T) {
 		if code != HelperFailed || !strings.HasPrefix(errs, "EPIPE ") || !strings.Contains(errs, "end mark") {
 			t.Errorf("%s, its input cut: %d %q; want EPIPE, the input ended before its end mark", op, code, errs)
 		}
-		wantFile(t, op+" cut", p, "old content", 0o640, "f")
+		atomicfiletest.WantFile(t, op+" cut", p, "old content", 0o640, "f")
 		count := bytes.Clone(f)
 		count[len(count)-1]++
 		if code, _, errs := runHelper([]string{op, p, "600"}, bytes.NewReader(count)); code != HelperFailed || !strings.HasPrefix(errs, "EPROTO ") {
 			t.Errorf("%s, a wrong count: %d %q; want EPROTO", op, code, errs)
 		}
-		wantFile(t, op+" miscounted", p, "old content", 0o640, "f")
+		atomicfiletest.WantFile(t, op+" miscounted", p, "old content", 0o640, "f")
 		if code, _, errs := runHelper([]string{op, filepath.Join(dir, "new")}, bytes.NewReader(nil)); code != HelperFailed || !strings.HasPrefix(errs, "EPIPE ") {
 			t.Errorf("%s of a new file, no input: %d %q; want EPIPE", op, code, errs)
 		}
-		wantFile(t, op+" of a new file", p, "old content", 0o640, "f")
+		atomicfiletest.WantFile(t, op+" of a new file", p, "old content", 0o640, "f")
 	}
 	if code, _, errs := runHelper([]string{FileOpWriteFramed, p, "600"}, bytes.NewReader(f)); code != 0 {
 		t.Fatalf("a whole framed write: %d %q", code, errs)
 	}
-	wantFile(t, "a whole framed write", p, string(content), 0o640, "f")
+	atomicfiletest.WantFile(t, "a whole framed write", p, string(content), 0o640, "f")
 }
 
 // In place (a file mounted on its own: no rename can replace it), a cut
@@ -133,8 +134,8 @@ func TestFileHelperFramedInPlaceCut(t *testing.T) {
 	}
 	dir := t.TempDir()
 	p, src := filepath.Join(dir, "f"), filepath.Join(dir, "src")
-	writeFileMode(t, p, "old content", 0o644)
-	writeFileMode(t, src, "old content", 0o644)
+	atomicfiletest.WriteFileMode(t, p, "old content", 0o644)
+	atomicfiletest.WriteFileMode(t, src, "old content", 0o644)
 	if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
 		t.Skipf("bind-mounting a file: %v", err)
 	}
@@ -171,11 +172,11 @@ func (r mustNotRead) Read([]byte) (int, error) {
 // put, for this.)
 func TestFileHelperUnknownOpReadsNothing(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f")
-	writeFileMode(t, p, "old content", 0o640)
+	atomicfiletest.WriteFileMode(t, p, "old content", 0o640)
 	for _, op := range []string{"write-framed2", "put-chunked"} {
 		if code, _, errs := runHelper([]string{op, p, "644"}, mustNotRead{t}); code != HelperFailed || !strings.HasPrefix(errs, "EINVAL ") {
 			t.Errorf("%s: %d %q; want EINVAL", op, code, errs)
 		}
 	}
-	wantFile(t, "after unknown ops", p, "old content", 0o640, "f")
+	atomicfiletest.WantFile(t, "after unknown ops", p, "old content", 0o640, "f")
 }

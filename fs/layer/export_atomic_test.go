@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,54 +14,21 @@ import (
 
 // Issue 36: an export that replaces a file the user had leaves, on a
 // full disk or a kill, the old file or the whole new one. The helpers
-// below are those of fs/files' atomic_write_test.go (the file helper's side).
-
-func writeFileMode(t *testing.T, p, content string, perm os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(content), perm); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, perm); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wantFile fails unless p holds content with perm and its directory
-// holds names (sorted) only.
-func wantFile(t *testing.T, what, p, content string, perm os.FileMode, names ...string) {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	fi, serr := os.Lstat(p)
-	if err != nil || serr != nil || string(b) != content || fi.Mode() != perm {
-		t.Errorf("%s: %s holds %d bytes (%v), mode %v (%v); want %d bytes, mode %v", what, p, len(b), err, fi.Mode(), serr, len(content), perm)
-	}
-	ents, err := os.ReadDir(filepath.Dir(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range ents {
-		got = append(got, e.Name())
-	}
-	slices.Sort(names)
-	if !slices.Equal(got, names) {
-		t.Errorf("%s: the directory holds %q, want %q", what, got, names)
-	}
-}
+// come from atomicfiletest, as fs/files' atomic_write_test.go's.
 
 // ApplyChanges (tent export --to) onto a full disk leaves the file it
 // replaces whole, with its mode, and no temporary.
 func TestApplyChangesFullDiskKeepsOld(t *testing.T) {
 	dst := atomicfiletest.SmallDisk(t, 256<<10, 0o755)
 	upper := t.TempDir()
-	writeFileMode(t, filepath.Join(upper, "f"), strings.Repeat("new\n", 1<<18), 0o600)
+	atomicfiletest.WriteFileMode(t, filepath.Join(upper, "f"), strings.Repeat("new\n", 1<<18), 0o600)
 	old := strings.Repeat("v1\n", 1000)
-	writeFileMode(t, filepath.Join(dst, "f"), old, 0o644)
+	atomicfiletest.WriteFileMode(t, filepath.Join(dst, "f"), old, 0o644)
 	err := ApplyChanges(dst, upper, []Change{{Path: "f", Kind: Modified}})
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("export onto a full disk: %v, want ENOSPC", err)
 	}
-	wantFile(t, "export onto a full disk", filepath.Join(dst, "f"), old, 0o644, "f")
+	atomicfiletest.WantFile(t, "export onto a full disk", filepath.Join(dst, "f"), old, 0o644, "f")
 }
 
 // ApplyChanges removes the temporaries a killed export left in the
@@ -76,13 +42,13 @@ func TestApplyChangesCleansKilledTemps(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dst, "d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFileMode(t, filepath.Join(upper, "d", "f"), "new", 0o644)
+	atomicfiletest.WriteFileMode(t, filepath.Join(upper, "d", "f"), "new", 0o644)
 	if err := os.Symlink("f", filepath.Join(upper, "d", "l")); err != nil {
 		t.Fatal(err)
 	}
-	writeFileMode(t, filepath.Join(dst, "d", "l"), "a file", 0o644)
+	atomicfiletest.WriteFileMode(t, filepath.Join(dst, "d", "l"), "a file", 0o644)
 	dead := ExportTemps.TempName()
-	writeFileMode(t, filepath.Join(dst, "d", dead), "half", 0o600)
+	atomicfiletest.WriteFileMode(t, filepath.Join(dst, "d", dead), "half", 0o600)
 	deadDir := filepath.Join(dst, "d", ExportTemps.TempName()) // a symlink's, killed
 	if err := os.Mkdir(deadDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -98,7 +64,7 @@ func TestApplyChangesCleansKilledTemps(t *testing.T) {
 	if err := ApplyChanges(dst, upper, []Change{{Path: "d/f", Kind: Added}, {Path: "d/l", Kind: Modified}}); err != nil {
 		t.Fatal(err)
 	}
-	wantFile(t, "after the export", filepath.Join(dst, "d", "f"), "new", 0o644, "f", "l", live.TempName())
+	atomicfiletest.WantFile(t, "after the export", filepath.Join(dst, "d", "f"), "new", 0o644, "f", "l", live.TempName())
 	if l, err := os.Readlink(filepath.Join(dst, "d", "l")); err != nil || l != "f" {
 		t.Errorf("d/l: %q %v, want the link", l, err)
 	}

@@ -6,6 +6,7 @@ package atomicfiletest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -43,4 +44,32 @@ func Names(t testing.TB, dir string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// WriteFileMode writes content to p with exactly perm (the umask aside).
+func WriteFileMode(t testing.TB, p, content string, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WantFile fails the test unless p holds content with perm and its
+// directory holds names (in any order) and nothing else: what a replace
+// that failed or was killed must leave (the old file whole, no
+// temporary).
+func WantFile(t testing.TB, what, p, content string, perm os.FileMode, names ...string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	fi, serr := os.Lstat(p)
+	if err != nil || serr != nil || string(b) != content || fi.Mode() != perm {
+		t.Errorf("%s: %s holds %d bytes (%v), mode %v (%v); want %d bytes, mode %v", what, p, len(b), err, fi.Mode(), serr, len(content), perm)
+	}
+	names = slices.Sorted(slices.Values(names))
+	if got := Names(t, filepath.Dir(p)); !slices.Equal(got, names) {
+		t.Errorf("%s: the directory holds %q, want %q", what, got, names)
+	}
 }
