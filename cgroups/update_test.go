@@ -2,7 +2,9 @@ package cgroups
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -66,10 +68,24 @@ func TestSetLimitsV1(t *testing.T) {
 }
 
 // TestSetLimitsV2NoController: a v2 cgroup made without a CPU limit has
-// no cpu controller: a CPU limit fails closed.
+// the cpu controller only if its parent hands it down (a host that
+// enables it at the root, as the VM does): there a CPU limit is applied;
+// without it, a CPU limit fails closed and changes nothing.
 func TestSetLimitsV2NoController(t *testing.T) {
 	c := createV2Core(t)
-	if err := c.SetLimits(Limits{CPUs: 1}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("a CPU limit without the cpu controller: %v, want errors.ErrUnsupported", err)
+	dir, _ := c.dirFor("cpu")
+	cpuMax := filepath.Join(dir, "cpu.max")
+	err := c.SetLimits(Limits{CPUs: 1})
+	if !fileExists(cpuMax) {
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("a CPU limit without the cpu controller: %v, want errors.ErrUnsupported", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("a CPU limit with the cpu controller handed down: %v", err)
+	}
+	if b, err := os.ReadFile(cpuMax); err != nil || !strings.HasPrefix(string(b), "100000 ") {
+		t.Errorf("cpu.max: %q, %v; want one CPU's quota (100000 per period)", b, err)
 	}
 }
