@@ -33,31 +33,11 @@ func TestSecretNamedWithoutValue(t *testing.T) {
 // scrubbed of it; a name the source no longer has is revoked (the
 // placeholder goes out as sent, a header transform's field is not set).
 func TestSecretSourceRotationAndRevocation(t *testing.T) {
-	upCA, err := NewCA("upstream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := newRecOrigin(t, upCA)
-	ca, err := NewCA("sbx-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Certificate())
-	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "127.0.0.1"}, Secrets: []Secret{
+	src := &SecretMap{}
+	o, h, c, url := sourcedProxy(t, []Secret{
 		{Name: "TOKEN", Hosts: []string{"api.example.com"}, Placeholder: testPlaceholder},
 		{Name: "KEY", Hosts: []string{"api.example.com"}, Header: "X-Api-Key"},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &SecretMap{}
-	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) {
-		c.Policy, c.CA, c.UpstreamRoots, c.Secrets = pol, ca, o.roots, src
-	})
-	h.res.set("api.example.com", "127.0.0.1")
-	c := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
-	url := fmt.Sprintf("https://api.example.com:%d/echo", o.port)
+	}, src)
 	for i, v := range []string{"first-value-0123", "second-value-4567"} {
 		if err := src.Set("TOKEN", v); err != nil {
 			t.Fatal(err)
@@ -85,4 +65,33 @@ func TestSecretSourceRotationAndRevocation(t *testing.T) {
 	if strings.Contains(a, "first-value") || strings.Contains(a, "second-value") || !strings.Contains(a, `"placeholders_kept":["TOKEN (revoked: no value)"]`) {
 		t.Errorf("the audit log holds a value, or no record of the kept placeholder:\n%s", a)
 	}
+}
+
+// sourcedProxy starts a proxy that intercepts for secrets and asks src
+// for their values, in front of a TLS origin that records what it
+// receives; it returns the origin, the harness, a client trusting the
+// proxy's CA, and the origin's /echo URL as api.example.com.
+func sourcedProxy(t *testing.T, secrets []Secret, src SecretSource) (*recOrigin, *harness, *http.Client, string) {
+	t.Helper()
+	upCA, err := NewCA("upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newRecOrigin(t, upCA)
+	ca, err := NewCA("sbx-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "127.0.0.1"}, Secrets: secrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) {
+		c.Policy, c.CA, c.UpstreamRoots, c.Secrets = pol, ca, o.roots, src
+	})
+	h.res.set("api.example.com", "127.0.0.1")
+	c := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	return o, h, c, fmt.Sprintf("https://api.example.com:%d/echo", o.port)
 }

@@ -1,10 +1,6 @@
 package netpolicy
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -27,30 +23,10 @@ func TestSecretHeaderTemplate(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", c.s.Template, err, c.want)
 		}
 	}
-	upCA, err := NewCA("upstream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := newRecOrigin(t, upCA)
-	ca, err := NewCA("sbx-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Certificate())
-	pol, err := Compile(Policy{Mode: Limited, AllowedHosts: []string{"api.example.com", "127.0.0.1"}, Secrets: []Secret{
-		{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Template: "Bearer ${E2B_SECRET_gh}"},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := &SecretMap{}
-	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) {
-		c.Policy, c.CA, c.UpstreamRoots, c.Secrets = pol, ca, o.roots, src
-	})
-	h.res.set("api.example.com", "127.0.0.1")
-	c := h.client(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}})
-	url := fmt.Sprintf("https://api.example.com:%d/echo", o.port)
+	o, _, c, url := sourcedProxy(t, []Secret{
+		{Name: "E2B_RULE_1", Hosts: []string{"api.example.com"}, Header: "Authorization", Template: "Bearer ${E2B_SECRET_gh}"},
+	}, src)
 	for i, v := range []string{"ghp_first-value-0123", "ghp_second-value-4567"} {
 		if err := src.Set("E2B_SECRET_gh", v); err != nil {
 			t.Fatal(err)
