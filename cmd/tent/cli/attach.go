@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/sandbox"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -43,7 +44,7 @@ func attachProcess(ctx context.Context, p sandbox.Process, pi sandbox.ProcessInf
 	// command takes no input (started without -i, or --no-stdin), for
 	// the detach keys alone: otherwise a command that ignores SIGINT and
 	// SIGQUIT (a shell) would leave no way out but another terminal.
-	keysOnly := pi.TTY && !stdin && term.IsTerminal(int(os.Stdin.Fd()))
+	keysOnly := pi.TTY && !stdin && inForeground(int(os.Stdin.Fd()))
 	var ct *callerTerm
 	if pi.TTY {
 		var err error
@@ -149,6 +150,17 @@ func feedStdin(ctx context.Context, p sandbox.Process, in io.Reader, tty bool, d
 			return
 		}
 	}
+}
+
+// inForeground reports whether fd is a terminal whose foreground process
+// group is tent's: a tent attach started in the background (&) leaves
+// the terminal's mode alone (changing it would stop tent with SIGTTOU).
+func inForeground(fd int) bool {
+	if !term.IsTerminal(fd) {
+		return false
+	}
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
 }
 
 // watchDetachKeys reads in until the detach keys come (then it closes
