@@ -60,6 +60,10 @@ func TestMain(m *testing.M) {
 func needModules(t *testing.T, mods ...string) {
 	t.Helper()
 	var missing []string
+	if _, err := os.Stat(python); err != nil {
+		missing = append(missing, python)
+		mods = nil
+	}
 	for _, m := range mods {
 		if exec.Command(python, "-c", "import "+m).Run() != nil {
 			missing = append(missing, m)
@@ -68,7 +72,7 @@ func needModules(t *testing.T, mods ...string) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := fmt.Sprintf("%s cannot import %s", python, strings.Join(missing, ", "))
+	msg := fmt.Sprintf("%s cannot import: %s", python, strings.Join(missing, ", "))
 	if os.Getenv("TENT_REQUIRE_SDK") == "1" {
 		t.Fatal(msg + ", and TENT_REQUIRE_SDK=1 asks for these tests to run")
 	}

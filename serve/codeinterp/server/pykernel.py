@@ -145,6 +145,7 @@ class PythonKernel:
                 if self.client is None or not channel.is_alive():
                     return
                 log.warning("kernel message dropped: %s", e)
+                await asyncio.sleep(0.1)  # no hot loop on a socket that keeps failing
                 continue
             parent = msg.get("parent_header", {}).get("msg_id")
             ex = self._pending.get(parent)
