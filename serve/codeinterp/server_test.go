@@ -320,3 +320,50 @@ func TestOneExecutionAtATime(t *testing.T) {
 		t.Fatalf("second execution: %v", a.lines)
 	}
 }
+
+// TestClientGoneBeforeItsTurn: an execution whose client leaves while it
+// waits for the context does not run.
+func TestClientGoneBeforeItsTurn(t *testing.T) {
+	s := theServer(t)
+	id := s.newContext(t, map[string]any{"language": "bash"})["id"].(string)
+	dir := t.TempDir()
+	flag, marker := filepath.Join(dir, "flag"), filepath.Join(dir, "marker")
+	post := func(ctx context.Context, code string) (*http.Response, error) {
+		b, _ := json.Marshal(map[string]any{"code": code, "context_id": id})
+		req, err := http.NewRequestWithContext(ctx, "POST", s.url+"/execute", bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		return http.DefaultClient.Do(req)
+	}
+	first, err := post(context.Background(), "while [ ! -e "+flag+" ]; do sleep 0.05; done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	if _, err := bufio.NewReader(first.Body).ReadString('\n'); err != nil { // it has begun
+		t.Fatal(err)
+	}
+	// The second waits for the first; its headers come at once (as from
+	// E2B's server), then its client gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	second, err := post(ctx, "touch "+marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	second.Body.Close()
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(first.Body); err != nil {
+		t.Fatal(err)
+	}
+	// The next execution is the context's second, and nothing was touched.
+	if lines := s.run(t, map[string]any{"code": "true", "context_id": id}); lines[0]["execution_count"] != 2.0 {
+		t.Errorf("the next execution is number %v, want 2: the abandoned one ran", lines[0]["execution_count"])
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the abandoned execution ran")
+	}
+}
