@@ -144,14 +144,22 @@ var serverFiles embed.FS
 // serverEnv carries the server's sources into the sandbox (see Spec).
 const serverEnv = "TENT_CODE_INTERPRETER"
 
-// bootstrap unpacks the server from serverEnv into a private directory
-// under /tmp and becomes its main.py (exec, so that ps shows that); the
-// variable is removed first, so that the kernels, which inherit the
-// server's environment, never see it.
-const bootstrap = `import base64, io, os, sys, tempfile, zipfile; ` +
-	`d = tempfile.mkdtemp(prefix="tent-code-interpreter-"); ` +
-	`zipfile.ZipFile(io.BytesIO(base64.b64decode(os.environ.pop("` + serverEnv + `")))).extractall(d); ` +
+// bootstrap unpacks the server from serverEnv into serverDir under
+// /tmp, emptied first (a server killed and restarted leaves no copies
+// behind), and becomes its main.py (exec, so that ps shows that), whose
+// kernels' files go to serverDir/run. The variable is removed first, so
+// that the kernels, which inherit the server's environment, never see
+// it. The directory is the sandbox's own: whatever a command inside puts
+// there only reaches the sandbox's own server.
+const bootstrap = `import base64, io, os, shutil, sys, zipfile; ` +
+	`d = "` + serverDir + `"; z = base64.b64decode(os.environ.pop("` + serverEnv + `")); ` +
+	`shutil.rmtree(d, ignore_errors=True); os.mkdir(d, 0o700); ` +
+	`zipfile.ZipFile(io.BytesIO(z)).extractall(d); ` +
+	`os.environ["TENT_CI_RUNTIME"] = os.path.join(d, "run"); ` +
 	`os.execv(sys.executable, [sys.executable, os.path.join(d, "main.py")])`
+
+// serverDir is where the bootstrap puts the server inside the sandbox.
+const serverDir = "/tmp/tent-code-interpreter"
 
 // Spec returns the spec of the template for the host's Python py (from
 // [Probe]), with limits: a [sandbox.Service] that runs tent's Code

@@ -76,7 +76,15 @@ def main():
         level=logging.INFO, stream=sys.stderr, format="tent-ci: %(levelname)s %(message)s"
     )
     port = int(os.environ.get("TENT_CI_PORT") or DEFAULT_PORT)
-    runtime_dir = tempfile.mkdtemp(prefix="tent-ci-")  # mode 0700
+    # tent's bootstrap names a directory of its own, emptied at each start,
+    # so that a server killed with its kernels leaves nothing behind for
+    # long; run by hand, a fresh one (mode 0700).
+    runtime_dir = os.environ.pop("TENT_CI_RUNTIME", "")
+    if runtime_dir:
+        shutil.rmtree(runtime_dir, ignore_errors=True)
+        os.mkdir(runtime_dir, 0o700)
+    else:
+        runtime_dir = tempfile.mkdtemp(prefix="tent-ci-")
     try:
         asyncio.run(serve(port, runtime_dir))
     finally:

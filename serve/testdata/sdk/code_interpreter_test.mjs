@@ -152,19 +152,24 @@ try {
   })
 
   await step('the server comes back after kill -9', async () => {
-    await sbx.commands.run("kill -9 $(pgrep -f '[t]ent-code-interpreter-.*/main.py')")
+    await sbx.commands.run("kill -9 $(pgrep -f '[t]ent-code-interpreter/main.py')")
     let last
-    for (let i = 0; i < 120; i++) {
+    let back = false
+    for (let i = 0; i < 120 && !back; i++) {
       try {
         const ex = await sbx.runCode('"back"', { requestTimeoutMs: 5000 })
-        if (ex.text === 'back') return
+        back = ex.text === 'back'
         last = ex.error?.value
       } catch (e) {
         last = e
       }
-      await new Promise((r) => setTimeout(r, 500))
+      if (!back) await new Promise((r) => setTimeout(r, 500))
     }
-    throw new Error(`not back: ${last}`)
+    ok(back, `not back: ${last}`)
+    // The restarted server unpacked itself where the first one was, and
+    // left no other directory.
+    const tmp = await sbx.commands.run('ls /tmp /tmp/tent-code-interpreter/run')
+    eq(tmp.stdout.split('\n').filter((l) => l.includes('tent')), ['tent-code-interpreter', '/tmp/tent-code-interpreter/run:'], 'what /tmp holds')
   })
 } finally {
   await sbx.kill()
