@@ -103,6 +103,8 @@ class Context:
                         pass
             except TimeoutError:
                 log.warning("context %s: the interrupted execution goes on", self.id)
+        if ex.errored and self.kernel.alive and hasattr(self.kernel, "settle"):
+            await self.kernel.settle()
         if env_vars and self.kernel.alive:
             err = await self.kernel.run_silent(self.kernel.reset_env_code())
             if err:

@@ -65,7 +65,14 @@ class Execution:
     def __init__(self):
         self.queue = asyncio.Queue()
         self.errored = False
+        self.aborted = False
         self.done = False
+        # The kernel's reply (shell) and its idle status (iopub) come on two
+        # sockets, in either order: the execution is over once both came,
+        # so that an aborted request is reported as one, never as an
+        # execution that gave nothing.
+        self._replied = False
+        self._idle = False
 
     def put(self, item):
         if not self.done:
@@ -98,10 +105,15 @@ class Execution:
                 tb = content.get("traceback") or []
                 self.put(error(content.get("ename", ""), content.get("evalue", ""), "\n".join(tb)))
         elif kind == "execute_reply" and content.get("status") == "aborted":
+            self.aborted = True
             if not self.errored:
                 self.errored = True
                 self.put(error("ExecutionAborted", "Execution was aborted", ""))
         elif kind == "status" and content.get("execution_state") == "idle":
+            self._idle = True
+        if kind == "execute_reply":
+            self._replied = True
+        if self._replied and self._idle:
             self.put(None)
             self.done = True
             return True

@@ -27,6 +27,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 READY_TIMEOUT = 120  # seconds for a new kernel to answer and run its start-up code
 
 
+SETTLE_TRIES = 100  # no-ops sent at most to wait out an abort window
+
+
 def _die_with_parent():
     """preexec_fn: the kernel gets SIGKILL when the server dies."""
     try:
@@ -199,6 +202,28 @@ class PythonKernel:
         except TimeoutError:
             return "timed out"
         return err
+
+    async def settle(self):
+        """Waits out the kernel's abort window after an error.
+
+        After an execution that failed (an interrupt too), ipykernel aborts
+        every execute request that reaches it before it has handled its own
+        "stop aborting" event: a next execution sent at once would be
+        aborted without running. A silent no-op, repeated while it is
+        aborted (bounded), lets the window pass before the context's next
+        execution or the restoring of its env vars.
+        """
+        try:
+            async with asyncio.timeout(READY_TIMEOUT):
+                for _ in range(SETTLE_TRIES):
+                    ex = self.execute("pass", silent=True)
+                    while await ex.queue.get() is not None:
+                        pass
+                    if not ex.aborted:
+                        return
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            log.warning("the kernel did not answer a no-op after an error")
 
     def set_env_code(self, env_vars):
         return f"__import__('_tent_ci_startup').env_push({dict(env_vars)!r})"
