@@ -79,10 +79,14 @@ suite_free_port() {
 	fi
 }
 
-# suite_serve [FLAG...]: tent serve on a free loopback port over a state
-# directory of its own, with TLS and a new API key; waits for it to answer.
-# The FLAGs go to tent serve (--templates DIR, say).
+# suite_serve: tent serve on a free loopback port over a state directory
+# of its own, with TLS, a new API key and the templates of TENT_TEMPLATES
+# (a directory) if set; waits for it to answer.
 suite_serve() {
+	local flags=()
+	if [[ -n ${TENT_TEMPLATES:-} ]]; then
+		flags=(--templates "$TENT_TEMPLATES")
+	fi
 	suite_certs
 	port=$(suite_free_port)
 	domain=tent.localhost:$port
@@ -90,7 +94,7 @@ suite_serve() {
 	key=e2b_$(openssl rand -hex 20)
 	(umask 077 && printf '%s\n' "$key" >"$work/api-key")
 	"$tent" serve --listen "127.0.0.1:$port" --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" \
-		--domain "$domain" --state-dir "$work/state" --api-key-file "$work/api-key" "$@" \
+		--domain "$domain" --state-dir "$work/state" --api-key-file "$work/api-key" "${flags[@]}" \
 		>"$work/server.log" 2>&1 &
 	server_pid=$!
 	for _ in $(seq 1 100); do
