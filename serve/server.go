@@ -227,6 +227,9 @@ type Server struct {
 
 	vols    *volumes
 	secrets *secrets
+
+	ciMu     sync.Mutex
+	ciPython string // the host's Python for code-interpreter-v1, once found
 }
 
 // New returns a server over b. It fails when opts.APIKey is empty, or
