@@ -85,7 +85,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'Connect|Intercept' -benchtime 20x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'ProxySlowHeadersMemory|DenialsMemory' -benchtime 1x ./netpolicy/
 	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./cmd/tent/cli/
-	$(GO) test -run '^$$' -bench 'E2BSDK' -benchtime 1x ./serve/
+	$(GO) test -run '^$$' -bench 'E2BSDK|CodeInterpreterSDK' -benchtime 1x ./serve/
 	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'MCPExec' -benchtime 1x ./cmd/tent/cli/
 	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CtrRun' -benchtime 20x ./oci/
 

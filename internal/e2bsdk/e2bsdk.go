@@ -19,3 +19,14 @@ var ErrNoNode = npmtest.ErrNoNode
 func Install(scratch string) (node, modules string, err error) {
 	return npmtest.Install(scratch, "e2b@"+Version)
 }
+
+// CodeInterpreterVersion is the @e2b/code-interpreter npm package the
+// tests use, installed beside e2b at Version (which its range admits).
+const CodeInterpreterVersion = "2.8.0"
+
+// InstallCodeInterpreter returns node's path and a node_modules directory
+// holding @e2b/code-interpreter at CodeInterpreterVersion over e2b at
+// Version (see npmtest.Install).
+func InstallCodeInterpreter(scratch string) (node, modules string, err error) {
+	return npmtest.Install(scratch, "e2b@"+Version, "@e2b/code-interpreter@"+CodeInterpreterVersion)
+}

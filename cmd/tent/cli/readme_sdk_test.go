@@ -13,16 +13,24 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/e2bsdk"
+	"github.com/tent-sandbox/tent/serve/codeinterp"
 )
 
-// runReadmeSDK runs a README ```js block with node, the official E2B SDK
-// (e2bsdk.Version) and the three variables pointing at a `tent serve` of
+// runReadmeSDK runs a README ```js block with node, the official E2B SDKs
+// (e2b at e2bsdk.Version, @e2b/code-interpreter at
+// e2bsdk.CodeInterpreterVersion) and the three variables pointing at a `tent serve` of
 // this build on a random loopback port, with the README's state
 // directory; the output must contain the text of the block's last
 // "// " comment on a console.log line.
 func runReadmeSDK(t *testing.T, where, state, src string) {
 	t.Helper()
-	node, modules, err := e2bsdk.Install(t.TempDir())
+	if strings.Contains(src, "@e2b/code-interpreter") && os.Getenv("TENT_REQUIRE_SDK") == "" {
+		if _, err := codeinterp.Probe(context.Background()); err != nil {
+			t.Logf("%s: not run: %v", where, err)
+			return
+		}
+	}
+	node, modules, err := e2bsdk.InstallCodeInterpreter(t.TempDir())
 	if errors.Is(err, e2bsdk.ErrNoNode) {
 		t.Logf("%s: not run: %v", where, err)
 		return

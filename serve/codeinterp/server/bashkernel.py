@@ -1,0 +1,228 @@
+"""A bash "kernel" of tent's Code Interpreter: one persistent bash process.
+
+Debian has no Jupyter bash kernel, so the server keeps a bash of its own per
+context. Each execution's code goes to a file in the server's private
+directory; bash sources it with stdin from /dev/null, then prints a marker
+(with the status) on stdout and on stderr: the output before the markers is
+the execution's. Variables, functions and the working directory persist
+between executions, as in a kernel. A non-zero status is an error whose value
+is the status, as E2B's bash kernel reports it.
+"""
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import uuid
+
+import outputs
+from pykernel import KernelError, _die_with_parent
+
+log = logging.getLogger("tent-ci")
+
+CHUNK = 65536
+
+
+def _quote(s):
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _valid_name(k):
+    return k and (k[0].isalpha() or k[0] == "_") and all(c.isalnum() or c == "_" for c in k)
+
+
+class _Run:
+    """The execution bash is running: its markers and what is left to read."""
+
+    def __init__(self, ex, mark, silent):
+        self.ex, self.mark, self.silent = ex, mark, silent
+        self.bufs = {"stdout": "", "stderr": ""}
+        self.ended = set()
+        self.status = 0
+
+
+class BashKernel:
+    """One bash process that runs a context's executions in turn."""
+
+    language = "bash"
+
+    @staticmethod
+    def available():
+        return shutil.which("bash") is not None
+
+    def __init__(self, runtime_dir, env, cwd):
+        self.runtime_dir, self.env, self.cwd = runtime_dir, env, cwd
+        self.proc = None
+        self.count = 0
+        self._run = None
+        self._tasks = []
+        self._closing = False
+
+    @property
+    def alive(self):
+        return self.proc is not None and self.proc.returncode is None
+
+    async def start(self):
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                "bash", "--noprofile", "--norc",
+                cwd=self.cwd, env=self.env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                preexec_fn=_die_with_parent,
+                process_group=0,
+            )
+        except OSError as e:
+            raise KernelError(f"bash did not start: {e}") from e
+        # SIGINT ends the running command, not bash.
+        self.proc.stdin.write(b"trap : INT\n")
+        proc = self.proc
+        self._tasks = [
+            asyncio.ensure_future(self._read(proc.stdout, "stdout")),
+            asyncio.ensure_future(self._read(proc.stderr, "stderr")),
+            asyncio.ensure_future(self._watch(proc)),
+        ]
+
+    async def ready(self):
+        if not self.alive and not self._closing:
+            await self.restart()
+
+    async def _watch(self, proc):
+        code = await proc.wait()
+        if proc is self.proc and not self._closing:
+            log.warning("bash %d exited with status %s", proc.pid, code)
+            self._fail("KernelDied", f"bash exited (status {code}); the next execution starts a new one")
+
+    def _fail(self, name, value):
+        run, self._run = self._run, None
+        if run is not None:
+            run.ex.fail(name, value)
+
+    async def _read(self, stream, name):
+        while True:
+            data = await stream.read(CHUNK)
+            if not data:
+                return
+            run = self._run
+            if run is None:
+                continue
+            run.bufs[name] += data.decode("utf-8", "replace")
+            self._drain(run, name)
+
+    def _drain(self, run, name):
+        buf = run.bufs[name]
+        i = buf.find(run.mark)
+        if i >= 0:
+            j = buf.find("\n", i)
+            if j < 0:
+                return  # the marker's line is not all there yet
+            text, tail = buf[:i], buf[i + len(run.mark):j].strip()
+            run.bufs[name] = ""
+            run.ended.add(name)
+            if name == "stdout" and tail.isdigit():
+                run.status = int(tail)
+        else:
+            keep = _partial_suffix(buf, run.mark)
+            text, run.bufs[name] = buf[: len(buf) - keep], buf[len(buf) - keep:]
+        if text and not run.silent:
+            run.ex.put({"type": name, "text": text, "timestamp": outputs.timestamp({})})
+        if len(run.ended) == 2:
+            self._run = None
+            if run.status != 0:
+                run.ex.put(outputs.error("", str(run.status), ""))
+            run.ex.put(None)
+            run.ex.done = True
+
+    def execute(self, code, silent=False):
+        ex = outputs.Execution()
+        if not self.alive or self._run is not None:
+            ex.fail("KernelDied", "bash is not running")
+            return ex
+        if not silent:
+            self.count += 1
+            ex.put({"type": "number_of_executions", "execution_count": self.count})
+        mark = "__tent_ci_" + uuid.uuid4().hex
+        path = os.path.join(self.runtime_dir, mark + ".sh")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(code + "\n")
+        self._run = _Run(ex, mark, silent)
+        cmd = (
+            f"{{ . {_quote(path)}; }} </dev/null; __tent_ci_rc=$?; rm -f {_quote(path)}; "
+            f"printf '%s %d\\n' {mark} $__tent_ci_rc; printf '%s\\n' {mark} >&2\n"
+        )
+        self.proc.stdin.write(cmd.encode())
+        return ex
+
+    async def run_silent(self, code, timeout=60):
+        ex = self.execute(code, silent=True)
+        try:
+            async with asyncio.timeout(timeout):
+                while (item := await ex.queue.get()) is not None:
+                    if item["type"] == "error" and item["name"]:
+                        return f"{item['name']}: {item['value']}"
+        except TimeoutError:
+            return "timed out"
+        return None
+
+    def set_env_code(self, env_vars):
+        lines = []
+        for k, v in env_vars.items():
+            if not _valid_name(k):
+                continue
+            lines.append(
+                f'if [ -n "${{{k}+x}}" ]; then __tent_ci_old_{k}="${k}"; __tent_ci_had_{k}=1; '
+                f"else __tent_ci_had_{k}=0; fi; export {k}={_quote(v)}"
+            )
+        self._env_keys = [k for k in env_vars if _valid_name(k)]
+        return "\n".join(lines) or ":"
+
+    def reset_env_code(self):
+        lines = [
+            f'if [ "$__tent_ci_had_{k}" = 1 ]; then export {k}="$__tent_ci_old_{k}"; '
+            f"else unset {k}; fi; unset __tent_ci_old_{k} __tent_ci_had_{k}"
+            for k in getattr(self, "_env_keys", [])
+        ]
+        return "\n".join(lines) or ":"
+
+    def interrupt(self):
+        if self.alive:
+            try:
+                os.killpg(self.proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    async def _stop(self):
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+        self._fail("ContextRestarting", "Context was restarted")
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def restart(self):
+        self._closing = True
+        try:
+            await self._stop()
+        finally:
+            self._closing = False
+        await self.start()
+
+    async def shutdown(self):
+        self._closing = True
+        await self._stop()
+
+
+def _partial_suffix(buf, mark):
+    """How many chars at the end of buf could begin mark."""
+    for n in range(min(len(mark) - 1, len(buf)), 0, -1):
+        if mark.startswith(buf[-n:]):
+            return n
+    return 0

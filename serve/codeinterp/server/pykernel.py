@@ -1,0 +1,263 @@
+"""A Python (IPython) kernel of tent's Code Interpreter server.
+
+The server starts each kernel itself (python3 -m ipykernel_launcher) with a
+connection file over ipc sockets in its private runtime directory, talks to it
+with jupyter_client, and turns the kernel's messages into the output lines of
+E2B's /execute. A kernel that dies is started again on the context's next
+execution.
+"""
+
+import asyncio
+import ctypes
+import importlib.util
+import logging
+import os
+import signal
+import sys
+import uuid
+
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.connect import write_connection_file
+
+import outputs
+
+log = logging.getLogger("tent-ci")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+READY_TIMEOUT = 120  # seconds for a new kernel to answer and run its start-up code
+
+
+def _die_with_parent():
+    """preexec_fn: the kernel gets SIGKILL when the server dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def bootstrap_code():
+    """Silent code that loads kstartup.py as module _tent_ci_startup and installs it."""
+    src = (
+        "import importlib.util as u, sys\n"
+        "from IPython import get_ipython\n"
+        f"s = u.spec_from_file_location('_tent_ci_startup', {os.path.join(HERE, 'kstartup.py')!r})\n"
+        "m = u.module_from_spec(s)\n"
+        "sys.modules['_tent_ci_startup'] = m\n"
+        "s.loader.exec_module(m)\n"
+        f"m.install(get_ipython(), {HERE!r})\n"
+    )
+    return f"exec({src!r}, {{}})"
+
+
+class KernelError(Exception):
+    """A kernel could not be started or did not answer."""
+
+
+class PythonKernel:
+    """One IPython kernel process and the client that talks to it."""
+
+    language = "python"
+
+    @staticmethod
+    def available():
+        return importlib.util.find_spec("ipykernel") is not None
+
+    def __init__(self, runtime_dir, env, cwd):
+        self.runtime_dir = runtime_dir
+        self.env = env
+        self.cwd = cwd
+        self.proc = None
+        self.client = None
+        self._pending = {}  # msg_id -> outputs.Execution
+        self._tasks = []
+        self._starting = None
+        self._conn_file = None
+        self._closing = False
+
+    def start(self):
+        """Starts the kernel in the background; execute() waits for it."""
+        self._starting = asyncio.ensure_future(self._start())
+        return self._starting
+
+    async def _start(self):
+        name = "k-" + uuid.uuid4().hex[:12]
+        conn = os.path.join(self.runtime_dir, name + ".json")
+        write_connection_file(
+            conn,
+            ip=os.path.join(self.runtime_dir, name),
+            transport="ipc",
+            key=uuid.uuid4().hex.encode(),
+        )
+        self._conn_file = conn
+        cmd = [
+            sys.executable, "-m", "ipykernel_launcher", "-f", conn,
+            "--InteractiveShell.colors=NoColor",
+            "--PlainTextFormatter.max_seq_length=0",
+            "--HistoryManager.hist_file=:memory:",
+        ]
+        self.proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+            process_group=0,
+        )
+        client = AsyncKernelClient()
+        client.load_connection_file(conn)
+        client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        self.client = client
+        proc = self.proc
+        self._tasks = [asyncio.ensure_future(self._watch(proc))]
+        try:
+            await asyncio.wait_for(client.wait_for_ready(), READY_TIMEOUT)
+        except (asyncio.TimeoutError, RuntimeError) as e:
+            raise KernelError(f"the python kernel did not start: {e!r}") from e
+        self._tasks += [
+            asyncio.ensure_future(self._read(client.iopub_channel)),
+            asyncio.ensure_future(self._read(client.shell_channel)),
+        ]
+        err = await self.run_silent(bootstrap_code())
+        if err:
+            log.error("kernel start-up code failed: %s", err)
+
+    @property
+    def alive(self):
+        return self.proc is not None and self.proc.returncode is None
+
+    async def ready(self):
+        """Waits for the kernel to be started; restarts it when it has died."""
+        if self._starting is None or (self._starting.done() and not self.alive and not self._closing):
+            await self.restart()
+        await self._starting
+
+    async def _read(self, channel):
+        while True:
+            try:
+                msg = await channel.get_msg()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # closed socket, or a message that fails to parse
+                if self.client is None or not channel.is_alive():
+                    return
+                log.warning("kernel message dropped: %s", e)
+                continue
+            parent = msg.get("parent_header", {}).get("msg_id")
+            ex = self._pending.get(parent)
+            if ex is not None and ex.feed(msg):
+                self._pending.pop(parent, None)
+
+    async def _watch(self, proc):
+        code = await proc.wait()
+        if self.proc is not proc:
+            return
+        why = "ContextRestarting" if self._closing else "KernelDied"
+        value = (
+            "Context was restarted"
+            if self._closing
+            else f"the kernel exited (status {code}); the next execution starts a new one"
+        )
+        if not self._closing:
+            log.warning("python kernel %d exited with status %s", proc.pid, code)
+        self._fail_pending(why, value)
+
+    def _fail_pending(self, name, value):
+        for ex in list(self._pending.values()):
+            ex.fail(name, value)
+        self._pending.clear()
+
+    def execute(self, code, silent=False):
+        """Sends code to the kernel; the returned Execution's queue gets its outputs."""
+        ex = outputs.Execution()
+        if not self.alive or self.client is None:
+            ex.fail("KernelDied", "the kernel is not running")
+            return ex
+        msg_id = self.client.execute(
+            code,
+            silent=silent,
+            store_history=not silent,
+            allow_stdin=False,
+            stop_on_error=not silent,
+        )
+        self._pending[msg_id] = ex
+        return ex
+
+    async def run_silent(self, code, timeout=READY_TIMEOUT):
+        """Runs helper code silently; returns its error line, or None."""
+        ex = self.execute(code, silent=True)
+        err = None
+        try:
+            async with asyncio.timeout(timeout):
+                while (item := await ex.queue.get()) is not None:
+                    if item["type"] == "error":
+                        err = f"{item['name']}: {item['value']}"
+        except TimeoutError:
+            return "timed out"
+        return err
+
+    def set_env_code(self, env_vars):
+        return f"__import__('_tent_ci_startup').env_push({dict(env_vars)!r})"
+
+    def reset_env_code(self):
+        return "__import__('_tent_ci_startup').env_pop()"
+
+    def interrupt(self):
+        if self.alive:
+            try:
+                os.kill(self.proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    async def _stop(self):
+        proc, client = self.proc, self.client
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+        self._fail_pending("ContextRestarting", "Context was restarted")
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if client is not None:
+            client.stop_channels()
+        self.client = None
+        if self._conn_file:
+            _remove_kernel_files(self._conn_file)
+
+    async def restart(self):
+        """Kills the kernel (a running execution ends with ContextRestarting) and starts a new one."""
+        if self._starting is not None and not self._starting.done():
+            try:
+                await self._starting
+            except Exception:
+                pass
+        self._closing = True
+        try:
+            await self._stop()
+        finally:
+            self._closing = False
+        await self.start()
+
+    async def shutdown(self):
+        self._closing = True
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+            await asyncio.gather(self._starting, return_exceptions=True)
+        await self._stop()
+
+
+def _remove_kernel_files(conn_file):
+    prefix = conn_file[: -len(".json")]
+    d = os.path.dirname(conn_file)
+    for name in os.listdir(d):
+        p = os.path.join(d, name)
+        if p == conn_file or p.startswith(prefix + "-"):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
