@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # e2b-suite.sh: what scripts/e2b-js-suite, e2b-py-suite and e2b-ci-suite
 # share, sourced by them (bash, with set -euo pipefail): a temporary work
 # directory and its cleanup, the tent binary, the tests from a git tag, a
@@ -137,14 +138,16 @@ dns.promises.lookup = function (host, opts) {
 EOF
 }
 
-# suite_vitest DIR [VITEST-ARGS...]: vitest run in DIR against the server
-# (E2B_DOMAIN, the key, the CA, the resolver hook), its JSON report in
-# $work/results.json (copied to KEEP_RESULTS if set); sets $status.
+# suite_vitest DIR WORKERS [VITEST-ARGS...]: vitest run in DIR with
+# WORKERS workers against the server (E2B_DOMAIN, the key, the CA, the
+# resolver hook), its JSON report in $work/results.json (copied to
+# KEEP_RESULTS if set); sets $status.
 suite_vitest() {
-	local dir=$1
-	shift
+	local dir=$1 workers=$2
+	shift 2
 	suite_node_localhost "$work/localhost.cjs"
 	status=0
+	# shellcheck disable=SC2034 # $status is the caller's
 	(cd "$dir" && env -u E2B_API_URL -u E2B_SANDBOX_URL -u E2B_ACCESS_TOKEN -u E2B_DEBUG \
 		E2B_API_KEY="$key" E2B_DOMAIN="$domain" \
 		NODE_EXTRA_CA_CERTS="$work/ca.pem" \
@@ -157,8 +160,13 @@ suite_vitest() {
 }
 
 # suite_vitest_counts ROOT: the counts of $work/results.json file by file
-# (names relative to ROOT/), then the total.
+# (names relative to ROOT/), then the total; without a report, exits with
+# vitest's status.
 suite_vitest_counts() {
+	if [[ ! -f $work/results.json ]]; then
+		echo "vitest wrote no report" >&2
+		exit "$((status ? status : 1))"
+	fi
 	node - "$work/results.json" "$1/" <<'EOF'
 const [file, root] = process.argv.slice(2)
 const r = JSON.parse(require('node:fs').readFileSync(file, 'utf8'))
