@@ -152,7 +152,7 @@ func TestReadmeExamples(t *testing.T) {
 		}
 	}
 	// The README's examples, by kind: a parse that misses blocks fails.
-	if counts["go"] != 2 || counts["sh"] != 5 || counts["file"] != 1 || counts["yaml"] != 2 || counts["skipped"] != 4 || counts["js"] != 1 || counts["mcp"] != 2 {
+	if counts["go"] != 2 || counts["sh"] != 5 || counts["file"] != 1 || counts["yaml"] != 2 || counts["skipped"] != 4 || counts["js"] != 2 || counts["mcp"] != 2 {
 		t.Errorf("README blocks run: %v", counts)
 	}
 }
