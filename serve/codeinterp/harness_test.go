@@ -60,6 +60,10 @@ func TestMain(m *testing.M) {
 func needModules(t *testing.T, mods ...string) {
 	t.Helper()
 	var missing []string
+	if _, err := os.Stat(python); err != nil {
+		missing = append(missing, python)
+		mods = nil
+	}
 	for _, m := range mods {
 		if exec.Command(python, "-c", "import "+m).Run() != nil {
 			missing = append(missing, m)
@@ -68,7 +72,7 @@ func needModules(t *testing.T, mods ...string) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := fmt.Sprintf("%s cannot import %s", python, strings.Join(missing, ", "))
+	msg := fmt.Sprintf("%s cannot import: %s", python, strings.Join(missing, ", "))
 	if os.Getenv("TENT_REQUIRE_SDK") == "1" {
 		t.Fatal(msg + ", and TENT_REQUIRE_SDK=1 asks for these tests to run")
 	}
@@ -246,22 +250,32 @@ func (s *server) run(t *testing.T, req map[string]any) []line {
 	if status != http.StatusOK {
 		t.Fatalf("execute %v: %d %s", req, status, body)
 	}
+	out, err := parseLines(body)
+	if err != nil {
+		t.Fatalf("execute %v: %v", req, err)
+	}
+	return out
+}
+
+// parseLines splits an /execute body into its lines, without the keepalive
+// ones and the end_of_execution that must end it.
+func parseLines(body string) ([]line, error) {
 	var out []line
 	sc := bufio.NewScanner(strings.NewReader(body))
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 	for sc.Scan() {
 		var l line
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
+			return nil, fmt.Errorf("line %q: %v", sc.Text(), err)
 		}
 		if l["type"] != "keepalive" {
 			out = append(out, l)
 		}
 	}
 	if len(out) == 0 || out[len(out)-1]["type"] != "end_of_execution" {
-		t.Fatalf("execute %v: no end_of_execution at the end of %s", req, body)
+		return nil, fmt.Errorf("no end_of_execution at the end of %q", body)
 	}
-	return out[:len(out)-1]
+	return out[:len(out)-1], nil
 }
 
 // newContext creates a context and returns its id.

@@ -1,9 +1,14 @@
 package codeinterp
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -251,5 +256,114 @@ func TestBashContext(t *testing.T) {
 	}
 	if e := ofType(lines, "error"); len(e) != 1 || e[0].str("value") != "1" {
 		t.Errorf("error of false: %v", e)
+	}
+}
+
+// TestOneExecutionAtATime: a second execution in a context waits for the
+// first (a bash context has one bash: without the wait, the second would
+// fail at once).
+func TestOneExecutionAtATime(t *testing.T) {
+	s := theServer(t)
+	id := s.newContext(t, map[string]any{"language": "bash"})["id"].(string)
+	flag := filepath.Join(t.TempDir(), "flag")
+	post := func(code string) (*http.Response, error) {
+		b, _ := json.Marshal(map[string]any{"code": code, "context_id": id})
+		return http.Post(s.url+"/execute", "application/json", bytes.NewReader(b))
+	}
+	first, err := post("while [ ! -e " + flag + " ]; do sleep 0.05; done; echo first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	rd := bufio.NewReader(first.Body)
+	head, err := rd.ReadString('\n') // the first execution has begun
+	if err != nil || !strings.Contains(head, "number_of_executions") {
+		t.Fatalf("first line %q: %v", head, err)
+	}
+	type answer struct {
+		lines []line
+		err   error
+	}
+	second := make(chan answer, 1)
+	go func() {
+		resp, err := post("echo second")
+		if err != nil {
+			second <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil {
+			var a answer
+			a.lines, a.err = parseLines(string(b))
+			second <- a
+			return
+		}
+		second <- answer{err: err}
+	}()
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := parseLines(head + string(rest))
+	if err != nil || len(ofType(lines, "stdout")) != 1 || ofType(lines, "stdout")[0].str("text") != "first\n" {
+		t.Fatalf("first execution: %v %v", lines, err)
+	}
+	a := <-second
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if out := ofType(a.lines, "stdout"); len(out) != 1 || out[0].str("text") != "second\n" || a.lines[0]["execution_count"] != 2.0 {
+		t.Fatalf("second execution: %v", a.lines)
+	}
+}
+
+// TestClientGoneBeforeItsTurn: an execution whose client leaves while it
+// waits for the context does not run.
+func TestClientGoneBeforeItsTurn(t *testing.T) {
+	s := theServer(t)
+	id := s.newContext(t, map[string]any{"language": "bash"})["id"].(string)
+	dir := t.TempDir()
+	flag, marker := filepath.Join(dir, "flag"), filepath.Join(dir, "marker")
+	post := func(ctx context.Context, code string) (*http.Response, error) {
+		b, _ := json.Marshal(map[string]any{"code": code, "context_id": id})
+		req, err := http.NewRequestWithContext(ctx, "POST", s.url+"/execute", bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		return http.DefaultClient.Do(req)
+	}
+	first, err := post(context.Background(), "while [ ! -e "+flag+" ]; do sleep 0.05; done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	if _, err := bufio.NewReader(first.Body).ReadString('\n'); err != nil { // it has begun
+		t.Fatal(err)
+	}
+	// The second waits for the first; its headers come at once (as from
+	// E2B's server), then its client gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	second, err := post(ctx, "touch "+marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	second.Body.Close()
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(first.Body); err != nil {
+		t.Fatal(err)
+	}
+	// The next execution is the context's second, and nothing was touched.
+	if lines := s.run(t, map[string]any{"code": "true", "context_id": id}); lines[0]["execution_count"] != 2.0 {
+		t.Errorf("the next execution is number %v, want 2: the abandoned one ran", lines[0]["execution_count"])
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the abandoned execution ran")
 	}
 }

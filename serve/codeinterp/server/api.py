@@ -13,7 +13,7 @@ import socket
 import tornado.iostream
 import tornado.web
 
-import contexts as ctxmod
+import outputs
 
 log = logging.getLogger("tent-ci")
 
@@ -127,17 +127,18 @@ class Execute(Base):
         self.clear_header("Content-Type")  # as E2B's server: none
         gen = ctx.execute(code, env_vars, self.gone)
         try:
-            async for item in gen:
-                self.write(json.dumps(item) + "\n")
-                await self.flush()
+            await self.flush()  # the headers now, as E2B's server: the turn may take long
+            try:
+                async for item in gen:
+                    self.write(json.dumps(item) + "\n")
+                    await self.flush()
+            except Exception as e:  # the kernel could not start, or the like
+                log.error("execution in context %s failed: %s", ctx.id, e)
+                self.write(json.dumps(outputs.error(type(e).__name__, str(e), "")) + "\n")
             self.write('{"type": "end_of_execution"}\n')
             await self.flush()
         except tornado.iostream.StreamClosedError:
             log.info("client went away during an execution of context %s", ctx.id)
-        except Exception as e:  # the kernel could not start, or the like
-            log.error("execution in context %s failed: %s", ctx.id, e)
-            if not self._headers_written:
-                return self.send_text(str(e), 500)
         finally:
             await gen.aclose()
         if not self._finished:

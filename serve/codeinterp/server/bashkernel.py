@@ -137,8 +137,11 @@ class BashKernel:
 
     def execute(self, code, silent=False):
         ex = outputs.Execution()
-        if not self.alive or self._run is not None:
+        if not self.alive:
             ex.fail("KernelDied", "bash is not running")
+            return ex
+        if self._run is not None:  # the context's lock prevents it
+            ex.fail("Busy", "bash is running another execution")
             return ex
         if not silent:
             self.count += 1

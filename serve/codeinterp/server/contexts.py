@@ -48,7 +48,22 @@ class Context:
         stops iterating, the kernel is interrupted. Per-execution env_vars
         are set before and restored after, in the kernel's order.
         """
-        async with self.lock:
+        quiet = 0
+        while True:  # the context's turn; the client's connection kept alive
+            try:
+                await asyncio.wait_for(self.lock.acquire(), POLL)
+                break
+            except asyncio.TimeoutError:
+                if gone():
+                    return
+                quiet += 1
+                if quiet >= KEEPALIVE:
+                    quiet = 0
+                    yield {"type": "keepalive"}
+        try:
+            if gone():  # the client left while it waited: its code does not run
+                log.info("client went away before its turn in context %s", self.id)
+                return
             await self.kernel.ready()
             k = self.kernel
             if env_vars:
@@ -76,6 +91,8 @@ class Context:
                     yield item
             finally:
                 await self._finish(ex, env_vars)
+        finally:
+            self.lock.release()
 
     async def _finish(self, ex, env_vars):
         if not ex.done:

@@ -17,6 +17,7 @@ import signal
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # the server's directory may be read-only, or embedded
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import api  # noqa: E402

@@ -44,7 +44,9 @@ def bootstrap_code():
         f"s = u.spec_from_file_location('_tent_ci_startup', {os.path.join(HERE, 'kstartup.py')!r})\n"
         "m = u.module_from_spec(s)\n"
         "sys.modules['_tent_ci_startup'] = m\n"
+        "b, sys.dont_write_bytecode = sys.dont_write_bytecode, True\n"
         "s.loader.exec_module(m)\n"
+        "sys.dont_write_bytecode = b\n"
         f"m.install(get_ipython(), {HERE!r})\n"
     )
     return f"exec({src!r}, {{}})"
@@ -143,6 +145,7 @@ class PythonKernel:
                 if self.client is None or not channel.is_alive():
                     return
                 log.warning("kernel message dropped: %s", e)
+                await asyncio.sleep(0.1)  # no hot loop on a socket that keeps failing
                 continue
             parent = msg.get("parent_header", {}).get("msg_id")
             ex = self._pending.get(parent)
