@@ -26,21 +26,7 @@ func TestCodeInterpreterSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the code interpreter test installs npm packages and starts Python kernels")
 	}
-	if _, err := codeinterp.Probe(context.Background()); err != nil {
-		if os.Getenv("TENT_REQUIRE_SDK") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	e := startSDKServer(t, supervised.Name)
-	node, modules, err := e2bsdk.InstallCodeInterpreter(t.TempDir())
-	if errors.Is(err, e2bsdk.ErrNoNode) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.nodeBin, e.modules = node, modules
+	e := startCodeInterpreterSDK(t)
 	out, err := e.node(t, "code_interpreter_test.mjs", "HIDDEN="+t.TempDir(), "ONLY="+os.Getenv("TENT_SDK_ONLY"))
 	t.Logf("the code interpreter script:\n%s", out)
 	if err != nil {
@@ -49,6 +35,30 @@ func TestCodeInterpreterSDK(t *testing.T) {
 	if !strings.Contains(string(out), " 0 failed") {
 		t.Fatal("the code interpreter script did not report its steps")
 	}
+}
+
+// startCodeInterpreterSDK starts a server over the supervised backend
+// with @e2b/code-interpreter installed for its scripts; it skips where
+// the host lacks the template's Python packages or node, unless
+// $TENT_REQUIRE_SDK is set.
+func startCodeInterpreterSDK(tb testing.TB) *sdkEnv {
+	tb.Helper()
+	if _, err := codeinterp.Probe(context.Background()); err != nil {
+		if os.Getenv("TENT_REQUIRE_SDK") != "" {
+			tb.Fatal(err)
+		}
+		tb.Skip(err)
+	}
+	e := startSDKServer(tb, supervised.Name)
+	node, modules, err := e2bsdk.InstallCodeInterpreter(tb.TempDir())
+	if errors.Is(err, e2bsdk.ErrNoNode) {
+		tb.Skip(err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.nodeBin, e.modules = node, modules
+	return e
 }
 
 // Over a backend without a supervisor (Local), the template is refused
@@ -74,15 +84,7 @@ func TestCodeInterpreterNeedsASupervisor(t *testing.T) {
 // ("warm-run-ms"). E2B publishes no figure for either; docs/serve.md
 // sets them beside what it does publish. Run it with -benchtime=1x.
 func BenchmarkCodeInterpreterSDK(b *testing.B) {
-	if _, err := codeinterp.Probe(context.Background()); err != nil {
-		b.Skip(err)
-	}
-	e := startSDKServer(b, supervised.Name)
-	node, modules, err := e2bsdk.InstallCodeInterpreter(b.TempDir())
-	if err != nil {
-		b.Skip(err)
-	}
-	e.nodeBin, e.modules = node, modules
+	e := startCodeInterpreterSDK(b)
 	out, err := e.node(b, "bench_code_interpreter.mjs", "N=5", "WARM=20")
 	if err != nil {
 		b.Fatalf("bench_code_interpreter.mjs: %v\n%s", err, out)
