@@ -63,6 +63,10 @@ func TestJSStateOutputAndResults(t *testing.T) {
 	if got := mainResult(t, run("o")); got != "{ a: [ 1, 'b' ] }" {
 		t.Errorf("o = %q", got)
 	}
+	// A cell that is an object literal is one, not a block (as in node's REPL).
+	if got := mainResult(t, run("{a: 1, b: 'c'}")); got != "{ a: 1, b: 'c' }" {
+		t.Errorf("object literal = %q", got)
+	}
 	// A string result is its text, unquoted.
 	if got := mainResult(t, run("'it' + \"'s\"")); got != "it's" {
 		t.Errorf("string result %q", got)
@@ -83,7 +87,7 @@ func TestJSStateOutputAndResults(t *testing.T) {
 	if got := mainResult(t, run("process.cwd()")); got != s.cwd {
 		t.Errorf("cwd %q, want %q", got, s.cwd)
 	}
-	if lines := run("undefined"); len(ofType(lines, "result")) != 0 || lines[0]["execution_count"] != 11.0 {
+	if lines := run("undefined"); len(ofType(lines, "result")) != 0 || lines[0]["execution_count"] != 12.0 {
 		t.Errorf("undefined: %v", lines)
 	}
 }
@@ -218,8 +222,9 @@ func TestJSKernelDeathThenNewNode(t *testing.T) {
 	if len(e) != 1 || e[0].str("name") != "KernelDied" {
 		t.Fatalf("errors %v, want KernelDied", e)
 	}
-	if got := mainResult(t, run("typeof z")); got != "undefined" {
-		t.Errorf("after the death: %q", got)
+	// A new node: the variables gone, the count from 1.
+	if lines := run("typeof z"); mainResult(t, lines) != "undefined" || lines[0]["execution_count"] != 1.0 {
+		t.Errorf("after the death: %v", lines)
 	}
 	// A restart empties the context.
 	run("var w = 2")

@@ -89,8 +89,19 @@ function textOf(v) {
   return clip(typeof v === 'string' ? v : util.inspect(v));
 }
 
+// A cell that is an object literal is one, not a block (as in node's REPL).
+function objectLiteral(code) {
+  if (!/^\s*{/.test(code) || !/}\s*$/.test(code)) return code;
+  try {
+    new vm.Script(`(${code.trim()}\n)`);
+    return `(${code.trim()}\n)`;
+  } catch (e) {
+    return code;
+  }
+}
+
 async function evaluate(code) {
-  let src = rewriteImports(code);
+  let src = rewriteImports(objectLiteral(code));
   const wrapped = topLevelAwait && src.includes('await') ? topLevelAwait(src) : null;
   if (wrapped) src = wrapped;
   cells += 1;

@@ -162,6 +162,7 @@ class JSKernel:
         loop = asyncio.get_running_loop()
         self._commands, _ = await loop.connect_write_pipe(asyncio.Protocol, open(w, "wb", buffering=0))
         self._killed = None
+        self.count = 0  # a new node counts from 1, as a new Jupyter kernel
         proc = self.proc
         self._tasks = [
             asyncio.ensure_future(self._read(proc, "stdout")),
