@@ -1,12 +1,17 @@
 package codeinterp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The JavaScript kernel (server/jskernel.py, server/jsdriver.py): a node
@@ -233,5 +238,50 @@ func TestJSKernelDeathThenNewNode(t *testing.T) {
 	}
 	if got := mainResult(t, run("typeof w")); got != "undefined" {
 		t.Errorf("after the restart: %q", got)
+	}
+}
+
+// TestJSSlowClientStopsNode: the output of a client that does not read is
+// held in bounded buffers: node blocks in its write long before it has
+// written it all, neither the server nor node holding the rest.
+func TestJSSlowClientStopsNode(t *testing.T) {
+	s, id := jsContext(t)
+	dir := t.TempDir()
+	pidFile, progress := filepath.Join(dir, "pid"), filepath.Join(dir, "progress")
+	code := fmt.Sprintf("const fs = require('fs'); fs.writeFileSync(%q, String(process.pid)); const b = 'x'.repeat(1 << 20);\n"+
+		"for (let i = 1; i <= 256; i++) { process.stdout.write(b); fs.writeFileSync(%q, String(i)) }", pidFile, progress)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, _ := json.Marshal(map[string]any{"code": code, "context_id": id})
+	req, err := http.NewRequestWithContext(ctx, "POST", s.url+"/execute", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req) // the body is never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	shown := false // whether /proc/PID/wchan names a wait here (a running process's is 0)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if w, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", s.cmd.Process.Pid)); err == nil && string(w) != "0" {
+			shown = true
+		}
+		pid, _ := os.ReadFile(pidFile)
+		wchan, _ := os.ReadFile("/proc/" + string(pid) + "/wchan")
+		if len(pid) > 0 && strings.Contains(string(wchan), "pipe_write") {
+			break // node waits for the server to read
+		}
+		if time.Now().After(deadline) {
+			if !shown {
+				t.Skip("/proc/PID/wchan is hidden here")
+			}
+			done, _ := os.ReadFile(progress)
+			t.Fatalf("node never blocked in a write: it wrote %s MiB of 256", done)
+		}
+	}
+	done, _ := os.ReadFile(progress)
+	if n, err := strconv.Atoi(string(done)); err == nil && n > 64 {
+		t.Errorf("node wrote %d MiB for a client that reads nothing", n)
 	}
 }

@@ -27,6 +27,11 @@ try {
   // A node without its REPL's internals: no top-level await or static imports.
 }
 
+// Blocking writes: a full pipe (a client that reads slowly) stops node,
+// rather than node holding what it could not write.
+for (const s of [process.stdout, process.stderr]) {
+  if (s._handle && typeof s._handle.setBlocking === 'function') s._handle.setBlocking(true);
+}
 const stdoutWrite = process.stdout.write.bind(process.stdout);
 const stderrWrite = process.stderr.write.bind(process.stderr);
 const envStack = [];
