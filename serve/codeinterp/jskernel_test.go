@@ -285,3 +285,42 @@ func TestJSSlowClientStopsNode(t *testing.T) {
 		t.Errorf("node wrote %d MiB for a client that reads nothing", n)
 	}
 }
+
+// TestJSImportsFromCwd: imports and require resolve from the context's
+// working directory: its files and its node_modules.
+func TestJSImportsFromCwd(t *testing.T) {
+	s, _ := jsContext(t)
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"local.mjs":                         "export const m = 'local'",
+		"node_modules/tentpkg/index.js":     "module.exports = { v: 'pkg' }",
+		"node_modules/tentpkg/package.json": `{"name": "tentpkg", "main": "index.js"}`,
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := s.newContext(t, map[string]any{"language": "javascript", "cwd": dir})["id"]
+	run := func(code string) string {
+		t.Helper()
+		lines := s.run(t, map[string]any{"code": code, "context_id": id})
+		if e := texts(lines, "stderr"); e != "" { // node's ExperimentalWarning, say
+			t.Errorf("%s: stderr %q", code, e)
+		}
+		return mainResult(t, lines)
+	}
+	if got := run("import { m } from './local.mjs'\nimport p from 'tentpkg'\n[m, p.v, require('tentpkg').v].join(' ')"); got != "local pkg pkg" {
+		t.Errorf("static imports and require: %q", got)
+	}
+	if got := run("(await import('./local.mjs')).m"); got != "local" {
+		t.Errorf("dynamic import: %q", got)
+	}
+	// A cell runs again: the imports' bindings are vars.
+	if got := run("import { m } from './local.mjs'\nm"); got != "local" {
+		t.Errorf("imports again: %q", got)
+	}
+}

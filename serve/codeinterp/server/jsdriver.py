@@ -14,7 +14,8 @@ const path = require('path');
 const readline = require('readline');
 const util = require('util');
 const vm = require('vm');
-const { createRequire } = require('module');
+const { createRequire, builtinModules } = require('module');
+const { pathToFileURL } = require('url');
 
 const MAX_TEXT = 1 << 20; // bytes of a result's text or an error's stack
 
@@ -26,6 +27,25 @@ try {
 } catch (e) {
   // A node without its REPL's internals: no top-level await or static imports.
 }
+
+// Imports resolve from the working directory: with node's own loader for
+// scripts (20.12 and later); before it, static imports only, with the
+// driver's import() of what require resolves (a package's "import" export
+// aside), as a script's import() needs --experimental-vm-modules there.
+function importFromCwd(spec) {
+  if (spec.startsWith('node:') || builtinModules.includes(spec)) return import(spec);
+  if (/^\.{0,2}\//.test(spec)) return import(pathToFileURL(path.resolve(spec)).href);
+  if (/^[a-z]+:/i.test(spec)) return import(spec);
+  return import(pathToFileURL(createRequire(path.join(process.cwd(), '[cell]')).resolve(spec)).href);
+}
+const loader = vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER;
+const importer = loader ? 'import' : "globalThis[Symbol.for('tent.import')]";
+Object.defineProperty(globalThis, Symbol.for('tent.import'), { value: importFromCwd });
+const emitWarning = process.emitWarning;
+process.emitWarning = function (w, ...rest) {
+  if (String((w && w.message) || w).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER')) return undefined;
+  return emitWarning.call(this, w, ...rest);
+};
 
 // Blocking writes: a full pipe (a client that reads slowly) stops node,
 // rather than node holding what it could not write.
@@ -64,7 +84,7 @@ function rewriteImports(code) {
   let out = code;
   const imports = tree.body.filter((n) => n.type === 'ImportDeclaration').reverse();
   for (const n of imports) {
-    const src = `await import(${JSON.stringify(n.source.value)})`;
+    const src = `await ${importer}(${JSON.stringify(n.source.value)})`;
     const parts = [];
     const names = [];
     for (const s of n.specifiers) {
@@ -112,7 +132,7 @@ async function evaluate(code) {
   cells += 1;
   const script = new vm.Script(src, {
     filename: path.join(process.cwd(), `[cell ${cells}]`),
-    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+    ...(loader ? { importModuleDynamically: loader } : {}),
   });
   setGlobals();
   let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });

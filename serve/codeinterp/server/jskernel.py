@@ -144,8 +144,7 @@ class JSKernel:
         r, w = os.pipe()
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                node, "--expose-internals", "--disable-warning=ExperimentalWarning",
-                self._driver(), str(r),
+                node, "--expose-internals", self._driver(), str(r),
                 cwd=self.cwd, env=self.env, pass_fds=(r,),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
