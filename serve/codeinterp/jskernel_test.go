@@ -92,7 +92,12 @@ func TestJSStateOutputAndResults(t *testing.T) {
 	if got := mainResult(t, run("process.cwd()")); got != s.cwd {
 		t.Errorf("cwd %q, want %q", got, s.cwd)
 	}
-	if lines := run("undefined"); len(ofType(lines, "result")) != 0 || lines[0]["execution_count"] != 12.0 {
+	// Top-level declarations can be made again, as in Chrome's console and Deno.
+	run("const o = 'again'; let x = 5; class K { k() { return 'k' } }")
+	if got := mainResult(t, run("[o, x, new K().k()].join()")); got != "again,5,k" {
+		t.Errorf("declared again: %q", got)
+	}
+	if lines := run("undefined"); len(ofType(lines, "result")) != 0 || lines[0]["execution_count"] != 14.0 {
 		t.Errorf("undefined: %v", lines)
 	}
 }

@@ -71,32 +71,44 @@ function setGlobals() {
   }
 }
 
-// Static imports become dynamic ones (var bindings, so that a cell runs again).
-function rewriteImports(code) {
-  if (!acorn || !/\bimport\b/.test(code)) return code;
+// What a script cannot hold, or would refuse in a cell run again, as
+// node's parser sees it: static imports become dynamic ones, top-level let,
+// const and class declarations vars (as V8's REPL mode, which Chrome's
+// console and Deno's kernel use, lets them be declared again; a const is
+// then assignable).
+function rewrite(code) {
+  if (!acorn || !/\b(import|let|const|class)\b/.test(code)) return code;
   let tree;
   try {
     tree = acorn.parse(code, { ecmaVersion: 'latest', sourceType: 'module', allowAwaitOutsideFunction: true, allowReturnOutsideFunction: true, allowHashBang: true });
   } catch (e) {
     return code; // the compiler reports it
   }
-  const name = (n) => (n.type === 'Identifier' ? n.name : n.value);
   let out = code;
-  const imports = tree.body.filter((n) => n.type === 'ImportDeclaration').reverse();
-  for (const n of imports) {
-    const src = `await ${importer}(${JSON.stringify(n.source.value)})`;
-    const parts = [];
-    const names = [];
-    for (const s of n.specifiers) {
-      if (s.type === 'ImportNamespaceSpecifier') parts.push(`var ${s.local.name} = ${src};`);
-      else if (s.type === 'ImportDefaultSpecifier') names.push(`default: ${s.local.name}`);
-      else names.push(`${JSON.stringify(name(s.imported))}: ${s.local.name}`);
-    }
-    if (names.length) parts.push(`var { ${names.join(', ')} } = ${src};`);
-    if (!parts.length) parts.push(`${src};`);
-    out = out.slice(0, n.start) + parts.join(' ') + out.slice(n.end);
+  for (const n of tree.body.slice().reverse()) {
+    let text = null;
+    if (n.type === 'ImportDeclaration') text = importOf(n);
+    else if (n.type === 'VariableDeclaration' && n.kind !== 'var') text = 'var' + code.slice(n.start + n.kind.length, n.end);
+    else if (n.type === 'ClassDeclaration') text = `var ${n.id.name} = ${code.slice(n.start, n.end)};`;
+    if (text !== null) out = out.slice(0, n.start) + text + out.slice(n.end);
   }
   return out;
+}
+
+// import ... from 'm' as var bindings of await import('m').
+function importOf(n) {
+  const name = (x) => (x.type === 'Identifier' ? x.name : x.value);
+  const src = `await ${importer}(${JSON.stringify(n.source.value)})`;
+  const parts = [];
+  const names = [];
+  for (const s of n.specifiers) {
+    if (s.type === 'ImportNamespaceSpecifier') parts.push(`var ${s.local.name} = ${src};`);
+    else if (s.type === 'ImportDefaultSpecifier') names.push(`default: ${s.local.name}`);
+    else names.push(`${JSON.stringify(name(s.imported))}: ${s.local.name}`);
+  }
+  if (names.length) parts.push(`var { ${names.join(', ')} } = ${src};`);
+  if (!parts.length) parts.push(`${src};`);
+  return parts.join(' ');
 }
 
 function errorOf(e) {
@@ -126,7 +138,7 @@ function objectLiteral(code) {
 }
 
 async function evaluate(code) {
-  let src = rewriteImports(objectLiteral(code));
+  let src = rewrite(objectLiteral(code));
   const wrapped = topLevelAwait && src.includes('await') ? topLevelAwait(src) : null;
   if (wrapped) src = wrapped;
   cells += 1;
