@@ -289,6 +289,13 @@ func TestJSSlowClientStopsNode(t *testing.T) {
 	if n, err := strconv.Atoi(string(done)); err == nil && n > 64 {
 		t.Errorf("node wrote %d MiB for a client that reads nothing", n)
 	}
+	// The client goes; once the context's next execution runs, node has
+	// stopped writing in dir (which t.TempDir's cleanup then removes).
+	cancel()
+	resp.Body.Close()
+	if got := mainResult(t, s.run(t, map[string]any{"code": "'next'", "context_id": id})); got != "next" {
+		t.Errorf("the next execution: %q", got)
+	}
 }
 
 // TestJSImportsFromCwd: imports and require resolve from the context's
