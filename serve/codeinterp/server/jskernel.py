@@ -6,7 +6,8 @@ private directory). The server sends commands as JSON lines on a pipe of
 their own (not node's stdin, which is /dev/null); the driver runs each cell
 as a script in node's main context, so that top-level let, const, class and
 function declarations persist from one execution to the next, as in node's
-REPL. Top-level await and the binding hoisting it needs are node's own REPL
+REPL (let, const and class become vars, so that a later cell can declare
+them again, as in Chrome's console and Deno's kernel). Top-level await and the binding hoisting it needs are node's own REPL
 transform (internal/repl/await, hence --expose-internals); static imports
 are rewritten to dynamic ones with node's own parser (acorn), since a script
 cannot hold them and a module would give no value for its last expression.
