@@ -11,6 +11,7 @@
 // contexts. Python contexts are IPython kernels started by the server with
 // start-up code (server/kstartup.py) that adds E2B's "e2b/data" (DataFrame)
 // and "e2b/chart" (matplotlib figure, server/kcharts.py) display formats;
-// bash contexts are a persistent bash process. Kernels run as the sandbox's
+// bash contexts are a persistent bash process, javascript contexts a
+// persistent node process (server/jskernel.py). Kernels run as the sandbox's
 // processes, under its limits, and inherit its environment.
 package codeinterp

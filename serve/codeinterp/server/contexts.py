@@ -6,11 +6,16 @@ import os
 import uuid
 
 import bashkernel
+import jskernel
 import pykernel
 
 log = logging.getLogger("tent-ci")
 
-KERNELS = {"python": pykernel.PythonKernel, "bash": bashkernel.BashKernel}
+KERNELS = {
+    "python": pykernel.PythonKernel,
+    "bash": bashkernel.BashKernel,
+    "javascript": jskernel.JSKernel,
+}
 POLL = 1.0  # seconds between checks that the client is still there
 KEEPALIVE = 5  # polls without output between keepalive lines
 INTERRUPT_WAIT = 10.0  # seconds an interrupted execution gets to end
