@@ -336,3 +336,30 @@ func TestJSImportsFromCwd(t *testing.T) {
 		t.Errorf("imports again: %q", got)
 	}
 }
+
+// A fresh server lists a JavaScript context beside the Python one before
+// any request made one, as E2B's server (its "list contexts" tests).
+func TestJSDefaultContextAtStart(t *testing.T) {
+	jsContext(t) // skips without node
+	s := startServer()
+	defer func() {
+		if err := s.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if s.startEr != nil {
+		t.Fatalf("server did not start: %v\n%s", s.startEr, s.stderr.String())
+	}
+	_, body := s.call(t, "GET", "/contexts", nil)
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	langs := map[string]int{}
+	for _, c := range got {
+		langs[c["language"].(string)]++
+	}
+	if len(got) != 2 || langs["python"] != 1 || langs["javascript"] != 1 {
+		t.Errorf("contexts at start: %s, want one python and one javascript", body)
+	}
+}

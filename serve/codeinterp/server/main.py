@@ -61,6 +61,11 @@ async def serve(port, runtime_dir):
     try:
         ctx = await ctxs.default_for("python")  # ready before the port accepts
         log.info("default python context %s in %s", ctx.id, ctx.cwd)
+        # As E2B's server, the default JavaScript context exists from the
+        # start (listed by GET /contexts) where the host has node.
+        if contexts.KERNELS["javascript"].available():
+            js = await ctxs.default_for("javascript")
+            log.info("default javascript context %s", js.id)
         server = api.make_app(ctxs).listen(
             port, address="0.0.0.0", max_body_size=MAX_BODY, idle_connection_timeout=640
         )
