@@ -17,7 +17,8 @@ import signal
 import uuid
 
 import outputs
-from pykernel import KernelError, _die_with_parent
+import kernelbase
+from kernelbase import KernelError, die_with_parent, kill_group, partial_suffix
 
 log = logging.getLogger("tent-ci")
 
@@ -42,7 +43,7 @@ class _Run:
         self.status = 0
 
 
-class BashKernel:
+class BashKernel(kernelbase.ProcessKernel):
     """One bash process that runs a context's executions in turn."""
 
     language = "bash"
@@ -71,7 +72,7 @@ class BashKernel:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 process_group=0,
             )
         except OSError as e:
@@ -124,7 +125,7 @@ class BashKernel:
             if name == "stdout" and tail.isdigit():
                 run.status = int(tail)
         else:
-            keep = _partial_suffix(buf, run.mark)
+            keep = partial_suffix(buf, run.mark)
             text, run.bufs[name] = buf[: len(buf) - keep], buf[len(buf) - keep:]
         if text and not run.silent:
             run.ex.put({"type": name, "text": text, "timestamp": outputs.timestamp({})})
@@ -191,41 +192,5 @@ class BashKernel:
 
     def interrupt(self):
         if self.alive:
-            try:
-                os.killpg(self.proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            kill_group(self.proc.pid, signal.SIGINT)
 
-    async def _stop(self):
-        proc = self.proc
-        if proc is not None and proc.returncode is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            await proc.wait()
-        self._fail("ContextRestarting", "Context was restarted")
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-
-    async def restart(self):
-        self._closing = True
-        try:
-            await self._stop()
-        finally:
-            self._closing = False
-        await self.start()
-
-    async def shutdown(self):
-        self._closing = True
-        await self._stop()
-
-
-def _partial_suffix(buf, mark):
-    """How many chars at the end of buf could begin mark."""
-    for n in range(min(len(mark) - 1, len(buf)), 0, -1):
-        if mark.startswith(buf[-n:]):
-            return n
-    return 0

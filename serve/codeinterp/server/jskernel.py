@@ -37,7 +37,8 @@ import uuid
 
 import jsdriver
 import outputs
-from pykernel import KernelError, _die_with_parent
+import kernelbase
+from kernelbase import KernelError, die_with_parent, kill_group, partial_suffix
 
 log = logging.getLogger("tent-ci")
 
@@ -102,7 +103,7 @@ class _Run:
         self.reply = {}
 
 
-class JSKernel:
+class JSKernel(kernelbase.ProcessKernel):
     """One node process that runs a context's cells in turn."""
 
     language = "javascript"
@@ -150,7 +151,7 @@ class JSKernel:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 process_group=0,
             )
         except OSError as e:
@@ -224,7 +225,7 @@ class JSKernel:
                 except ValueError:
                     run.reply = {"error": {"name": "KernelError", "value": "a malformed reply from node"}}
         else:
-            keep = _partial_suffix(buf, run.mark)
+            keep = partial_suffix(buf, run.mark)
             text, run.bufs[name] = buf[: len(buf) - keep], buf[len(buf) - keep:]
         if text and not run.silent:
             await run.ex.put({"type": name, "text": text, "timestamp": outputs.timestamp({})})
@@ -289,39 +290,12 @@ class JSKernel:
     def _kill(self, proc, why):
         log.warning("context's node %d killed: %s", proc.pid, why)
         self._killed = why
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(proc.pid, signal.SIGKILL)
 
-    async def _stop(self):
-        proc = self.proc
-        if proc is not None and proc.returncode is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            await proc.wait()
-        self._fail("ContextRestarting", "Context was restarted")
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+    def _release(self):
         if self._commands is not None:
             self._commands.close()
             self._commands = None
-
-    async def restart(self):
-        self._closing = True
-        try:
-            await self._stop()
-        finally:
-            self._closing = False
-        await self.start()
-
-    async def shutdown(self):
-        self._closing = True
-        await self._stop()
 
 
 def _reply_lines(reply, silent):
@@ -334,10 +308,3 @@ def _reply_lines(reply, silent):
         return [{"type": "result", "text": str(reply["text"]), "extra": {}, "is_main_result": True}]
     return []
 
-
-def _partial_suffix(buf, mark):
-    """How many chars at the end of buf could begin mark."""
-    for n in range(min(len(mark) - 1, len(buf)), 0, -1):
-        if mark.startswith(buf[-n:]):
-            return n
-    return 0

@@ -8,7 +8,6 @@ execution.
 """
 
 import asyncio
-import ctypes
 import importlib.util
 import logging
 import os
@@ -19,7 +18,9 @@ import uuid
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.connect import write_connection_file
 
+import kernelbase
 import outputs
+from kernelbase import KernelError, die_with_parent
 
 log = logging.getLogger("tent-ci")
 
@@ -28,15 +29,6 @@ READY_TIMEOUT = 120  # seconds for a new kernel to answer and run its start-up c
 
 
 SETTLE_TRIES = 100  # no-ops sent at most to wait out an abort window
-
-
-def _die_with_parent():
-    """preexec_fn: the kernel gets SIGKILL when the server dies."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def bootstrap_code():
@@ -55,11 +47,7 @@ def bootstrap_code():
     return f"exec({src!r}, {{}})"
 
 
-class KernelError(Exception):
-    """A kernel could not be started or did not answer."""
-
-
-class PythonKernel:
+class PythonKernel(kernelbase.ProcessKernel):
     """One IPython kernel process and the client that talks to it."""
 
     language = "python"
@@ -107,7 +95,7 @@ class PythonKernel:
             env=self.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             process_group=0,
         )
         client = AsyncKernelClient()
@@ -238,21 +226,12 @@ class PythonKernel:
             except ProcessLookupError:
                 pass
 
-    async def _stop(self):
-        proc, client = self.proc, self.client
-        if proc is not None and proc.returncode is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            await proc.wait()
-        self._fail_pending("ContextRestarting", "Context was restarted")
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-        if client is not None:
-            client.stop_channels()
+    def _fail(self, name, value):
+        self._fail_pending(name, value)
+
+    def _release(self):
+        if self.client is not None:
+            self.client.stop_channels()
         self.client = None
         if self._conn_file:
             _remove_kernel_files(self._conn_file)
@@ -264,19 +243,7 @@ class PythonKernel:
                 await self._starting
             except Exception:
                 pass
-        self._closing = True
-        try:
-            await self._stop()
-        finally:
-            self._closing = False
-        await self.start()
-
-    async def shutdown(self):
-        self._closing = True
-        if self._starting is not None and not self._starting.done():
-            self._starting.cancel()
-            await asyncio.gather(self._starting, return_exceptions=True)
-        await self._stop()
+        await super().restart()
 
 
 def _remove_kernel_files(conn_file):
