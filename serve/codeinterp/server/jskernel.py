@@ -275,18 +275,6 @@ class JSKernel(kernelbase.ProcessKernel):
         self._commands.write(json.dumps(cmd).encode() + b"\n")
         return ex
 
-    async def run_silent(self, code, timeout=60):
-        ex = self.execute(code, silent=True)
-        err = None
-        try:
-            async with asyncio.timeout(timeout):
-                while (item := await ex.queue.get()) is not None:
-                    if item["type"] == "error":
-                        err = f"{item['name']}: {item['value']}"
-        except TimeoutError:
-            return "timed out"
-        return err
-
     def set_env_code(self, env_vars):
         return ("env_push", dict(env_vars))
 

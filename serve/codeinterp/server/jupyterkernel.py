@@ -37,6 +37,7 @@ class JupyterKernel(kernelbase.ProcessKernel):
 
     language = ""
     NOOP = ""
+    SILENT_TIMEOUT = READY_TIMEOUT
 
     def __init__(self, runtime_dir, env, cwd):
         self.runtime_dir = runtime_dir
@@ -155,19 +156,6 @@ class JupyterKernel(kernelbase.ProcessKernel):
         )
         self._pending[msg_id] = ex
         return ex
-
-    async def run_silent(self, code, timeout=READY_TIMEOUT):
-        """Runs helper code silently; returns its error line, or None."""
-        ex = self.execute(code, silent=True)
-        err = None
-        try:
-            async with asyncio.timeout(timeout):
-                while (item := await ex.queue.get()) is not None:
-                    if item["type"] == "error":
-                        err = f"{item['name']}: {item['value']}"
-        except TimeoutError:
-            return "timed out"
-        return err
 
     async def settle(self):
         """Waits out the kernel's abort window after an error.
