@@ -11,7 +11,10 @@
 // contexts. Python contexts are IPython kernels started by the server with
 // start-up code (server/kstartup.py) that adds E2B's "e2b/data" (DataFrame)
 // and "e2b/chart" (matplotlib figure, server/kcharts.py) display formats;
-// bash contexts are a persistent bash process, javascript contexts a
-// persistent node process (server/jskernel.py). Kernels run as the sandbox's
+// R contexts are IRkernel (server/rkernel.py), driven as the Python kernel
+// is (server/jupyterkernel.py); bash contexts are a persistent bash
+// process, javascript contexts a persistent node process
+// (server/jskernel.py), and typescript contexts the same, each cell
+// transpiled by the host's typescript module. Kernels run as the sandbox's
 // processes, under its limits, and inherit its environment.
 package codeinterp

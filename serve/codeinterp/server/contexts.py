@@ -8,6 +8,7 @@ import uuid
 import bashkernel
 import jskernel
 import pykernel
+import rkernel
 
 log = logging.getLogger("tent-ci")
 
@@ -15,6 +16,8 @@ KERNELS = {
     "python": pykernel.PythonKernel,
     "bash": bashkernel.BashKernel,
     "javascript": jskernel.JSKernel,
+    "typescript": jskernel.TSKernel,
+    "r": rkernel.RKernel,
 }
 POLL = 1.0  # seconds between checks that the client is still there
 KEEPALIVE = 5  # polls without output between keepalive lines

@@ -6,7 +6,9 @@ carries it; jskernel.py writes it to the server's private directory.
 
 SOURCE = r"""'use strict';
 // tent's Code Interpreter JavaScript driver: one per context, run by
-// server/jskernel.py as `node --expose-internals driver.js FD`. Commands come
+// server/jskernel.py as `node --expose-internals driver.js FD [TYPESCRIPT]`,
+// TYPESCRIPT the directory of the typescript module for a TypeScript
+// context, whose cells are transpiled to JavaScript first. Commands come
 // as JSON lines on FD; each run ends with MARK + JSON + "\n" on stdout and
 // MARK + "\n" on stderr, after the run's own output.
 const net = require('net');
@@ -111,6 +113,29 @@ function importOf(n) {
   return parts.join(' ');
 }
 
+// A TypeScript cell as JavaScript (types erased; imports and top-level await
+// left for rewrite() and node's REPL transform), or a SyntaxError. The
+// transpiler checks syntax only, not types.
+const typescriptDir = process.argv[3] || '';
+let ts = null;
+function transpile(code) {
+  if (!typescriptDir) return code;
+  if (!ts) ts = require(typescriptDir);
+  const out = ts.transpileModule(code, {
+    reportDiagnostics: true,
+    compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext },
+  });
+  const d = (out.diagnostics || [])[0];
+  if (d) {
+    const where = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : null;
+    const at = where ? ` (${where.line + 1}:${where.character + 1})` : '';
+    const e = new SyntaxError(`TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}${at}`);
+    e.stack = `SyntaxError: ${e.message}`;
+    throw e;
+  }
+  return out.outputText;
+}
+
 function errorOf(e) {
   if (e instanceof Error || (e && typeof e === 'object' && 'stack' in e)) {
     const stack = String(e.stack || '')
@@ -138,7 +163,7 @@ function objectLiteral(code) {
 }
 
 async function evaluate(code) {
-  let src = rewrite(objectLiteral(code));
+  let src = rewrite(transpile(objectLiteral(code)));
   const wrapped = topLevelAwait && src.includes('await') ? topLevelAwait(src) : null;
   if (wrapped) src = wrapped;
   cells += 1;

@@ -43,6 +43,12 @@ from kernelbase import KernelError, die_with_parent, kill_group, partial_suffix
 log = logging.getLogger("tent-ci")
 
 NODE_PATH = "/usr/bin:/usr/local/bin"  # the host's node, not a user's
+# Where the host's typescript module may be: Debian's node-typescript, then npm's global ones.
+TYPESCRIPT_DIRS = (
+    "/usr/share/nodejs/typescript",
+    "/usr/lib/node_modules/typescript",
+    "/usr/local/lib/node_modules/typescript",
+)
 CHUNK = 65536
 QUEUE_ITEMS = 32  # chunks of output held for a slow client: 2 MiB at most
 MAX_REPLY = 4 << 20  # bytes of a marker line (the driver clips results at 1 MiB)
@@ -107,14 +113,23 @@ class JSKernel(kernelbase.ProcessKernel):
     """One node process that runs a context's cells in turn."""
 
     language = "javascript"
+    typescript = False  # whether cells are TypeScript, transpiled by the driver
 
     @staticmethod
     def node():
         return shutil.which("node", path=NODE_PATH)
 
+    @staticmethod
+    def typescript_dir():
+        """The directory of the host's typescript module, or None."""
+        for d in TYPESCRIPT_DIRS:
+            if os.path.isfile(os.path.join(d, "package.json")):
+                return d
+        return None
+
     @classmethod
     def available(cls):
-        return cls.node() is not None
+        return cls.node() is not None and (not cls.typescript or cls.typescript_dir() is not None)
 
     def __init__(self, runtime_dir, env, cwd):
         self.runtime_dir, self.env, self.cwd = runtime_dir, env, cwd
@@ -143,10 +158,16 @@ class JSKernel(kernelbase.ProcessKernel):
         node = self.node()
         if node is None:
             raise KernelError("there is no node in " + NODE_PATH)
+        extra = []
+        if self.typescript:
+            ts = self.typescript_dir()
+            if ts is None:
+                raise KernelError("there is no typescript module in " + ", ".join(TYPESCRIPT_DIRS))
+            extra.append(ts)
         r, w = os.pipe()
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                node, "--expose-internals", self._driver(), str(r),
+                node, "--expose-internals", self._driver(), str(r), *extra,
                 cwd=self.cwd, env=self.env, pass_fds=(r,),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -254,18 +275,6 @@ class JSKernel(kernelbase.ProcessKernel):
         self._commands.write(json.dumps(cmd).encode() + b"\n")
         return ex
 
-    async def run_silent(self, code, timeout=60):
-        ex = self.execute(code, silent=True)
-        err = None
-        try:
-            async with asyncio.timeout(timeout):
-                while (item := await ex.queue.get()) is not None:
-                    if item["type"] == "error":
-                        err = f"{item['name']}: {item['value']}"
-        except TimeoutError:
-            return "timed out"
-        return err
-
     def set_env_code(self, env_vars):
         return ("env_push", dict(env_vars))
 
@@ -296,6 +305,13 @@ class JSKernel(kernelbase.ProcessKernel):
         if self._commands is not None:
             self._commands.close()
             self._commands = None
+
+
+class TSKernel(JSKernel):
+    """A TypeScript context: the JavaScript kernel, its cells transpiled first."""
+
+    language = "typescript"
+    typescript = True
 
 
 def _reply_lines(reply, silent):

@@ -41,9 +41,25 @@ class ProcessKernel:
 
     A subclass sets self.proc (an asyncio subprocess that leads its own
     process group), self._tasks (the tasks reading it) and self._closing,
-    and gives start() and _fail(name, value), which ends the running
+    and gives start(), execute(code, silent) (an execution whose queue
+    ends with None) and _fail(name, value), which ends the running
     execution with an error; it may extend _release().
     """
+
+    SILENT_TIMEOUT = 60  # seconds for helper code (env vars) to run
+
+    async def run_silent(self, code, timeout=None):
+        """Runs helper code silently; returns its error line, or None."""
+        ex = self.execute(code, silent=True)
+        err = None
+        try:
+            async with asyncio.timeout(timeout or self.SILENT_TIMEOUT):
+                while (item := await ex.queue.get()) is not None:
+                    if item["type"] == "error":
+                        err = f"{item['name']}: {item['value']}"
+        except TimeoutError:
+            return "timed out"
+        return err
 
     async def _stop(self):
         proc = self.proc
