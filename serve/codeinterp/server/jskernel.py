@@ -239,17 +239,22 @@ class JSKernel(kernelbase.ProcessKernel):
                 return  # the marker's line is not all there yet
             text, tail = buf[:i], buf[i + len(run.mark):j]
             run.bufs[name] = ""
-            run.ended.add(name)
-            if name == "stdout":
-                try:
-                    run.reply = json.loads(tail)
-                except ValueError:
-                    run.reply = {"error": {"name": "KernelError", "value": "a malformed reply from node"}}
         else:
             keep = partial_suffix(buf, run.mark)
             text, run.bufs[name] = buf[: len(buf) - keep], buf[len(buf) - keep:]
         if text and not run.silent:
+            # This may wait for room (a slow client): the stream is marked
+            # ended only after, or the other stream's marker could end the
+            # execution meanwhile and this text would come after its end.
             await run.ex.put({"type": name, "text": text, "timestamp": outputs.timestamp({})})
+        if i < 0:
+            return
+        run.ended.add(name)
+        if name == "stdout":
+            try:
+                run.reply = json.loads(tail)
+            except ValueError:
+                run.reply = {"error": {"name": "KernelError", "value": "a malformed reply from node"}}
         if len(run.ended) == 2 and self._run is run:
             self._run = None
             run.ex.end(*_reply_lines(run.reply, run.silent))

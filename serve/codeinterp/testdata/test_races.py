@@ -69,5 +69,32 @@ class SettleTest(unittest.TestCase):
         self.assertEqual(sent, [("pass", True)] * 3)
 
 
+class JSEndTest(unittest.TestCase):
+    def test_stdout_text_waiting_for_room_comes_before_the_end(self):
+        # stdout's last text waits for room in a full queue while stderr's
+        # marker arrives: the execution must not end before that text.
+        import jskernel
+
+        async def run():
+            k = jskernel.JSKernel("/nonexistent", {}, "/")
+            ex = jskernel.Execution()
+            ex.queue = jskernel._Queue(1)
+            await ex.queue.put({"type": "stdout", "text": "first"})  # the queue is full
+            r = jskernel._Run(ex, "MARK", False)
+            k._run = r
+            r.bufs["stdout"] = 'last\nMARK{"text": "v"}\n'
+            r.bufs["stderr"] = "MARK\n"
+            out = asyncio.ensure_future(k._drain(None, r, "stdout"))  # waits for room
+            await asyncio.sleep(0)
+            await k._drain(None, r, "stderr")
+            items = []
+            while (item := await ex.queue.get()) is not None:
+                items.append(item.get("text"))
+            await out
+            return items
+
+        self.assertEqual(asyncio.run(run()), ["first", "last\n", "v"])
+
+
 if __name__ == "__main__":
     unittest.main()
