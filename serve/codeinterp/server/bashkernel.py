@@ -10,6 +10,7 @@ is the status, as E2B's bash kernel reports it.
 """
 
 import asyncio
+import codecs
 import logging
 import os
 import shutil
@@ -102,14 +103,17 @@ class BashKernel(kernelbase.ProcessKernel):
             run.ex.fail(name, value)
 
     async def _read(self, stream, name):
+        # Incremental: a character whose bytes two reads split comes whole.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
         while True:
             data = await stream.read(CHUNK)
             if not data:
                 return
             run = self._run
             if run is None:
+                decoder.reset()
                 continue
-            run.bufs[name] += data.decode("utf-8", "replace")
+            run.bufs[name] += decoder.decode(data)
             self._drain(run, name)
 
     def _drain(self, run, name):
