@@ -235,7 +235,10 @@ func argv0(pid int) string {
 func supervisorAndInit(t *testing.T, l life, id string) (int, int) {
 	t.Helper()
 	sup := l.records(t)[id].Supervisor
-	init := initOf(sup)
+	// The init may be between two programs (an idle hand-off execs its
+	// holder): its command line is empty for that moment.
+	init := 0
+	poll(5*time.Second, func() bool { init = initOf(sup); return sup == 0 || init != 0 })
 	if sup == 0 || init == 0 {
 		t.Fatalf("sandbox %s: supervisor %d, init %d", id, sup, init)
 	}
