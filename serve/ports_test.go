@@ -384,7 +384,15 @@ func TestPortRequestFullDuplex(t *testing.T) {
 			}
 			req.Host = "8000-" + id + ".localhost"
 			req.ContentLength = int64(len(first) + len(rest))
-			go io.WriteString(pw, first)
+			// The two parts go in order: the first one's write can be still
+			// under way when the answer's first line arrives (the server
+			// inside answers before it reads), and a pipe does not order
+			// writes from two goroutines.
+			firstSent := make(chan struct{})
+			go func() {
+				defer close(firstSent)
+				io.WriteString(pw, first)
+			}()
 			// The answer's header arrives while the rest of the body is unsent.
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -396,6 +404,7 @@ func TestPortRequestFullDuplex(t *testing.T) {
 				t.Fatalf("the answer's first line: %q %v", line, err)
 			}
 			go func() {
+				<-firstSent
 				io.WriteString(pw, rest)
 				pw.Close()
 			}()
