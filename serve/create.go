@@ -94,7 +94,7 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 		return p, errorf(http.StatusBadRequest, "templateID %q: %v", req.TemplateID, policy.ErrTemplateName)
 	}
 	var err error
-	if p.timeout, err = s.timeout(req.Timeout, "timeout"); err != nil {
+	if p.timeout, err = s.timeout(req.Timeout, "timeout", 1); err != nil {
 		return p, err
 	}
 	switch {
@@ -148,14 +148,14 @@ func (s *Server) planCreate(req newSandboxRequest, caps sandbox.Capabilities) (c
 }
 
 // timeout validates a timeout in seconds: absent is the default, else
-// 1 s to MaxTimeout.
-func (s *Server) timeout(sec *int64, field string) (time.Duration, error) {
+// minSec to MaxTimeout.
+func (s *Server) timeout(sec *int64, field string, minSec int64) (time.Duration, error) {
 	if sec == nil {
 		return s.opts.DefaultTimeout, nil
 	}
 	maxSec := int64(s.opts.MaxTimeout / time.Second)
-	if *sec < 1 || *sec > maxSec {
-		return 0, errorf(http.StatusBadRequest, "%s: %d seconds is outside 1 to %d", field, *sec, maxSec)
+	if *sec < minSec || *sec > maxSec {
+		return 0, errorf(http.StatusBadRequest, "%s: %d seconds is outside %d to %d", field, *sec, minSec, maxSec)
 	}
 	return time.Duration(*sec) * time.Second, nil
 }

@@ -52,7 +52,9 @@ func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 
 // handleSetTimeout serves POST /sandboxes/{sandboxID}/timeout: the
 // sandbox now expires timeout seconds from now (sooner or later than
-// before). A paused sandbox keeps the new end until it is resumed.
+// before; 0, as in E2B, ends it now: killed, or paused when its
+// lifecycle says so). A paused sandbox keeps the new end until it is
+// resumed.
 func (s *Server) handleSetTimeout(w http.ResponseWriter, r *http.Request) {
 	var req timeoutRequest
 	if err := readJSON(r, &req); err != nil {
@@ -63,7 +65,7 @@ func (s *Server) handleSetTimeout(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "timeout: required (seconds)"))
 		return
 	}
-	s.extend(w, r, req.Timeout, false)
+	s.extend(w, r, req.Timeout, "timeout", 0, false)
 }
 
 // handleRefresh serves POST /sandboxes/{sandboxID}/refreshes: the
@@ -76,12 +78,13 @@ func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.extend(w, r, req.Duration, true)
+	s.extend(w, r, req.Duration, "duration", 1, true)
 }
 
-// extend sets (or, with onlyLonger, extends) a sandbox's timeout.
-func (s *Server) extend(w http.ResponseWriter, r *http.Request, sec *int64, onlyLonger bool) {
-	d, info, err := s.timedTarget(r, sec)
+// extend sets (or, with onlyLonger, extends) a sandbox's timeout of
+// sec seconds (the request's field), at least minSec.
+func (s *Server) extend(w http.ResponseWriter, r *http.Request, sec *int64, field string, minSec int64, onlyLonger bool) {
+	d, info, err := s.timedTarget(r, sec, field, minSec)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -90,10 +93,11 @@ func (s *Server) extend(w http.ResponseWriter, r *http.Request, sec *int64, only
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// timedTarget reads a request's timeout (sec seconds, DefaultTimeout
-// when nil), then finds the sandbox its path names.
-func (s *Server) timedTarget(r *http.Request, sec *int64) (time.Duration, sandbox.Info, error) {
-	d, err := s.timeout(sec, "timeout")
+// timedTarget reads the timeout in a request's field (sec seconds, at
+// least minSec; DefaultTimeout when nil), then finds the sandbox its
+// path names.
+func (s *Server) timedTarget(r *http.Request, sec *int64, field string, minSec int64) (time.Duration, sandbox.Info, error) {
+	d, err := s.timeout(sec, field, minSec)
 	if err != nil {
 		return 0, sandbox.Info{}, err
 	}
@@ -116,7 +120,7 @@ func (s *Server) setEnd(info sandbox.Info, d time.Duration, onlyLonger bool) {
 		b.endAt = end
 		return
 	}
-	s.armLocked(b, d)
+	s.armLocked(b, max(d, time.Nanosecond)) // 0 disarms; a timeout of 0 ends it now
 }
 
 // handlePause serves POST /sandboxes/{sandboxID}/pause: the sandbox's
@@ -191,7 +195,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, runningOK bool)
 		s.writeError(w, r, err)
 		return
 	}
-	d, info, err := s.timedTarget(r, req.Timeout)
+	d, info, err := s.timedTarget(r, req.Timeout, "timeout", 1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

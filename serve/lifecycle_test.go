@@ -34,6 +34,22 @@ func TestTimeoutKillsAndMoves(t *testing.T) {
 	if r := h.do("POST", "/sandboxes/"+moved.SandboxID+"/timeout", `{"timeout":1}`); r.status != http.StatusNotFound {
 		t.Fatalf("setTimeout of a killed sandbox: %d %s", r.status, r.body)
 	}
+	// setTimeout(0) ends it now, as in E2B; under 0 is refused, and so is
+	// 0 where it would mean no timeout at all (connect, refresh).
+	now := h.create(`{"timeout":300}`)
+	for _, c := range []struct{ path, body, field string }{
+		{"/timeout", `{"timeout":-1}`, "timeout"},
+		{"/refreshes", `{"duration":0}`, "duration"},
+		{"/connect", `{"timeout":0}`, "timeout"},
+	} {
+		if r := h.do("POST", "/sandboxes/"+now.SandboxID+c.path, c.body); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), c.field+":") {
+			t.Errorf("%s %s: %d %s, want 400 naming %s", c.path, c.body, r.status, r.body, c.field)
+		}
+	}
+	if r := h.do("POST", "/sandboxes/"+now.SandboxID+"/timeout", `{"timeout":0}`); r.status != http.StatusNoContent {
+		t.Fatalf("setTimeout(0): %d %s", r.status, r.body)
+	}
+	waitFor(t, 5*time.Second, func() bool { return !h.f.has(now.SandboxID) })
 }
 
 func TestPauseConnectAndAutoPause(t *testing.T) {

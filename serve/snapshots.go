@@ -152,7 +152,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "count: %d is not 1 to %d", count, maxForks))
 		return
 	}
-	d, info, err := s.timedTarget(r, req.Timeout)
+	d, info, err := s.timedTarget(r, req.Timeout, "timeout", 1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -12,8 +12,11 @@ type FileInfo struct {
 	Mode    os.FileMode `json:"mode"`
 	ModTime time.Time   `json:"mod_time"`
 	IsDir   bool        `json:"is_dir"`
-	// Link is a symlink's target.
+	// Link is a symlink's target, as the link holds it.
 	Link string `json:"link,omitempty"`
+	// Target is what a symlink resolves to, every link on the way
+	// followed (nil when it resolves to nothing, or is not a symlink).
+	Target *LinkTarget `json:"target,omitempty"`
 	// Path is the file's absolute path (relative paths are taken from
 	// the helper's working directory, the sandbox's workdir).
 	Path string `json:"path,omitempty"`
@@ -27,6 +30,14 @@ type FileInfo struct {
 	// MetadataXattrPrefix namespace, by name without the prefix (nil
 	// when it has none, and for symlinks).
 	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// LinkTarget is the file a symlink resolves to.
+type LinkTarget struct {
+	// Path is its absolute path, without symlinks.
+	Path string `json:"path"`
+	// Mode is its type and permissions.
+	Mode os.FileMode `json:"mode"`
 }
 
 // MetadataXattrPrefix is the extended-attribute namespace of the file
@@ -55,8 +66,10 @@ const (
 // the FileInfo of the changed path where it still exists. When the
 // watched directory itself is removed or moved away, the op ends. The
 // helper's own write (a temporary beside the file, see WriteTemps,
-// renamed over it) is reported as a create and a write of the file; its
-// temporary is not reported.
+// renamed over it) is reported as E2B's daemon reports its write of a
+// new file (it creates the file, sets its owner, writes the data): a
+// create, a chmod and a write of the file; its temporary is not
+// reported.
 type WatchEvent struct {
 	Ready bool      `json:"ready,omitempty"`
 	Op    string    `json:"op,omitempty"`

@@ -27,6 +27,9 @@ func lstatInfo(path string) (FileInfo, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		info.Path = abs
 	}
+	if info.Link != "" && info.Path != "" {
+		info.Target = linkTarget(info.Path)
+	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		info.UID, info.GID = int(st.Uid), int(st.Gid)
 		info.Owner, info.Group = idNames().user[info.UID], idNames().group[info.GID]
@@ -35,6 +38,21 @@ func lstatInfo(path string) (FileInfo, error) {
 		info.Metadata = readMetadata(path)
 	}
 	return info, nil
+}
+
+// linkTarget is what the symlink at abs resolves to, or nil when it
+// resolves to nothing (a dangling link, a loop, a target it may not
+// search).
+func linkTarget(abs string) *LinkTarget {
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return nil
+	}
+	return &LinkTarget{Path: resolved, Mode: fi.Mode()}
 }
 
 // metadataArgs splits put's arguments into the optional mode and the

@@ -185,15 +185,19 @@ func TestFileHelperWatch(t *testing.T) {
 		t.Errorf("create in a new directory: %+v", ev)
 	}
 	// The helper's own write, a temporary renamed over the file: a
-	// create and a write of the file, the temporary not reported.
+	// create, a chmod and a write of the file (as E2B's daemon reports
+	// its write), the temporary not reported.
 	if code, _, errs := runHelper([]string{"write", filepath.Join(dir, "later/f")}, strings.NewReader("y")); code != 0 {
 		t.Fatalf("write: %d %q", code, errs)
 	}
 	if ev := next(); ev.Op != "create" || ev.Name != "later/f" || ev.Info == nil || ev.Info.Size != 1 {
 		t.Errorf("the helper's write, first event: %+v", ev)
 	}
-	if ev := next(); ev.Op != "write" || ev.Name != "later/f" {
+	if ev := next(); ev.Op != "chmod" || ev.Name != "later/f" {
 		t.Errorf("the helper's write, second event: %+v", ev)
+	}
+	if ev := next(); ev.Op != "write" || ev.Name != "later/f" {
+		t.Errorf("the helper's write, third event: %+v", ev)
 	}
 	inW.Close() // EOF on stdin ends the watch
 	select {

@@ -156,14 +156,15 @@ func (w *dirWatch) events(buf []byte, enc *json.Encoder) (done bool, err error) 
 		ops := watchOps(ev.Mask)
 		if ev.Mask&unix.IN_ISDIR == 0 && WriteTemps.Match(name) {
 			// The helper's temporary, a write under way: not reported;
-			// its rename into place is, as a create and a write.
+			// its rename into place is, as E2B's daemon reports its
+			// write (see WatchEvent).
 			if ev.Mask&unix.IN_MOVED_FROM != 0 {
 				w.commit, w.hasCommit = ev.Cookie, true
 			}
 			continue
 		}
 		if ev.Mask&unix.IN_MOVED_TO != 0 && w.hasCommit && ev.Cookie == w.commit {
-			ops, w.hasCommit = []string{"create", "write"}, false
+			ops, w.hasCommit = []string{"create", "chmod", "write"}, false
 		}
 		rel := filepath.Join(dir, name)
 		self := ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0

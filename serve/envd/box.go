@@ -299,7 +299,7 @@ func (bx *box) hasRootHome(ctx context.Context) bool {
 
 // entryInfo is envd's EntryInfo of fi: its owner and group named as the
 // sandbox user ($USER, whose group E2B names alike) when they are its
-// ids, and a relative symlink's target made absolute, as envd reports it.
+// ids.
 func (bx *box) entryInfo(ctx context.Context, fi sandbox.FileInfo) *filesystempb.EntryInfo {
 	e := entryInfo(fi)
 	if _, err := bx.homeDir(ctx); err == nil {
@@ -317,10 +317,6 @@ func (bx *box) entryInfo(ctx context.Context, fi sandbox.FileInfo) *filesystempb
 		if user.name != "" && fi.GID == user.gid {
 			e.Group = user.name
 		}
-	}
-	if e.SymlinkTarget != nil && !path.IsAbs(*e.SymlinkTarget) && fi.Path != "" {
-		abs := path.Join(path.Dir(fi.Path), *e.SymlinkTarget)
-		e.SymlinkTarget = &abs
 	}
 	return e
 }

@@ -35,17 +35,33 @@ func entryInfo(fi sandbox.FileInfo) *filesystempb.EntryInfo {
 	if e.Group == "" {
 		e.Group = strconv.Itoa(fi.GID)
 	}
-	switch {
-	case fi.Mode&fs.ModeSymlink != 0:
-		e.Type = filesystempb.FileType_FILE_TYPE_SYMLINK
-		link := fi.Link
-		e.SymlinkTarget = &link
-	case fi.IsDir:
-		e.Type = filesystempb.FileType_FILE_TYPE_DIRECTORY
-	case fi.Mode.IsRegular():
-		e.Type = filesystempb.FileType_FILE_TYPE_FILE
+	if fi.Mode&fs.ModeSymlink == 0 {
+		e.Type = entryType(fi.Mode)
+		return e
 	}
+	// A symlink as envd reports it: the type and permission bits of what
+	// it resolves to, and that file's path, links resolved, as its
+	// target; one that resolves to nothing has no type, mode 0, and its
+	// own path as the target.
+	e.Mode, e.Type = 0, filesystempb.FileType_FILE_TYPE_UNSPECIFIED
+	target := fi.Path
+	if fi.Target != nil {
+		target = fi.Target.Path
+		e.Mode, e.Type = uint32(fi.Target.Mode.Perm()), entryType(fi.Target.Mode)
+	}
+	e.SymlinkTarget = &target
 	return e
+}
+
+// entryType is envd's type of a file of mode m.
+func entryType(m fs.FileMode) filesystempb.FileType {
+	switch {
+	case m.IsDir():
+		return filesystempb.FileType_FILE_TYPE_DIRECTORY
+	case m.IsRegular():
+		return filesystempb.FileType_FILE_TYPE_FILE
+	}
+	return filesystempb.FileType_FILE_TYPE_UNSPECIFIED
 }
 
 // infoOp runs a file verb that answers one FileInfo.

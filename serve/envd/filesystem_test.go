@@ -214,13 +214,34 @@ func TestFilesystemService(t *testing.T) {
 	if st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystempb.StatRequest{Path: "~/rel.txt"})); err != nil || st.Msg.GetEntry().GetSize() != 1 {
 		t.Errorf("stat of ~/rel.txt: %v %v", st, err)
 	}
-	// A symlink is described, not followed; a relative target is
-	// reported absolute, as envd reports it.
-	e.run("ln -s /tmp/target /tmp/link && ln -s sub/target /tmp/rel", nil)
-	for link, target := range map[string]string{"/tmp/link": "/tmp/target", "/tmp/rel": "/tmp/sub/target"} {
-		if st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystempb.StatRequest{Path: link})); err != nil ||
-			st.Msg.GetEntry().GetType() != filesystempb.FileType_FILE_TYPE_SYMLINK || st.Msg.GetEntry().GetSymlinkTarget() != target {
-			t.Errorf("stat of symlink %s: %v %v, want target %s", link, st, err, target)
+	// A symlink as envd reports it: the type and mode of what it
+	// resolves to, links followed, and that path as its target; one that
+	// resolves to nothing (dangling, a loop) has no type, mode 0 and its
+	// own path.
+	e.run("mkdir -p /tmp/sub/dir && touch /tmp/sub/target && chmod 640 /tmp/sub/target && "+
+		"ln -s sub/target /tmp/rel && ln -s rel /tmp/chain && ln -s /tmp/sub/dir /tmp/dlink && "+
+		"ln -s /tmp/nope /tmp/dangling && ln -s loop2 /tmp/loop1 && ln -s loop1 /tmp/loop2", nil)
+	for _, c := range []struct {
+		link   string
+		typ    filesystempb.FileType
+		mode   uint32
+		target string
+	}{
+		{"/tmp/rel", filesystempb.FileType_FILE_TYPE_FILE, 0o640, "/tmp/sub/target"},
+		{"/tmp/chain", filesystempb.FileType_FILE_TYPE_FILE, 0o640, "/tmp/sub/target"},
+		{"/tmp/dlink", filesystempb.FileType_FILE_TYPE_DIRECTORY, 0o755, "/tmp/sub/dir"},
+		{"/tmp/dangling", filesystempb.FileType_FILE_TYPE_UNSPECIFIED, 0, "/tmp/dangling"},
+		{"/tmp/loop1", filesystempb.FileType_FILE_TYPE_UNSPECIFIED, 0, "/tmp/loop1"},
+	} {
+		st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystempb.StatRequest{Path: c.link}))
+		if err != nil {
+			t.Errorf("stat of symlink %s: %v", c.link, err)
+			continue
+		}
+		en := st.Msg.GetEntry()
+		if en.GetType() != c.typ || en.GetMode() != c.mode || en.GetSymlinkTarget() != c.target || !strings.HasPrefix(en.GetPermissions(), "L") {
+			t.Errorf("stat of symlink %s: type %v mode %o target %q permissions %q, want %v %o %q and a link's permissions",
+				c.link, en.GetType(), en.GetMode(), en.GetSymlinkTarget(), en.GetPermissions(), c.typ, c.mode, c.target)
 		}
 	}
 }
