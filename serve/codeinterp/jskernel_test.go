@@ -246,15 +246,38 @@ func TestJSKernelDeathThenNewNode(t *testing.T) {
 	}
 }
 
-// TestJSSlowClientStopsNode: the output of a client that does not read is
-// held in bounded buffers: node blocks in its write long before it has
-// written it all, neither the server nor node holding the rest.
-func TestJSSlowClientStopsNode(t *testing.T) {
-	s, id := jsContext(t)
+// TestSlowClientStopsTheKernel: a client that reads nothing stops the
+// kernel's process in a write (the server holds a bounded queue, not all
+// the output), in both kernels of tent's own; once it goes, the
+// context's next execution runs.
+func TestSlowClientStopsTheKernel(t *testing.T) {
+	for _, c := range []struct {
+		kernel  string
+		context func(*testing.T) (*server, string)
+		code    string
+	}{
+		{"node", jsContext, "const fs = require('fs'); fs.writeFileSync(%q, String(process.pid)); const b = 'x'.repeat(1 << 20);\n" +
+			"for (let i = 1; i <= 256; i++) { process.stdout.write(b); fs.writeFileSync(%q, String(i)) }"},
+		{"bash", func(t *testing.T) (*server, string) {
+			s := theServer(t)
+			return s, s.newContext(t, map[string]any{"language": "bash"})["id"].(string)
+		}, "echo -n $$ > %q; b=$(head -c 1048576 /dev/zero | tr '\\0' x)\n" +
+			"for i in $(seq 256); do printf %%s \"$b\"; echo -n $i > %q; done"},
+	} {
+		t.Run(c.kernel, func(t *testing.T) {
+			s, id := c.context(t)
+			slowClient(t, s, id, c.kernel, c.code)
+		})
+	}
+}
+
+// slowClient runs code (a format of the paths of a pid file and a
+// progress file) for a client that reads nothing: the kernel's process
+// must block writing, well before its 256 MiB are out.
+func slowClient(t *testing.T, s *server, id, kernel, code string) {
 	dir := t.TempDir()
 	pidFile, progress := filepath.Join(dir, "pid"), filepath.Join(dir, "progress")
-	code := fmt.Sprintf("const fs = require('fs'); fs.writeFileSync(%q, String(process.pid)); const b = 'x'.repeat(1 << 20);\n"+
-		"for (let i = 1; i <= 256; i++) { process.stdout.write(b); fs.writeFileSync(%q, String(i)) }", pidFile, progress)
+	code = fmt.Sprintf(code, pidFile, progress)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b, _ := json.Marshal(map[string]any{"code": code, "context_id": id})
@@ -268,32 +291,46 @@ func TestJSSlowClientStopsNode(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	shown := false // whether /proc/PID/wchan names a wait here (a running process's is 0)
+	// The kernel waits for the server to read: blocked in a write, and
+	// still there a second later with no more written (a server that
+	// reads it all only makes it wait a moment now and then).
+	var blocked string // the progress when it was first seen blocked
+	var since time.Time
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		if w, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", s.cmd.Process.Pid)); err == nil && string(w) != "0" {
 			shown = true
 		}
 		pid, _ := os.ReadFile(pidFile)
 		wchan, _ := os.ReadFile("/proc/" + string(pid) + "/wchan")
-		if len(pid) > 0 && strings.Contains(string(wchan), "pipe_write") {
-			break // node waits for the server to read
+		done, _ := os.ReadFile(progress)
+		switch {
+		case len(pid) == 0 || !strings.Contains(string(wchan), "pipe_write"):
+			blocked = ""
+		case blocked == "" || blocked != string(done):
+			blocked, since = string(done), time.Now()
+		}
+		if blocked != "" && time.Since(since) > time.Second {
+			break
 		}
 		if time.Now().After(deadline) {
 			if !shown {
 				t.Skip("/proc/PID/wchan is hidden here")
 			}
 			done, _ := os.ReadFile(progress)
-			t.Fatalf("node never blocked in a write: it wrote %s MiB of 256", done)
+			t.Fatalf("%s never blocked in a write: it wrote %s MiB of 256", kernel, done)
 		}
 	}
 	done, _ := os.ReadFile(progress)
 	if n, err := strconv.Atoi(string(done)); err == nil && n > 64 {
-		t.Errorf("node wrote %d MiB for a client that reads nothing", n)
+		t.Errorf("%s wrote %d MiB for a client that reads nothing", kernel, n)
 	}
-	// The client goes; once the context's next execution runs, node has
-	// stopped writing in dir (which t.TempDir's cleanup then removes).
+	// The client goes; once the context's next execution runs, the
+	// kernel has stopped writing in dir (which t.TempDir's cleanup then
+	// removes).
 	cancel()
 	resp.Body.Close()
-	if got := mainResult(t, s.run(t, map[string]any{"code": "'next'", "context_id": id})); got != "next" {
+	next := map[string]string{"node": "console.log('next')", "bash": "echo next"}[kernel]
+	if got := texts(s.run(t, map[string]any{"code": next, "context_id": id}), "stdout"); got != "next\n" {
 		t.Errorf("the next execution: %q", got)
 	}
 }

@@ -10,20 +10,13 @@ is the status, as E2B's bash kernel reports it.
 """
 
 import asyncio
-import codecs
-import logging
 import os
 import shutil
 import signal
-import uuid
 
 import outputs
 import kernelbase
-from kernelbase import KernelError, die_with_parent, kill_group, partial_suffix
-
-log = logging.getLogger("tent-ci")
-
-CHUNK = 65536
+from kernelbase import KernelError, die_with_parent, kill_group
 
 
 def _quote(s):
@@ -34,40 +27,19 @@ def _valid_name(k):
     return k and (k[0].isalpha() or k[0] == "_") and all(c.isalnum() or c == "_" for c in k)
 
 
-class _Run:
-    """The execution bash is running: its markers and what is left to read."""
-
-    def __init__(self, ex, mark, silent):
-        self.ex, self.mark, self.silent = ex, mark, silent
-        self.bufs = {"stdout": "", "stderr": ""}
-        self.ended = set()
-        self.status = 0
-
-
-class BashKernel(kernelbase.ProcessKernel):
+class BashKernel(kernelbase.MarkedKernel):
     """One bash process that runs a context's executions in turn."""
 
     language = "bash"
+    program = "bash"
 
     @staticmethod
     def available():
         return shutil.which("bash") is not None
 
-    def __init__(self, runtime_dir, env, cwd):
-        self.runtime_dir, self.env, self.cwd = runtime_dir, env, cwd
-        self.proc = None
-        self.count = 0
-        self._run = None
-        self._tasks = []
-        self._closing = False
-
-    @property
-    def alive(self):
-        return self.proc is not None and self.proc.returncode is None
-
     async def start(self):
         try:
-            self.proc = await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 "bash", "--noprofile", "--norc",
                 cwd=self.cwd, env=self.env,
                 stdin=asyncio.subprocess.PIPE,
@@ -79,100 +51,29 @@ class BashKernel(kernelbase.ProcessKernel):
         except OSError as e:
             raise KernelError(f"bash did not start: {e}") from e
         # SIGINT ends the running command, not bash.
-        self.proc.stdin.write(b"trap : INT\n")
-        proc = self.proc
-        self._tasks = [
-            asyncio.ensure_future(self._read(proc.stdout, "stdout")),
-            asyncio.ensure_future(self._read(proc.stderr, "stderr")),
-            asyncio.ensure_future(self._watch(proc)),
-        ]
-
-    async def ready(self):
-        if not self.alive and not self._closing:
-            await self.restart()
-
-    async def _watch(self, proc):
-        code = await proc.wait()
-        if proc is self.proc and not self._closing:
-            log.warning("bash %d exited with status %s", proc.pid, code)
-            self._fail("KernelDied", f"bash exited (status {code}); the next execution starts a new one")
-
-    def _fail(self, name, value):
-        run, self._run = self._run, None
-        if run is not None:
-            run.ex.fail(name, value)
-
-    async def _read(self, stream, name):
-        # Incremental: a character whose bytes two reads split comes whole.
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        while True:
-            data = await stream.read(CHUNK)
-            if not data:
-                return
-            run = self._run
-            if run is None:
-                decoder.reset()
-                continue
-            run.bufs[name] += decoder.decode(data)
-            self._drain(run, name)
-
-    def _drain(self, run, name):
-        buf = run.bufs[name]
-        i = buf.find(run.mark)
-        if i >= 0:
-            j = buf.find("\n", i)
-            if j < 0:
-                return  # the marker's line is not all there yet
-            text, tail = buf[:i], buf[i + len(run.mark):j].strip()
-            run.bufs[name] = ""
-            run.ended.add(name)
-            if name == "stdout" and tail.isdigit():
-                run.status = int(tail)
-        else:
-            keep = partial_suffix(buf, run.mark)
-            text, run.bufs[name] = buf[: len(buf) - keep], buf[len(buf) - keep:]
-        if text and not run.silent:
-            run.ex.put({"type": name, "text": text, "timestamp": outputs.timestamp({})})
-        if len(run.ended) == 2:
-            self._run = None
-            if run.status != 0:
-                run.ex.put(outputs.error("", str(run.status), ""))
-            run.ex.put(None)
-            run.ex.done = True
+        proc.stdin.write(b"trap : INT\n")
+        self._begin(proc)
 
     def execute(self, code, silent=False):
-        ex = outputs.Execution()
-        if not self.alive:
-            ex.fail("KernelDied", "bash is not running")
+        ex, run = self._new_run(silent)
+        if run is None:
             return ex
-        if self._run is not None:  # the context's lock prevents it
-            ex.fail("Busy", "bash is running another execution")
-            return ex
-        if not silent:
-            self.count += 1
-            ex.put({"type": "number_of_executions", "execution_count": self.count})
-        mark = "__tent_ci_" + uuid.uuid4().hex
-        path = os.path.join(self.runtime_dir, mark + ".sh")
+        path = os.path.join(self.runtime_dir, run.mark + ".sh")
         with open(path, "w", encoding="utf-8") as f:
             f.write(code + "\n")
-        self._run = _Run(ex, mark, silent)
         cmd = (
             f"{{ . {_quote(path)}; }} </dev/null; __tent_ci_rc=$?; rm -f {_quote(path)}; "
-            f"printf '%s %d\\n' {mark} $__tent_ci_rc; printf '%s\\n' {mark} >&2\n"
+            f"printf '%s %d\\n' {run.mark} $__tent_ci_rc; printf '%s\\n' {run.mark} >&2\n"
         )
         self.proc.stdin.write(cmd.encode())
         return ex
 
-    async def run_silent(self, code, timeout=60):
-        ex = self.execute(code, silent=True)
-        try:
-            async with asyncio.timeout(timeout):
-                while (item := await ex.queue.get()) is not None:
-                    if item["type"] == "error" and item["name"]:
-                        return f"{item['name']}: {item['value']}"
-        except TimeoutError:
-            return "timed out"
-        return None
+    def _end_lines(self, run):
+        # A non-zero status is an error (none for silent helper code).
+        status = run.tails.get("stdout", "").strip()
+        if status.isdigit() and int(status) != 0 and not run.silent:
+            return [outputs.error("", status, "")]
+        return []
 
     def set_env_code(self, env_vars):
         lines = []

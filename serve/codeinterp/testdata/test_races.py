@@ -69,18 +69,19 @@ class SettleTest(unittest.TestCase):
         self.assertEqual(sent, [("pass", True)] * 3)
 
 
-class JSEndTest(unittest.TestCase):
+class MarkedEndTest(unittest.TestCase):
     def test_stdout_text_waiting_for_room_comes_before_the_end(self):
         # stdout's last text waits for room in a full queue while stderr's
         # marker arrives: the execution must not end before that text.
         import jskernel
+        import kernelbase
 
         async def run():
             k = jskernel.JSKernel("/nonexistent", {}, "/")
-            ex = jskernel.Execution()
-            ex.queue = jskernel._Queue(1)
+            ex = kernelbase.StreamedExecution()
+            ex.queue = kernelbase._Queue(1)
             await ex.queue.put({"type": "stdout", "text": "first"})  # the queue is full
-            r = jskernel._Run(ex, "MARK", False)
+            r = kernelbase.MarkedRun(ex, "MARK", False)
             k._run = r
             r.bufs["stdout"] = 'last\nMARK{"text": "v"}\n'
             r.bufs["stderr"] = "MARK\n"
@@ -94,6 +95,33 @@ class JSEndTest(unittest.TestCase):
             return items
 
         self.assertEqual(asyncio.run(run()), ["first", "last\n", "v"])
+
+    def test_bash_status(self):
+        # bash's stdout marker carries the status: non-zero is an error,
+        # except for silent helper code; a split marker is held back.
+        import bashkernel
+        import kernelbase
+
+        async def run(status, silent):
+            k = bashkernel.BashKernel("/nonexistent", {}, "/")
+            ex = kernelbase.StreamedExecution()
+            r = kernelbase.MarkedRun(ex, "MARK", silent)
+            k._run = r
+            r.bufs["stdout"] = "out\nMA"
+            await k._drain(None, r, "stdout")
+            self.assertEqual(r.bufs["stdout"], "MA")
+            r.bufs["stdout"] += f"RK {status}\n"
+            await k._drain(None, r, "stdout")
+            r.bufs["stderr"] = "MARK\n"
+            await k._drain(None, r, "stderr")
+            items = []
+            while (item := await ex.queue.get()) is not None:
+                items.append((item["type"], item.get("text") or item.get("value")))
+            return items
+
+        self.assertEqual(asyncio.run(run(0, False)), [("stdout", "out\n")])
+        self.assertEqual(asyncio.run(run(3, False)), [("stdout", "out\n"), ("error", "3")])
+        self.assertEqual(asyncio.run(run(3, True)), [])
 
 
 if __name__ == "__main__":
