@@ -179,8 +179,8 @@ func leave(t *testing.T, s *server, id, code string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b := fmt.Sprintf(`{"code": %q, "context_id": %q}`, code, id)
-	req, err := http.NewRequestWithContext(ctx, "POST", s.url+"/execute", strings.NewReader(b))
+	b, _ := json.Marshal(map[string]any{"code": code, "context_id": id})
+	req, err := http.NewRequestWithContext(ctx, "POST", s.url+"/execute", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}

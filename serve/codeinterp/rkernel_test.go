@@ -112,3 +112,16 @@ func TestRDefaultContextAndEnvVars(t *testing.T) {
 		t.Errorf("odd value: %q, want %q (%v)", got, odd, lines)
 	}
 }
+
+// TestRInterruptWhenClientGoes: IRkernel is interrupted as the Python
+// kernel is (Jupyter's interrupt) when the client goes, keeping the
+// context's state.
+func TestRInterruptWhenClientGoes(t *testing.T) {
+	s, id := rContext(t)
+	s.run(t, map[string]any{"code": "kept <- 41", "context_id": id})
+	leave(t, s, id, "Sys.sleep(300)")
+	// Without the interrupt, this waits behind the sleep until call's timeout.
+	if got := rResult(t, s.run(t, map[string]any{"code": "kept + 1", "context_id": id})); got != "[1] 42" {
+		t.Fatalf("next execution: %q", got)
+	}
+}

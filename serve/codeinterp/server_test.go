@@ -180,22 +180,7 @@ func TestEnvVarsPerExecutionRestored(t *testing.T) {
 func TestInterruptWhenClientGoes(t *testing.T) {
 	s := theServer(t)
 	id := s.newContext(t, nil)["id"].(string)
-	ctx, cancel := context.WithCancel(context.Background())
-	body := strings.NewReader(`{"code": "import time; time.sleep(300)", "context_id": "` + id + `"}`)
-	req, err := http.NewRequestWithContext(ctx, "POST", s.url+"/execute", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := make([]byte, 1)
-	if _, err := resp.Body.Read(first); err != nil { // the execution has begun
-		t.Fatal(err)
-	}
-	cancel()
-	resp.Body.Close()
+	leave(t, s, id, "import time; time.sleep(300)")
 	// Without the interrupt, this waits behind the sleep until call's timeout.
 	if got := mainResult(t, s.run(t, map[string]any{"code": "1 + 1", "context_id": id})); got != "2" {
 		t.Fatalf("next execution: %q", got)

@@ -59,13 +59,14 @@ async def serve(port, runtime_dir):
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        ctx = await ctxs.default_for("python")  # ready before the port accepts
-        log.info("default python context %s in %s", ctx.id, ctx.cwd)
-        # As E2B's server, the default JavaScript context exists from the
-        # start (listed by GET /contexts) where the host has node.
+        # Ready before the port accepts. As E2B's server, the default
+        # JavaScript context exists from the start (listed by GET
+        # /contexts) where the host has node; both kernels start at once.
+        languages = ["python"]
         if contexts.KERNELS["javascript"].available():
-            js = await ctxs.default_for("javascript")
-            log.info("default javascript context %s", js.id)
+            languages.append("javascript")
+        for ctx in await asyncio.gather(*(ctxs.default_for(lang) for lang in languages)):
+            log.info("default %s context %s in %s", ctx.language, ctx.id, ctx.cwd)
         server = api.make_app(ctxs).listen(
             port, address="0.0.0.0", max_body_size=MAX_BODY, idle_connection_timeout=640
         )
