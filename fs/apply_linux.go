@@ -45,6 +45,11 @@ func (p *Plan) Apply(pre []int) error {
 	if err := unix.MoveMount(root, "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attaching the root tmpfs at %s: %w", stage, os.NewSyscallError("move_mount", err))
 	}
+	// Private before anything is mounted in it, whoever cloned it (see
+	// MakePrivate): once it is in this namespace, the sandbox may.
+	if err := unix.Mount("", stage, "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the new root private: %w", os.NewSyscallError("mount", err))
+	}
 
 	readOnlyAfter, err := p.applySteps(root, srcs.fds)
 	if err != nil {
@@ -128,6 +133,9 @@ func (p *Plan) openSources(srcs *sources, pre []int) error {
 				return fmt.Errorf("mask %s: %w", s.Target, os.NewSyscallError("open_tree /dev/null", err))
 			}
 			srcs.fds[i] = fd
+			if err := MakePrivate(fd); err != nil {
+				return fmt.Errorf("mask %s: %w", s.Target, err)
+			}
 			continue
 		}
 		if s.Kind != KindBind && s.Kind != KindRoot {
@@ -224,7 +232,7 @@ func openSource(s Step, pre []int) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("bind %s: opening source %s: %w", s.Target, s.Source, os.NewSyscallError("open_tree", err))
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID, Propagation: unix.MS_PRIVATE} // see MakePrivate
 	if !s.Device {
 		attr.Attr_set |= unix.MOUNT_ATTR_NODEV
 	}
@@ -253,7 +261,8 @@ func openCgroupDir(s Step) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("cgroup %s: cloning %s: %w", s.Target, s.Source, os.NewSyscallError("open_tree", err))
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC,
+		Propagation: unix.MS_PRIVATE} // see MakePrivate
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("cgroup %s: making it read-only: %w", s.Target, os.NewSyscallError("mount_setattr", err))

@@ -19,7 +19,11 @@
 // move_mount on those descriptors, so a symlink planted inside one mounted
 // source can never redirect a later target onto the host: the attempt fails
 // with ELOOP. Sources are opened with open_tree(OPEN_TREE_CLONE) before the
-// new root exists. Linux 5.12 is the minimum (mount_setattr, openat2).
+// new root exists, and every clone is made private ([MakePrivate]), as is
+// the new root: a clone of a shared mount would otherwise be a peer of the
+// host's, and the sandbox's mounts would appear in the host's mount table
+// (and the host's new mounts in the sandbox). Linux 5.12 is the minimum
+// (mount_setattr, openat2).
 //
 // # Landlock
 //
@@ -36,7 +40,8 @@
 //     bootid_linux.go (read-only, masked and /proc paths),
 //     mountpoint_linux.go (mount points beneath the new root),
 //     attach_linux.go and idmap*.go (mounts into a running sandbox,
-//     idmapped clones); landlock*.go.
+//     idmapped clones), private_linux.go (clones made private);
+//     landlock*.go.
 //
 // Two subpackages build on fs, which imports neither: fs/files is the
 // in-sandbox file helper (the re-executed "tent-fs" mode behind the

@@ -139,6 +139,9 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 			return fds, &invalidSourceError{fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("open_tree", err))}
 		}
 		fds = append(fds, fd)
+		if err := MakePrivate(fd); err != nil {
+			return fds, fmt.Errorf("mount %s: %w", m.Source, err)
+		}
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 		if m.Access != ReadWrite {
 			// A ro mount, or a cow mount's lower layer (never written:
@@ -235,7 +238,7 @@ func OpenBind(m Mount) (int, error) {
 	if err != nil {
 		return -1, &invalidSourceError{fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("open_tree", err))}
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Propagation: unix.MS_PRIVATE} // see MakePrivate
 	if !m.Writable() {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}

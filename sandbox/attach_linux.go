@@ -109,6 +109,9 @@ func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 				return fail(fmt.Errorf("cow %s: %w", m.Target, os.NewSyscallError("open_tree", err)))
 			}
 			fds = append(fds, fd)
+			if err := fs.MakePrivate(fd); err != nil {
+				return fail(fmt.Errorf("cow %s: %w", m.Target, err))
+			}
 		}
 	}
 	var rules []fs.LandlockRule
