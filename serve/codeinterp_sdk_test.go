@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tent-sandbox/tent/internal/e2bsdk"
+	"github.com/tent-sandbox/tent/internal/piptest"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 	"github.com/tent-sandbox/tent/serve/codeinterp"
 )
@@ -59,6 +63,53 @@ func startCodeInterpreterSDK(tb testing.TB) *sdkEnv {
 	}
 	e.nodeBin, e.modules = node, modules
 	return e
+}
+
+// The Python SDK the tests pin: e2b-code-interpreter, over the e2b it
+// was released with.
+var pythonSDK = []string{"e2b-code-interpreter==2.11.5", "e2b==2.63.0"}
+
+// TestCodeInterpreterPythonSDK runs testdata/sdk/code_interpreter_test.py
+// with the official e2b-code-interpreter Python SDK (pythonSDK, from
+// PyPI into a virtual environment kept under the user's cache
+// directory), as a Python agent uses it with the environment variables
+// the SDK reads: stateful cells, a CSV plotted with pandas to a PNG
+// chart, streams and errors, per-execution env vars, an infinite loop
+// interrupted by its timeout while another context runs, the kernel's
+// confinement, kill. It skips where the host lacks the template's
+// Python packages or python3's venv, unless $TENT_REQUIRE_SDK is set.
+func TestCodeInterpreterPythonSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the Python SDK test installs PyPI packages and starts Python kernels")
+	}
+	if _, err := codeinterp.Probe(context.Background()); err != nil {
+		if os.Getenv("TENT_REQUIRE_SDK") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	python, err := piptest.Install(t.TempDir(), pythonSDK...)
+	if errors.Is(err, piptest.ErrNoPython) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startServer(t, supervised.Name)
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "sdk", "code_interpreter_test.py"))
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+e.url, "E2B_SANDBOX_URL="+e.url, "E2B_API_KEY="+e.key,
+		"E2B_DEBUG=", "E2B_DOMAIN=", "WORK="+work, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("the Python SDK script:\n%s", out)
+	if err != nil {
+		t.Fatalf("the Python SDK script failed: %v", err)
+	}
+	if !strings.Contains(string(out), " 0 failed") {
+		t.Fatal("the Python SDK script did not report its steps")
+	}
 }
 
 // Over a backend without a supervisor (Local), the template is refused

@@ -71,9 +71,9 @@ type sdkEnv struct {
 	logs    *syncBuffer
 }
 
-// startSDKServer starts the server for tb, with a template "tenttest";
-// it skips without node and npm. The server and its sandboxes end with
-// tb.
+// startSDKServer starts the server for tb, with a template "tenttest",
+// and installs the JavaScript SDK; it skips without node and npm. The
+// server and its sandboxes end with tb.
 func startSDKServer(tb testing.TB, kind string) *sdkEnv {
 	tb.Helper()
 	node, modules, err := e2bsdk.Install(tb.TempDir())
@@ -83,7 +83,15 @@ func startSDKServer(tb testing.TB, kind string) *sdkEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &sdkEnv{nodeBin: node, modules: modules, key: "e2b_" + randomHex(20), logs: &syncBuffer{}}
+	e := startServer(tb, kind)
+	e.nodeBin, e.modules = node, modules
+	return e
+}
+
+// startServer is startSDKServer without the JavaScript SDK.
+func startServer(tb testing.TB, kind string) *sdkEnv {
+	tb.Helper()
+	e := &sdkEnv{key: "e2b_" + randomHex(20), logs: &syncBuffer{}}
 	local, err := sandbox.NewLocal(sandbox.LocalOptions{})
 	if err != nil {
 		tb.Fatal(err)
