@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tent-sandbox/tent/internal/e2bsdk"
-	"github.com/tent-sandbox/tent/internal/piptest"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 	"github.com/tent-sandbox/tent/serve/codeinterp"
 )
@@ -65,13 +64,9 @@ func startCodeInterpreterSDK(tb testing.TB) *sdkEnv {
 	return e
 }
 
-// The Python SDK the tests pin: e2b-code-interpreter, over the e2b it
-// was released with.
-var pythonSDK = []string{"e2b-code-interpreter==2.11.5", "e2b==2.63.0"}
-
 // TestCodeInterpreterPythonSDK runs testdata/sdk/code_interpreter_test.py
-// with the official e2b-code-interpreter Python SDK (pythonSDK, from
-// PyPI into a virtual environment kept under the user's cache
+// with the official e2b-code-interpreter Python SDK
+// (e2bsdk.PythonPackages, from PyPI into a virtual environment kept under the user's cache
 // directory), as a Python agent uses it with the environment variables
 // the SDK reads: stateful cells, a CSV plotted with pandas to a PNG
 // chart, streams and errors, per-execution env vars, an infinite loop
@@ -88,8 +83,8 @@ func TestCodeInterpreterPythonSDK(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	python, err := piptest.Install(t.TempDir(), pythonSDK...)
-	if errors.Is(err, piptest.ErrNoPython) {
+	python, err := e2bsdk.InstallPython(t.TempDir())
+	if errors.Is(err, e2bsdk.ErrNoPython) {
 		t.Skip(err)
 	}
 	if err != nil {

@@ -55,6 +55,52 @@ func runReadmeSDK(t *testing.T, where, state, src string) {
 	}
 }
 
+// runReadmeSDKPython runs a README ```python block with the official
+// Python SDKs (e2bsdk.PythonPackages, in a cached venv) against a `tent
+// serve` of this build, as runReadmeSDK runs a ```js one; the output must
+// contain the text of the block's last "# " comment on a print line.
+func runReadmeSDKPython(t *testing.T, where, state, src string) {
+	t.Helper()
+	if os.Getenv("TENT_REQUIRE_SDK") == "" {
+		if _, err := codeinterp.Probe(context.Background()); err != nil {
+			t.Logf("%s: not run: %v", where, err)
+			return
+		}
+	}
+	python, err := e2bsdk.InstallPython(t.TempDir())
+	if errors.Is(err, e2bsdk.ErrNoPython) {
+		t.Logf("%s: not run: %v", where, err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	var want string
+	for _, l := range strings.Split(src, "\n") {
+		if code, comment, ok := strings.Cut(l, "# "); ok && strings.Contains(code, "print(") {
+			want = strings.TrimSpace(comment)
+		}
+	}
+	if want == "" {
+		t.Fatalf("%s: the block has no print line with a # comment to check", where)
+	}
+	env, stop := startSDKServe(t, state)
+	defer stop()
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "script.py"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "script.py")
+	cmd.Dir = work
+	cmd.Env = append(append(os.Environ(), "E2B_DEBUG=", "E2B_DOMAIN=", "PYTHONDONTWRITEBYTECODE=1"), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("%s: python: %v\n%s\nwant output containing %q", where, err, out, want)
+	}
+}
+
 // startSDKServe starts `tent serve` of this build with the state
 // directory state on a random loopback port, with extra flags, and
 // returns the E2B variables its clients need and what stops it (SIGTERM,

@@ -88,7 +88,8 @@ func repoRoot() string {
 //     mcpServers block (see mcp_test.go);
 //   - "tent-binary: ..." runs the block's ./bin/tent command with this
 //     build; "e2b: ..." runs a ```js block with node and the official
-//     E2B SDK against a `tent serve` of this build (see runReadmeSDK);
+//     E2B SDK against a `tent serve` of this build (see runReadmeSDK),
+//     "e2b-py: ..." a ```python block with the Python SDK likewise;
 //     "skip: REASON" is not run, and must say why.
 func TestReadmeExamples(t *testing.T) {
 	readme := filepath.Join(repoRoot(), "README.md")
@@ -122,6 +123,9 @@ func TestReadmeExamples(t *testing.T) {
 		case kind == "e2b:":
 			runReadmeSDK(t, where, state, b.text)
 			counts["js"]++
+		case kind == "e2b-py:":
+			runReadmeSDKPython(t, where, state, b.text)
+			counts["py"]++
 		case kind == "mcp-client:":
 			runReadmeMCPClients(t, where, work, env, b.text)
 			counts["mcp"]++
@@ -152,7 +156,7 @@ func TestReadmeExamples(t *testing.T) {
 		}
 	}
 	// The README's examples, by kind: a parse that misses blocks fails.
-	if counts["go"] != 2 || counts["sh"] != 5 || counts["file"] != 1 || counts["yaml"] != 2 || counts["skipped"] != 4 || counts["js"] != 2 || counts["mcp"] != 2 {
+	if counts["go"] != 2 || counts["sh"] != 5 || counts["file"] != 1 || counts["yaml"] != 2 || counts["skipped"] != 4 || counts["js"] != 2 || counts["py"] != 1 || counts["mcp"] != 2 {
 		t.Errorf("README blocks run: %v", counts)
 	}
 }
