@@ -16,88 +16,72 @@ import (
 	"github.com/tent-sandbox/tent/serve/codeinterp"
 )
 
-// runReadmeSDK runs a README ```js block with node, the official E2B SDKs
-// (e2b at e2bsdk.Version, @e2b/code-interpreter at
-// e2bsdk.CodeInterpreterVersion) and the three variables pointing at a `tent serve` of
-// this build on a random loopback port, with the README's state
-// directory; the output must contain the text of the block's last
-// "// " comment on a console.log line.
-func runReadmeSDK(t *testing.T, where, state, src string) {
+// runReadmeSDK runs a README block with an official E2B SDK and the three
+// variables pointing at a `tent serve` of this build on a random loopback
+// port, with the README's state directory: a ```js block with node (e2b
+// at e2bsdk.Version, @e2b/code-interpreter at
+// e2bsdk.CodeInterpreterVersion), or, with python set, a ```python block
+// with the Python SDK (e2bsdk.PythonPackages, in a cached venv). The
+// output must contain the text of the block's last comment ("// ", or
+// "# ") on a line that prints (console.log, or print).
+func runReadmeSDK(t *testing.T, where, state, src string, python bool) {
 	t.Helper()
-	if strings.Contains(src, "@e2b/code-interpreter") && os.Getenv("TENT_REQUIRE_SDK") == "" {
+	if (python || strings.Contains(src, "@e2b/code-interpreter")) && os.Getenv("TENT_REQUIRE_SDK") == "" {
 		if _, err := codeinterp.Probe(context.Background()); err != nil {
 			t.Logf("%s: not run: %v", where, err)
 			return
 		}
 	}
-	node, modules, err := e2bsdk.InstallCodeInterpreter(t.TempDir())
-	if errors.Is(err, e2bsdk.ErrNoNode) {
-		t.Logf("%s: not run: %v", where, err)
-		return
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
-	var want string
-	for _, l := range strings.Split(src, "\n") {
-		if code, comment, ok := strings.Cut(l, "// "); ok && strings.Contains(code, "console.log") {
-			want = strings.TrimSpace(comment)
-		}
-	}
-	if want == "" {
-		t.Fatalf("%s: the block has no console.log line with a // comment to check", where)
-	}
-	env, stop := startSDKServe(t, state)
-	defer stop()
-	out, err := runSDKScript(t, node, modules, src, env...)
-	if err != nil || !strings.Contains(string(out), want) {
-		t.Errorf("%s: node: %v\n%s\nwant output containing %q", where, err, out, want)
-	}
-}
-
-// runReadmeSDKPython runs a README ```python block with the official
-// Python SDKs (e2bsdk.PythonPackages, in a cached venv) against a `tent
-// serve` of this build, as runReadmeSDK runs a ```js one; the output must
-// contain the text of the block's last "# " comment on a print line.
-func runReadmeSDKPython(t *testing.T, where, state, src string) {
-	t.Helper()
-	if os.Getenv("TENT_REQUIRE_SDK") == "" {
-		if _, err := codeinterp.Probe(context.Background()); err != nil {
-			t.Logf("%s: not run: %v", where, err)
-			return
-		}
-	}
-	python, err := e2bsdk.InstallPython(t.TempDir())
-	if errors.Is(err, e2bsdk.ErrNoPython) {
-		t.Logf("%s: not run: %v", where, err)
-		return
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
-	var want string
-	for _, l := range strings.Split(src, "\n") {
-		if code, comment, ok := strings.Cut(l, "# "); ok && strings.Contains(code, "print(") {
-			want = strings.TrimSpace(comment)
-		}
-	}
-	if want == "" {
-		t.Fatalf("%s: the block has no print line with a # comment to check", where)
-	}
-	env, stop := startSDKServe(t, state)
-	defer stop()
 	work := t.TempDir()
-	if err := os.WriteFile(filepath.Join(work, "script.py"), []byte(src), 0o644); err != nil {
+	comment, printer, script := "// ", "console.log", "script.mjs"
+	var run func(ctx context.Context) *exec.Cmd
+	if python {
+		comment, printer, script = "# ", "print(", "script.py"
+		py, err := e2bsdk.InstallPython(t.TempDir())
+		if errors.Is(err, e2bsdk.ErrNoPython) {
+			t.Logf("%s: not run: %v", where, err)
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		run = func(ctx context.Context) *exec.Cmd { return exec.CommandContext(ctx, py, script) }
+	} else {
+		node, modules, err := e2bsdk.InstallCodeInterpreter(t.TempDir())
+		if errors.Is(err, e2bsdk.ErrNoNode) {
+			t.Logf("%s: not run: %v", where, err)
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		if err := os.Symlink(modules, filepath.Join(work, "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+		run = func(ctx context.Context) *exec.Cmd { return exec.CommandContext(ctx, node, script) }
+	}
+	var want string
+	for _, l := range strings.Split(src, "\n") {
+		if code, c, ok := strings.Cut(l, comment); ok && strings.Contains(code, printer) {
+			want = strings.TrimSpace(c)
+		}
+	}
+	if want == "" {
+		t.Fatalf("%s: the block has no %s line with a %q comment to check", where, printer, comment)
+	}
+	env, stop := startSDKServe(t, state)
+	defer stop()
+	if err := os.WriteFile(filepath.Join(work, script), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "script.py")
+	cmd := run(ctx)
 	cmd.Dir = work
 	cmd.Env = append(append(os.Environ(), "E2B_DEBUG=", "E2B_DOMAIN=", "PYTHONDONTWRITEBYTECODE=1"), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), want) {
-		t.Errorf("%s: python: %v\n%s\nwant output containing %q", where, err, out, want)
+		t.Errorf("%s: %s: %v\n%s\nwant output containing %q", where, script, err, out, want)
 	}
 }
 

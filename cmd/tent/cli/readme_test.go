@@ -121,10 +121,10 @@ func TestReadmeExamples(t *testing.T) {
 			}
 			counts["file"]++
 		case kind == "e2b:":
-			runReadmeSDK(t, where, state, b.text)
+			runReadmeSDK(t, where, state, b.text, false)
 			counts["js"]++
 		case kind == "e2b-py:":
-			runReadmeSDKPython(t, where, state, b.text)
+			runReadmeSDK(t, where, state, b.text, true)
 			counts["py"]++
 		case kind == "mcp-client:":
 			runReadmeMCPClients(t, where, work, env, b.text)
