@@ -54,19 +54,28 @@ func notifySignals() *signalForwarder {
 	return f
 }
 
-// start forwards until stop.
+// start forwards until stop. Once the signals are caught it also sends
+// the terminal's size once more: a SIGWINCH that came before (the caller
+// resized at once) was lost, its default being to be ignored.
 func (f *signalForwarder) start(ct *callerTerm, resize chan<- sandbox.WindowSize, deliver func(os.Signal)) {
+	sendSize := func() {
+		if ct != nil && resize != nil {
+			select {
+			case resize <- ct.size():
+			default:
+			}
+		}
+	}
 	go func() {
+		caught := f.caught
 		for {
 			select {
+			case <-caught:
+				caught = nil
+				sendSize()
 			case s := <-f.sigs:
 				if s == syscall.SIGWINCH {
-					if ct != nil && resize != nil {
-						select {
-						case resize <- ct.size():
-						default:
-						}
-					}
+					sendSize()
 					continue
 				}
 				deliver(s)

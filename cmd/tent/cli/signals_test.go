@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/sandbox"
 )
 
 func TestSignalsReachTheForegroundGroup(t *testing.T) {
@@ -108,5 +113,31 @@ func awaitLine(t *testing.T, cmd *exec.Cmd, r *bufio.Reader, want string) {
 		if err != nil {
 			t.Fatalf("no line %q: %v", want, err)
 		}
+	}
+}
+
+// A resize that comes before tent catches SIGWINCH (tent attach, exec
+// -t and run -t catch their signals in a goroutine, so as not to wait
+// for it) is not lost: once they are caught, the terminal's size is sent
+// once more. CI's unprivileged run under load once lost one in
+// TestCLIAttachTerminal.
+func TestSizeSentOnceSignalsAreCaught(t *testing.T) {
+	term := newTerminal(t, 30, 100)
+	f := &signalForwarder{sigs: make(chan os.Signal, 16), done: make(chan struct{}), caught: make(chan struct{})}
+	resize := make(chan sandbox.WindowSize, 4)
+	f.start(&callerTerm{sizeFD: int(term.peer.Fd()), rawFD: -1}, resize, func(os.Signal) {})
+	defer f.stop()
+	// The caller resizes; its SIGWINCH, not caught yet, would be lost.
+	if err := unix.IoctlSetWinsize(int(term.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 41, Col: 121}); err != nil {
+		t.Fatal(err)
+	}
+	close(f.caught)
+	select {
+	case sz := <-resize:
+		if sz != (sandbox.WindowSize{Rows: 41, Cols: 121}) {
+			t.Errorf("the size sent: %+v, want 41x121", sz)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no size sent once the signals were caught: the resize before was lost")
 	}
 }
