@@ -322,9 +322,17 @@ func processFollowCancel(t *testing.T, b sandbox.Backend) {
 	}
 	fctx, fcancel := context.WithCancel(ctx)
 	w := &cancelWriter{cancel: fcancel}
-	end, err := p.Follow(fctx, 1, 0, w)
-	if !errors.Is(err, context.Canceled) || end != int64(w.n) {
-		t.Fatalf("Follow cancelled at its first write: end %d, %v; want %d, context.Canceled", end, err, w.n)
+	from := int64(0)
+	end, err := p.Follow(fctx, 1, from, w)
+	if errors.Is(err, sandbox.ErrOutputDropped) && w.n == 0 {
+		// seq ran on before the Follow began (nobody followed it yet: a
+		// loaded host) and the ring dropped its start: follow from the
+		// oldest byte kept.
+		from = end
+		end, err = p.Follow(fctx, 1, from, w)
+	}
+	if !errors.Is(err, context.Canceled) || end != from+int64(w.n) {
+		t.Fatalf("Follow from %d cancelled at its first write: end %d, %v; want %d, context.Canceled", from, end, err, from+int64(w.n))
 	}
 	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
 		t.Fatalf("Wait after the follower left: %+v, %v", res, err)
