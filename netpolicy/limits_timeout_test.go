@@ -18,12 +18,14 @@ import (
 func TestSlowlorisHead(t *testing.T) {
 	const timeout = time.Second
 	h := newHarnessWith(t, nil, nil, func(c *ProxyConfig) { c.HeadTimeout = timeout })
+	// Before the dial: the proxy's clock starts once it accepts, which
+	// may be before Dial returns here.
+	start := time.Now()
 	c, err := net.Dial("tcp", h.httpAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
 	stop := make(chan struct{})
 	trickled := make(chan int)
 	go func() {
