@@ -22,6 +22,13 @@ type IDMap struct {
 	// mount of a root-owned directory needs it: there the sandbox writes
 	// as root, and a set-uid file it left would be host root's.
 	SetIDRefused bool
+	// Range, when above 1, maps ids 0 to Range-1 inside onto host ids
+	// from HostID (a root caller's id range): every mount is then
+	// idmapped so that an on-disk id k is k inside (Hostid+k on the
+	// host), whoever owns its directory, rw ones included (a root-owned
+	// one still needs SetIDRefused); UID and GID are only the sandbox
+	// user's, among them.
+	Range uint32
 	// InitPID, when positive, is the sandbox's init: a child of this
 	// process, not yet reaped (so its pid is its own). A ro or cow mount
 	// whose directory's owner is exactly UID:GID is idmapped with the
@@ -124,7 +131,7 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 			fds = nil
 		}
 	}()
-	userns := idmapNamespaces{hostID: id.HostID, initPID: id.InitPID, inside: idmapKey{uid: id.UID, gid: id.GID}}
+	userns := idmapNamespaces{hostID: id.HostID, initPID: id.InitPID, inside: idmapKey{uid: id.UID, gid: id.GID}, size: id.Range}
 	defer userns.close()
 	for _, m := range mounts {
 		// Never through a symlink, which a sandbox may have planted in
@@ -160,9 +167,14 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 				Fix: "use the default seccomp profile, mount it --cow and export the changes, or chown it to the user who should own what the sandbox writes",
 			}
 		}
-		uid, gid, rootGroup := idmapOwner(m, st.Uid, st.Gid)
 		idmapped := attr
-		nsfd, err := userns.get(uid, gid, rootGroup)
+		var nsfd int
+		if id.Range > 1 {
+			nsfd, err = userns.getRange()
+		} else {
+			uid, gid, rootGroup := idmapOwner(m, st.Uid, st.Gid)
+			nsfd, err = userns.get(uid, gid, rootGroup)
+		}
 		if err == nil {
 			idmapped.Attr_set |= unix.MOUNT_ATTR_IDMAP
 			idmapped.Userns_fd = uint64(nsfd)

@@ -46,6 +46,41 @@ type idmapNamespaces struct {
 	// fork and exec of this binary, some milliseconds).
 	initPID int
 	inside  idmapKey
+	// size, when above 1, is a range of ids from 0 mapped onto hostID
+	// and up (getRange).
+	size    uint32
+	rangeFD int // getRange's namespace, 0 before it is made
+}
+
+// getRange returns an fd of a user namespace mapping ids 0 to size-1
+// onto hostID and up, uids and gids alike: the sandbox's own (its
+// init's, whose maps are exactly that) or a new one.
+func (n *idmapNamespaces) getRange() (int, error) {
+	if n.rangeFD > 0 {
+		return n.rangeFD, nil
+	}
+	want := fmt.Sprintf("0 %d %d", n.hostID, n.size)
+	if n.initPID > 0 {
+		same := true
+		for _, file := range []string{"uid_map", "gid_map"} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", n.initPID, file))
+			same = same && err == nil && strings.Join(strings.Fields(string(b)), " ") == want
+		}
+		if same {
+			fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", n.initPID), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				n.rangeFD = fd
+				return fd, nil
+			}
+		}
+	}
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(n.hostID), Size: int(n.size)}}
+	fd, err := newIDMapUserNS(m, m)
+	if err != nil {
+		return -1, err
+	}
+	n.rangeFD = fd
+	return fd, nil
 }
 
 // sandboxUserNS opens the user namespace of the sandbox's init when its
@@ -101,6 +136,10 @@ func (n *idmapNamespaces) get(uid, gid uint32, rootGroup bool) (int, error) {
 
 // close closes every namespace fd.
 func (n *idmapNamespaces) close() {
+	if n.rangeFD > 0 {
+		unix.Close(n.rangeFD)
+		n.rangeFD = 0
+	}
 	for k, fd := range n.fds {
 		unix.Close(fd)
 		delete(n.fds, k)

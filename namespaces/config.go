@@ -88,7 +88,9 @@ type Config struct {
 	LandlockABI int `json:"landlock_abi"`
 	// LandlockRules are the path rules, inside paths.
 	LandlockRules []fs.LandlockRule `json:"landlock_rules,omitempty"`
-	// Seccomp is a marshaled seccomp.Program; empty means unconfined.
+	// Seccomp is a marshaled seccomp.Program, or several stacked
+	// (seccomp.MarshalStack: each installed, the stricter verdict wins);
+	// empty means unconfined.
 	Seccomp []byte `json:"seccomp,omitempty"`
 	// ReuseThread lets the init keep one restricted thread for the
 	// sandbox's lifetime and fork every exec that needs no extra Landlock
@@ -155,6 +157,12 @@ type Exec struct {
 	// spawnRoot). It needs the sandbox's own user namespace, and is
 	// refused with FileHelper.
 	Root bool `json:"root,omitempty"`
+	// User, when set, runs the command as these ids of the sandbox's user
+	// namespace, with these supplementary groups, rather than as the
+	// init's (which has none): every id must be mapped (a root caller's
+	// id range, sandbox.Spec.IDRange), or the command fails to start
+	// (stage "credentials", EINVAL). Refused with Root.
+	User *Creds `json:"user,omitempty"`
 }
 
 // WindowSize is a terminal's size in character cells.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -12,11 +13,15 @@ import (
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
-// Creds are host ids a restricted thread switches to before it drops its
-// capabilities (see [RestrictThread]): how a root caller's command avoids
-// running as host root where no user namespace maps it elsewhere.
+// Creds are the ids a restricted thread switches to before it drops its
+// capabilities (see [RestrictThread]): in the reduced tier, host ids (how a
+// root caller's command avoids running as host root where no user
+// namespace maps it elsewhere); in a sandbox, ids of its user namespace
+// ([Exec].User).
 type Creds struct {
-	UID, GID uint32
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
 }
 
 // credsError marks a failure of Creds.setThread inside dropCaps.
@@ -24,12 +29,16 @@ type credsError struct{ err error }
 
 func (e *credsError) Error() string { return e.err.Error() }
 
-// setThread sets the calling thread's supplementary groups (none), gid and
-// uid with raw syscalls: the libc-style wrappers (syscall.Setresuid, and
-// x/sys/unix's) change every thread of the process, which must not happen
-// here. Needs CAP_SETUID and CAP_SETGID.
+// setThread sets the calling thread's supplementary groups (c.Groups,
+// often none), gid and uid with raw syscalls: the libc-style wrappers
+// (syscall.Setresuid, and x/sys/unix's) change every thread of the
+// process, which must not happen here. Needs CAP_SETUID and CAP_SETGID.
 func (c *Creds) setThread() error {
-	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+	var groups unsafe.Pointer
+	if len(c.Groups) > 0 {
+		groups = unsafe.Pointer(&c.Groups[0])
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(c.Groups)), uintptr(groups), 0); e != 0 {
 		return &credsError{os.NewSyscallError("setgroups", e)}
 	}
 	g, u := uintptr(c.GID), uintptr(c.UID)

@@ -21,8 +21,14 @@ import (
 type Options struct {
 	// ShareNet keeps the host's network namespace.
 	ShareNet bool
-	// UIDMap and GIDMap map exactly one id inside to one id outside.
+	// UIDMap and GIDMap map ids inside to ids outside: exactly one (the
+	// sandbox's user, ContainerID) or, for a root caller's id range
+	// (Privileged only), Size ids from ContainerID 0, the init then
+	// running as UID and GID.
 	UIDMap, GIDMap syscall.SysProcIDMap
+	// UID and GID are the init's ids inside when the maps are a range
+	// (Size > 1); with one id, they are its ContainerID.
+	UID, GID uint32
 	// Privileged is set when the caller is root on the host: supplementary
 	// groups are cleared and the init switches to the mapped ids.
 	Privileged bool
@@ -100,7 +106,8 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	}
 	if o.Privileged {
 		sys.GidMappingsEnableSetgroups = true
-		sys.Credential = &syscall.Credential{Uid: uint32(o.UIDMap.ContainerID), Gid: uint32(o.GIDMap.ContainerID), Groups: []uint32{}}
+		uid, gid := o.initIDs()
+		sys.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
 	}
 	if o.CgroupFD >= 0 {
 		sys.UseCgroupFD = true
@@ -120,10 +127,11 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	// (Config.CommandsCgroup).
 	if fastCloneAvailable {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
+			initUID, initGID := o.initIDs()
 			defer closeAll(fds.opened)
 			pid, intoCgroup, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{"GOMAXPROCS=1"},
 				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD, o.CgroupTasks,
-				o.Privileged, uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID),
+				o.Privileged, initUID, initGID,
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
 			if err != nil {
 				conn.Close()
@@ -184,6 +192,15 @@ func stdioFiles(in io.Reader, out, errw io.Writer) (openedStdio, bool) {
 		}
 	}
 	return s, true
+}
+
+// initIDs are the ids the init runs as inside: UID and GID with a range
+// of ids, else the one mapped id.
+func (o *Options) initIDs() (uid, gid uint32) {
+	if o.UIDMap.Size > 1 || o.GIDMap.Size > 1 {
+		return o.UID, o.GID
+	}
+	return uint32(o.UIDMap.ContainerID), uint32(o.GIDMap.ContainerID)
 }
 
 // writeIDMaps writes pid's one-id uid and gid maps, as os/exec does for

@@ -90,14 +90,14 @@ func runInit() int {
 // and serves.
 func (in *initLoop) resume(resumed *idleState) int {
 	in.cfg, in.hostView = resumed.Config, resumed.HostView
-	var prog seccomp.Program
+	var progs []seccomp.Program
 	if len(in.cfg.Seccomp) > 0 {
 		var err error
-		if prog, err = seccomp.UnmarshalProgram(in.cfg.Seccomp); err != nil {
+		if progs, err = seccomp.UnmarshalStack(in.cfg.Seccomp); err != nil {
 			return ExitProtocol
 		}
 	}
-	in.sp = newSpawner(in.cfg, prog)
+	in.sp = newSpawner(in.cfg, progs)
 	in.sp.self = resumed.Self
 	if in.cfg.CommandsCgroup {
 		in.sp.commands = resumed.Commands
@@ -196,13 +196,13 @@ func (in *initLoop) configure(cfg *Config, fds []int) (listeners []int, stage st
 			listeners = append(listeners, more...)
 		}
 	}
-	var prog seccomp.Program
+	var progs []seccomp.Program
 	if len(cfg.Seccomp) > 0 {
-		if prog, err = seccomp.UnmarshalProgram(cfg.Seccomp); err != nil {
+		if progs, err = seccomp.UnmarshalStack(cfg.Seccomp); err != nil {
 			return nil, "seccomp", err
 		}
 	}
-	in.sp = newSpawner(cfg, prog)
+	in.sp = newSpawner(cfg, progs)
 	in.sp.commands = commands
 	in.oneShot = cfg.Exec.Path != ""
 	if cfg.Sudo {

@@ -297,18 +297,18 @@ func restrictSelf(v string) ([]string, error) {
 	if len(envData) > 0 {
 		env = strings.Split(string(envData), "\x00")
 	}
-	var prog seccomp.Program
+	var progs []seccomp.Program
 	if filter >= 0 {
 		b, err := readSealed(filter, "tent-seccomp")
 		if err != nil {
 			return nil, fmt.Errorf("reading the seccomp program: %w", err)
 		}
-		if prog, err = seccomp.UnmarshalProgram(b); err != nil {
+		if progs, err = seccomp.UnmarshalStack(b); err != nil {
 			return nil, err
 		}
 	}
 	runtime.LockOSThread() // never unlocked: this thread execs the command
-	if stage, err := RestrictThread(nil, ruleset, prog); err != nil {
+	if stage, err := RestrictThread(nil, ruleset, progs...); err != nil {
 		return nil, fmt.Errorf("%s: %w", stage, err)
 	}
 	if ruleset >= 0 {

@@ -2,6 +2,7 @@ package namespaces
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,8 +20,8 @@ import (
 // spawner starts the sandbox's commands with every per-process
 // protection.
 type spawner struct {
-	cfg  *Config
-	prog seccomp.Program
+	cfg   *Config
+	progs []seccomp.Program
 	// self is an O_PATH descriptor of the host binary (/proc/self/exe),
 	// for the rlimit trampoline and the file helper; -1 until needed.
 	self int
@@ -32,8 +33,8 @@ type spawner struct {
 	commands int
 }
 
-func newSpawner(cfg *Config, prog seccomp.Program) *spawner {
-	return &spawner{cfg: cfg, prog: prog, self: -1, commands: -1}
+func newSpawner(cfg *Config, progs []seccomp.Program) *spawner {
+	return &spawner{cfg: cfg, progs: progs, self: -1, commands: -1}
 }
 
 // joinCommands moves the calling thread, alone, into the commands' cgroup
@@ -73,6 +74,9 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 		return 0, "workdir", err
 	}
 	if e.Root {
+		if e.User != nil {
+			return 0, "credentials", errors.New("a command runs as root or as a user, not both")
+		}
 		return s.spawnRoot(e, stdio)
 	}
 	needSelf := e.FileHelper || len(s.cfg.Rlimits) > 0
@@ -117,7 +121,9 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 		}
 		return pid, stage, err
 	}
-	if reuse && s.cfg.ReuseThread && !s.needsDeviceRule(stdio) {
+	// The kept thread runs as the init's ids: a command as another user
+	// gets a thread of its own.
+	if reuse && s.cfg.ReuseThread && e.User == nil && !s.needsDeviceRule(stdio) {
 		return forked(s.forkFromKept(forkRequest{e: e, path: execPath, args: args, env: env, stdio: stdio, extra: extra}))
 	}
 	var execFDs []int
@@ -137,7 +143,7 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 		// This thread is restricted for good and is never unlocked: when
 		// the goroutine returns, the runtime discards the thread.
 		runtime.LockOSThread()
-		if stage, err := s.restrictThread(ruleset); err != nil {
+		if stage, err := s.restrictThreadAs(e.User, ruleset); err != nil {
 			done <- forkResult{stage: stage, err: err}
 			return
 		}
@@ -249,10 +255,16 @@ func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
 // cgroup, and moves it into the commands' cgroup; it returns the stage
 // that failed.
 func (s *spawner) restrictThread(ruleset int) (string, error) {
+	return s.restrictThreadAs(nil, ruleset)
+}
+
+// restrictThreadAs is restrictThread switching to user's ids (of the
+// sandbox's user namespace) when user is set ([Exec].User).
+func (s *spawner) restrictThreadAs(user *Creds, ruleset int) (string, error) {
 	if stage, err := s.enterCommandsCgroup(); err != nil {
 		return stage, err
 	}
-	return RestrictThread(nil, ruleset, s.prog)
+	return RestrictThread(user, ruleset, s.progs...)
 }
 
 // enterCommandsCgroup gives the calling (locked) thread a cgroup

@@ -54,7 +54,16 @@ type process struct {
 	Terminal bool     `json:"terminal,omitempty"`
 	UID      uint32   `json:"uid"`
 	GID      uint32   `json:"gid"`
+	Groups   []uint32 `json:"groups,omitempty"`
 }
+
+// DefaultIDRange is the range of host ids a container of a root
+// tent-runc maps its ids 0-65535 onto when its bundle names none
+// (linux.uidMappings: Kubernetes' hostUsers: false, ctr --uidmap): just
+// above systemd's container range (524288-1879048191), below 2^31. Every
+// such container shares it, as runc's share the host's ids; a bundle's
+// own mappings give a pod a range of its own.
+var DefaultIDRange = sandbox.IDRange{Host: 1879048192, Size: 65536}
 
 // loadBundle reads dir/config.json and converts it (see convert).
 func loadBundle(dir string) (*bundle, error) {
@@ -142,10 +151,7 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 		return nil, err
 	}
 	b.Main = *main
-	b.Spec.User = &sandbox.User{UID: p.User.UID, GID: p.User.GID}
-	if len(p.User.AdditionalGids) > 0 {
-		b.Ignored = append(b.Ignored, "process.user.additionalGids (the sandbox's user has no supplementary groups)")
-	}
+	b.Spec.User = &sandbox.User{UID: p.User.UID, GID: p.User.GID, Groups: main.Groups}
 	if p.Capabilities != nil {
 		b.Ignored = append(b.Ignored, "process.capabilities (every command runs with none)")
 	}
@@ -209,10 +215,12 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 		}
 	}
 
-	if l := cfg.Linux; l != nil {
-		if err := convertLinux(b, l, invalid, unsupported); err != nil {
-			return nil, err
-		}
+	l := cfg.Linux
+	if l == nil {
+		l = &specs.Linux{}
+	}
+	if err := convertLinux(b, l, invalid, unsupported); err != nil {
+		return nil, err
 	}
 	if b.Spec.Hostname == "" && b.joinsUTS {
 		// A pod's container: CRI sets the pod's hostname on its first
@@ -247,7 +255,13 @@ func convertProcess(p *specs.Process, field string) (*process, error) {
 	if p.User.Username != "" {
 		return nil, fmt.Errorf("%w: %s.user.username: Windows only; give uid and gid", ErrUnsupportedConfig, field)
 	}
-	return &process{Args: p.Args, Env: p.Env, Cwd: filepath.Clean(cwd), Terminal: p.Terminal, UID: p.User.UID, GID: p.User.GID}, nil
+	var groups []uint32
+	for _, g := range p.User.AdditionalGids {
+		if g != p.User.GID && !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	return &process{Args: p.Args, Env: p.Env, Cwd: filepath.Clean(cwd), Terminal: p.Terminal, UID: p.User.UID, GID: p.User.GID, Groups: groups}, nil
 }
 
 // convertLinux reads linux.*: namespaces, resources, seccomp, masked and
@@ -291,8 +305,8 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 	}
 	// tent always makes its own pid, ipc, uts, mount, user and cgroup
 	// namespaces: asking for fewer is met with more isolation.
-	if len(l.UIDMappings) > 0 || len(l.GIDMappings) > 0 {
-		b.Ignored = append(b.Ignored, "linux.uidMappings/gidMappings (tent maps the process's user onto an unprivileged host id)")
+	if err := convertIDMappings(b, l, unsupported); err != nil {
+		return err
 	}
 	if len(l.Sysctl) > 0 {
 		keys := make([]string, 0, len(l.Sysctl))
@@ -347,6 +361,11 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 		if b.Spec.Seccomp, err = policy.ParseSeccomp(data); err != nil {
 			return fmt.Errorf("%w: linux.seccomp: %w", sandbox.ErrInvalidSpec, err)
 		}
+		// In addition to tent's own filter, never instead of it: a
+		// pod's RuntimeDefault or Localhost profile narrows what the
+		// container may do, and tent's refusals (set-id modes, new user
+		// namespaces, ...) stay.
+		b.Spec.Seccomp.KeepDefault = true
 	}
 	if l.RootfsPropagation != "" && l.RootfsPropagation != "private" && l.RootfsPropagation != "rprivate" {
 		return unsupported("linux.rootfsPropagation", "%q: the sandbox's mounts are private", l.RootfsPropagation)
@@ -425,4 +444,38 @@ func validSysctl(k string) bool {
 		}
 	}
 	return true
+}
+
+// convertIDMappings sets the container's id range: the bundle's
+// linux.uidMappings and gidMappings (one range each, from container id
+// 0, the same host ids and size for both), else DefaultIDRange. A
+// non-root tent-runc maps one id, as tent does for an unprivileged
+// caller (its mappings are then refused).
+func convertIDMappings(b *bundle, l *specs.Linux, unsupported func(field, format string, a ...any) error) error {
+	if os.Geteuid() != 0 {
+		if len(l.UIDMappings) > 0 || len(l.GIDMappings) > 0 {
+			return unsupported("linux.uidMappings", "a non-root tent-runc maps one id, the caller's")
+		}
+		b.Spec.User.Groups = nil
+		if p := b.Config.Process; p != nil && len(p.User.AdditionalGids) > 0 {
+			b.Ignored = append(b.Ignored, "process.user.additionalGids (a non-root tent-runc maps one id)")
+		}
+		return nil
+	}
+	r := DefaultIDRange
+	if len(l.UIDMappings)+len(l.GIDMappings) > 0 {
+		if len(l.UIDMappings) != 1 || len(l.GIDMappings) != 1 {
+			return unsupported("linux.uidMappings", "tent maps one range of ids (%d uid and %d gid mappings given)", len(l.UIDMappings), len(l.GIDMappings))
+		}
+		u, g := l.UIDMappings[0], l.GIDMappings[0]
+		if u != g {
+			return unsupported("linux.gidMappings", "%+v differs from linux.uidMappings %+v: tent maps uids and gids alike", g, u)
+		}
+		if u.ContainerID != 0 {
+			return unsupported("linux.uidMappings[0].containerID", "%d: tent's range starts at container id 0", u.ContainerID)
+		}
+		r = sandbox.IDRange{Host: u.HostID, Size: u.Size}
+	}
+	b.Spec.IDRange = &r
+	return nil
 }

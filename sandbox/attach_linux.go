@@ -98,7 +98,7 @@ func (s *Sandbox) Mount(ctx context.Context, m Mount) error {
 		// Root's sources are opened (and rw ones idmapped) on the host;
 		// a cow mount's upper and work directories follow its lower layer.
 		var err error
-		if fds, err = openUserMounts(withGuards, s.run.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
+		if fds, err = openUserMounts(withGuards, s.run.init.Pid(), p); err != nil {
 			return fail(err)
 		}
 		defer closeFDs(fds)
@@ -167,7 +167,7 @@ func (p *plan) addLayerDir(m Mount, i int) (*CowLayer, string, error) {
 		_ = os.Chmod(filepath.Join(dir, "upper"), fi.Mode().Perm())
 	}
 	if p.privileged { // owned by the sandbox's (unprivileged) host identity
-		uid, gid := p.opts.UIDMap.HostID, p.opts.GIDMap.HostID
+		uid, gid := p.hostIDs()
 		for _, d := range []string{p.cowRoot, dir, filepath.Join(dir, "upper"), filepath.Join(dir, "work")} {
 			if err := os.Lchown(d, uid, gid); err != nil {
 				removeLayerDir(dir)

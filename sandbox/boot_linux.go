@@ -200,7 +200,7 @@ func (r *running) openInitStdio(path string, bio bootIO) (err error) {
 func (r *running) initFDs() (fds []int, err error) {
 	p := r.plan
 	if p.privileged && len(p.userMounts) > 0 {
-		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p.uid, p.gid, p.defaultSeccomp); err != nil {
+		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p); err != nil {
 			return nil, err
 		}
 	}

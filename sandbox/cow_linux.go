@@ -39,7 +39,7 @@ func (p *plan) makeLayers(prefill func([]CowLayer) error) error {
 		}
 	}
 	if p.privileged {
-		uid, gid := p.opts.UIDMap.HostID, p.opts.GIDMap.HostID
+		uid, gid := p.hostIDs()
 		return filepath.WalkDir(p.cowRoot, func(path string, d iofs.DirEntry, err error) error {
 			if err != nil {
 				return err

@@ -297,13 +297,19 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 	r := &running{
 		plan: &plan{cfg: st.Config, privileged: st.Privileged, uid: st.UID, gid: st.GID,
 			cowRoot: st.CowRoot, layers: st.Layers, report: st.Report,
-			defaultSeccomp: !st.Spec.Seccomp.Unconfined && st.Spec.Seccomp.Profile == nil},
+			defaultSeccomp: st.Spec.Seccomp.keepsDefault()},
 		start: st.Start, timedOut: make(chan struct{}),
 	}
 	// The sandbox's host identity: whose tent's stdio pipes must be (see
 	// stdioOwner), and what a root caller's mounts map onto.
 	r.plan.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(st.UID), HostID: st.HostUID, Size: 1}
 	r.plan.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(st.GID), HostID: st.HostGID, Size: 1}
+	if rng := st.Spec.IDRange; rng != nil {
+		r.plan.idRange = rng
+		r.plan.opts.UIDMap = syscall.SysProcIDMap{ContainerID: 0, HostID: int(rng.Host), Size: int(rng.Size)}
+		r.plan.opts.GIDMap = r.plan.opts.UIDMap
+		r.plan.opts.UID, r.plan.opts.GID = st.UID, st.GID
+	}
 	defer func() {
 		if err != nil {
 			closeFDs(r.proxyFDs)

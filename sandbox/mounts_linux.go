@@ -10,16 +10,24 @@ import (
 
 // openUserMounts opens the caller's mounts on the host, idmapped, for a
 // root caller whose sandbox (unprivilegedHostID) could not reach them:
-// see [fs.OpenMounts]. initPID is the sandbox's init and uid, gid its
-// ids inside; setIDRefused says the sandbox runs tent's default seccomp
-// profile. A source that cannot be opened is an [ErrInvalidSpec]; a
+// see [fs.OpenMounts]. initPID is the sandbox's init. A source that cannot be opened is an [ErrInvalidSpec]; a
 // mount the host cannot idmap as asked, an [UnsupportedError].
-func openUserMounts(mounts []fs.Mount, initPID int, uid, gid uint32, setIDRefused bool) ([]int, error) {
-	fds, err := fs.OpenMounts(mounts, fs.IDMap{HostID: unprivilegedHostID, UID: uid, GID: gid, InitPID: initPID, SetIDRefused: setIDRefused})
+func openUserMounts(mounts []fs.Mount, initPID int, p *plan) ([]int, error) {
+	fds, err := fs.OpenMounts(mounts, p.idMap(initPID))
 	if err != nil {
 		return nil, mountError(err)
 	}
 	return fds, nil
+}
+
+// idMap is the identity a root caller's mounts are idmapped onto (see
+// [fs.IDMap]): tent's one unprivileged host id, or the sandbox's id range.
+func (p *plan) idMap(initPID int) fs.IDMap {
+	id := fs.IDMap{HostID: unprivilegedHostID, UID: p.uid, GID: p.gid, InitPID: initPID, SetIDRefused: p.defaultSeccomp}
+	if r := p.idRange; r != nil {
+		id.HostID, id.Range = r.Host, r.Size
+	}
+	return id
 }
 
 // mountError turns an error of fs.OpenMounts into the sandbox's.
@@ -94,7 +102,7 @@ func withGitGuards(mounts []fs.Mount, writable bool, existing []fs.Mount) (all [
 // (unprivilegedHostID) may, and sees root's files as nobody's. That is
 // reported.
 func (p *plan) openRoot(initPID int) (int, error) {
-	fds, err := fs.OpenMounts([]fs.Mount{*p.root}, fs.IDMap{HostID: unprivilegedHostID, UID: p.uid, GID: p.gid, InitPID: initPID, SetIDRefused: p.defaultSeccomp})
+	fds, err := fs.OpenMounts([]fs.Mount{*p.root}, p.idMap(initPID))
 	var ue *fs.UnsupportedMountError
 	switch {
 	case err == nil:

@@ -22,12 +22,19 @@ import (
 // as: never host root.
 const unprivilegedHostID = 65534
 
+// hostIDs are the sandbox user's ids on the host.
+func (p *plan) hostIDs() (uid, gid int) {
+	return p.opts.UIDMap.HostID + int(p.uid) - p.opts.UIDMap.ContainerID, p.opts.GIDMap.HostID + int(p.gid) - p.opts.GIDMap.ContainerID
+}
+
 // plan is a validated spec turned into what the host and the init do.
 type plan struct {
 	cfg        namespaces.Config
 	opts       namespaces.Options
 	privileged bool
 	uid, gid   uint32
+	// idRange is Spec.IDRange (a root caller's range of ids), or nil.
+	idRange    *IDRange
 	userMounts []fs.Mount
 	root       *fs.Mount // Spec.Root, opened after userMounts (nil without)
 	// defaultSeccomp is true when commands run tent's default seccomp
@@ -109,14 +116,32 @@ func (p *plan) resolveUser(s *Spec) (home, user string, err error) {
 	if s.User != nil {
 		p.uid, p.gid = s.User.UID, s.User.GID
 	}
-	if k, ok := ipcSysctl(s.Sysctls); ok && p.uid != 0 {
+	if r := s.IDRange; r != nil {
+		if !p.privileged {
+			return "", "", &UnsupportedError{Missing: []Missing{{Protection: "id_range",
+				Reason: "mapping more than one id needs root on the host (CAP_SETUID over the ids mapped)",
+				Fix:    "run tent as root, or leave id_range out (the sandbox then maps one id, the caller's)"}}}
+		}
+		for i, m := range s.Mounts {
+			if m.Access == CopyOnWrite {
+				return "", "", invalid(fmt.Errorf("mounts[%d] (%s): cow mounts are not supported with id_range", i, m.Target))
+			}
+		}
+		p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: 0, HostID: int(r.Host), Size: int(r.Size)}
+		p.opts.GIDMap = p.opts.UIDMap
+		p.opts.UID, p.opts.GID = p.uid, p.gid
+		p.idRange = r
+	}
+	if k, ok := ipcSysctl(s.Sysctls); ok && p.uid != 0 && p.idRange == nil {
 		// The kernel lets only the IPC namespace's root (uid 0 of its
 		// user namespace) write its sysctls, and the sandbox maps one id:
 		// the spec contradicts itself, on any host.
 		return "", "", invalid(fmt.Errorf("sysctls: %s: only the root of the sandbox's IPC namespace may set its sysctls, and the sandbox maps one id, its user's (uid %d): run it as uid 0 inside (user, tent --user 0) or leave the IPC sysctls out (net.* ones need no root)", k, p.uid))
 	}
-	p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(p.uid), HostID: hostUID, Size: 1}
-	p.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(p.gid), HostID: hostGID, Size: 1}
+	if p.idRange == nil {
+		p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(p.uid), HostID: hostUID, Size: 1}
+		p.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(p.gid), HostID: hostGID, Size: 1}
+	}
 	p.opts.Privileged = p.privileged
 	p.opts.ShareNet = s.Network.Mode == netpolicy.Host
 	p.opts.CgroupFD = -1
@@ -255,8 +280,19 @@ func (p *plan) resolveConfig(s *Spec, mounts *fs.Plan, name string, args, netEnv
 			Args: append([]string{name}, args...),
 			Env:  buildEnv(s.EnvInherit, netEnv, s.Env, home, user, os.Environ(), secretValues(s.Network.Secrets)),
 			Dir:  workdir,
+			User: p.defaultCreds(s.User),
 		},
 	}
+}
+
+// defaultCreds are the ids every command runs as when the sandbox's user
+// has supplementary groups (Spec.IDRange): nil otherwise, the command
+// then running as the init's ids, with none.
+func (p *plan) defaultCreds(u *User) *namespaces.Creds {
+	if u == nil || len(u.Groups) == 0 {
+		return nil
+	}
+	return &namespaces.Creds{UID: p.uid, GID: p.gid, Groups: u.Groups}
 }
 
 // reportBase reports the protections every full-tier sandbox has, its
@@ -312,8 +348,24 @@ func (p *plan) resolveSeccomp(s *Spec) error {
 		if err != nil {
 			return invalid(fmt.Errorf("seccomp profile: %w", err))
 		}
-		p.cfg.Seccomp = prog.Marshal()
-		p.report.add("seccomp", Enforced, "custom profile")
+		if !s.Seccomp.KeepDefault {
+			p.cfg.Seccomp = prog.Marshal()
+			p.report.add("seccomp", Enforced, "custom profile")
+			return nil
+		}
+		def, err := defaultProgram()
+		if err != nil {
+			return fmt.Errorf("compiling the default seccomp profile: %w", err)
+		}
+		defProg, err := seccomp.UnmarshalProgram(def)
+		if err != nil {
+			return err
+		}
+		// No kept thread (Config.ReuseThread): the custom profile may
+		// refuse what the Go runtime does while it waits.
+		p.cfg.Seccomp = seccomp.MarshalStack(defProg, prog)
+		p.defaultSeccomp = true
+		p.report.add("seccomp", Enforced, "default profile and a custom profile")
 		return nil
 	}
 	prog, err := defaultProgram()

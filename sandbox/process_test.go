@@ -268,3 +268,32 @@ func landlockProbeDir(t *testing.T) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// A profile kept over the default (Seccomp.KeepDefault: what tent-runc
+// does with a pod's RuntimeDefault or Localhost profile) can only narrow
+// what tent allows: one that allows everything leaves tent's refusals in
+// place (a new user namespace: EPERM, which the same profile alone
+// lets reach the kernel), one that denies mkdir denies it, and a root caller's rw mount
+// of a root-owned directory, which needs the default profile's set-id
+// refusal, is accepted and refuses set-id modes.
+func TestSeccompProfileOverDefault(t *testing.T) {
+	allowAll := &seccomp.Profile{DefaultAction: "SCMP_ACT_ALLOW"}
+	// Alone, the call reaches the kernel, which refuses a threaded
+	// process (the probe is Go) a new user namespace: EINVAL, not EPERM.
+	expect(t, "new user namespace under allow-all alone", probe(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Profile: allowAll}}, "unshare", "0x10000000"), "EINVAL")
+	over := sandbox.Spec{Seccomp: sandbox.Seccomp{Profile: allowAll, KeepDefault: true}}
+	expect(t, "new user namespace under allow-all over the default", probe(t, over, "unshare", "0x10000000"), "EPERM")
+	eacces := uint(13)
+	denyMkdir := &seccomp.Profile{DefaultAction: "SCMP_ACT_ALLOW", Syscalls: []seccomp.Syscall{{Names: []string{"mkdir", "mkdirat"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eacces}}}
+	expect(t, "mkdir under a profile denying it, over the default", probe(t, sandbox.Spec{Seccomp: sandbox.Seccomp{Profile: denyMkdir, KeepDefault: true}}, "mkdir", "/tmp/d"), "EACCES")
+	if !privileged() {
+		return
+	}
+	dir := t.TempDir() // root's
+	skipWithoutIdmap(t, dir, sandbox.ReadWrite)
+	spec := sandbox.Spec{Seccomp: over.Seccomp, Filesystem: sandbox.Filesystem{Mounts: []sandbox.Mount{{Source: dir, Target: "/out", Access: sandbox.ReadWrite}}}}
+	out := mustRun(t, spec, "sh", "-c", "touch /out/s && chmod 4755 /out/s 2>&1; stat -c %a /out/s")
+	if !strings.Contains(out, "Operation not permitted") || !strings.HasSuffix(out, "644") {
+		t.Errorf("chmod 4755 in a root-owned rw mount under a profile over the default: %q, want EPERM and 644", out)
+	}
+}

@@ -104,11 +104,11 @@ func prepareReduced(s *Spec, name string, args []string, why string) (*plan, *re
 		return nil, nil, err
 	}
 	if len(p.cfg.Seccomp) > 0 {
-		prog, err := seccomp.UnmarshalProgram(p.cfg.Seccomp)
+		progs, err := seccomp.UnmarshalStack(p.cfg.Seccomp)
 		if err != nil {
 			return nil, nil, err
 		}
-		rp.direct.Programs = append(rp.direct.Programs, prog)
+		rp.direct.Programs = append(rp.direct.Programs, progs...)
 	}
 	gp, err := guardProgram(guard)
 	if err != nil {
@@ -153,6 +153,10 @@ func (p *plan) reducedIdentity(s *Spec, rp *reducedPlan) {
 	} else if s.User != nil && (s.User.UID != uid || s.User.GID != gid) {
 		p.miss("user", fmt.Sprintf("the reduced tier runs commands as the caller (%d:%d): without a user namespace no other identity can be mapped", uid, gid), fixUserNS,
 			Absent, fmt.Sprintf("runs as %d:%d", uid, gid))
+	}
+	if s.IDRange != nil {
+		p.miss("id_range", "the reduced tier has no user namespace to map a range of ids in", fixUserNS,
+			Absent, fmt.Sprintf("every command runs as %d:%d", uid, gid))
 	}
 	p.uid, p.gid = uid, gid
 	r.add("identity", Enforced, fmt.Sprintf("host uid %d, gid %d", uid, gid))

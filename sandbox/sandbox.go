@@ -123,6 +123,13 @@ type ExecRequest struct {
 	// tier; [ErrUnsupported] otherwise). Env and Dir are not changed:
 	// set HOME and the like as root should see them.
 	AsRoot bool
+	// User, when set, runs the command as this user of the sandbox (UID,
+	// GID, Groups; Name is not used) rather than the sandbox's
+	// ([Identity].User): another user of an image, as `docker exec
+	// --user` does. Ids other than the sandbox user's need
+	// [Identity].IDRange, within it ([ErrInvalidSpec] otherwise). Not
+	// with AsRoot.
+	User *User
 }
 
 // ExecResult is how a command ended, and its captured output.

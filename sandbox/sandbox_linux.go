@@ -211,12 +211,15 @@ func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Job
 	s.mu.Unlock()
 
 	base := s.run.plan.cfg.Exec
+	var err error
 	e := namespaces.Exec{Path: req.Args[0], Args: req.Args, Env: mergeEnv(append(append([]string{}, base.Env...), req.Env...)), Dir: base.Dir, FileHelper: helper, Root: req.AsRoot && !helper}
 	if req.Dir != "" {
 		e.Dir = req.Dir
 	}
+	if e.User, err = execUser(s.run.plan, s.spec.User, req); err != nil {
+		return nil, err
+	}
 	var sio *stdio
-	var err error
 	if req.TTY != nil {
 		sz := req.TTY.size()
 		e.TTY = &namespaces.WindowSize{Rows: sz.Rows, Cols: sz.Cols}
@@ -473,3 +476,26 @@ func (s *Sandbox) NetworkDenied() []netpolicy.Denial {
 // Done is closed once the sandbox has been terminated (by Terminate or
 // when Limits.Timeout ran out).
 func (s *Sandbox) Done() <-chan struct{} { return s.ended }
+
+// execUser is the identity a command of p runs as: req.User when set
+// (checked against the sandbox's id range), else the sandbox user's
+// (def) with its groups, nil meaning the init's ids.
+func execUser(p *plan, def *User, req ExecRequest) (*namespaces.Creds, error) {
+	u := req.User
+	if u == nil {
+		return p.defaultCreds(def), nil
+	}
+	if req.AsRoot {
+		return nil, fmt.Errorf("%w: exec: User and AsRoot: a command runs as one of them", ErrInvalidSpec)
+	}
+	if p.idRange == nil && (u.UID != p.uid || u.GID != p.gid) {
+		return nil, fmt.Errorf("%w: exec: user %d:%d: the sandbox maps one id, its user's (%d:%d); another user needs id_range", ErrInvalidSpec, u.UID, u.GID, p.uid, p.gid)
+	}
+	if err := validateIDs(p.idRange, u, "exec: user"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	if p.idRange == nil {
+		return nil, nil // the init's own ids
+	}
+	return &namespaces.Creds{UID: u.UID, GID: u.GID, Groups: u.Groups}, nil
+}

@@ -142,6 +142,21 @@ type Identity struct {
 	// an unprivileged caller and 0:0 for root (which never maps to host
 	// root: see the package documentation).
 	User *User `json:"user,omitempty"`
+	// IDRange, for a root caller, maps Size ids inside (0 to Size-1)
+	// onto host ids from Host, rather than the one id tent maps
+	// otherwise: every user of an image keeps its own id (uid 101 is 101
+	// inside and Host+101 on the host; host root is never one of them),
+	// commands may run as any of them ([ExecRequest].User) with
+	// supplementary groups ([User].Groups), and every mount, Root
+	// included, is idmapped so that an on-disk id k is k inside: an
+	// image's root and its own users write what its files let them
+	// write, as under runc. What the sandbox writes to a rw mount is then
+	// on disk under its own ids (a root-owned directory written as root,
+	// as the package documentation says; set-id modes stay refused).
+	// An overlay Root (a container image's) is rebuilt over idmapped
+	// lower layers (Linux 5.19). Refused for an unprivileged caller and
+	// in the reduced tier. tent-runc uses it for every container.
+	IDRange *IDRange `json:"id_range,omitempty"`
 	// Hostname inside; "" means [DefaultHostname], never the host's.
 	Hostname string `json:"hostname,omitempty"`
 	// Workdir is the command's working directory inside; "" means "/".
@@ -284,7 +299,23 @@ type User struct {
 	// otherwise. It must be a valid user name (a letter or digit, then up
 	// to 62 letters, digits, '.', '-' or '_').
 	Name string `json:"name,omitempty"`
+	// Groups are the supplementary groups of the user's commands (at
+	// most 64); they need Spec.IDRange, each below its Size.
+	Groups []uint32 `json:"groups,omitempty"`
 }
+
+// IDRange is a range of host ids a root caller's sandbox maps its ids
+// onto: see [Identity].IDRange.
+type IDRange struct {
+	// Host is the first host uid and gid: id 0 inside is Host outside.
+	// It must not be 0.
+	Host uint32 `json:"host"`
+	// Size is how many ids are mapped (1 to 1<<24).
+	Size uint32 `json:"size"`
+}
+
+// maxGroups bounds [User].Groups.
+const maxGroups = 64
 
 // Limits bound a sandbox's resources; a zero field means no limit.
 type Limits struct {
@@ -315,4 +346,16 @@ type Seccomp struct {
 	// Profile, when set, replaces the built-in profile (an OCI/Docker
 	// seccomp profile, see seccomp.Load).
 	Profile *seccomp.Profile `json:"profile,omitempty"`
+	// KeepDefault applies Profile in addition to the built-in profile
+	// rather than instead of it: both filters are installed, and the
+	// kernel takes the stricter verdict of the two, so a profile can
+	// only narrow what tent allows (tent-runc does this with a bundle's
+	// linux.seccomp: Kubernetes' RuntimeDefault and Localhost profiles).
+	KeepDefault bool `json:"keep_default,omitempty"`
+}
+
+// keepsDefault reports whether commands run the built-in profile, alone
+// or under a custom one.
+func (s Seccomp) keepsDefault() bool {
+	return !s.Unconfined && (s.Profile == nil || s.KeepDefault)
 }

@@ -55,7 +55,7 @@ type pipeOwner struct {
 
 // stdioOwner returns the owner for pipes made for a sandbox planned by p.
 func stdioOwner(p *plan) *pipeOwner {
-	uid, gid := p.opts.UIDMap.HostID, p.opts.GIDMap.HostID
+	uid, gid := p.hostIDs()
 	return &pipeOwner{uid: uid, gid: gid, chown: uid != os.Geteuid() || gid != os.Getegid(), landlock: p.cfg.LandlockABI > 0}
 }
 

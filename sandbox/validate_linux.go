@@ -50,6 +50,9 @@ func validate(s *Spec) error {
 	if s.User != nil && s.User.Name != "" && !validName(s.User.Name) {
 		return fmt.Errorf("user.name: %q is not a valid user name", s.User.Name)
 	}
+	if err := validateIDs(s.IDRange, s.User, "user"); err != nil {
+		return err
+	}
 	if s.Hostname != "" && !validName(s.Hostname) {
 		return fmt.Errorf("hostname: %q is not a valid host name", s.Hostname)
 	}
@@ -146,4 +149,41 @@ func cutEnv(kv string) (string, string, bool) {
 		}
 	}
 	return kv, "", false
+}
+
+// validateIDs checks an id range, and a user (field names it) against it:
+// a range never includes host root nor wraps, and groups, or ids other
+// than the one mapped id, need a range that holds them.
+func validateIDs(r *IDRange, u *User, field string) error {
+	if r != nil {
+		switch {
+		case r.Host == 0:
+			return errors.New("id_range.host: 0 would map host root into the sandbox")
+		case r.Size == 0 || r.Size > 1<<24:
+			return fmt.Errorf("id_range.size: %d: want 1 to %d ids", r.Size, 1<<24)
+		case uint64(r.Host)+uint64(r.Size) > math.MaxUint32:
+			return fmt.Errorf("id_range: host ids %d to %d pass the last valid id (%d)", r.Host, uint64(r.Host)+uint64(r.Size)-1, uint32(math.MaxUint32-1))
+		}
+	}
+	if u == nil {
+		return nil
+	}
+	if len(u.Groups) > maxGroups {
+		return fmt.Errorf("%s.groups: %d groups, at most %d", field, len(u.Groups), maxGroups)
+	}
+	if r == nil {
+		if len(u.Groups) > 0 {
+			return fmt.Errorf("%s.groups: supplementary groups need id_range (the sandbox maps one id otherwise)", field)
+		}
+		return nil
+	}
+	if u.UID >= r.Size || u.GID >= r.Size {
+		return fmt.Errorf("%s: %d:%d is outside id_range (0 to %d)", field, u.UID, u.GID, r.Size-1)
+	}
+	for i, g := range u.Groups {
+		if g >= r.Size {
+			return fmt.Errorf("%s.groups[%d]: %d is outside id_range (0 to %d)", field, i, g, r.Size-1)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"path"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func FuzzParseDuration(f *testing.F) {
 func TestParseUser(t *testing.T) {
 	good := map[string]sandbox.User{"0": {UID: 0, GID: 0}, "1000": {UID: 1000, GID: 1000}, "1000:100": {UID: 1000, GID: 100}, "0:0": {UID: 0, GID: 0}, "4294967294:4294967294": {UID: 4294967294, GID: 4294967294}}
 	for in, want := range good {
-		if got, err := policy.ParseUser(in); err != nil || *got != want {
+		if got, err := policy.ParseUser(in); err != nil || !reflect.DeepEqual(*got, want) {
 			t.Errorf("ParseUser(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}

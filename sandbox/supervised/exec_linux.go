@@ -71,7 +71,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.E
 		return nil, err
 	}
 	defer conn.Close()
-	r := request{Op: opExec, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput, AsRoot: req.AsRoot}
+	r := request{Op: opExec, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput, AsRoot: req.AsRoot, User: req.User}
 	if err := ctlmsg.Send(conn, r, []int{int(stdin.Fd()), int(files[0].Fd()), int(files[1].Fd())}); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func (s *Sandbox) Start(ctx context.Context, req sandbox.ExecRequest, o sandbox.
 	if err != nil {
 		return nil, err
 	}
-	r := request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, AsRoot: req.AsRoot, Tag: o.Tag, Stdin: o.Stdin}
+	r := request{Op: opStart, Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, AsRoot: req.AsRoot, User: req.User, Tag: o.Tag, Stdin: o.Stdin}
 	if req.TTY != nil {
 		sz := req.TTY.Size
 		if sz.Rows == 0 {

@@ -60,7 +60,7 @@ func (s *server) doProc(ctx context.Context, req request, files []*os.File, rep 
 	sb := s.sb
 	switch req.Op {
 	case opStart:
-		er := sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, AsRoot: req.AsRoot}
+		er := sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, AsRoot: req.AsRoot, User: req.User}
 		if req.TTY != nil {
 			er.TTY = &sandbox.Terminal{Size: *req.TTY}
 		}

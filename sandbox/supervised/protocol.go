@@ -85,7 +85,9 @@ type request struct {
 	// MaxOutput caps each output stream (see ExecRequest.MaxOutput).
 	MaxOutput int64 `json:"max_output,omitempty"`
 	// AsRoot runs the command as root inside (ExecRequest.AsRoot).
-	AsRoot  bool                   `json:"as_root,omitempty"`
+	AsRoot bool `json:"as_root,omitempty"`
+	// User runs the command as another user (ExecRequest.User).
+	User    *sandbox.User          `json:"user,omitempty"`
 	Network *sandbox.NetworkPolicy `json:"network,omitempty"`
 	Mount   *sandbox.Mount         `json:"mount,omitempty"`
 	Limits  *sandbox.Limits        `json:"limits,omitempty"`

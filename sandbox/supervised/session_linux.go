@@ -68,7 +68,7 @@ func serveExec(conn *net.UnixConn, sb *sandbox.Sandbox, req request, files []*os
 			}
 		}
 	}()
-	er := sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput, AsRoot: req.AsRoot,
+	er := sandbox.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutput, AsRoot: req.AsRoot, User: req.User,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Signals: signals}
 	if open.TTY != nil {
 		er.TTY = &sandbox.Terminal{Size: *open.TTY, Resize: resize}
