@@ -19,24 +19,37 @@ var lastCap = sync.OnceValue(func() int {
 	return unix.CAP_LAST_CAP
 })
 
-// dropCaps empties every capability set of the calling thread: bounding
-// and ambient first (they need CAP_SETPCAP), then effective, permitted
-// and inheritable with capset. It calls between, when set, after the
-// bounding and ambient sets are empty and before capset: the last moment
-// the thread still holds CAP_SETUID and CAP_SETGID (see [Creds]).
-func dropCaps(between func() error) error {
+// dropCaps empties every capability set of the calling thread but keep
+// (a mask of CAP_* bits, usually 0): bounding and ambient first (they
+// need CAP_SETPCAP), then effective, permitted and inheritable with
+// capset, then keep is raised into the ambient set, so that the command
+// holds it across execve whatever its uid (no_new_privs caps what an exec
+// can grant at what the thread holds). It calls between, when set, after
+// the bounding and ambient sets are reduced and before capset: the last
+// moment the thread still holds CAP_SETUID and CAP_SETGID (see [Creds]).
+func dropCaps(between func() error, keep uint64) error {
 	// A thread without CAP_SETPCAP (an unprivileged caller of the
 	// reduced tier) cannot shrink its bounding set. It keeps it: the set
 	// only caps what an exec could grant, and under no_new_privs, with
 	// every other set empty and a non-root uid, an exec grants nothing.
 	keepBounding := !hasEffectiveCap(unix.CAP_SETPCAP)
 	for c := 0; c <= lastCap() && !keepBounding; c++ {
+		if keep&(1<<uint(c)) != 0 {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return os.NewSyscallError("prctl(PR_CAPBSET_DROP)", err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return os.NewSyscallError("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", err)
+	}
+	if keep != 0 {
+		// Keep the permitted set across between's uid change (0 to
+		// another id clears it otherwise).
+		if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {
+			return os.NewSyscallError("prctl(PR_SET_KEEPCAPS)", err)
+		}
 	}
 	if between != nil {
 		if err := between(); err != nil {
@@ -45,7 +58,22 @@ func dropCaps(between func() error) error {
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	return os.NewSyscallError("capset", unix.Capset(&hdr, &data[0]))
+	for i := range data {
+		m := uint32(keep >> (32 * uint(i)))
+		data[i] = unix.CapUserData{Effective: m, Permitted: m, Inheritable: m}
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return os.NewSyscallError("capset", err)
+	}
+	for c := 0; c <= lastCap() && keep != 0; c++ {
+		if keep&(1<<uint(c)) == 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
+			return os.NewSyscallError("prctl(PR_CAP_AMBIENT_RAISE)", err)
+		}
+	}
+	return nil
 }
 
 // hasEffectiveCap reports whether the calling thread holds capability c
@@ -57,4 +85,40 @@ func hasEffectiveCap(c int) bool {
 		return true // let PR_CAPBSET_DROP report the problem
 	}
 	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
+}
+
+// capNames are the capabilities' names, by number (capabilities(7)).
+var capNames = [...]string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
+	"CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE",
+	"CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT",
+	"CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE",
+	"CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG",
+	"CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+}
+
+// CapabilityNumber returns the number of the capability named name
+// ("CAP_NET_ADMIN", or without the prefix, in any case), and false for
+// an unknown name.
+func CapabilityNumber(name string) (int, bool) {
+	n := strings.ToUpper(name)
+	if !strings.HasPrefix(n, "CAP_") {
+		n = "CAP_" + n
+	}
+	for i, c := range capNames {
+		if c == n {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// CapabilityName returns capability c's name ("CAP_" and its number for
+// one this table lacks).
+func CapabilityName(c int) string {
+	if c >= 0 && c < len(capNames) {
+		return capNames[c]
+	}
+	return "CAP_" + strconv.Itoa(c)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -22,6 +23,11 @@ type Creds struct {
 	UID    uint32   `json:"uid"`
 	GID    uint32   `json:"gid"`
 	Groups []uint32 `json:"groups,omitempty"`
+	// Caps are the capabilities the command keeps (a mask of CAP_*
+	// bits, in the terms of its user namespace: the sandbox's), in every
+	// set but under no_new_privs; 0, the default, is none (see
+	// [CapabilityNumber]).
+	Caps uint64 `json:"caps,omitempty"`
 }
 
 // credsError marks a failure of Creds.setThread inside dropCaps.
@@ -39,7 +45,12 @@ func (c *Creds) setThread() error {
 		groups = unsafe.Pointer(&c.Groups[0])
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(c.Groups)), uintptr(groups), 0); e != 0 {
-		return &credsError{os.NewSyscallError("setgroups", e)}
+		// An unprivileged caller's user namespace denies setgroups: its
+		// commands keep the groups they have (the caller's, unmapped
+		// inside), as they do without Creds.
+		if !(e == unix.EPERM && len(c.Groups) == 0 && setgroupsDenied()) {
+			return &credsError{os.NewSyscallError("setgroups", e)}
+		}
 	}
 	g, u := uintptr(c.GID), uintptr(c.UID)
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, g, g, g); e != 0 {
@@ -158,4 +169,11 @@ func StartDirect(d Direct) (int, string, error) {
 	}()
 	r := <-done
 	return r.pid, r.stage, r.err
+}
+
+// setgroupsDenied reports whether this process's user namespace denies
+// setgroups (/proc/self/setgroups is "deny").
+func setgroupsDenied() bool {
+	b, err := os.ReadFile("/proc/self/setgroups")
+	return err == nil && strings.TrimSpace(string(b)) == "deny"
 }

@@ -296,10 +296,11 @@ func (s *spawner) enterCommandsCgroup() (string, error) {
 // goroutine once it has forked what it restricts for.
 func RestrictThread(creds *Creds, ruleset int, progs ...seccomp.Program) (string, error) {
 	var between func() error
+	var keep uint64
 	if creds != nil {
-		between = creds.setThread
+		between, keep = creds.setThread, creds.Caps
 	}
-	if err := dropCaps(between); err != nil {
+	if err := dropCaps(between, keep); err != nil {
 		if ce, ok := err.(*credsError); ok {
 			return "credentials", ce.err
 		}

@@ -55,6 +55,11 @@ type process struct {
 	UID      uint32   `json:"uid"`
 	GID      uint32   `json:"gid"`
 	Groups   []uint32 `json:"groups,omitempty"`
+	// Caps are the capabilities it keeps, in the container's user
+	// namespace (process.capabilities' permitted set, those tent
+	// grants); dropped are the others, for the debug log.
+	Caps    []string `json:"caps"`
+	dropped []string
 }
 
 // DefaultIDRange is the range of host ids a container of a root
@@ -152,8 +157,10 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 	}
 	b.Main = *main
 	b.Spec.User = &sandbox.User{UID: p.User.UID, GID: p.User.GID, Groups: main.Groups}
-	if p.Capabilities != nil {
-		b.Ignored = append(b.Ignored, "process.capabilities (every command runs with none)")
+	var dropped []string
+	b.Spec.Capabilities, dropped = main.Caps, main.dropped
+	if len(dropped) > 0 {
+		b.Ignored = append(b.Ignored, "process.capabilities "+strings.Join(dropped, ",")+" (not granted in a sandbox: sandbox.Identity.Capabilities)")
 	}
 	if p.OOMScoreAdj != nil {
 		b.Ignored = append(b.Ignored, "process.oomScoreAdj (a sandbox's commands run 1000 above their init's OOM score, capped at 1000: namespaces.CommandOOMScoreAdj)")
@@ -261,7 +268,33 @@ func convertProcess(p *specs.Process, field string) (*process, error) {
 			groups = append(groups, g)
 		}
 	}
-	return &process{Args: p.Args, Env: p.Env, Cwd: filepath.Clean(cwd), Terminal: p.Terminal, UID: p.User.UID, GID: p.User.GID, Groups: groups}, nil
+	caps, dropped := grantedCaps(p.Capabilities)
+	return &process{Args: p.Args, Env: p.Env, Cwd: filepath.Clean(cwd), Terminal: p.Terminal, UID: p.User.UID, GID: p.User.GID, Groups: groups, Caps: caps, dropped: dropped}, nil
+}
+
+// grantedCaps splits an OCI process's permitted capabilities (its
+// effective ones where it gives no permitted set) into those tent grants
+// in a sandbox (sandbox.Grantable) and the others. Never nil: a process
+// with none asks for none.
+func grantedCaps(c *specs.LinuxCapabilities) (granted, dropped []string) {
+	granted = []string{}
+	if c == nil {
+		return granted, nil
+	}
+	set := c.Permitted
+	if len(set) == 0 {
+		set = c.Effective
+	}
+	for _, n := range set {
+		if sandbox.Grantable(n) {
+			if !slices.Contains(granted, n) {
+				granted = append(granted, n)
+			}
+		} else if !slices.Contains(dropped, n) {
+			dropped = append(dropped, n)
+		}
+	}
+	return granted, dropped
 }
 
 // convertLinux reads linux.*: namespaces, resources, seccomp, masked and

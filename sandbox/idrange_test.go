@@ -53,7 +53,7 @@ func imageRoot(t *testing.T) string {
 // and on the host every process runs as the range's id, never root.
 func TestIDRangeKeepsAnImagesUsers(t *testing.T) {
 	if !privileged() {
-		t.Skip("an id range needs root (TestIDRangeRefusedUnprivileged)")
+		t.Skip("an id range needs root (TestIDRangeRefused checks the refusal)")
 	}
 	root := imageRoot(t)
 	skipWithoutIdmap(t, root, sandbox.ReadWrite)
@@ -179,5 +179,50 @@ func TestIDRangeRefused(t *testing.T) {
 	var ue *sandbox.UnsupportedError
 	if !errors.As(err, &ue) || ue.Missing[0].Protection != "id_range" {
 		t.Errorf("unprivileged id_range: %v, want an UnsupportedError for id_range", err)
+	}
+}
+
+// Capabilities a sandbox keeps are its commands', in its own user
+// namespace only: with CAP_DAC_OVERRIDE a command reads its own file of
+// mode 000, and with CAP_CHOWN root of an id range gives a file to
+// another id of the range; without them, it can do neither. A
+// capability that is not granted (CAP_SYS_ADMIN) is refused, naming the
+// field.
+func TestCapabilitiesStayInTheSandbox(t *testing.T) {
+	ctx := context.Background()
+	_, err := sandbox.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Capabilities: []string{"NET_BIND_SERVICE", "CAP_SYS_ADMIN"}}}, sandbox.ProvisionOptions{})
+	if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "capabilities[1]: CAP_SYS_ADMIN is not granted") {
+		t.Errorf("CAP_SYS_ADMIN: %v, want ErrInvalidSpec naming capabilities[1]", err)
+	}
+	spec := sandbox.Spec{Identity: sandbox.Identity{Capabilities: []string{"dac_override", "CAP_CHOWN"}}}
+	chown := "echo chown=skipped"
+	if privileged() {
+		spec.IDRange = testRange
+		chown = "touch /tmp/f$$ && chown 1000:1000 /tmp/f$$ 2>/dev/null; echo chown=$?"
+	}
+	sb, err := sandbox.Provision(ctx, withProbe(t, spec), sandbox.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Terminate(ctx)
+	script := "grep CapEff /proc/self/status; " + chown + "; echo x > /tmp/m$$; chmod 000 /tmp/m$$; cat /tmp/m$$ >/dev/null 2>&1; echo read=$?"
+	for _, tc := range []struct {
+		caps []string
+		want string
+	}{
+		{nil, "CapEff:\t0000000000000003\nchown=0\nread=0\n"},
+		{[]string{}, "CapEff:\t0000000000000000\nchown=1\nread=1\n"},
+	} {
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Capabilities: tc.caps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tc.want
+		if !privileged() {
+			want = strings.Replace(strings.Replace(want, "chown=0", "chown=skipped", 1), "chown=1", "chown=skipped", 1)
+		}
+		if got := string(res.Stdout); got != want {
+			t.Errorf("capabilities %v: %q (stderr %q), want %q", tc.caps, got, res.Stderr, want)
+		}
 	}
 }

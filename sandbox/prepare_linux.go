@@ -34,7 +34,9 @@ type plan struct {
 	privileged bool
 	uid, gid   uint32
 	// idRange is Spec.IDRange (a root caller's range of ids), or nil.
-	idRange    *IDRange
+	idRange *IDRange
+	// caps are the capabilities commands keep (Spec.Capabilities).
+	caps       uint64
 	userMounts []fs.Mount
 	root       *fs.Mount // Spec.Root, opened after userMounts (nil without)
 	// defaultSeccomp is true when commands run tent's default seccomp
@@ -90,6 +92,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		return nil, invalid(err)
 	}
 	p.userMounts = planInput.Mounts
+	p.caps, _ = capabilityMask(s.Capabilities, "capabilities") // validated
 	p.resolveConfig(s, mounts, name, args, netEnv, home, user)
 	p.reportBase(s, guarded, partial)
 
@@ -286,13 +289,18 @@ func (p *plan) resolveConfig(s *Spec, mounts *fs.Plan, name string, args, netEnv
 }
 
 // defaultCreds are the ids every command runs as when the sandbox's user
-// has supplementary groups (Spec.IDRange): nil otherwise, the command
-// then running as the init's ids, with none.
+// has supplementary groups (Spec.IDRange) or its commands keep
+// capabilities: nil otherwise, the command then running as the init's
+// ids, with no group and no capability.
 func (p *plan) defaultCreds(u *User) *namespaces.Creds {
-	if u == nil || len(u.Groups) == 0 {
+	var groups []uint32
+	if u != nil {
+		groups = u.Groups
+	}
+	if len(groups) == 0 && p.caps == 0 {
 		return nil
 	}
-	return &namespaces.Creds{UID: p.uid, GID: p.gid, Groups: u.Groups}
+	return &namespaces.Creds{UID: p.uid, GID: p.gid, Groups: groups, Caps: p.caps}
 }
 
 // reportBase reports the protections every full-tier sandbox has, its
@@ -325,7 +333,11 @@ func (p *plan) reportBase(s *Spec, guarded int, partial []string) {
 		r.add("root filesystem", Enforced, s.Root.Path+", writable, nosuid, nodev")
 	}
 	r.add("no_new_privs", Enforced, "")
-	r.add("capabilities", Enforced, "all sets empty")
+	if names := capabilityNames(p.caps); names != "" {
+		r.add("capabilities", Enforced, "kept in the sandbox's user namespace: "+names)
+	} else {
+		r.add("capabilities", Enforced, "all sets empty")
+	}
 	switch {
 	case len(partial) > 0:
 		r.add("git control files", Degraded, fmt.Sprintf("read-only in %d git directories; the search of %s stopped at its bound (4096 entries, 128 git directories): repositories beyond it are writable", guarded, strings.Join(partial, ", ")))

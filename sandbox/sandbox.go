@@ -130,6 +130,9 @@ type ExecRequest struct {
 	// [Identity].IDRange, within it ([ErrInvalidSpec] otherwise). Not
 	// with AsRoot.
 	User *User
+	// Capabilities, when not nil, are the command's instead of the
+	// sandbox's ([Identity].Capabilities; empty: none).
+	Capabilities []string
 }
 
 // ExecResult is how a command ended, and its captured output.

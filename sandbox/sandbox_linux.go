@@ -219,6 +219,11 @@ func (s *Sandbox) start(ctx context.Context, req ExecRequest, helper bool) (*Job
 	if e.User, err = execUser(s.run.plan, s.spec.User, req); err != nil {
 		return nil, err
 	}
+	if helper || e.Root {
+		// tent's file helper, and AsRoot's nested root, run as the
+		// init's ids, with no group and no capability.
+		e.User = nil
+	}
 	var sio *stdio
 	if req.TTY != nil {
 		sz := req.TTY.size()
@@ -481,12 +486,27 @@ func (s *Sandbox) Done() <-chan struct{} { return s.ended }
 // (checked against the sandbox's id range), else the sandbox user's
 // (def) with its groups, nil meaning the init's ids.
 func execUser(p *plan, def *User, req ExecRequest) (*namespaces.Creds, error) {
+	caps := p.caps
+	if req.Capabilities != nil {
+		var err error
+		if caps, err = capabilityMask(req.Capabilities, "exec: capabilities"); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+		}
+	}
+	if req.AsRoot && (req.User != nil || len(req.Capabilities) > 0) {
+		return nil, fmt.Errorf("%w: exec: User or Capabilities with AsRoot: a command runs as one of them", ErrInvalidSpec)
+	}
 	u := req.User
 	if u == nil {
-		return p.defaultCreds(def), nil
-	}
-	if req.AsRoot {
-		return nil, fmt.Errorf("%w: exec: User and AsRoot: a command runs as one of them", ErrInvalidSpec)
+		if req.AsRoot || caps == p.caps {
+			return p.defaultCreds(def), nil
+		}
+		c := p.defaultCreds(def)
+		if c == nil {
+			c = &namespaces.Creds{UID: p.uid, GID: p.gid}
+		}
+		c.Caps = caps
+		return c, nil
 	}
 	if p.idRange == nil && (u.UID != p.uid || u.GID != p.gid) {
 		return nil, fmt.Errorf("%w: exec: user %d:%d: the sandbox maps one id, its user's (%d:%d); another user needs id_range", ErrInvalidSpec, u.UID, u.GID, p.uid, p.gid)
@@ -494,8 +514,8 @@ func execUser(p *plan, def *User, req ExecRequest) (*namespaces.Creds, error) {
 	if err := validateIDs(p.idRange, u, "exec: user"); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
-	if p.idRange == nil {
+	if p.idRange == nil && caps == 0 {
 		return nil, nil // the init's own ids
 	}
-	return &namespaces.Creds{UID: u.UID, GID: u.GID, Groups: u.Groups}, nil
+	return &namespaces.Creds{UID: u.UID, GID: u.GID, Groups: u.Groups, Caps: caps}, nil
 }

@@ -157,6 +157,19 @@ type Identity struct {
 	// lower layers (Linux 5.19). Refused for an unprivileged caller and
 	// in the reduced tier. tent-runc uses it for every container.
 	IDRange *IDRange `json:"id_range,omitempty"`
+	// Capabilities are kept by every command ([ExecRequest] may give
+	// its own), in the sandbox's own user namespace only: over its own
+	// network, ipc and pid namespaces and the ids it maps, never the
+	// host's. Names as capabilities(7) gives them, with or without CAP_:
+	// the ones an image's programs use to set up and drop privileges
+	// (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID,
+	// SETPCAP, NET_BIND_SERVICE, NET_BROADCAST, NET_ADMIN, IPC_LOCK,
+	// IPC_OWNER, SYS_CHROOT, MKNOD, LEASE, AUDIT_WRITE); any other is
+	// refused, naming it (NET_RAW too: the seccomp filter refuses raw
+	// sockets). Commands still run under no_new_privs,
+	// Landlock and the seccomp filter, which refuses mount, set-id modes
+	// and the like whatever capability a command holds. nil: none.
+	Capabilities []string `json:"capabilities,omitempty"`
 	// Hostname inside; "" means [DefaultHostname], never the host's.
 	Hostname string `json:"hostname,omitempty"`
 	// Workdir is the command's working directory inside; "" means "/".

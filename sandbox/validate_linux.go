@@ -53,6 +53,9 @@ func validate(s *Spec) error {
 	if err := validateIDs(s.IDRange, s.User, "user"); err != nil {
 		return err
 	}
+	if _, err := capabilityMask(s.Capabilities, "capabilities"); err != nil {
+		return err
+	}
 	if s.Hostname != "" && !validName(s.Hostname) {
 		return fmt.Errorf("hostname: %q is not a valid host name", s.Hostname)
 	}
@@ -186,4 +189,49 @@ func validateIDs(r *IDRange, u *User, field string) error {
 		}
 	}
 	return nil
+}
+
+// grantable are the capabilities a command may keep (see
+// Identity.Capabilities): what images use to set up and drop privileges,
+// and what acts on the sandbox's own network, ipc and pid namespaces.
+var grantable = map[string]bool{
+	"CAP_CHOWN": true, "CAP_DAC_OVERRIDE": true, "CAP_FOWNER": true, "CAP_FSETID": true, "CAP_KILL": true,
+	"CAP_SETGID": true, "CAP_SETUID": true, "CAP_SETPCAP": true, "CAP_NET_BIND_SERVICE": true,
+	"CAP_NET_BROADCAST": true, "CAP_NET_ADMIN": true, "CAP_IPC_LOCK": true,
+	"CAP_IPC_OWNER": true, "CAP_SYS_CHROOT": true, "CAP_MKNOD": true, "CAP_LEASE": true, "CAP_AUDIT_WRITE": true,
+}
+
+// Grantable reports whether a command may keep the capability named
+// name (see [Identity].Capabilities).
+func Grantable(name string) bool {
+	c, ok := namespaces.CapabilityNumber(name)
+	return ok && grantable[namespaces.CapabilityName(c)]
+}
+
+// capabilityMask turns capability names into a mask, refusing (naming
+// field) an unknown one and one no command may keep.
+func capabilityMask(names []string, field string) (uint64, error) {
+	var m uint64
+	for i, n := range names {
+		c, ok := namespaces.CapabilityNumber(n)
+		switch {
+		case !ok:
+			return 0, fmt.Errorf("%s[%d]: %q is not a capability", field, i, n)
+		case !grantable[namespaces.CapabilityName(c)]:
+			return 0, fmt.Errorf("%s[%d]: %s is not granted in a sandbox (see Identity.Capabilities for those that are)", field, i, namespaces.CapabilityName(c))
+		}
+		m |= 1 << uint(c)
+	}
+	return m, nil
+}
+
+// capabilityNames lists mask's capabilities, comma-separated.
+func capabilityNames(mask uint64) string {
+	var names []string
+	for c := range 64 {
+		if mask&(1<<uint(c)) != 0 {
+			names = append(names, namespaces.CapabilityName(c))
+		}
+	}
+	return strings.Join(names, ", ")
 }

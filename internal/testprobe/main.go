@@ -27,6 +27,7 @@ var probes = map[string]func(args []string){
 	"abstract":   probeAbstract,
 	"seqpacket":  probeSeqPacket,
 	"tcp":        probeTCP,
+	"bind":       probeBind,
 	"msgget":     probeMsgget,
 	"unshare":    probeUnshare,
 	"socket":     probeSocket,

@@ -66,6 +66,16 @@ func probeTCP(args []string) {
 	report(unix.Connect(fd, inet4(args[0], args[1])))
 }
 
+// probeBind is "bind ADDR PORT": bind a TCP socket; print ok or the errno.
+func probeBind(args []string) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		report(err)
+		return
+	}
+	report(unix.Bind(fd, inet4(args[0], args[1])))
+}
+
 // probeFetch is "fetch URL": GET through the environment's proxy, any
 // certificate; print status, denial header, body.
 func probeFetch(args []string) {
