@@ -347,3 +347,40 @@ func TestOpenIDMappedOverlayRefusals(t *testing.T) {
 		t.Errorf("%d descriptors open after the refusals, %d before", after, before)
 	}
 }
+
+// A layer on a filesystem that cannot be idmapped (ramfs) is refused
+// with ErrNoIDMappedLayers, naming the feature.
+func TestOpenIDMappedOverlayLayerNotIdmappable(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir()
+	ram := filepath.Join(base, "ram")
+	if err := os.Mkdir(ram, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("ramfs", ram, "ramfs", 0, ""); err != nil {
+		t.Skipf("no ramfs here: %v", err)
+	}
+	defer unix.Unmount(ram, unix.MNT_DETACH)
+	merged := filepath.Join(base, "merged")
+	for _, d := range []string{filepath.Join(ram, "a"), filepath.Join(ram, "b"), merged} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("overlay", merged, "overlay", 0, "lowerdir="+filepath.Join(ram, "a")+":"+filepath.Join(ram, "b")); err != nil {
+		t.Skipf("cannot mount an overlay of ramfs here: %v", err)
+	}
+	defer unix.Unmount(merged, unix.MNT_DETACH)
+	userns := rangeUserNS(t)
+	before := openFDs(t)
+	fd, err := OpenIDMappedOverlay(merged, userns, testRangeBase, testRangeBase)
+	if err == nil {
+		unix.Close(fd)
+	}
+	if !errors.Is(err, ErrNoIDMappedLayers) || !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "idmapped overlay layers (Linux 5.19)") {
+		t.Errorf("a ramfs layer: %v, want ErrNoIDMappedLayers wrapping EINVAL", err)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open after, %d before", after, before)
+	}
+}
