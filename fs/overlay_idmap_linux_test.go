@@ -384,3 +384,54 @@ func TestOpenIDMappedOverlayLayerNotIdmappable(t *testing.T) {
 		t.Errorf("%d descriptors open after, %d before", after, before)
 	}
 }
+
+// The overlay's options are kept: with index=on (off by default),
+// overlayfs refuses an upper directory another overlay uses.
+func TestOpenIDMappedOverlayKeepsOptions(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir()
+	lower, upper, work, merged := filepath.Join(base, "l"), filepath.Join(base, "u"), filepath.Join(base, "w"), filepath.Join(base, "m")
+	for _, d := range []string{lower, upper, work, merged} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("overlay", merged, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work+",index=on"); err != nil {
+		t.Skipf("no overlay with index=on here: %v", err)
+	}
+	defer unix.Unmount(merged, unix.MNT_DETACH)
+	userns := rangeUserNS(t)
+	before := openFDs(t)
+	fd, err := OpenIDMappedOverlay(merged, userns, testRangeBase, testRangeBase)
+	if err == nil {
+		unix.Close(fd)
+	}
+	if !errors.Is(err, unix.EBUSY) || !strings.Contains(err.Error(), "creating the overlay: fsconfig: device or resource busy") {
+		t.Fatalf("an index=on overlay whose upper is in use: %v, want EBUSY", err)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open after, %d before", after, before)
+	}
+}
+
+// fsLog reads the filesystem context's log (Linux 6.5+ for overlayfs).
+func TestFsLog(t *testing.T) {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		t.Skip("no overlayfs here:", err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigSetString(fsfd, "index", "bogus"); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("index=bogus: %v, want EINVAL", err)
+	}
+	got := fsLog(fsfd)
+	if got == "" && !hasLowerdirPlus() {
+		t.Skip("this kernel's overlayfs logs nothing in the context (before Linux 6.5)")
+	}
+	if !strings.HasPrefix(got, " (kernel: e overlay: ") || !strings.Contains(got, "index") {
+		t.Errorf("fsLog = %q, want the kernel's message about index", got)
+	}
+	if again := fsLog(fsfd); again != "" {
+		t.Errorf("a second fsLog = %q, want nothing left", again)
+	}
+}
