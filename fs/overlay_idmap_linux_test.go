@@ -435,3 +435,39 @@ func TestFsLog(t *testing.T) {
 		t.Errorf("a second fsLog = %q, want nothing left", again)
 	}
 }
+
+// onPrivateThread runs f on a thread other than the main one (whose
+// mount namespace /proc/self shows, and which the runtime never ends), in
+// a mount namespace of its own, in /proc/self/fd; the process's mount
+// namespace is unchanged after.
+func TestOnPrivateThread(t *testing.T) {
+	requireRoot(t)
+	mntNS := func(path string) string {
+		l, err := os.Readlink(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	process := mntNS("/proc/self/ns/mnt")
+	for i := range 200 {
+		var tid int
+		var ns, wd string
+		_, err := onPrivateThread(func() (int, error) {
+			tid = unix.Gettid()
+			ns = mntNS("/proc/thread-self/ns/mnt")
+			var err error
+			wd, err = os.Getwd()
+			return -1, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tid == os.Getpid() || ns == process || wd != fmt.Sprintf("/proc/%d/fd", os.Getpid()) {
+			t.Fatalf("call %d: f ran on thread %d (process %d), in mount namespace %s (the process's %s), in %s", i, tid, os.Getpid(), ns, process, wd)
+		}
+		if now := mntNS("/proc/self/ns/mnt"); now != process {
+			t.Fatalf("call %d: the process's mount namespace is %s after, %s before", i, now, process)
+		}
+	}
+}
