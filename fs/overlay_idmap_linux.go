@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -39,8 +40,8 @@ const maxFsconfigString = 255
 // container's root owns its "/". A lower-only overlay (no upperdir) is
 // rebuilt read-only.
 //
-// dir must be the root of an overlay mount (found in mountinfo by mount
-// id, never by path). Its options are kept as they were (index=,
+// dir must be the root of an overlay mount of the process's mount
+// namespace (found in mountinfo by mount id, never by path). Its options are kept as they were (index=,
 // metacopy=, redirect_dir=, xino=, volatile, userxattr, ...); its layer
 // paths are opened without following symlinks ([OpenSource]). The
 // original mount stays: its upper and work directories are now shared by
@@ -61,11 +62,18 @@ func OpenIDMappedOverlay(dir string, usernsFD int, hostUID, hostGID uint32) (int
 // openIDMappedOverlay is OpenIDMappedOverlay; joined gives the layers as
 // one lowerdir value even where the kernel has lowerdir+ (for tests).
 func openIDMappedOverlay(dir string, usernsFD int, hostUID, hostGID uint32, joined bool) (int, error) {
-	o, err := overlayAt(dir)
+	// The thread works in /proc/self/fd.
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return -1, fmt.Errorf("idmapped overlay of %s: %w", dir, err)
 	}
 	fd, err := onPrivateThread(func() (int, error) {
+		// In the thread's namespace (a copy of the process's): the
+		// mount ids of statx and mountinfo are that namespace's.
+		o, err := overlayAt(abs)
+		if err != nil {
+			return -1, err
+		}
 		return buildIDMappedOverlay(o, usernsFD, hostUID, hostGID, joined)
 	})
 	if err != nil {

@@ -272,8 +272,8 @@ func TestOpenIDMappedOverlay(t *testing.T) {
 	}
 }
 
-// A root-owned upper directory of a lower-only overlay is not there to
-// chown; the rebuilt overlay is read-only.
+// A lower-only overlay (no upper directory to chown) is rebuilt
+// read-only; dir may be relative.
 func TestOpenIDMappedOverlayLowerOnly(t *testing.T) {
 	requireRoot(t)
 	o := mountTestOverlay(t)
@@ -289,7 +289,10 @@ func TestOpenIDMappedOverlayLowerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Unmount(ro, unix.MNT_DETACH)
-	fd, err := OpenIDMappedOverlay(ro, rangeUserNS(t), testRangeBase, testRangeBase)
+	userns := rangeUserNS(t)
+	// Given relative to the working directory.
+	t.Chdir(o.base)
+	fd, err := OpenIDMappedOverlay("ro", userns, testRangeBase, testRangeBase)
 	if err != nil {
 		t.Fatal(err)
 	}
