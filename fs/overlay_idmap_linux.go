@@ -41,20 +41,22 @@ const maxFsconfigString = 255
 // rebuilt read-only.
 //
 // dir must be the root of an overlay mount of the process's mount
-// namespace (found in mountinfo by mount id, never by path). Its options are kept as they were (index=,
-// metacopy=, redirect_dir=, xino=, volatile, userxattr, ...); its layer
-// paths are opened without following symlinks ([OpenSource]). The
-// original mount stays: its upper and work directories are now shared by
-// two overlays, so only the returned one may be used (overlayfs refuses
-// that with index=on).
+// namespace (found in mountinfo by mount id, never by path). Its options
+// are kept as they were (index=, metacopy=, redirect_dir=, xino=,
+// volatile, userxattr, ...); its layer paths are opened without
+// following symlinks ([OpenSource]). The original mount stays: its upper
+// and work directories are now shared by two overlays, so only the
+// returned one may be used (overlayfs refuses that with index=on).
 //
 // Layers go to the kernel by short names: Linux 6.8's lowerdir+ one at a
 // time where the kernel has it, else one lowerdir value, which fsconfig
 // limits to 255 bytes (about 50 layers). The overlay is built on a thread
 // of its own, in a private mount namespace where the idmapped layers are
 // attached while the overlay is created (kernels before 6.15 take no
-// detached layer); the thread ends with the call. On error no descriptor
-// is left open; the upper directory may have been chowned.
+// detached layer); the thread ends with the call. A layer the kernel or
+// its filesystem cannot idmap is an error wrapping [ErrNoIDMappedLayers].
+// On error no descriptor is left open; the upper directory may have been
+// chowned.
 func OpenIDMappedOverlay(dir string, usernsFD int, hostUID, hostGID uint32) (int, error) {
 	return openIDMappedOverlay(dir, usernsFD, hostUID, hostGID, false)
 }
