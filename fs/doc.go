@@ -40,8 +40,10 @@
 //     bootid_linux.go (read-only, masked and /proc paths),
 //     mountpoint_linux.go (mount points beneath the new root),
 //     attach_linux.go and idmap*.go (mounts into a running sandbox,
-//     idmapped clones), private_linux.go (clones made private);
-//     landlock*.go.
+//     idmapped clones), private_linux.go (clones made private),
+//     overlay_idmap_linux.go and overlay_options_linux.go (an image's
+//     overlay rootfs rebuilt over idmapped lower layers, for the OCI
+//     runtime: [OpenIDMappedOverlay]); landlock*.go.
 //
 // Two subpackages build on fs, which imports neither: fs/files is the
 // in-sandbox file helper (the re-executed "tent-fs" mode behind the
