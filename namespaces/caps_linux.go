@@ -22,12 +22,14 @@ var lastCap = sync.OnceValue(func() int {
 // dropCaps empties every capability set of the calling thread but keep
 // (a mask of CAP_* bits, usually 0): bounding and ambient first (they
 // need CAP_SETPCAP), then effective, permitted and inheritable with
-// capset, then keep is raised into the ambient set, so that the command
-// holds it across execve whatever its uid (no_new_privs caps what an exec
-// can grant at what the thread holds). It calls between, when set, after
+// capset, then ambient (a part of keep) is raised into the ambient set.
+// Across execve a command running as uid 0 then holds keep, one running
+// as another uid ambient only (no_new_privs caps what an exec can grant
+// at what the thread holds), as runc gives an OCI process's sets. It
+// calls between, when set, after
 // the bounding and ambient sets are reduced and before capset: the last
 // moment the thread still holds CAP_SETUID and CAP_SETGID (see [Creds]).
-func dropCaps(between func() error, keep uint64) error {
+func dropCaps(between func() error, keep, ambient uint64) error {
 	// A thread without CAP_SETPCAP (an unprivileged caller of the
 	// reduced tier) cannot shrink its bounding set. It keeps it: the set
 	// only caps what an exec could grant, and under no_new_privs, with
@@ -65,8 +67,9 @@ func dropCaps(between func() error, keep uint64) error {
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return os.NewSyscallError("capset", err)
 	}
-	for c := 0; c <= lastCap() && keep != 0; c++ {
-		if keep&(1<<uint(c)) == 0 {
+	ambient &= keep
+	for c := 0; c <= lastCap() && ambient != 0; c++ {
+		if ambient&(1<<uint(c)) == 0 {
 			continue
 		}
 		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {

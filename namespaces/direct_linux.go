@@ -24,10 +24,13 @@ type Creds struct {
 	GID    uint32   `json:"gid"`
 	Groups []uint32 `json:"groups,omitempty"`
 	// Caps are the capabilities the command keeps (a mask of CAP_*
-	// bits, in the terms of its user namespace: the sandbox's), in every
-	// set but under no_new_privs; 0, the default, is none (see
-	// [CapabilityNumber]).
+	// bits, in the terms of its user namespace: the sandbox's) when it
+	// runs as uid 0, in every set but under no_new_privs; 0, the
+	// default, is none (see [CapabilityNumber]).
 	Caps uint64 `json:"caps,omitempty"`
+	// Ambient, a part of Caps, are kept whatever the command's uid (the
+	// ambient set).
+	Ambient uint64 `json:"ambient,omitempty"`
 }
 
 // credsError marks a failure of Creds.setThread inside dropCaps.

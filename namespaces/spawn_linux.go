@@ -296,11 +296,11 @@ func (s *spawner) enterCommandsCgroup() (string, error) {
 // goroutine once it has forked what it restricts for.
 func RestrictThread(creds *Creds, ruleset int, progs ...seccomp.Program) (string, error) {
 	var between func() error
-	var keep uint64
+	var keep, ambient uint64
 	if creds != nil {
-		between, keep = creds.setThread, creds.Caps
+		between, keep, ambient = creds.setThread, creds.Caps, creds.Ambient
 	}
-	if err := dropCaps(between, keep); err != nil {
+	if err := dropCaps(between, keep, ambient); err != nil {
 		if ce, ok := err.(*credsError); ok {
 			return "credentials", ce.err
 		}

@@ -59,6 +59,7 @@ type process struct {
 	// namespace (process.capabilities' permitted set, those tent
 	// grants); dropped are the others, for the debug log.
 	Caps    []string `json:"caps"`
+	Ambient []string `json:"ambient"`
 	dropped []string
 }
 
@@ -158,7 +159,7 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 	b.Main = *main
 	b.Spec.User = &sandbox.User{UID: p.User.UID, GID: p.User.GID, Groups: main.Groups}
 	var dropped []string
-	b.Spec.Capabilities, dropped = main.Caps, main.dropped
+	b.Spec.Capabilities, b.Spec.AmbientCapabilities, dropped = main.Caps, main.Ambient, main.dropped
 	if len(dropped) > 0 {
 		b.Ignored = append(b.Ignored, "process.capabilities "+strings.Join(dropped, ",")+" (not granted in a sandbox: sandbox.Identity.Capabilities)")
 	}
@@ -268,23 +269,24 @@ func convertProcess(p *specs.Process, field string) (*process, error) {
 			groups = append(groups, g)
 		}
 	}
-	caps, dropped := grantedCaps(p.Capabilities)
-	return &process{Args: p.Args, Env: p.Env, Cwd: filepath.Clean(cwd), Terminal: p.Terminal, UID: p.User.UID, GID: p.User.GID, Groups: groups, Caps: caps, dropped: dropped}, nil
+	var set, ambient []string
+	if c := p.Capabilities; c != nil {
+		set, ambient = c.Permitted, c.Ambient
+		if len(set) == 0 {
+			set = c.Effective
+		}
+	}
+	caps, dropped := grantedCaps(set)
+	amb, _ := grantedCaps(ambient)
+	amb = slices.DeleteFunc(amb, func(n string) bool { return !slices.Contains(caps, n) })
+	return &process{Args: p.Args, Env: p.Env, Cwd: filepath.Clean(cwd), Terminal: p.Terminal, UID: p.User.UID, GID: p.User.GID, Groups: groups, Caps: caps, Ambient: amb, dropped: dropped}, nil
 }
 
-// grantedCaps splits an OCI process's permitted capabilities (its
-// effective ones where it gives no permitted set) into those tent grants
-// in a sandbox (sandbox.Grantable) and the others. Never nil: a process
-// with none asks for none.
-func grantedCaps(c *specs.LinuxCapabilities) (granted, dropped []string) {
+// grantedCaps splits an OCI process's capability set into those tent
+// grants in a sandbox (sandbox.Grantable) and the others. Never nil: a
+// process with none asks for none.
+func grantedCaps(set []string) (granted, dropped []string) {
 	granted = []string{}
-	if c == nil {
-		return granted, nil
-	}
-	set := c.Permitted
-	if len(set) == 0 {
-		set = c.Effective
-	}
 	for _, n := range set {
 		if sandbox.Grantable(n) {
 			if !slices.Contains(granted, n) {

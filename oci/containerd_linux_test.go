@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tent-sandbox/tent/oci"
 )
 
 func TestContainerd(t *testing.T) {
@@ -358,5 +360,62 @@ func BenchmarkCtrRun(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// An image's users, as under runc: the container's root writes the
+// image's root-owned directories, the image's user 101 its own and not
+// root's, `ctr task exec --user` runs as another user of the image with
+// the bundle's additional groups, and on the host every process of the
+// container runs as an id of tent's range (oci.DefaultIDRange), never
+// root. What each writes lands on disk under its own id.
+func TestContainerdImageUsers(t *testing.T) {
+	e := newEnv(t)
+	out, errOut, code := e.run("users", nil, "sh", "-c", "id -u; stat -c %u:%g /etc /var/cache/app /var/cache/app/page; touch /etc/made 2>&1 && echo etc-ok; echo x >> /var/cache/app/page && echo page-ok")
+	if want := "0\n0:0\n101:101\n101:101\netc-ok\npage-ok\n"; code != 0 || out != want {
+		t.Errorf("as root: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
+	}
+	const id = "users-long"
+	if out, errOut, code := e.ctr("run", "-d", "--runc-binary", e.runc, e.image, id, "sleep", "300"); code != 0 {
+		t.Fatalf("ctr run -d: %d %s%s", code, out, errOut)
+	}
+	r := e.record(t, id)
+	defer func() {
+		e.ctr("task", "kill", "-s", "SIGKILL", id)
+		Eventually(t, "the task to stop", func() bool {
+			out, _, _ := e.ctr("task", "ls")
+			return !strings.Contains(out, id) || strings.Contains(out, "STOPPED")
+		})
+		e.ctr("task", "rm", id)
+		e.ctr("container", "rm", id)
+		e.assertGone(t, id, r)
+	}()
+	out, errOut, code = e.ctr("task", "exec", "--exec-id", "u101", "--user", "101:101", id, "sh", "-c",
+		"id -u; id -g; echo n > /var/cache/app/new && echo app-ok; touch /etc/by-101 2>&1; echo done")
+	if want := "101\n101\napp-ok\ntouch: /etc/by-101: Permission denied\ndone\n"; code != 0 || out != want {
+		t.Errorf("exec --user 101:101: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
+	}
+	// On the host: the container's process (sleep) is the range's
+	// root. (ctr task ps lists tent's supervisor too, a host process.)
+	host := oci.DefaultIDRange.Host
+	seen := 0
+	for _, pid := range pidsOf(e, id) {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil || !strings.HasPrefix(string(status), "Name:\tsleep\n") {
+			continue
+		}
+		seen++
+		var uid uint32
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				fmt.Sscan(f[1], &uid)
+			}
+		}
+		if uid != host {
+			t.Errorf("the container's sleep (pid %d) runs as host uid %d, want the range's root %d", pid, uid, host)
+		}
+	}
+	if seen != 1 {
+		t.Errorf("found %d sleep processes of the container on the host, want 1", seen)
 	}
 }

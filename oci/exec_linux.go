@@ -71,7 +71,7 @@ func runExec(ctx context.Context, l execLaunch, ready, tty *os.File) int {
 	p := l.Process
 	fwd := make(chan os.Signal, 16)
 	er := sandbox.ExecRequest{Args: p.Args, Env: p.Env, Dir: p.Cwd, Signals: fwd,
-		User: &sandbox.User{UID: p.UID, GID: p.GID, Groups: p.Groups}, Capabilities: p.Caps}
+		User: &sandbox.User{UID: p.UID, GID: p.GID, Groups: p.Groups}, Capabilities: p.Caps, AmbientCapabilities: p.Ambient}
 	var resize chan sandbox.WindowSize
 	if tty != nil {
 		resize = make(chan sandbox.WindowSize, 4)

@@ -46,6 +46,11 @@ func newImage(t testing.TB, busybox string, cmd []string) image {
 		add(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode}, nil)
 	}
 	add(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: 50}, []byte(fmt.Sprintf("%-49s\n", "root:x:0:0:root:/root:/bin/sh")))
+	// The image's own user 101 owns a directory and a file in it, as
+	// nginx's image owns /var/cache/nginx.
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "var/cache/", Mode: 0o755}, nil)
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "var/cache/app/", Mode: 0o755, Uid: 101, Gid: 101}, nil)
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "var/cache/app/page", Mode: 0o644, Uid: 101, Gid: 101, Size: 7}, []byte("cached\n"))
 	data, err := os.ReadFile(busybox)
 	if err != nil {
 		t.Fatal(err)

@@ -194,7 +194,8 @@ func TestCapabilitiesStayInTheSandbox(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "capabilities[1]: CAP_SYS_ADMIN is not granted") {
 		t.Errorf("CAP_SYS_ADMIN: %v, want ErrInvalidSpec naming capabilities[1]", err)
 	}
-	spec := sandbox.Spec{Identity: sandbox.Identity{Capabilities: []string{"dac_override", "CAP_CHOWN"}}}
+	caps := []string{"dac_override", "CAP_CHOWN"}
+	spec := sandbox.Spec{Identity: sandbox.Identity{Capabilities: caps, AmbientCapabilities: caps}}
 	chown := "echo chown=skipped"
 	if privileged() {
 		spec.IDRange = testRange
@@ -213,7 +214,7 @@ func TestCapabilitiesStayInTheSandbox(t *testing.T) {
 		{nil, "CapEff:\t0000000000000003\nchown=0\nread=0\n"},
 		{[]string{}, "CapEff:\t0000000000000000\nchown=1\nread=1\n"},
 	} {
-		res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Capabilities: tc.caps})
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", script}, Capabilities: tc.caps, AmbientCapabilities: tc.caps})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,6 +224,23 @@ func TestCapabilitiesStayInTheSandbox(t *testing.T) {
 		}
 		if got := string(res.Stdout); got != want {
 			t.Errorf("capabilities %v: %q (stderr %q), want %q", tc.caps, got, res.Stderr, want)
+		}
+	}
+	if !privileged() {
+		return
+	}
+	// Not ambient: held by uid 0 only, as runc gives an OCI process's
+	// sets (a user's command exec'd without them holds none).
+	for _, tc := range []struct {
+		user *sandbox.User
+		want string
+	}{{nil, "CapEff:\t0000000000000003"}, {&sandbox.User{UID: 101, GID: 101}, "CapEff:\t0000000000000000"}} {
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"grep", "CapEff", "/proc/self/status"}, User: tc.user, Capabilities: caps, AmbientCapabilities: []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(res.Stdout)); got != tc.want {
+			t.Errorf("user %+v, capabilities not ambient: %q, want %q", tc.user, got, tc.want)
 		}
 	}
 }

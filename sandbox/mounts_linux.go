@@ -2,8 +2,12 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/fs"
 )
@@ -107,6 +111,20 @@ func (p *plan) openRoot(initPID int) (int, error) {
 	switch {
 	case err == nil:
 		return fds[0], nil
+	case errors.As(err, &ue) && ue.NoIDMap && p.idRange != nil:
+		fd, oerr := p.openOverlayRoot(initPID)
+		if oerr == nil {
+			return fd, nil
+		}
+		if !p.defaultSeccomp {
+			return -1, mountError(err)
+		}
+		fd, err = fs.OpenBind(*p.root)
+		if err != nil {
+			return -1, invalid(err)
+		}
+		p.report.add("root idmapping", Absent, ue.Reason+"; nor rebuilt over idmapped layers: "+oerr.Error()+": its files keep their owners, root's showing as nobody, and the sandbox writes only where its host identity may")
+		return fd, nil
 	case errors.As(err, &ue) && ue.NoIDMap && p.defaultSeccomp:
 		fd, err := fs.OpenBind(*p.root)
 		if err != nil {
@@ -116,4 +134,28 @@ func (p *plan) openRoot(initPID int) (int, error) {
 		return fd, nil
 	}
 	return -1, mountError(err)
+}
+
+// openOverlayRoot rebuilds an overlay Root (a container image's) over
+// idmapped lower layers with the sandbox's own user namespace (its id
+// range: see [fs.OpenIDMappedOverlay]), read-only when the root is.
+func (p *plan) openOverlayRoot(initPID int) (int, error) {
+	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", initPID), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("open user namespace", err)
+	}
+	defer unix.Close(ns)
+	fd, err := fs.OpenIDMappedOverlay(p.root.Source, ns, p.idRange.Host, p.idRange.Host)
+	if err != nil {
+		return -1, err
+	}
+	if !p.root.Writable() {
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			unix.Close(fd)
+			return -1, os.NewSyscallError("mount_setattr", err)
+		}
+	}
+	p.report.add("root idmapping", Enforced, "an overlay, rebuilt over idmapped lower layers: its files keep their owners inside")
+	return fd, nil
 }

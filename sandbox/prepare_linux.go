@@ -35,10 +35,11 @@ type plan struct {
 	uid, gid   uint32
 	// idRange is Spec.IDRange (a root caller's range of ids), or nil.
 	idRange *IDRange
-	// caps are the capabilities commands keep (Spec.Capabilities).
-	caps       uint64
-	userMounts []fs.Mount
-	root       *fs.Mount // Spec.Root, opened after userMounts (nil without)
+	// caps and ambient are the capabilities commands keep
+	// (Spec.Capabilities, Spec.AmbientCapabilities).
+	caps, ambient uint64
+	userMounts    []fs.Mount
+	root          *fs.Mount // Spec.Root, opened after userMounts (nil without)
 	// defaultSeccomp is true when commands run tent's default seccomp
 	// profile, which refuses set-id modes.
 	defaultSeccomp bool
@@ -92,7 +93,7 @@ func prepare(s *Spec, name string, args []string) (*plan, error) {
 		return nil, invalid(err)
 	}
 	p.userMounts = planInput.Mounts
-	p.caps, _ = capabilityMask(s.Capabilities, "capabilities") // validated
+	p.caps, p.ambient, _ = capabilityMasks(s.Capabilities, s.AmbientCapabilities, "") // validated
 	p.resolveConfig(s, mounts, name, args, netEnv, home, user)
 	p.reportBase(s, guarded, partial)
 
@@ -300,7 +301,7 @@ func (p *plan) defaultCreds(u *User) *namespaces.Creds {
 	if len(groups) == 0 && p.caps == 0 {
 		return nil
 	}
-	return &namespaces.Creds{UID: p.uid, GID: p.gid, Groups: groups, Caps: p.caps}
+	return &namespaces.Creds{UID: p.uid, GID: p.gid, Groups: groups, Caps: p.caps, Ambient: p.ambient}
 }
 
 // reportBase reports the protections every full-tier sandbox has, its
@@ -334,7 +335,7 @@ func (p *plan) reportBase(s *Spec, guarded int, partial []string) {
 	}
 	r.add("no_new_privs", Enforced, "")
 	if names := capabilityNames(p.caps); names != "" {
-		r.add("capabilities", Enforced, "kept in the sandbox's user namespace: "+names)
+		r.add("capabilities", Enforced, "kept in the sandbox's user namespace: "+names+" (by uid 0; by every uid: "+capabilityNames(p.ambient)+")")
 	} else {
 		r.add("capabilities", Enforced, "all sets empty")
 	}

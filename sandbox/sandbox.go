@@ -130,9 +130,10 @@ type ExecRequest struct {
 	// [Identity].IDRange, within it ([ErrInvalidSpec] otherwise). Not
 	// with AsRoot.
 	User *User
-	// Capabilities, when not nil, are the command's instead of the
-	// sandbox's ([Identity].Capabilities; empty: none).
-	Capabilities []string
+	// Capabilities and AmbientCapabilities, when not nil, are the
+	// command's instead of the sandbox's ([Identity].Capabilities;
+	// empty: none).
+	Capabilities, AmbientCapabilities []string
 }
 
 // ExecResult is how a command ended, and its captured output.

@@ -486,26 +486,26 @@ func (s *Sandbox) Done() <-chan struct{} { return s.ended }
 // (checked against the sandbox's id range), else the sandbox user's
 // (def) with its groups, nil meaning the init's ids.
 func execUser(p *plan, def *User, req ExecRequest) (*namespaces.Creds, error) {
-	caps := p.caps
-	if req.Capabilities != nil {
+	caps, ambient := p.caps, p.ambient
+	if req.Capabilities != nil || req.AmbientCapabilities != nil {
 		var err error
-		if caps, err = capabilityMask(req.Capabilities, "exec: capabilities"); err != nil {
+		if caps, ambient, err = capabilityMasks(req.Capabilities, req.AmbientCapabilities, "exec: "); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 		}
 	}
-	if req.AsRoot && (req.User != nil || len(req.Capabilities) > 0) {
+	if req.AsRoot && (req.User != nil || len(req.Capabilities) > 0 || len(req.AmbientCapabilities) > 0) {
 		return nil, fmt.Errorf("%w: exec: User or Capabilities with AsRoot: a command runs as one of them", ErrInvalidSpec)
 	}
 	u := req.User
 	if u == nil {
-		if req.AsRoot || caps == p.caps {
+		if req.AsRoot || (caps == p.caps && ambient == p.ambient) {
 			return p.defaultCreds(def), nil
 		}
 		c := p.defaultCreds(def)
 		if c == nil {
 			c = &namespaces.Creds{UID: p.uid, GID: p.gid}
 		}
-		c.Caps = caps
+		c.Caps, c.Ambient = caps, ambient
 		return c, nil
 	}
 	if p.idRange == nil && (u.UID != p.uid || u.GID != p.gid) {
@@ -517,5 +517,5 @@ func execUser(p *plan, def *User, req ExecRequest) (*namespaces.Creds, error) {
 	if p.idRange == nil && caps == 0 {
 		return nil, nil // the init's own ids
 	}
-	return &namespaces.Creds{UID: u.UID, GID: u.GID, Groups: u.Groups, Caps: caps}, nil
+	return &namespaces.Creds{UID: u.UID, GID: u.GID, Groups: u.Groups, Caps: caps, Ambient: ambient}, nil
 }

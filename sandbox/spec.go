@@ -157,8 +157,11 @@ type Identity struct {
 	// lower layers (Linux 5.19). Refused for an unprivileged caller and
 	// in the reduced tier. tent-runc uses it for every container.
 	IDRange *IDRange `json:"id_range,omitempty"`
-	// Capabilities are kept by every command ([ExecRequest] may give
-	// its own), in the sandbox's own user namespace only: over its own
+	// Capabilities are held by every command that runs as uid 0 inside
+	// (as an OCI process's bounding, permitted and effective sets), and
+	// AmbientCapabilities, a part of them, by every command whatever its
+	// uid ([ExecRequest] may give its own of both). They hold in the
+	// sandbox's own user namespace only: over its own
 	// network, ipc and pid namespaces and the ids it maps, never the
 	// host's. Names as capabilities(7) gives them, with or without CAP_:
 	// the ones an image's programs use to set up and drop privileges
@@ -169,7 +172,8 @@ type Identity struct {
 	// sockets). Commands still run under no_new_privs,
 	// Landlock and the seccomp filter, which refuses mount, set-id modes
 	// and the like whatever capability a command holds. nil: none.
-	Capabilities []string `json:"capabilities,omitempty"`
+	Capabilities        []string `json:"capabilities,omitempty"`
+	AmbientCapabilities []string `json:"ambient_capabilities,omitempty"`
 	// Hostname inside; "" means [DefaultHostname], never the host's.
 	Hostname string `json:"hostname,omitempty"`
 	// Workdir is the command's working directory inside; "" means "/".

@@ -53,7 +53,7 @@ func validate(s *Spec) error {
 	if err := validateIDs(s.IDRange, s.User, "user"); err != nil {
 		return err
 	}
-	if _, err := capabilityMask(s.Capabilities, "capabilities"); err != nil {
+	if _, _, err := capabilityMasks(s.Capabilities, s.AmbientCapabilities, ""); err != nil {
 		return err
 	}
 	if s.Hostname != "" && !validName(s.Hostname) {
@@ -234,4 +234,21 @@ func capabilityNames(mask uint64) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// capabilityMasks checks a set of capabilities and its ambient part
+// (prefix names the fields).
+func capabilityMasks(caps, ambient []string, prefix string) (uint64, uint64, error) {
+	c, err := capabilityMask(caps, prefix+"capabilities")
+	if err != nil {
+		return 0, 0, err
+	}
+	a, err := capabilityMask(ambient, prefix+"ambient_capabilities")
+	if err != nil {
+		return 0, 0, err
+	}
+	if extra := a &^ c; extra != 0 {
+		return 0, 0, fmt.Errorf("%sambient_capabilities: %s not in %scapabilities", prefix, capabilityNames(extra), prefix)
+	}
+	return c, a, nil
 }
