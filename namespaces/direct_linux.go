@@ -14,25 +14,6 @@ import (
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
-// Creds are the ids a restricted thread switches to before it drops its
-// capabilities (see [RestrictThread]): in the reduced tier, host ids (how a
-// root caller's command avoids running as host root where no user
-// namespace maps it elsewhere); in a sandbox, ids of its user namespace
-// ([Exec].User).
-type Creds struct {
-	UID    uint32   `json:"uid"`
-	GID    uint32   `json:"gid"`
-	Groups []uint32 `json:"groups,omitempty"`
-	// Caps are the capabilities the command keeps (a mask of CAP_*
-	// bits, in the terms of its user namespace: the sandbox's) when it
-	// runs as uid 0, in every set but under no_new_privs; 0, the
-	// default, is none (see [CapabilityNumber]).
-	Caps uint64 `json:"caps,omitempty"`
-	// Ambient, a part of Caps, are kept whatever the command's uid (the
-	// ambient set).
-	Ambient uint64 `json:"ambient,omitempty"`
-}
-
 // credsError marks a failure of Creds.setThread inside dropCaps.
 type credsError struct{ err error }
 
