@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,6 +130,23 @@ func TestConvert(t *testing.T) {
 		t.Errorf("masked %v, read-only %v", s.MaskedPaths, s.ReadOnlyPaths)
 	case b.Main.Args[0] != "sh" || b.Main.Cwd != "/":
 		t.Errorf("process %+v", b.Main)
+	case s.IDRange == nil || *s.IDRange != DefaultIDRange:
+		t.Errorf("id range %+v, want oci.DefaultIDRange", s.IDRange)
+	}
+	// The bundle's own range, additional groups and capabilities (the
+	// ones tent grants; the others left out).
+	cfg := baseConfig()
+	cfg.Linux.UIDMappings = []specs.LinuxIDMapping{{HostID: 200000, Size: 65536}}
+	cfg.Linux.GIDMappings = cfg.Linux.UIDMappings
+	cfg.Process.User.AdditionalGids = []uint32{1000, 5, 27}
+	cfg.Process.Capabilities = &specs.LinuxCapabilities{Permitted: []string{"CAP_CHOWN", "CAP_SYS_ADMIN", "CAP_NET_RAW"}, Ambient: []string{"CAP_CHOWN", "CAP_SYS_ADMIN"}}
+	if b, err = convert("/b", cfg); err != nil {
+		t.Fatal(err)
+	}
+	s = b.Spec
+	if *s.IDRange != (sandbox.IDRange{Host: 200000, Size: 65536}) || !slices.Equal(s.User.Groups, []uint32{5, 27}) ||
+		!slices.Equal(s.Capabilities, []string{"CAP_CHOWN"}) || !slices.Equal(s.AmbientCapabilities, []string{"CAP_CHOWN"}) {
+		t.Errorf("range %+v, groups %v, capabilities %v, ambient %v", s.IDRange, s.User.Groups, s.Capabilities, s.AmbientCapabilities)
 	}
 }
 
@@ -165,6 +183,18 @@ func TestConvertRefused(t *testing.T) {
 		{"no args", "process.args", func(s *specs.Spec) { s.Process.Args = nil }, sandbox.ErrInvalidSpec},
 		{"relative cwd", "process.cwd", func(s *specs.Spec) { s.Process.Cwd = "tmp" }, sandbox.ErrInvalidSpec},
 		{"bad seccomp", "linux.seccomp", func(s *specs.Spec) { s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: "SCMP_ACT_NOPE"} }, sandbox.ErrInvalidSpec},
+		{"two id ranges", "linux.uidMappings", func(s *specs.Spec) {
+			s.Linux.UIDMappings = []specs.LinuxIDMapping{{HostID: 100000, Size: 1000}, {ContainerID: 1000, HostID: 300000, Size: 1000}}
+			s.Linux.GIDMappings = s.Linux.UIDMappings
+		}, ErrUnsupportedConfig},
+		{"gid range differs", "linux.gidMappings", func(s *specs.Spec) {
+			s.Linux.UIDMappings = []specs.LinuxIDMapping{{HostID: 100000, Size: 65536}}
+			s.Linux.GIDMappings = []specs.LinuxIDMapping{{HostID: 200000, Size: 65536}}
+		}, ErrUnsupportedConfig},
+		{"a mount's own idmapping", "mounts[4] (/data).uidMappings", func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: "/tmp", Options: []string{"rbind"},
+				UIDMappings: []specs.LinuxIDMapping{{HostID: 5000, Size: 10}}, GIDMappings: []specs.LinuxIDMapping{{HostID: 5000, Size: 10}}})
+		}, ErrUnsupportedConfig},
 	} {
 		cfg := baseConfig()
 		c.change(cfg)

@@ -212,7 +212,9 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 				src = filepath.Join(dir, src)
 			}
 			access := sandbox.ReadWrite
-			if slices.Contains(m.Options, "ro") {
+			if slices.Contains(m.Options, "ro") || slices.Contains(m.Options, "rro") {
+				// Recursively, submounts included: "ro" is met with
+				// runc's "rro", stricter.
 				access = sandbox.ReadOnly
 			}
 			b.Spec.Mounts = append(b.Spec.Mounts, sandbox.Mount{Source: filepath.Clean(src), Target: dst, Access: access})
@@ -229,6 +231,20 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 	}
 	if err := convertLinux(b, l, invalid, unsupported); err != nil {
 		return nil, err
+	}
+	for i, m := range cfg.Mounts {
+		// A mount's own idmapping (a user-namespaced pod's volumes) must
+		// be the container's: tent idmaps every mount with its range.
+		if len(m.UIDMappings)+len(m.GIDMappings) == 0 {
+			continue
+		}
+		var want []specs.LinuxIDMapping
+		if r := b.Spec.IDRange; r != nil {
+			want = []specs.LinuxIDMapping{{ContainerID: 0, HostID: r.Host, Size: r.Size}}
+		}
+		if want == nil || !slices.Equal(m.UIDMappings, want) || !slices.Equal(m.GIDMappings, want) {
+			return nil, unsupported(fmt.Sprintf("mounts[%d] (%s).uidMappings", i, m.Destination), "tent idmaps every mount with the container's own range (linux.uidMappings)")
+		}
 	}
 	if b.Spec.Hostname == "" && b.joinsUTS {
 		// A pod's container: CRI sets the pod's hostname on its first

@@ -395,6 +395,27 @@ func TestContainerdImageUsers(t *testing.T) {
 	if want := "101\n101\napp-ok\ntouch: /etc/by-101: Permission denied\ndone\n"; code != 0 || out != want {
 		t.Errorf("exec --user 101:101: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
 	}
+	// The same container started again (its snapshot's upper directory
+	// given to the range's root by the first start): root still owns
+	// /etc, and what it made there is still there.
+	if out, errOut, code := e.ctr("task", "kill", "-s", "SIGKILL", id); code != 0 {
+		t.Fatalf("ctr task kill: %d %s%s", code, out, errOut)
+	}
+	Eventually(t, "the task to stop", func() bool {
+		out, _, _ := e.ctr("task", "ls")
+		return strings.Contains(out, "STOPPED")
+	})
+	if out, errOut, code := e.ctr("task", "rm", id); code != 0 {
+		t.Fatalf("ctr task rm: %d %s%s", code, out, errOut)
+	}
+	if out, errOut, code := e.ctr("task", "start", "-d", id); code != 0 {
+		t.Fatalf("ctr task start -d (again): %d %s%s", code, out, errOut)
+	}
+	r = e.record(t, id)
+	out, errOut, code = e.ctr("task", "exec", "--exec-id", "again", id, "sh", "-c", "stat -c %u:%g /etc /var/cache/app; cat /var/cache/app/new; touch /etc/again && echo again-ok")
+	if want := "0:0\n101:101\nn\nagain-ok\n"; code != 0 || out != want {
+		t.Errorf("after a restart: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
+	}
 	// On the host: the container's process (sleep) is the range's
 	// root. (ctr task ps lists tent's supervisor too, a host process.)
 	host := oci.DefaultIDRange.Host

@@ -244,3 +244,29 @@ func TestCapabilitiesStayInTheSandbox(t *testing.T) {
 		}
 	}
 }
+
+// A root whose files are in the range's host ids already (containerd's
+// own shifted snapshot of a user-namespaced pod) is bound as it is, not
+// idmapped a second time: inside, owners are as in the image.
+func TestIDRangeRootAlreadyShifted(t *testing.T) {
+	if !privileged() {
+		t.Skip("an id range needs root")
+	}
+	root := imageRoot(t)
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return os.Lchown(p, int(testRange.Host+st.Uid), int(testRange.Host+st.Gid))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, sandbox.Spec{Filesystem: sandbox.Filesystem{Root: &sandbox.Root{Path: root}}, Identity: sandbox.Identity{IDRange: testRange, Env: []string{"PATH=/bin"}}},
+		"sh", "-c", "stat -c %u:%g /etc /cache; touch /etc/made && echo made")
+	if want := "0:0\n101:101\nmade"; out != want {
+		t.Errorf("inside a shifted root: %q, want %q", out, want)
+	}
+	checkOwner(t, filepath.Join(root, "etc", "made"), testRange.Host, testRange.Host)
+}

@@ -106,6 +106,16 @@ func withGitGuards(mounts []fs.Mount, writable bool, existing []fs.Mount) (all [
 // (unprivilegedHostID) may, and sees root's files as nobody's. That is
 // reported.
 func (p *plan) openRoot(initPID int) (int, error) {
+	if p.idRange != nil && p.rootInRange() {
+		// Already in the range's host ids (containerd's own idmapped
+		// or chowned snapshot of a user-namespaced pod): as it is.
+		fd, err := fs.OpenBind(*p.root)
+		if err != nil {
+			return -1, invalid(err)
+		}
+		p.report.add("root idmapping", Enforced, "the root's files are in the id range's host ids already: bound as they are")
+		return fd, nil
+	}
 	fds, err := fs.OpenMounts([]fs.Mount{*p.root}, p.idMap(initPID))
 	var ue *fs.UnsupportedMountError
 	switch {
@@ -158,4 +168,25 @@ func (p *plan) openOverlayRoot(initPID int) (int, error) {
 	}
 	p.report.add("root idmapping", Enforced, "an overlay, rebuilt over idmapped lower layers: its files keep their owners inside")
 	return fd, nil
+}
+
+// rootInRange reports whether the root's image files are in the id
+// range's host ids already (Host and up, not host root): the owner of the
+// first of /etc, /usr, /bin, /lib, /var it has (an image's, from its
+// layers; the root directory itself may be an upper layer's that tent
+// gave the range's root).
+func (p *plan) rootInRange() bool {
+	fd, err := fs.OpenSource(p.root.Source)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	for _, name := range []string{"etc", "usr", "bin", "lib", "var"} {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		return st.Uid >= p.idRange.Host && st.Uid-p.idRange.Host < p.idRange.Size
+	}
+	return false
 }
