@@ -233,6 +233,9 @@ func openSource(s Step, pre []int) (int, error) {
 		return -1, fmt.Errorf("bind %s: opening source %s: %w", s.Target, s.Source, os.NewSyscallError("open_tree", err))
 	}
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID, Propagation: unix.MS_PRIVATE} // see MakePrivate
+	if s.Slave {
+		attr.Propagation = unix.MS_SLAVE
+	}
 	if !s.Device {
 		attr.Attr_set |= unix.MOUNT_ATTR_NODEV
 	}

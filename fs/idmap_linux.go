@@ -146,7 +146,7 @@ func OpenMounts(mounts []Mount, id IDMap) (fds []int, err error) {
 			return fds, &invalidSourceError{fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("open_tree", err))}
 		}
 		fds = append(fds, fd)
-		if err := MakePrivate(fd); err != nil {
+		if err := setPropagation(fd, m.Slave); err != nil {
 			return fds, fmt.Errorf("mount %s: %w", m.Source, err)
 		}
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
@@ -251,6 +251,9 @@ func OpenBind(m Mount) (int, error) {
 		return -1, &invalidSourceError{fmt.Errorf("mount %s: %w", m.Source, os.NewSyscallError("open_tree", err))}
 	}
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Propagation: unix.MS_PRIVATE} // see MakePrivate
+	if m.Slave {
+		attr.Propagation = unix.MS_SLAVE
+	}
 	if !m.Writable() {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}

@@ -34,6 +34,12 @@ type Mount struct {
 	Target string `json:"target"`
 	// Access is ro or rw. The zero value means ro.
 	Access Access `json:"access,omitempty"`
+	// Slave makes the bind a recursive slave of its source (an OCI
+	// "rslave" bind, Kubernetes' HostToContainer propagation): mounts
+	// the host later makes beneath a shared source appear inside; none
+	// made inside ever reaches the host. Without it every bind is
+	// private, as the sandbox's root is.
+	Slave bool `json:"slave,omitempty"`
 }
 
 // Writable reports whether the mount lets the sandbox write.

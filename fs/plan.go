@@ -66,6 +66,9 @@ type Step struct {
 	Device bool `json:"device,omitempty"`
 	// Writable marks a target the command may write beneath (Landlock).
 	Writable bool `json:"writable,omitempty"`
+	// Slave makes a bind a recursive slave of its source (Mount.Slave)
+	// rather than private.
+	Slave bool `json:"slave,omitempty"`
 	// Mode is the permission of a tmpfs root.
 	Mode uint32 `json:"mode,omitempty"`
 	// LinkTo is a symlink's content.
@@ -323,8 +326,10 @@ func mountSteps(in PlanInput, base []Step) ([]Step, error) {
 				return nil, fmt.Errorf("mount %d (%s): %w: target %q lies beneath %s, a symlink on this host; mount at the symlink's destination instead", i+1, m.Source, ErrInvalidMount, m.Target, dir)
 			}
 		}
-		s := Step{Kind: KindBind, Target: m.Target, Source: m.Source, ReadOnly: !m.Writable(), Writable: m.Writable(), User: true, FD: -1}
+		s := Step{Kind: KindBind, Target: m.Target, Source: m.Source, ReadOnly: !m.Writable(), Writable: m.Writable(), User: true, FD: -1, Slave: m.Slave}
 		switch {
+		case m.Slave && m.Access == CopyOnWrite:
+			return nil, fmt.Errorf("mount %d (%s): %w: a cow mount cannot be a slave of its source (its lower layer is a snapshot)", i+1, m.Source, ErrInvalidMount)
 		case m.Access == CopyOnWrite:
 			l, ok := in.Layers[i]
 			if !ok {

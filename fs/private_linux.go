@@ -17,6 +17,20 @@ import (
 // shared /, as on every systemd host). Call it where the clone is made,
 // by whoever may change it: the host side for the descriptors it passes.
 func MakePrivate(fd int) error {
+	return setPropagation(fd, false)
+}
+
+// setPropagation makes the detached mount tree fd private, or, with
+// slave, a recursive slave of its source's peer group (private where the
+// source is not shared): see [Mount].Slave.
+func setPropagation(fd int, slave bool) error {
+	if slave {
+		attr := unix.MountAttr{Propagation: unix.MS_SLAVE}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return os.NewSyscallError("mount_setattr(MS_SLAVE)", err)
+		}
+		return nil
+	}
 	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		return os.NewSyscallError("mount_setattr(MS_PRIVATE)", err)

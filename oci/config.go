@@ -217,7 +217,18 @@ func convert(dir string, cfg *specs.Spec) (*bundle, error) {
 				// runc's "rro", stricter.
 				access = sandbox.ReadOnly
 			}
-			b.Spec.Mounts = append(b.Spec.Mounts, sandbox.Mount{Source: filepath.Clean(src), Target: dst, Access: access})
+			slave := false
+			for _, o := range m.Options {
+				switch o {
+				case "slave", "rslave":
+					// Kubernetes' HostToContainer: the host's new mounts
+					// beneath the source appear inside (recursively).
+					slave = true
+				case "shared", "rshared":
+					return nil, unsupported(field, "%s propagation: a container's mounts never reach the host (rslave and private binds are supported)", o)
+				}
+			}
+			b.Spec.Mounts = append(b.Spec.Mounts, sandbox.Mount{Source: filepath.Clean(src), Target: dst, Access: access, Slave: slave})
 		case m.Type == "tmpfs":
 			b.Spec.Tmpfs = append(b.Spec.Tmpfs, dst)
 		default:
@@ -418,8 +429,13 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 		// namespaces, ...) stay.
 		b.Spec.Seccomp.KeepDefault = true
 	}
-	if l.RootfsPropagation != "" && l.RootfsPropagation != "private" && l.RootfsPropagation != "rprivate" {
-		return unsupported("linux.rootfsPropagation", "%q: the sandbox's mounts are private", l.RootfsPropagation)
+	switch l.RootfsPropagation {
+	case "", "private", "rprivate", "slave", "rslave":
+		// The root is the container's own (a private clone): a slave
+		// root would take nothing from the host that its rslave binds
+		// (mounts[].options) do not.
+	default:
+		return unsupported("linux.rootfsPropagation", "%q: a container's mounts never reach the host (private and rslave are supported)", l.RootfsPropagation)
 	}
 	for i, d := range l.Devices {
 		return unsupported(fmt.Sprintf("linux.devices[%d] (%s)", i, d.Path), "tent's /dev holds null, zero, full, random, urandom, tty and a private pts only")
