@@ -139,6 +139,9 @@ func TestConvert(t *testing.T) {
 	cfg.Linux.UIDMappings = []specs.LinuxIDMapping{{HostID: 200000, Size: 65536}}
 	cfg.Linux.GIDMappings = cfg.Linux.UIDMappings
 	cfg.Process.User.AdditionalGids = []uint32{1000, 5, 27}
+	// A user-namespaced pod's namespace, by path: the same range, the
+	// container's own namespace.
+	cfg.Linux.Namespaces = append(cfg.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: "/run/pod/userns"})
 	cfg.Process.Capabilities = &specs.LinuxCapabilities{Permitted: []string{"CAP_CHOWN", "CAP_SYS_ADMIN", "CAP_NET_RAW"}, Ambient: []string{"CAP_CHOWN", "CAP_SYS_ADMIN"}}
 	if b, err = convert("/b", cfg); err != nil {
 		t.Fatal(err)
@@ -158,6 +161,9 @@ func TestConvertRefused(t *testing.T) {
 		change      func(*specs.Spec)
 		want        error
 	}{
+		{"user namespace path without a range", "linux.namespaces[2] (user).path", func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: "/run/pod/userns"})
+		}, ErrUnsupportedConfig},
 		{"namespace path", "linux.namespaces[2] (mount).path", func(s *specs.Spec) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.MountNamespace, Path: "/proc/1/ns/mnt"})
 		}, ErrUnsupportedConfig},

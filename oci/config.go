@@ -339,6 +339,15 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 					return invalid(field+".path", "%q is not absolute", ns.Path)
 				}
 				b.NetNS = filepath.Clean(ns.Path)
+			case specs.UserNamespace:
+				// A user-namespaced pod's (containerd 2 makes it, with
+				// the pod's range): the container gets a namespace of
+				// its own with the same range (linux.uidMappings, which
+				// the bundle must give), so the same host ids.
+				if len(l.UIDMappings) == 0 {
+					return unsupported(field+".path", "joining an existing user namespace (%s) without linux.uidMappings: tent makes the container's own, and needs the range to map", ns.Path)
+				}
+				b.Ignored = append(b.Ignored, field+".path "+ns.Path+" (the container gets its own, with the same linux.uidMappings)")
 			case specs.IPCNamespace, specs.UTSNamespace, specs.PIDNamespace:
 				b.joinsUTS = b.joinsUTS || ns.Type == specs.UTSNamespace
 				// A pod's first container's (CRI names them through
