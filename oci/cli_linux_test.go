@@ -173,10 +173,6 @@ func TestConvertRefused(t *testing.T) {
 		{"sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.core_pattern": "|/x"} }, ErrUnsupportedConfig},
 		{"host net sysctl", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"net.ipv4.ip_forward": "1"} }, ErrUnsupportedConfig},
 		{"sysctl name", "linux.sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"fs/mqueue/../x": "1"} }, sandbox.ErrInvalidSpec},
-		{"pod IPC sysctl", "linux.sysctl", func(s *specs.Spec) {
-			s.Annotations = map[string]string{"io.kubernetes.cri.container-type": "sandbox"}
-			s.Linux.Sysctl = map[string]string{"kernel.shm_rmid_forced": "1"}
-		}, ErrUnsupportedConfig},
 		{"rlimit", "process.rlimits[1]", func(s *specs.Spec) {
 			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_CORE"})
 		}, ErrUnsupportedConfig},
@@ -234,5 +230,16 @@ func TestConvertSysctls(t *testing.T) {
 	}
 	if len(b.Spec.Sysctls) != 1 || b.Spec.Sysctls["kernel.shm_rmid_forced"] != "1" || len(b.Sysctls) != 1 || b.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "0" {
 		t.Errorf("a joined network namespace: the sandbox's %v, the runtime's %v", b.Spec.Sysctls, b.Sysctls)
+	}
+	if len(b.PodSysctls) != 0 {
+		t.Errorf("a container's own IPC sysctls became the pod's: %v", b.PodSysctls)
+	}
+	// A pod's sandbox container: its IPC sysctls are the pod's too.
+	cfg.Annotations = map[string]string{"io.kubernetes.cri.container-type": "sandbox"}
+	if b, err = convert("/b", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.Sysctls["kernel.shm_rmid_forced"] != "1" || len(b.PodSysctls) != 1 || b.PodSysctls["kernel.shm_rmid_forced"] != "1" {
+		t.Errorf("a pod's sandbox container: its own %v, the pod's %v", b.Spec.Sysctls, b.PodSysctls)
 	}
 }

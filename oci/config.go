@@ -37,6 +37,11 @@ type bundle struct {
 	NetNS string
 	// Sysctls are network sysctls to set in NetNS.
 	Sysctls map[string]string
+	// PodSysctls are a pod sandbox container's IPC sysctls (CRI gives a
+	// pod's there, for the IPC namespace its containers share): set in
+	// the sandbox container's own, and by tent-runc in each container of
+	// the pod, whose IPC namespaces are their own (record.PodSysctls).
+	PodSysctls map[string]string
 	// joinsUTS is set when the bundle names a uts namespace to join,
 	// which tent replaces by the container's own.
 	joinsUTS bool
@@ -404,9 +409,11 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 			if !strings.HasPrefix(k, "net.") && podSandbox(b.Config.Annotations) {
 				// A pod's sysctls come in its sandbox container's bundle,
 				// for the pod's IPC namespace; tent gives every container
-				// an IPC namespace of its own, so the pod's other
-				// containers would not have them.
-				return unsupported("linux.sysctl", "%s: a pod's IPC sysctls are its shared IPC namespace's, and tent gives each container its own: only network ones (net.*) reach the pod's containers", k)
+				// an IPC namespace of its own, and sets them in each.
+				if b.PodSysctls == nil {
+					b.PodSysctls = map[string]string{}
+				}
+				b.PodSysctls[k] = l.Sysctl[k]
 			}
 			if b.Spec.Sysctls == nil {
 				b.Spec.Sysctls = map[string]string{}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
 
@@ -82,6 +83,9 @@ func (g *globals) create(ctx context.Context, args []string) (err error) {
 		return errors.New("create: process.terminal is set: --console-socket is required to receive the terminal")
 	case !b.Main.Terminal && a.console != "":
 		return errors.New("create: --console-socket given but process.terminal is not set")
+	}
+	if err := podSysctls(root, b); err != nil {
+		return err
 	}
 	for _, ig := range b.Ignored {
 		g.logger.Debug("bundle setting left to tent", "setting", ig)
@@ -187,7 +191,7 @@ func recordContainer(root string, a createArgs, b *bundle, child *supervised.Chi
 		owner = u.Username
 	}
 	rec := &record{ID: a.id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: child.Pid(), Sandbox: child.Info.ID,
-		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, UID: b.Main.UID, GID: b.Main.GID,
+		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, UID: b.Main.UID, GID: b.Main.GID, PodSysctls: b.PodSysctls,
 		Cgroups: child.Info.CgroupPaths, InitPID: child.Info.InitPID, CgroupsPath: child.CgroupsPath}
 	err := writeRecord(root, rec)
 	if err == nil && master != nil {
@@ -237,4 +241,38 @@ func startIn(cmd *exec.Cmd, netns string, sysctls map[string]string) error {
 		done <- cmd.Start()
 	}()
 	return <-done
+}
+
+// podSysctls gives a pod's container the pod's IPC sysctls, from its
+// sandbox container's record (CRI's annotation names it; see
+// bundle.PodSysctls); the container's own win. A sandbox that is gone
+// gives none.
+func podSysctls(root string, b *bundle) error {
+	if podSandbox(b.Config.Annotations) {
+		return nil
+	}
+	sid := b.Config.Annotations["io.kubernetes.cri.sandbox-id"]
+	if sid == "" {
+		sid = b.Config.Annotations["io.kubernetes.cri-o.SandboxID"]
+	}
+	if sid == "" || validID(sid) != nil {
+		return nil
+	}
+	rec, err := readRecord(root, sid)
+	if err != nil || len(rec.PodSysctls) == 0 {
+		return nil
+	}
+	for k, v := range rec.PodSysctls {
+		if _, own := b.Spec.Sysctls[k]; own {
+			continue
+		}
+		if b.Spec.Sysctls == nil {
+			b.Spec.Sysctls = map[string]string{}
+		}
+		b.Spec.Sysctls[k] = v
+	}
+	if err := sandbox.ValidateSysctls(b.Spec.Sysctls, b.Spec.Network); err != nil {
+		return fmt.Errorf("%w: the pod's sysctls: %v", ErrUnsupportedConfig, err)
+	}
+	return nil
 }

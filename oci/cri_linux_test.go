@@ -62,7 +62,8 @@ func TestCRI(t *testing.T) {
 		"metadata":      map[string]any{"name": "tentpod", "namespace": "default", "uid": "tentpod-uid", "attempt": 0},
 		"log_directory": filepath.Join(dir, "logs"),
 		"hostname":      "tentpod-host",
-		"linux":         map[string]any{},
+		// A pod's IPC sysctl: each container of the pod gets it.
+		"linux": map[string]any{"sysctls": map[string]string{"kernel.shm_rmid_forced": "1"}},
 	})
 	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
 	if code != 0 {
@@ -104,6 +105,11 @@ func TestCRI(t *testing.T) {
 	// own).
 	if out, errOut, _ := e.crictl("exec", ctrs["client"], "hostname"); out != "tentpod-host" {
 		t.Errorf("hostname in the pod's second container: %q %s, want tentpod-host", out, errOut)
+	}
+	for name, id := range ctrs {
+		if out, errOut, _ := e.crictl("exec", id, "cat", "/proc/sys/kernel/shm_rmid_forced"); out != "1" {
+			t.Errorf("the pod's kernel.shm_rmid_forced in its %s container: %q %s, want 1", name, out, errOut)
+		}
 	}
 	// Both containers are in the pod's network namespace: the server
 	// listens on its loopback, the client connects to it. Port 80: the

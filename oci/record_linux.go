@@ -28,10 +28,12 @@ type record struct {
 	Created     time.Time         `json:"created"`
 	Owner       string            `json:"owner"`
 	Annotations map[string]string `json:"annotations,omitempty"`
-	// UID and GID are the process's user: every process of the
-	// container runs as it.
+	// UID and GID are the main process's user.
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
+	// PodSysctls, on a pod's sandbox container, are the pod's IPC
+	// sysctls, which its other containers get too (see bundle.PodSysctls).
+	PodSysctls map[string]string `json:"pod_sysctls,omitempty"`
 	// Cgroups are the sandbox's cgroup directories and InitPID its
 	// init's host pid, as the supervisor reported them.
 	Cgroups []string `json:"cgroups,omitempty"`
