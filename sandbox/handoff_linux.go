@@ -304,6 +304,9 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 	// stdioOwner), and what a root caller's mounts map onto.
 	r.plan.opts.UIDMap = syscall.SysProcIDMap{ContainerID: int(st.UID), HostID: st.HostUID, Size: 1}
 	r.plan.opts.GIDMap = syscall.SysProcIDMap{ContainerID: int(st.GID), HostID: st.HostGID, Size: 1}
+	// The capabilities commands keep (validated when the sandbox
+	// started).
+	r.plan.caps, r.plan.ambient, _ = capabilityMasks(st.Spec.Capabilities, st.Spec.AmbientCapabilities, "")
 	if rng := st.Spec.IDRange; rng != nil {
 		r.plan.idRange = rng
 		r.plan.opts.UIDMap = syscall.SysProcIDMap{ContainerID: 0, HostID: int(rng.Host), Size: int(rng.Size)}

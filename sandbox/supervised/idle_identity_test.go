@@ -1,0 +1,49 @@
+package supervised
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tent-sandbox/tent/namespaces"
+	"github.com/tent-sandbox/tent/sandbox"
+)
+
+// A sandbox whose commands keep capabilities keeps them across its
+// supervisor's idle hand-off: the resumed supervisor's plan has them.
+func TestIdleHandOffKeepsCapabilities(t *testing.T) {
+	if !namespaces.IdleHolderAvailable() {
+		t.Skip("this build has no idle holder (cgo)")
+	}
+	b, err := Open(t.TempDir(), Options{IdleAfter: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	caps := []string{"CAP_DAC_OVERRIDE"}
+	info := provision(t, b, sandbox.Spec{Identity: sandbox.Identity{Capabilities: caps, AmbientCapabilities: caps}})
+	t.Cleanup(func() { _ = sbOf(t, b, info.ID).Terminate(ctx) })
+	rec, err := b.st.load(info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := func() bool {
+		c, _ := os.ReadFile("/proc/" + strconv.Itoa(rec.Supervisor) + "/cmdline")
+		return strings.HasPrefix(string(c), namespaces.IdleSupervisorArg0+"\x00")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !idle(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the supervisor never idled")
+		}
+	}
+	res, err := sbOf(t, b, info.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"grep", "CapEff", "/proc/self/status"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "CapEff:\t0000000000000002" {
+		t.Errorf("after the hand-off: %q, want CAP_DAC_OVERRIDE (0x2)", got)
+	}
+}
