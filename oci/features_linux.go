@@ -6,7 +6,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
 
-	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -18,12 +17,7 @@ import (
 // (every read-only bind is: "ro" as "rro").
 func (g *globals) features() error {
 	yes, no := true, false
-	var caps []string
-	for c := range 64 {
-		if n := namespaces.CapabilityName(c); sandbox.Grantable(n) {
-			caps = append(caps, n)
-		}
-	}
+	caps := sandbox.GrantableCapabilities()
 	f := features.Features{
 		OCIVersionMin: "1.0.0",
 		OCIVersionMax: specs.Version,

@@ -18,3 +18,15 @@ func Grantable(name string) bool {
 	c, ok := namespaces.CapabilityNumber(name)
 	return ok && grantable[namespaces.CapabilityName(c)]
 }
+
+// GrantableCapabilities lists the capabilities a command may keep, in
+// the order of their numbers (see [Identity].Capabilities).
+func GrantableCapabilities() []string {
+	var names []string
+	for c := range 64 {
+		if n := namespaces.CapabilityName(c); grantable[n] {
+			names = append(names, n)
+		}
+	}
+	return names
+}
