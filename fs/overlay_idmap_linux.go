@@ -17,6 +17,12 @@ import (
 // Linux 5.19, on filesystems that can be idmapped.
 var ErrNoIDMappedLayers = errors.New("idmapped overlay layers (Linux 5.19) are not available")
 
+// ErrLayersInRange is an overlay whose image layers are owned by the
+// range already (containerd's snapshot of a user-namespaced pod, chowned
+// when it was unpacked): idmapping them again would shift them twice.
+// The caller binds the overlay as it is.
+var ErrLayersInRange = errors.New("the overlay's layers are in the id range already")
+
 // maxFsconfigString is the longest string value fsconfig takes: the
 // kernel copies at most 256 bytes, its NUL included.
 const maxFsconfigString = 255
@@ -170,6 +176,9 @@ func buildIDMappedOverlay(o overlayOptions, usernsFD int, hostUID, hostGID uint3
 			unix.Close(fd)
 		}
 	}()
+	if err := checkNotInRange(o, hostUID, hostGID); err != nil {
+		return -1, err
+	}
 	var names []string
 	for _, p := range append(append([]string{}, o.lower...), o.data...) {
 		fd, err := idmappedLayer(p, usernsFD)
@@ -204,6 +213,30 @@ func buildIDMappedOverlay(o overlayOptions, usernsFD int, hostUID, hostGID uint3
 	}
 	plus := !joined && hasLowerdirPlus()
 	return createOverlay(o, names[:len(o.lower)], names[len(o.lower):], upper, work, plus)
+}
+
+// checkNotInRange returns ErrLayersInRange when o's bottom layer (the
+// image's first, which nothing run in the container ever writes: its
+// writes go to the upper layer, whose own files are the range's) is owned
+// by hostUID:hostGID.
+func checkNotInRange(o overlayOptions, hostUID, hostGID uint32) error {
+	if len(o.lower) == 0 {
+		return nil
+	}
+	bottom := o.lower[len(o.lower)-1]
+	fd, err := OpenSource(bottom)
+	if err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("layer %s: %w", bottom, os.NewSyscallError("fstat", err))
+	}
+	if st.Uid == hostUID && st.Gid == hostGID {
+		return fmt.Errorf("layer %s: %w", bottom, ErrLayersInRange)
+	}
+	return nil
 }
 
 // idmappedLayer opens the layer directory path (never through a

@@ -475,3 +475,40 @@ func TestOnPrivateThread(t *testing.T) {
 		}
 	}
 }
+
+// An overlay whose image layer is owned by the range's root already (a
+// snapshot chowned when it was unpacked) is not idmapped a second time:
+// ErrLayersInRange, and nothing left open. The upper layer's content,
+// which a container writes, does not count: only the bottom layer.
+func TestOpenIDMappedOverlayLayersInRange(t *testing.T) {
+	requireRoot(t)
+	o := mountTestOverlay(t)
+	userns := rangeUserNS(t)
+	// A copy-up's own owner in the upper layer is the range's: not
+	// taken for a shifted snapshot.
+	if err := os.Mkdir(filepath.Join(o.upper, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(o.upper, "etc"), testRangeBase, testRangeBase); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := OpenIDMappedOverlay(o.merged, userns, testRangeBase, testRangeBase)
+	if err != nil {
+		t.Fatalf("an upper layer with the range's files: %v", err)
+	}
+	unix.Close(fd)
+	if err := os.Chown(o.lower, testRangeBase, testRangeBase); err != nil {
+		t.Fatal(err)
+	}
+	before := openFDs(t)
+	fd, err = OpenIDMappedOverlay(o.merged, userns, testRangeBase, testRangeBase)
+	if err == nil {
+		unix.Close(fd)
+	}
+	if !errors.Is(err, ErrLayersInRange) {
+		t.Errorf("a layer owned by the range's root: %v, want ErrLayersInRange", err)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open after, %d before", after, before)
+	}
+}

@@ -395,6 +395,12 @@ func TestContainerdImageUsers(t *testing.T) {
 	if want := "101\n101\napp-ok\ntouch: /etc/by-101: Permission denied\ndone\n"; code != 0 || out != want {
 		t.Errorf("exec --user 101:101: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
 	}
+	// Root copies /etc up into the snapshot's upper layer, where the
+	// range's root owns it on disk: that must not pass for a snapshot
+	// already in the range's ids when the container starts again.
+	if out, errOut, code := e.ctr("task", "exec", "--exec-id", "first", id, "touch", "/etc/first"); code != 0 {
+		t.Fatalf("touch /etc/first: %d %s%s", code, out, errOut)
+	}
 	// The same container started again (its snapshot's upper directory
 	// given to the range's root by the first start): root still owns
 	// /etc, and what it made there is still there.
@@ -412,8 +418,10 @@ func TestContainerdImageUsers(t *testing.T) {
 		t.Fatalf("ctr task start -d (again): %d %s%s", code, out, errOut)
 	}
 	r = e.record(t, id)
-	out, errOut, code = e.ctr("task", "exec", "--exec-id", "again", id, "sh", "-c", "stat -c %u:%g /etc /var/cache/app; cat /var/cache/app/new; touch /etc/again && echo again-ok")
-	if want := "0:0\n101:101\nn\nagain-ok\n"; code != 0 || out != want {
+	// /bin/busybox and /etc/passwd are in the image's layer only (the
+	// first run copied /etc itself up, as the range's root).
+	out, errOut, code = e.ctr("task", "exec", "--exec-id", "again", id, "sh", "-c", "stat -c %u:%g /etc /var/cache/app /bin/busybox /etc/passwd; cat /var/cache/app/new; touch /etc/again && echo again-ok")
+	if want := "0:0\n101:101\n0:0\n0:0\nn\nagain-ok\n"; code != 0 || out != want {
 		t.Errorf("after a restart: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
 	}
 	// On the host: the container's process (sleep) is the range's

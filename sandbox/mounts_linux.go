@@ -107,14 +107,7 @@ func withGitGuards(mounts []fs.Mount, writable bool, existing []fs.Mount) (all [
 // reported.
 func (p *plan) openRoot(initPID int) (int, error) {
 	if p.idRange != nil && p.rootInRange() {
-		// Already in the range's host ids (containerd's own idmapped
-		// or chowned snapshot of a user-namespaced pod): as it is.
-		fd, err := fs.OpenBind(*p.root)
-		if err != nil {
-			return -1, invalid(err)
-		}
-		p.report.add("root idmapping", Enforced, "the root's files are in the id range's host ids already: bound as they are")
-		return fd, nil
+		return p.bindRootInRange()
 	}
 	fds, err := fs.OpenMounts([]fs.Mount{*p.root}, p.idMap(initPID))
 	var ue *fs.UnsupportedMountError
@@ -125,6 +118,9 @@ func (p *plan) openRoot(initPID int) (int, error) {
 		fd, oerr := p.openOverlayRoot(initPID)
 		if oerr == nil {
 			return fd, nil
+		}
+		if errors.Is(oerr, fs.ErrLayersInRange) {
+			return p.bindRootInRange()
 		}
 		if !p.defaultSeccomp {
 			return -1, mountError(err)
@@ -170,23 +166,34 @@ func (p *plan) openOverlayRoot(initPID int) (int, error) {
 	return fd, nil
 }
 
-// rootInRange reports whether the root's image files are in the id
-// range's host ids already (Host and up, not host root): the owner of the
-// first of /etc, /usr, /bin, /lib, /var it has (an image's, from its
-// layers; the root directory itself may be an upper layer's that tent
-// gave the range's root).
+// rootInRange reports whether a root that is not an overlay is in the id
+// range's host ids already (its directory owned by the range's root,
+// which the sandbox cannot make so: what it writes through the idmapped
+// root is on disk under ids 0 to Size-1). An overlay's own root is its
+// upper layer's, which tent gives the range's root: fs.OpenIDMappedOverlay
+// checks its image layers instead (fs.ErrLayersInRange).
 func (p *plan) rootInRange() bool {
 	fd, err := fs.OpenSource(p.root.Source)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(fd)
-	for _, name := range []string{"etc", "usr", "bin", "lib", "var"} {
-		var st unix.Stat_t
-		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue
-		}
-		return st.Uid >= p.idRange.Host && st.Uid-p.idRange.Host < p.idRange.Size
+	var sfs unix.Statfs_t
+	var st unix.Stat_t
+	if unix.Fstatfs(fd, &sfs) != nil || sfs.Type == unix.OVERLAYFS_SUPER_MAGIC || unix.Fstat(fd, &st) != nil {
+		return false
 	}
-	return false
+	return st.Uid == p.idRange.Host && st.Gid == p.idRange.Host
+}
+
+// bindRootInRange binds a root whose files are in the id range's host ids
+// already (containerd's own shifted snapshot of a user-namespaced pod) as
+// it is: idmapping it would shift them twice.
+func (p *plan) bindRootInRange() (int, error) {
+	fd, err := fs.OpenBind(*p.root)
+	if err != nil {
+		return -1, invalid(err)
+	}
+	p.report.add("root idmapping", Enforced, "the root's files are in the id range's host ids already: bound as they are")
+	return fd, nil
 }
