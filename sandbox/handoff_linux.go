@@ -308,10 +308,7 @@ func adoptSandbox(st *supervisedState, popts ProvisionOptions) (_ *Sandbox, err 
 	// started).
 	r.plan.caps, r.plan.ambient, _ = capabilityMasks(st.Spec.Capabilities, st.Spec.AmbientCapabilities, "")
 	if rng := st.Spec.IDRange; rng != nil {
-		r.plan.idRange = rng
-		r.plan.opts.UIDMap = syscall.SysProcIDMap{ContainerID: 0, HostID: int(rng.Host), Size: int(rng.Size)}
-		r.plan.opts.GIDMap = r.plan.opts.UIDMap
-		r.plan.opts.UID, r.plan.opts.GID = st.UID, st.GID
+		r.plan.mapRange(rng)
 	}
 	defer func() {
 		if err != nil {

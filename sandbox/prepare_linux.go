@@ -22,6 +22,15 @@ import (
 // as: never host root.
 const unprivilegedHostID = 65534
 
+// mapRange maps the sandbox's ids 0 to r.Size-1 onto host ids from
+// r.Host, its init running as p.uid and p.gid among them.
+func (p *plan) mapRange(r *IDRange) {
+	p.idRange = r
+	p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: 0, HostID: int(r.Host), Size: int(r.Size)}
+	p.opts.GIDMap = p.opts.UIDMap
+	p.opts.UID, p.opts.GID = p.uid, p.gid
+}
+
 // hostIDs are the sandbox user's ids on the host.
 func (p *plan) hostIDs() (uid, gid int) {
 	return p.opts.UIDMap.HostID + int(p.uid) - p.opts.UIDMap.ContainerID, p.opts.GIDMap.HostID + int(p.gid) - p.opts.GIDMap.ContainerID
@@ -131,10 +140,7 @@ func (p *plan) resolveUser(s *Spec) (home, user string, err error) {
 				return "", "", invalid(fmt.Errorf("mounts[%d] (%s): cow mounts are not supported with id_range", i, m.Target))
 			}
 		}
-		p.opts.UIDMap = syscall.SysProcIDMap{ContainerID: 0, HostID: int(r.Host), Size: int(r.Size)}
-		p.opts.GIDMap = p.opts.UIDMap
-		p.opts.UID, p.opts.GID = p.uid, p.gid
-		p.idRange = r
+		p.mapRange(r)
 	}
 	if k, ok := ipcSysctl(s.Sysctls); ok && p.uid != 0 && p.idRange == nil {
 		// The kernel lets only the IPC namespace's root (uid 0 of its

@@ -12,6 +12,21 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
+// waitSupervisorIdle waits (30 s at most) for the supervisor sup to have
+// handed off to its idle holder.
+func waitSupervisorIdle(t *testing.T, sup int) {
+	t.Helper()
+	idle := func() bool {
+		c, _ := os.ReadFile("/proc/" + strconv.Itoa(sup) + "/cmdline")
+		return strings.HasPrefix(string(c), namespaces.IdleSupervisorArg0+"\x00")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !idle(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the supervisor never idled")
+		}
+	}
+}
+
 // A sandbox whose commands keep capabilities keeps them across its
 // supervisor's idle hand-off: the resumed supervisor's plan has them.
 func TestIdleHandOffKeepsCapabilities(t *testing.T) {
@@ -30,15 +45,7 @@ func TestIdleHandOffKeepsCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idle := func() bool {
-		c, _ := os.ReadFile("/proc/" + strconv.Itoa(rec.Supervisor) + "/cmdline")
-		return strings.HasPrefix(string(c), namespaces.IdleSupervisorArg0+"\x00")
-	}
-	for deadline := time.Now().Add(30 * time.Second); !idle(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the supervisor never idled")
-		}
-	}
+	waitSupervisorIdle(t, rec.Supervisor)
 	res, err := sbOf(t, b, info.ID).Exec(ctx, sandbox.ExecRequest{Args: []string{"grep", "CapEff", "/proc/self/status"}})
 	if err != nil {
 		t.Fatal(err)

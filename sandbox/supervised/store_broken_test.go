@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -392,15 +391,7 @@ func TestIdleSupervisorRewritesItsBrokenRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	sup := rec.Supervisor
-	idle := func() bool {
-		c, _ := os.ReadFile("/proc/" + strconv.Itoa(sup) + "/cmdline")
-		return strings.HasPrefix(string(c), namespaces.IdleSupervisorArg0+"\x00")
-	}
-	for deadline := time.Now().Add(30 * time.Second); !idle(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the supervisor never idled")
-		}
-	}
+	waitSupervisorIdle(t, sup)
 	if err := os.WriteFile(b.st.path(info.ID), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
