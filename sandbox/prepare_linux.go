@@ -31,6 +31,13 @@ func (p *plan) mapRange(r *IDRange) {
 	p.opts.UID, p.opts.GID = p.uid, p.gid
 }
 
+// commandCreds are the ids, groups and capabilities of the sandbox's
+// commands (see execUser): nil when they are the init's own.
+func (p *plan) commandCreds(u *User) *namespaces.Creds {
+	c, _ := execUser(p, u, ExecRequest{}) // no request: nothing to refuse
+	return c
+}
+
 // hostIDs are the sandbox user's ids on the host.
 func (p *plan) hostIDs() (uid, gid int) {
 	return p.opts.UIDMap.HostID + int(p.uid) - p.opts.UIDMap.ContainerID, p.opts.GIDMap.HostID + int(p.gid) - p.opts.GIDMap.ContainerID
@@ -290,24 +297,9 @@ func (p *plan) resolveConfig(s *Spec, mounts *fs.Plan, name string, args, netEnv
 			Args: append([]string{name}, args...),
 			Env:  buildEnv(s.EnvInherit, netEnv, s.Env, home, user, os.Environ(), secretValues(s.Network.Secrets)),
 			Dir:  workdir,
-			User: p.defaultCreds(s.User),
+			User: p.commandCreds(s.User),
 		},
 	}
-}
-
-// defaultCreds are the ids every command runs as when the sandbox's user
-// has supplementary groups (Spec.IDRange) or its commands keep
-// capabilities: nil otherwise, the command then running as the init's
-// ids, with no group and no capability.
-func (p *plan) defaultCreds(u *User) *namespaces.Creds {
-	var groups []uint32
-	if u != nil {
-		groups = u.Groups
-	}
-	if len(groups) == 0 && p.caps == 0 {
-		return nil
-	}
-	return &namespaces.Creds{UID: p.uid, GID: p.gid, Groups: groups, Caps: p.caps, Ambient: p.ambient}
 }
 
 // reportBase reports the protections every full-tier sandbox has, its

@@ -484,38 +484,34 @@ func (s *Sandbox) Done() <-chan struct{} { return s.ended }
 
 // execUser is the identity a command of p runs as: req.User when set
 // (checked against the sandbox's id range), else the sandbox user's
-// (def) with its groups, nil meaning the init's ids.
+// (def) with its groups; with req's capabilities when it gives any, else
+// the sandbox's. nil means the init's own ids, with no group and no
+// capability (the kept exec thread's).
 func execUser(p *plan, def *User, req ExecRequest) (*namespaces.Creds, error) {
-	caps, ambient := p.caps, p.ambient
-	if req.Capabilities != nil || req.AmbientCapabilities != nil {
-		var err error
-		if caps, ambient, err = capabilityMasks(req.Capabilities, req.AmbientCapabilities, "exec: "); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-		}
-	}
 	if req.AsRoot && (req.User != nil || len(req.Capabilities) > 0 || len(req.AmbientCapabilities) > 0) {
 		return nil, fmt.Errorf("%w: exec: User or Capabilities with AsRoot: a command runs as one of them", ErrInvalidSpec)
 	}
-	u := req.User
-	if u == nil {
-		if req.AsRoot || (caps == p.caps && ambient == p.ambient) {
-			return p.defaultCreds(def), nil
+	c := namespaces.Creds{UID: p.uid, GID: p.gid, Caps: p.caps, Ambient: p.ambient}
+	if def != nil {
+		c.Groups = def.Groups
+	}
+	if req.Capabilities != nil || req.AmbientCapabilities != nil {
+		var err error
+		if c.Caps, c.Ambient, err = capabilityMasks(req.Capabilities, req.AmbientCapabilities, "exec: "); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 		}
-		c := p.defaultCreds(def)
-		if c == nil {
-			c = &namespaces.Creds{UID: p.uid, GID: p.gid}
+	}
+	if u := req.User; u != nil {
+		if p.idRange == nil && (u.UID != p.uid || u.GID != p.gid) {
+			return nil, fmt.Errorf("%w: exec: user %d:%d: the sandbox maps one id, its user's (%d:%d); another user needs id_range", ErrInvalidSpec, u.UID, u.GID, p.uid, p.gid)
 		}
-		c.Caps, c.Ambient = caps, ambient
-		return c, nil
+		if err := validateIDs(p.idRange, u, "exec: user"); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+		}
+		c.UID, c.GID, c.Groups = u.UID, u.GID, u.Groups
 	}
-	if p.idRange == nil && (u.UID != p.uid || u.GID != p.gid) {
-		return nil, fmt.Errorf("%w: exec: user %d:%d: the sandbox maps one id, its user's (%d:%d); another user needs id_range", ErrInvalidSpec, u.UID, u.GID, p.uid, p.gid)
+	if c.UID == p.uid && c.GID == p.gid && len(c.Groups) == 0 && c.Caps == 0 {
+		return nil, nil // the init's own ids, no group, no capability: the kept thread's
 	}
-	if err := validateIDs(p.idRange, u, "exec: user"); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	}
-	if p.idRange == nil && caps == 0 {
-		return nil, nil // the init's own ids
-	}
-	return &namespaces.Creds{UID: u.UID, GID: u.GID, Groups: u.Groups, Caps: caps, Ambient: ambient}, nil
+	return &c, nil
 }
