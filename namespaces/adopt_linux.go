@@ -35,7 +35,7 @@ func Adopt(pid, fd int, log *slog.Logger) (*Init, error) {
 		conn.Close()
 		return nil, fmt.Errorf("adopting the init: pid %d: %w", pid, os.NewSyscallError("waitid", err))
 	}
-	return &Init{proc: &child{pid: pid}, pid: pid, conn: conn, log: log}, nil
+	return &Init{proc: &child{pid: pid, pidfd: -1}, pid: pid, conn: conn, log: log}, nil
 }
 
 // DupControl returns a duplicate of the control socket's descriptor,

@@ -14,7 +14,7 @@ func TestChild(t *testing.T) {
 		if err != nil {
 			t.Skipf("starting %s: %v", argv[0], err)
 		}
-		return &child{pid: pid}
+		return &child{pid: pid, pidfd: -1}
 	}
 	c := start("/bin/sh", "-c", "exit 3")
 	ws, err := c.wait()

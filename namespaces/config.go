@@ -226,6 +226,8 @@ const (
 	msgDone    = "done"
 	msgListen  = "listen"
 	msgDial    = "dial"
+	// msgQuit asks the init to exit with Status (see Init.Quit).
+	msgQuit = "quit"
 	// msgWake, from the supervisor's idle holder, only wakes an idle init
 	// (see ExecSupervisorHolder); the init ignores it.
 	msgWake = "wake"

@@ -46,6 +46,16 @@ type Options struct {
 	// they were used; when not (os/exec's path), the caller moves the
 	// init itself before sending its Config.
 	CgroupTasks []int
+	// ParentReaps makes the init a child of this process's parent
+	// (CLONE_PARENT) instead of this process's: for a parent that learns
+	// a container's end by reaping one pid (containerd's runc shim,
+	// through tent-runc, a subreaper once the caller has exited), the
+	// sandbox's init is that pid, in the sandbox's namespaces and cgroup.
+	// It then does not die with this thread (no parent-death signal): it
+	// exits when its control socket closes, or with the status
+	// [Init.Quit] gives it. This process watches it through a pidfd and
+	// never learns its status; the stdio must be nil or *os.File.
+	ParentReaps bool
 	// Stdin, Stdout and Stderr become the command's fds 0, 1 and 2.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -97,6 +107,11 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 	if !o.ShareNet {
 		flags |= unix.CLONE_NEWNET
 	}
+	argv := []string{InitArg0}
+	if o.ParentReaps {
+		flags |= unix.CLONE_PARENT
+		argv = append(argv, initParentReaps)
+	}
 	sys := &syscall.SysProcAttr{
 		Cloneflags:  flags,
 		Setsid:      true,
@@ -129,7 +144,7 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		if fds, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); ok {
 			initUID, initGID := o.initIDs()
 			defer closeAll(fds.opened)
-			pid, intoCgroup, err := cloneShared("/proc/self/exe", []string{InitArg0}, []string{"GOMAXPROCS=1"},
+			pid, intoCgroup, err := cloneShared("/proc/self/exe", argv, []string{"GOMAXPROCS=1"},
 				[4]int{fds.fds[0], fds.fds[1], fds.fds[2], int(initEnd.Fd())}, flags, o.CgroupFD, o.CgroupTasks,
 				o.Privileged, initUID, initGID,
 				func(pid int) error { return writeIDMaps(pid, o.UIDMap, o.GIDMap, o.Privileged) })
@@ -137,13 +152,24 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 				conn.Close()
 				return nil, err
 			}
+			proc, err := newChild(pid, o.ParentReaps)
+			if err != nil {
+				conn.Close()
+				return nil, err
+			}
 			log.Debug("sandbox init started", "pid", pid, "cloneflags", fmt.Sprintf("%#x", flags), "shared-memory clone", true, "cloned into its cgroup", intoCgroup)
-			return &Init{proc: &child{pid: pid}, pid: pid, conn: conn, log: log, joined: len(o.CgroupTasks) > 0}, nil
+			return &Init{proc: proc, pid: pid, conn: conn, log: log, joined: len(o.CgroupTasks) > 0}, nil
+		}
+	}
+	if o.ParentReaps {
+		if _, ok := stdioFiles(o.Stdin, o.Stdout, o.Stderr); !ok {
+			conn.Close()
+			return nil, errors.New("starting the sandbox init: an init its parent reaps needs files (or nil) as its stdio")
 		}
 	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
-		Args:        []string{InitArg0},
+		Args:        argv,
 		Env:         []string{"GOMAXPROCS=1"},
 		Stdin:       o.Stdin,
 		Stdout:      o.Stdout,
@@ -156,6 +182,18 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
 	log.Debug("sandbox init started", "pid", cmd.Process.Pid, "cloneflags", fmt.Sprintf("%#x", flags))
+	if o.ParentReaps {
+		// Not this process's child: os/exec cannot wait for it (its
+		// stdio are files, so no copy goroutine waits on it either).
+		pid := cmd.Process.Pid
+		_ = cmd.Process.Release()
+		proc, err := newChild(pid, true)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return &Init{proc: proc, pid: pid, conn: conn, log: log}, nil
+	}
 	return &Init{cmd: cmd, pid: cmd.Process.Pid, conn: conn, log: log}, nil
 }
 
@@ -356,6 +394,34 @@ func (i *Init) WaitExit() (syscall.WaitStatus, error) {
 			return syscall.WaitStatus(m.Status), nil
 		}
 		i.log.Debug("ignoring control message", "type", m.Type)
+	}
+}
+
+// Quit asks the init to exit with code, as its status (the init of
+// [Options.ParentReaps], whose parent reaps it, exits with the status of
+// the container's main process), and waits for it to exit: grace at
+// most, after which it is killed. The kernel then kills every other
+// process of its pid namespace before its parent sees it exit.
+func (i *Init) Quit(code int, grace time.Duration) error {
+	if code < 0 || code > 255 {
+		return fmt.Errorf("an init's exit status is 0-255, not %d", code)
+	}
+	if err := i.send(message{Type: msgQuit, Status: uint32(code)}, nil); err != nil {
+		return i.Kill()
+	}
+	exited := make(chan struct{})
+	go func() {
+		_, _ = i.wait()
+		close(exited)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-exited:
+		return nil
+	case <-t.C:
+		i.log.Warn("the sandbox init did not quit: killing it", "pid", i.pid, "grace", grace)
+		return i.Kill()
 	}
 }
 

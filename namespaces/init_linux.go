@@ -22,6 +22,10 @@ import (
 // pages, and its next exec faults back the few hundred pages it needs.
 const IdleTrimAfter = 3 * time.Second
 
+// initParentReaps, as an init's argv[1], says that its parent is not
+// the host side (Options.ParentReaps).
+const initParentReaps = "parent-reaps"
+
 // IsInit reports whether this process was started as a sandbox init.
 func IsInit() bool { return len(os.Args) > 0 && os.Args[0] == InitArg0 }
 
@@ -54,8 +58,12 @@ func runInit() int {
 	// CommandOOMScoreAdj).
 	initOOM.open()
 	// Die with the host side; refuse to be ptraced or have /proc/1/mem or
-	// /proc/1/exe opened by the sandbox's processes.
-	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	// /proc/1/exe opened by the sandbox's processes. An init its host's
+	// parent reaps (Options.ParentReaps) has that parent's thread for its
+	// parent, which is not the host side: it ends with its control socket.
+	if !(len(os.Args) == 2 && os.Args[1] == initParentReaps) {
+		_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	}
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// Whatever the host leaked to us (descriptors without close-on-exec)
 	// must never reach the command: only fds 0-2 are passed on.

@@ -203,6 +203,12 @@ func (in *initLoop) handle(c control) (code int, done bool) {
 	}
 	conn, m := in.conn, c.m
 	switch m.Type {
+	case msgQuit:
+		// The host side ends the sandbox: this process's exit (the
+		// kernel then kills the rest of its pid namespace) carries the
+		// status its parent reaps (see Init.Quit).
+		closeAll(c.fds)
+		return int(m.Status & 0xff), true
 	case msgExec:
 		wantFDs := 3
 		if m.Exec != nil && m.Exec.TTY != nil {

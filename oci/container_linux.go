@@ -89,8 +89,8 @@ func (c *container) alive(ctx context.Context) bool {
 	return err == nil && info.State != sandbox.StateStopped
 }
 
-// pids lists the container's processes (host pids), tent's init left
-// out, from the sandbox's cgroup.
+// pids lists the container's processes (host pids), from the sandbox's
+// cgroup: its init (the pid the shim reaps) and every command.
 func (c *container) pids() ([]int, error) {
 	for _, dir := range c.rec.Cgroups {
 		data, err := readSmall(dir+"/cgroup.procs", 1<<20)
@@ -99,7 +99,7 @@ func (c *container) pids() ([]int, error) {
 		}
 		var pids []int
 		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid != c.rec.InitPID {
+			if pid, err := strconv.Atoi(f); err == nil {
 				pids = append(pids, pid)
 			}
 		}
@@ -114,6 +114,8 @@ func (c *container) pids() ([]int, error) {
 func (c *container) signalAll(sig syscall.Signal) {
 	pids, _ := c.pids()
 	for _, pid := range pids {
-		_ = unix.Kill(pid, sig)
+		if pid != c.rec.InitPID { // it ends with the main process, with its status
+			_ = unix.Kill(pid, sig)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,8 +81,8 @@ func TestContainerdLifecycle(t *testing.T) {
 	if code != 3 || out != "in\n0\n" {
 		t.Errorf("ctr task exec: exit %d, stdout %q, stderr %q; want 3 and \"in\\n0\\n\"", code, out, errOut)
 	}
-	// linux.cgroupsPath (/NS/ID from ctr) holds the supervisor, whose
-	// cgroup the shim reads metrics from, and the sandbox's cgroup.
+	// linux.cgroupsPath (/NS/ID from ctr) holds the supervisor and the
+	// sandbox's cgroup (the init's, which the shim reads metrics from).
 	if len(r.CgroupsPath) == 0 {
 		t.Error("no cgroup was made for linux.cgroupsPath")
 	}
@@ -99,6 +100,26 @@ func TestContainerdLifecycle(t *testing.T) {
 	t.Logf("ps:\n%s", out)
 	if code != 0 || len(strings.Fields(out)) < 3 {
 		t.Errorf("ctr task ps: %d %q %q", code, out, errOut)
+	}
+	// The task's pid is the container's (runc's contract): ps lists it,
+	// and entering it (nsenter, CNI, kubectl debug) reaches the
+	// container's namespaces, not the host's.
+	ls, _, _ := e.ctr("task", "ls")
+	var taskPid string
+	for _, line := range strings.Split(ls, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == id {
+			taskPid = f[1]
+		}
+	}
+	if taskPid == "" || !slices.Contains(strings.Fields(out), taskPid) {
+		t.Errorf("the task's pid %q is not in ctr task ps:\n%s", taskPid, out)
+	}
+	for _, ns := range []string{"pid", "mnt", "net", "user"} {
+		inside, _ := os.Readlink("/proc/" + taskPid + "/ns/" + ns)
+		ours, _ := os.Readlink("/proc/self/ns/" + ns)
+		if inside == "" || inside == ours {
+			t.Errorf("the task's pid %s: %s namespace %q, the host's %q: want the container's", taskPid, ns, inside, ours)
+		}
 	}
 	// An exec'd process whose pid (the exec helper's) the shim SIGKILLs
 	// ends with it: the supervisor kills the process.

@@ -127,7 +127,10 @@ func launchContainer(ctx context.Context, dir string, b *bundle) (*supervised.Ch
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cl := supervised.ChildLaunch{Spec: b.Spec, Args: b.Main.Args, Env: b.Main.Env, Dir: b.Main.Cwd,
+	// The init is the shim's too (as runc's container process): the pid
+	// it reaps, enters (nsenter, CNI) and watches (its cgroup's OOM
+	// events, its metrics) is in the container.
+	cl := supervised.ChildLaunch{Spec: b.Spec, Args: b.Main.Args, Env: b.Main.Env, Dir: b.Main.Cwd, ParentReaps: true,
 		Start: func(cmd *exec.Cmd) error { return startIn(cmd, b.NetNS, b.Sysctls) }}
 	if b.Config.Linux != nil {
 		// The supervisor joins it, so that the shim's metrics, read from
@@ -183,14 +186,19 @@ func (g *globals) createArgs(args []string) (createArgs, error) {
 }
 
 // recordContainer writes the container's state.json, sends its
-// terminal's master to the console socket, and writes the supervisor's
-// pid to --pid-file.
+// terminal's master to the console socket, and writes the container's
+// pid to --pid-file: its sandbox's init (the supervisor's where it has
+// none).
 func recordContainer(root string, a createArgs, b *bundle, child *supervised.Child, master *os.File) error {
 	owner := ""
 	if u, uerr := user.LookupId(strconv.Itoa(os.Geteuid())); uerr == nil {
 		owner = u.Username
 	}
-	rec := &record{ID: a.id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: child.Pid(), Sandbox: child.Info.ID,
+	pid := child.Info.InitPID
+	if pid <= 0 {
+		pid = child.Pid()
+	}
+	rec := &record{ID: a.id, Bundle: b.Dir, Rootfs: b.Spec.Root.Path, Pid: pid, Supervisor: child.Pid(), Sandbox: child.Info.ID,
 		Created: time.Now().UTC(), Owner: owner, Annotations: b.Config.Annotations, UID: b.Main.UID, GID: b.Main.GID, PodSysctls: b.PodSysctls,
 		Cgroups: child.Info.CgroupPaths, InitPID: child.Info.InitPID, CgroupsPath: child.CgroupsPath}
 	err := writeRecord(root, rec)
@@ -198,7 +206,7 @@ func recordContainer(root string, a createArgs, b *bundle, child *supervised.Chi
 		err = sendConsole(a.console, master)
 	}
 	if err == nil {
-		err = writePidFile(a.pidFile, child.Pid())
+		err = writePidFile(a.pidFile, pid)
 	}
 	return err
 }

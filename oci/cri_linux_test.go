@@ -129,6 +129,32 @@ func TestCRI(t *testing.T) {
 	if got != "hello-pod" {
 		t.Errorf("the client did not reach the server over the pod's loopback: %q", got)
 	}
+	// A container killed by the kernel's OOM killer at its memory limit
+	// is reported OOMKilled: the shim watches the cgroup of the pid it
+	// reaps, the sandbox's init, which is in the container's cgroup.
+	oomCfg := writeJSON(t, filepath.Join(dir, "oom.json"), map[string]any{
+		"metadata": map[string]any{"name": "oom"},
+		"image":    map[string]any{"image": e.image},
+		"command":  []string{"sh", "-c", `x=$(head -c 268435456 /dev/zero | tr '\0' a); echo survived`},
+		"log_path": "oom.log",
+		"linux": map[string]any{"resources": map[string]any{"memory_limit_in_bytes": 32 << 20},
+			"security_context": map[string]any{"namespace_options": map[string]any{"pid": 1}}},
+	})
+	oomID, errOut, code := e.crictl("create", podID, oomCfg, pod)
+	if code != 0 {
+		t.Fatalf("crictl create oom: %d %s", code, errOut)
+	}
+	if _, errOut, code := e.crictl("start", oomID); code != 0 {
+		t.Fatalf("crictl start oom: %d %s", code, errOut)
+	}
+	var oomState string
+	Eventually(t, "the oom container to exit", func() bool {
+		oomState, _, _ = e.crictl("inspect", "-o", "go-template", "--template", "{{.status.state}} {{.status.reason}} {{.status.exitCode}}", oomID)
+		return strings.HasPrefix(oomState, "CONTAINER_EXITED")
+	})
+	if oomState != "CONTAINER_EXITED OOMKilled 137" {
+		t.Errorf("the container past its memory limit: %q, want CONTAINER_EXITED OOMKilled 137", oomState)
+	}
 	logs, errOut, code := e.crictl("logs", ctrs["server"])
 	if code != 0 || !strings.Contains(logs, "started") {
 		t.Errorf("crictl logs: %d %q %s", code, logs, errOut)

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,7 +90,12 @@ func TestLaunchKeepsProcessOffCmdline(t *testing.T) {
 		data, _ := os.ReadFile(errLog)
 		t.Fatalf("create: %v %s", err, data)
 	}
-	supervisor = readPid(t, filepath.Join(dir, "c1.pid"))
+	var initPid int
+	initPid, supervisor = containerPids(t, root, "c1", filepath.Join(dir, "c1.pid"))
+	t.Cleanup(func() {
+		_ = unix.Kill(initPid, unix.SIGKILL)
+		_, _ = unix.Wait4(initPid, nil, unix.WNOHANG, nil)
+	})
 	mainIn.r.Close()
 	mainOut.w.Close()
 	if out, err := exec.Command(runc, "--root", root, "start", "c1").CombinedOutput(); err != nil {
@@ -119,6 +126,9 @@ func TestLaunchKeepsProcessOffCmdline(t *testing.T) {
 	sc.check(t, "after the exec'd process ended")
 
 	mainIn.w.Close()
+	if code := reap(t, initPid); code != 0 {
+		t.Errorf("the container's init exited %d, want its process's 0", code)
+	}
 	if code := reap(t, supervisor); code != 0 {
 		t.Errorf("the supervisor exited %d, want the container's process's 0", code)
 	}
@@ -172,6 +182,38 @@ func newMarker(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return "tentmark" + hex.EncodeToString(b)
+}
+
+// containerPids reads a created container's pid from pidFile and checks
+// that it is the container's (runc's contract, which the shim relies
+// on): in the container's pid and mount namespaces (entered by that pid)
+// and listed by ps. It returns it and the supervisor's pid (state.json's):
+// both are left to create's parent, a subreaper, to reap.
+func containerPids(t *testing.T, root, id, pidFile string) (initPid, supervisor int) {
+	t.Helper()
+	initPid = readPid(t, pidFile)
+	data, err := os.ReadFile(filepath.Join(root, id, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Pid        int `json:"pid"`
+		Supervisor int `json:"supervisor"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Pid != initPid || rec.Supervisor <= 0 || rec.Supervisor == initPid {
+		t.Fatalf("state.json: pid %d, supervisor %d; want the pid file's %d and another", rec.Pid, rec.Supervisor, initPid)
+	}
+	for _, ns := range []string{"pid", "mnt", "user"} {
+		inside, err1 := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", initPid, ns))
+		ours, err2 := os.Readlink("/proc/self/ns/" + ns)
+		if err1 != nil || err2 != nil || inside == ours {
+			t.Errorf("the pid file's %d: %s namespace %q (%v), this process's %q (%v): want the container's own", initPid, ns, inside, err1, ours, err2)
+		}
+	}
+	return initPid, rec.Supervisor
 }
 
 func readPid(t *testing.T, path string) int {

@@ -21,9 +21,12 @@ type record struct {
 	ID     string `json:"id"`
 	Bundle string `json:"bundle"`
 	Rootfs string `json:"rootfs"`
-	// Pid is the supervisor's (which the shim reaps), Sandbox the id of
-	// the sandbox in ROOT/ID, the supervised state directory.
+	// Pid is the container's, which the shim reaps: its sandbox's init
+	// (supervised.ChildLaunch.ParentReaps). Supervisor is its
+	// supervisor's, Sandbox the id of the sandbox in ROOT/ID, the
+	// supervised state directory.
 	Pid         int               `json:"pid"`
+	Supervisor  int               `json:"supervisor,omitempty"`
 	Sandbox     string            `json:"sandbox"`
 	Created     time.Time         `json:"created"`
 	Owner       string            `json:"owner"`

@@ -53,9 +53,12 @@ func TestUpdate(t *testing.T) {
 		out, _ := os.ReadFile(errLog)
 		t.Fatalf("create: %v %s", err, out)
 	}
-	supervisor := readPid(t, pidFile)
+	initPid, supervisor := containerPids(t, root, "c1", pidFile)
 	t.Cleanup(func() {
 		_, _ = runcDo("", "kill", "--all", "c1", "KILL")
+		if code := reap(t, initPid); code != 128+int(unix.SIGKILL) {
+			t.Errorf("the container's init exited %d, want its process's %d (kill --all KILL)", code, 128+int(unix.SIGKILL))
+		}
 		reap(t, supervisor)
 		_, _ = runcDo("", "delete", "--force", "c1")
 	})

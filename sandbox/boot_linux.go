@@ -36,6 +36,8 @@ type bootIO struct {
 	proxyLimits ProxyLimits
 	// secrets is ProvisionOptions.Secrets.
 	secrets netpolicy.SecretSource
+	// parentReaps is ProvisionOptions.ParentReaps.
+	parentReaps bool
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -78,6 +80,10 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		return nil, err
 	}
 	p.cfg.IdleAfter = bio.idleAfter
+	p.opts.ParentReaps = bio.parentReaps
+	if bio.parentReaps {
+		p.cfg.IdleAfter = -1 // the idle holder's hand-off adopts a child
+	}
 	p.opts.Logger = log
 	debug := log.Enabled(ctx, slog.LevelDebug)
 	var cloneStart int64 // for the init's phases (-v)

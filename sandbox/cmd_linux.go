@@ -38,7 +38,14 @@ type running struct {
 	// stdio and tty are a one-shot command's stdio and terminal relay.
 	stdio *stdio
 	tty   *ttyRelay
+	// exitStatus, for an init its caller's parent reaps
+	// (ProvisionOptions.ParentReaps), is the status it quits with.
+	exitStatus func() int
 }
+
+// quitGrace bounds the wait for an init told to quit (Init.Quit) before
+// it is killed.
+const quitGrace = 5 * time.Second
 
 // Start builds the sandbox and starts the command in it. Nothing is left
 // behind when it fails.
@@ -234,7 +241,11 @@ func (r *running) teardown(ctx context.Context) error {
 		r.pub.close() // first: nothing new is dialled inside
 	}
 	if r.init != nil {
-		_ = r.init.Kill()
+		if r.exitStatus != nil {
+			_ = r.init.Quit(r.exitStatus(), quitGrace)
+		} else {
+			_ = r.init.Kill()
+		}
 		errs = append(errs, r.init.Close())
 	}
 	if r.tty != nil {

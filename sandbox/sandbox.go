@@ -52,6 +52,20 @@ type ProvisionOptions struct {
 	// sandbox's own, in its memory. nil keeps the inline values in the sandbox's memory: then
 	// every secret must have one.
 	Secrets netpolicy.SecretSource
+	// ParentReaps makes the sandbox's init a child of this process's
+	// parent rather than of this process (CLONE_PARENT): for a program
+	// that exits once the sandbox is made and leaves it to a parent that
+	// learns a container's end by reaping one pid (tent-runc's
+	// supervisor, under containerd's shim). That pid is then the init,
+	// in the sandbox's namespaces and cgroup, as runc's container
+	// process is; when the sandbox ends, the init exits with
+	// ExitStatus() (nil: 128+SIGKILL), after the kernel has killed every
+	// other process of the sandbox. The init is never handed to an idle
+	// holder (IdleAfter is then taken as negative).
+	ParentReaps bool
+	// ExitStatus gives the init's exit status (0-255) when the sandbox
+	// ends, with ParentReaps.
+	ExitStatus func() int
 }
 
 // DefaultIdleAfter is the default [ProvisionOptions.IdleAfter].

@@ -65,9 +65,15 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	if spec.Network.Secrets, err = inlineSecrets(spec.Network.Secrets, opts.Secrets); err != nil {
 		return nil, err
 	}
-	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter, id: id, proxyLimits: opts.ProxyLimits, secrets: opts.Secrets})
+	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter, id: id, proxyLimits: opts.ProxyLimits, secrets: opts.Secrets, parentReaps: opts.ParentReaps})
 	if err != nil {
 		return nil, err
+	}
+	if opts.ParentReaps {
+		r.exitStatus = opts.ExitStatus
+		if r.exitStatus == nil {
+			r.exitStatus = func() int { return 128 + int(syscall.SIGKILL) }
+		}
 	}
 	go r.init.Serve()
 	s := &Sandbox{id: id, spec: spec, run: r, ended: make(chan struct{}), created: time.Now(), secrets: opts.Secrets}

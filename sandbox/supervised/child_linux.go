@@ -46,6 +46,8 @@ type mainCommand struct {
 	TTY bool `json:"tty,omitempty"`
 	// CgroupsPath is ChildLaunch.CgroupsPath.
 	CgroupsPath string `json:"cgroups_path,omitempty"`
+	// ParentReaps is ChildLaunch.ParentReaps.
+	ParentReaps bool `json:"parent_reaps,omitempty"`
 }
 
 // ChildLaunch is what [Backend.LaunchChild] starts.
@@ -73,6 +75,15 @@ type ChildLaunch struct {
 	// cgroups.JoinPath); the levels it made go when the sandbox is
 	// terminated.
 	CgroupsPath string
+	// ParentReaps makes the sandbox's init a child of this process too
+	// (sandbox.ProvisionOptions.ParentReaps), beside the supervisor: it
+	// exits with the main command's status once the sandbox is torn
+	// down, so a parent that learns a container's end by reaping one pid
+	// (containerd's shim, once this process has exited) can be given
+	// [Child.Info].InitPID, which is in the sandbox's namespaces and
+	// cgroup, as runc's container process is. This process must then
+	// exit (or reap what it does not know of) once it has launched.
+	ParentReaps bool
 }
 
 // Child is a supervisor started by [Backend.LaunchChild]: this
@@ -123,7 +134,7 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 		return nil, err
 	}
 	o := launch{ID: id, Spec: cl.Spec,
-		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath}}
+		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath, ParentReaps: cl.ParentReaps}}
 	info, err := b.spawnWith(ctx, o, cio)
 	if err != nil {
 		return nil, err
@@ -239,6 +250,20 @@ func (m *mainRun) exitCode() int {
 		return m.code
 	}
 	return 128 + int(syscall.SIGKILL)
+}
+
+// initStatus is the status the sandbox's init exits with when the
+// sandbox ends, with ChildLaunch.ParentReaps: the main command's once it
+// has exited (255 when it does not fit), else 128+SIGKILL (it dies with
+// the sandbox). It never blocks: the sandbox's end is what ends a
+// running main command.
+func (m *mainRun) initStatus() int {
+	select {
+	case <-m.done:
+		return min(max(m.code, 0), 255)
+	default:
+		return 128 + int(syscall.SIGKILL)
+	}
 }
 
 // hangupFunc is what a SIGHUP of the supervisor does: with a terminal

@@ -142,3 +142,62 @@ func TestDeepStateDir(t *testing.T) {
 		t.Errorf("left in the state directory: %v", ents)
 	}
 }
+
+// TestLaunchChildParentReaps: with ParentReaps the sandbox's init is the
+// caller's child too (the pid containerd's shim reaps, through
+// tent-runc), in the sandbox's own namespaces, and exits with the main
+// command's status once everything else in the sandbox is gone: 7 from
+// the main command; 128+SIGKILL for a sandbox ended while it runs.
+func TestLaunchChildParentReaps(t *testing.T) {
+	b := open(t)
+	ctx := context.Background()
+	child, err := b.LaunchChild(ctx, ChildLaunch{Args: []string{"sh", "-c", "sleep 60 & exit 7"}, ParentReaps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := child.Info.InitPID
+	if pid <= 0 || parentOf(t, pid) != os.Getpid() {
+		t.Fatalf("the init %d: parent %d, want this process (%d)", pid, parentOf(t, pid), os.Getpid())
+	}
+	for _, ns := range []string{"pid", "mnt", "user"} {
+		inside, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns)
+		ours, _ := os.Readlink("/proc/self/ns/" + ns)
+		if inside == "" || inside == ours {
+			t.Errorf("the init's %s namespace is %q, this process's %q: want its own", ns, inside, ours)
+		}
+	}
+	if err := sbOf(t, b, child.Info.ID).StartMain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Exited() || ws.ExitStatus() != 7 {
+		t.Fatalf("the init ended with %#x, %v; want exit status 7, the main command's", ws, err)
+	}
+	// Its pid namespace died with it: the background sleep too.
+	for _, dir := range child.Info.CgroupPaths {
+		if procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil && len(bytes.TrimSpace(procs)) > 0 {
+			t.Errorf("the sandbox's cgroup %s still holds %q once its init has exited", dir, procs)
+		}
+	}
+	if code, err := child.Wait(); err != nil || code != 7 {
+		t.Errorf("the supervisor exited with %d, %v; want 7 too", code, err)
+	}
+
+	running, err := b.LaunchChild(ctx, ChildLaunch{Args: []string{"sleep", "60"}, ParentReaps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := sbOf(t, b, running.Info.ID)
+	if err := sb.StartMain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Terminate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syscall.Wait4(running.Info.InitPID, &ws, 0, nil); err != nil || !ws.Exited() || ws.ExitStatus() != 128+int(syscall.SIGKILL) {
+		t.Errorf("the init of a sandbox ended while its main command ran: %#x, %v; want exit status %d", ws, err, 128+int(syscall.SIGKILL))
+	}
+	if code, err := running.Wait(); err != nil || code != 128+int(syscall.SIGKILL) {
+		t.Errorf("its supervisor exited with %d, %v; want %d", code, err, 128+int(syscall.SIGKILL))
+	}
+}

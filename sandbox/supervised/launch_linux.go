@@ -219,6 +219,9 @@ func superviseMain() int {
 		return fail(err)
 	}
 	o.log = popts.Logger
+	if o.Main != nil && o.Main.ParentReaps {
+		popts.ParentReaps, popts.ExitStatus = true, o.main.initStatus
+	}
 	joined, fail, err := o.joinCgroupsPath(fail)
 	if err != nil {
 		return fail(err)

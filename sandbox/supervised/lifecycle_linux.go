@@ -113,6 +113,12 @@ func (s *Sandbox) Terminate(ctx context.Context) error {
 			return err
 		}
 		waitGone(rec) // the supervisor exits once its teardown is done
+	} else if supervisorAlive(rec) {
+		// Stopped, its supervisor still tearing it down (it records the
+		// end first; a child supervisor's init, which the caller's
+		// parent reaps, has exited before): nothing is reclaimed, or
+		// removed, under it.
+		waitGone(rec)
 	}
 	s.b.st.Reclaim(rec)
 	return s.b.st.removeFiles(rec.ID)
