@@ -21,6 +21,9 @@ import (
 type Options struct {
 	// ShareNet keeps the host's network namespace.
 	ShareNet bool
+	// ShareIPC keeps this thread's IPC namespace (a pod's, which the
+	// caller joined) instead of a new one.
+	ShareIPC bool
 	// UIDMap and GIDMap map ids inside to ids outside: exactly one (the
 	// sandbox's user, ContainerID) or, for a root caller's id range
 	// (Privileged only), Size ids from ContainerID 0, the init then
@@ -103,9 +106,12 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 
-	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS)
 	if !o.ShareNet {
 		flags |= unix.CLONE_NEWNET
+	}
+	if !o.ShareIPC {
+		flags |= unix.CLONE_NEWIPC
 	}
 	argv := []string{InitArg0}
 	if o.ParentReaps {

@@ -37,6 +37,14 @@ type bundle struct {
 	NetNS string
 	// Sysctls are network sysctls to set in NetNS.
 	Sysctls map[string]string
+	// IPCNS, when not "", is the path of an IPC namespace to join
+	// (linux.namespaces' ipc path: a CRI pod's, its sandbox container's
+	// init's): the supervisor is started in it and the sandbox shares it
+	// (supervised.ChildLaunch.ShareIPC). IPCSysctls are the bundle's IPC
+	// sysctls, which are the pod's, set there by its sandbox container:
+	// checked, not set.
+	IPCNS      string
+	IPCSysctls map[string]string
 	// PodSysctls are a pod sandbox container's IPC sysctls (CRI gives a
 	// pod's there, for the IPC namespace its containers share): set in
 	// the sandbox container's own, and by tent-runc in each container of
@@ -353,12 +361,21 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 					return unsupported(field+".path", "joining an existing user namespace (%s) without linux.uidMappings: tent makes the container's own, and needs the range to map", ns.Path)
 				}
 				b.Ignored = append(b.Ignored, field+".path "+ns.Path+" (the container gets its own, with the same linux.uidMappings)")
-			case specs.IPCNamespace, specs.UTSNamespace, specs.PIDNamespace:
+			case specs.IPCNamespace:
+				// A pod's (CRI names it by /proc/PID/ns/ipc of the pod's
+				// sandbox container's pid, its tent init): joined, so
+				// that a pod's containers share System V IPC and POSIX
+				// message queues. tent-runc checks, as it joins, that it
+				// is an IPC namespace of a container, never the host's.
+				if !filepath.IsAbs(ns.Path) {
+					return invalid(field+".path", "%q is not absolute", ns.Path)
+				}
+				b.IPCNS = filepath.Clean(ns.Path)
+			case specs.UTSNamespace, specs.PIDNamespace:
 				b.joinsUTS = b.joinsUTS || ns.Type == specs.UTSNamespace
-				// A pod's first container's (CRI names them through
-				// /proc/PID/ns of its pid, a tent supervisor: the host's
-				// own namespaces): never joined; the container gets its
-				// own instead, stricter.
+				// A pod's: the container gets its own instead (with the
+				// pod's hostname; its own pid namespace, whose PID 1 is
+				// tent's init: shareProcessNamespace is not met).
 				b.Ignored = append(b.Ignored, field+".path "+ns.Path+" (the container gets its own)")
 			default:
 				return unsupported(field+".path", "joining an existing %s namespace (%s) is not supported: tent makes each sandbox's own (a network namespace can be joined)", ns.Type, ns.Path)
@@ -406,6 +423,15 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 				b.Sysctls[k] = l.Sysctl[k]
 				continue
 			}
+			if !strings.HasPrefix(k, "net.") && b.IPCNS != "" {
+				// The pod's, in the pod's IPC namespace the container
+				// joins: its sandbox container set them there.
+				if b.IPCSysctls == nil {
+					b.IPCSysctls = map[string]string{}
+				}
+				b.IPCSysctls[k] = l.Sysctl[k]
+				continue
+			}
 			if !strings.HasPrefix(k, "net.") && podSandbox(b.Config.Annotations) {
 				// A pod's sysctls come in its sandbox container's bundle,
 				// for the pod's IPC namespace; tent gives every container
@@ -421,6 +447,9 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 			b.Spec.Sysctls[k] = l.Sysctl[k]
 		}
 		if err := sandbox.ValidateSysctls(b.Spec.Sysctls, b.Spec.Network); err != nil {
+			return unsupported("linux.sysctl", "%v", err)
+		}
+		if err := sandbox.ValidateSysctls(b.IPCSysctls, b.Spec.Network); err != nil {
 			return unsupported("linux.sysctl", "%v", err)
 		}
 	}

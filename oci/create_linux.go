@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -131,7 +133,7 @@ func launchContainer(ctx context.Context, dir string, b *bundle) (*supervised.Ch
 	// it reaps, enters (nsenter, CNI) and watches (its cgroup's OOM
 	// events, its metrics) is in the container.
 	cl := supervised.ChildLaunch{Spec: b.Spec, Args: b.Main.Args, Env: b.Main.Env, Dir: b.Main.Cwd, ParentReaps: true,
-		Start: func(cmd *exec.Cmd) error { return startIn(cmd, b.NetNS, b.Sysctls) }}
+		ShareIPC: b.IPCNS != "", Start: func(cmd *exec.Cmd) error { return startIn(cmd, b) }}
 	if b.Config.Linux != nil {
 		// The supervisor joins it, so that the shim's metrics, read from
 		// the cgroup of the pid it reaps, show the container.
@@ -211,38 +213,71 @@ func recordContainer(root string, a createArgs, b *bundle, child *supervised.Chi
 	return err
 }
 
-// startIn starts cmd in the network namespace at netns ("" for ours):
-// from a locked thread that joined it, which Go's fork runs on, so that
-// the child and all its threads are in it, after setting sysctls
-// (net.*) there (/proc/sys/net is the opening thread's namespace's). The
-// thread is never given back to the runtime (it ends with its
-// goroutine).
-func startIn(cmd *exec.Cmd, netns string, sysctls map[string]string) error {
-	if netns == "" {
+// startIn starts cmd in the bundle's network and IPC namespaces, when it
+// names them (else ours): from a locked thread that joined them, which
+// Go's fork runs on, so that the child and all its threads are in them,
+// after setting the network sysctls (net.*) and checking the IPC ones
+// there (/proc/sys is the opening thread's namespaces'). The thread is
+// never given back to the runtime (it ends with its goroutine).
+func startIn(cmd *exec.Cmd, b *bundle) error {
+	if b.NetNS == "" && b.IPCNS == "" {
 		return cmd.Start()
 	}
-	// Followed: CRI names a pod's namespace as /proc/PID/ns/net of the
-	// pod's first container (a magic link), and the bundle is the
-	// runtime caller's. What it names must be a network namespace.
-	f, err := os.Open(netns)
-	if err != nil {
-		return fmt.Errorf("linux.namespaces: network path: %w", err)
-	}
-	defer f.Close()
-	if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWNET {
-		return fmt.Errorf("linux.namespaces: network path %s is not a network namespace (%v)", netns, err)
+	// Followed: CRI names a pod's namespaces as /proc/PID/ns/* of the
+	// pod's sandbox container's pid (a magic link), and the bundle is
+	// the runtime caller's. What each names must be a namespace of its
+	// type; an IPC namespace must be a container's (see ownedByHost).
+	var joins []*os.File
+	defer func() {
+		for _, f := range joins {
+			f.Close()
+		}
+	}()
+	for _, j := range []struct {
+		path, what, kind string
+		typ              int
+	}{{b.NetNS, "network", "a network namespace", unix.CLONE_NEWNET}, {b.IPCNS, "ipc", "an IPC namespace", unix.CLONE_NEWIPC}} {
+		if j.path == "" {
+			continue
+		}
+		f, err := os.Open(j.path)
+		if err != nil {
+			return fmt.Errorf("linux.namespaces: %s path: %w", j.what, err)
+		}
+		joins = append(joins, f)
+		if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != j.typ {
+			return fmt.Errorf("linux.namespaces: %s path %s is not %s (%v)", j.what, j.path, j.kind, err)
+		}
+		if j.typ == unix.CLONE_NEWIPC {
+			if host, err := ownedByHost(f); err != nil || host {
+				return fmt.Errorf("%w: linux.namespaces: ipc path %s: an IPC namespace of the host's user namespace (the host's own, or one no container made) is never joined (%v)", ErrUnsupportedConfig, j.path, err)
+			}
+		}
 	}
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- fmt.Errorf("joining the network namespace %s: %w", netns, os.NewSyscallError("setns", err))
-			return
+		for _, f := range joins {
+			if err := unix.Setns(int(f.Fd()), 0); err != nil {
+				done <- fmt.Errorf("joining the namespace %s: %w", f.Name(), os.NewSyscallError("setns", err))
+				return
+			}
 		}
-		for k, v := range sysctls {
+		for _, k := range slices.Sorted(maps.Keys(b.Sysctls)) {
 			p := "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
-			if err := os.WriteFile(p, []byte(v), 0); err != nil {
+			if err := os.WriteFile(p, []byte(b.Sysctls[k]), 0); err != nil {
 				done <- fmt.Errorf("linux.sysctl %s: %w", k, err)
+				return
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(b.IPCSysctls)) {
+			got, err := readSmall("/proc/sys/"+strings.ReplaceAll(k, ".", "/"), 4096)
+			if err != nil {
+				done <- fmt.Errorf("linux.sysctl %s: %w", k, err)
+				return
+			}
+			if strings.Join(strings.Fields(string(got)), " ") != strings.Join(strings.Fields(b.IPCSysctls[k]), " ") {
+				done <- fmt.Errorf("%w: linux.sysctl %s: %q, but the pod's IPC namespace, which the container joins, has %q: a pod's IPC sysctls are its sandbox's", ErrUnsupportedConfig, k, b.IPCSysctls[k], strings.TrimSpace(string(got)))
 				return
 			}
 		}
@@ -251,13 +286,33 @@ func startIn(cmd *exec.Cmd, netns string, sysctls map[string]string) error {
 	return <-done
 }
 
+// ownedByHost reports whether the namespace f is owned by this process's
+// user namespace (the host's, for tent-runc under containerd): a pod's
+// IPC namespace is its sandbox container's, owned by that container's
+// own user namespace.
+func ownedByHost(f *os.File) (bool, error) {
+	owner, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		return false, os.NewSyscallError("NS_GET_USERNS", err)
+	}
+	defer unix.Close(owner)
+	var theirs, ours unix.Stat_t
+	if err := unix.Fstat(owner, &theirs); err != nil {
+		return false, err
+	}
+	if err := unix.Stat("/proc/self/ns/user", &ours); err != nil {
+		return false, err
+	}
+	return theirs.Dev == ours.Dev && theirs.Ino == ours.Ino, nil
+}
+
 // podSysctls gives a pod's container the pod's IPC sysctls, from its
 // sandbox container's record (CRI's annotation names it; see
 // bundle.PodSysctls); the container's own win. A sandbox that is gone
 // gives none.
 func podSysctls(root string, b *bundle) error {
-	if podSandbox(b.Config.Annotations) {
-		return nil
+	if podSandbox(b.Config.Annotations) || b.IPCNS != "" {
+		return nil // the pod's own, or the pod's IPC namespace joined
 	}
 	sid := b.Config.Annotations["io.kubernetes.cri.sandbox-id"]
 	if sid == "" {

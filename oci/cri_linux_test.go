@@ -106,10 +106,17 @@ func TestCRI(t *testing.T) {
 	if out, errOut, _ := e.crictl("exec", ctrs["client"], "hostname"); out != "tentpod-host" {
 		t.Errorf("hostname in the pod's second container: %q %s, want tentpod-host", out, errOut)
 	}
+	// The pod's containers share its IPC namespace (CRI's default), the
+	// pod's sandbox container's, where its IPC sysctls are set.
+	ipcNS := map[string]string{}
 	for name, id := range ctrs {
 		if out, errOut, _ := e.crictl("exec", id, "cat", "/proc/sys/kernel/shm_rmid_forced"); out != "1" {
 			t.Errorf("the pod's kernel.shm_rmid_forced in its %s container: %q %s, want 1", name, out, errOut)
 		}
+		ipcNS[name], _, _ = e.crictl("exec", id, "readlink", "/proc/self/ns/ipc")
+	}
+	if hostIPC, _ := os.Readlink("/proc/self/ns/ipc"); ipcNS["server"] == "" || ipcNS["server"] != ipcNS["client"] || ipcNS["server"] == hostIPC {
+		t.Errorf("the pod's containers' IPC namespaces: %v (the host's %s); want one, the pod's", ipcNS, hostIPC)
 	}
 	// Both containers are in the pod's network namespace: the server
 	// listens on its loopback, the client connects to it. Port 80: the

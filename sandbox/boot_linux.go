@@ -36,8 +36,8 @@ type bootIO struct {
 	proxyLimits ProxyLimits
 	// secrets is ProvisionOptions.Secrets.
 	secrets netpolicy.SecretSource
-	// parentReaps is ProvisionOptions.ParentReaps.
-	parentReaps bool
+	// parentReaps and shareIPC are ProvisionOptions'.
+	parentReaps, shareIPC bool
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -52,6 +52,9 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	p, err := prepare(spec, path, args)
 	if err != nil {
 		return nil, err
+	}
+	if k, ok := ipcSysctl(spec.Sysctls); ok && bio.shareIPC {
+		return nil, fmt.Errorf("%w: sysctls: %s: the sandbox shares its caller's IPC namespace, whose sysctls are that namespace's owner's", ErrInvalidSpec, k)
 	}
 	if err := p.keepValuesOut(spec, bio.secrets); err != nil {
 		return nil, err
@@ -80,7 +83,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		return nil, err
 	}
 	p.cfg.IdleAfter = bio.idleAfter
-	p.opts.ParentReaps = bio.parentReaps
+	p.opts.ParentReaps, p.opts.ShareIPC = bio.parentReaps, bio.shareIPC
 	if bio.parentReaps {
 		p.cfg.IdleAfter = -1 // the idle holder's hand-off adopts a child
 	}

@@ -66,6 +66,12 @@ type ProvisionOptions struct {
 	// ExitStatus gives the init's exit status (0-255) when the sandbox
 	// ends, with ParentReaps.
 	ExitStatus func() int
+	// ShareIPC keeps the sandbox in this process's IPC namespace instead
+	// of a new one: for a caller that joined a pod's (tent-runc's
+	// supervisor, whose containers of one pod share the pod's System V
+	// IPC and POSIX message queues). The namespace's sysctls are its
+	// owner's to set: IPC sysctls in the spec are then refused.
+	ShareIPC bool
 }
 
 // DefaultIdleAfter is the default [ProvisionOptions.IdleAfter].

@@ -46,8 +46,9 @@ type mainCommand struct {
 	TTY bool `json:"tty,omitempty"`
 	// CgroupsPath is ChildLaunch.CgroupsPath.
 	CgroupsPath string `json:"cgroups_path,omitempty"`
-	// ParentReaps is ChildLaunch.ParentReaps.
+	// ParentReaps and ShareIPC are ChildLaunch's.
 	ParentReaps bool `json:"parent_reaps,omitempty"`
+	ShareIPC    bool `json:"share_ipc,omitempty"`
 }
 
 // ChildLaunch is what [Backend.LaunchChild] starts.
@@ -84,6 +85,9 @@ type ChildLaunch struct {
 	// cgroup, as runc's container process is. This process must then
 	// exit (or reap what it does not know of) once it has launched.
 	ParentReaps bool
+	// ShareIPC keeps the sandbox in the supervisor's IPC namespace
+	// (sandbox.ProvisionOptions.ShareIPC): Start joined a pod's.
+	ShareIPC bool
 }
 
 // Child is a supervisor started by [Backend.LaunchChild]: this
@@ -134,7 +138,7 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 		return nil, err
 	}
 	o := launch{ID: id, Spec: cl.Spec,
-		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath, ParentReaps: cl.ParentReaps}}
+		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath, ParentReaps: cl.ParentReaps, ShareIPC: cl.ShareIPC}}
 	info, err := b.spawnWith(ctx, o, cio)
 	if err != nil {
 		return nil, err

@@ -219,8 +219,11 @@ func superviseMain() int {
 		return fail(err)
 	}
 	o.log = popts.Logger
-	if o.Main != nil && o.Main.ParentReaps {
-		popts.ParentReaps, popts.ExitStatus = true, o.main.initStatus
+	if o.Main != nil {
+		if o.Main.ParentReaps {
+			popts.ParentReaps, popts.ExitStatus = true, o.main.initStatus
+		}
+		popts.ShareIPC = o.Main.ShareIPC
 	}
 	joined, fail, err := o.joinCgroupsPath(fail)
 	if err != nil {
