@@ -13,7 +13,7 @@ SERVER := bin/tent-server
 # faster (fewer page faults); against musl where scripts/musl can prepare
 # it (no cpuid probes at each start), else glibc.
 
-.PHONY: all setup build static test test-root test-unprivileged test-oci test-cri lint bench clean
+.PHONY: all setup build static test test-root test-unprivileged test-oci test-cri k8s-tools lint bench clean
 
 all: build
 
@@ -59,9 +59,19 @@ test-unprivileged: setup
 # scripts/setup-oci installs containerd, runc and busybox-static; the
 # propagation test (a bundle under a shared /) needs that busybox too,
 # so it runs here, where it cannot skip.
+# Kubernetes' node stack, pinned (containerd 2, runc 1.5, crictl, critest),
+# built into bin/k8s by scripts/k8s-tools (about 6 minutes, once; not in
+# CI). Where bin/k8s has a containerd, test-oci, test-cri and bench run
+# on it (first on PATH) rather than on the system's containerd 1.6, and
+# bench's CRI pod start has runc 1.5 for its baseline.
+K8S := $(CURDIR)/bin/k8s
+K8S_PATH := $(if $(wildcard bin/k8s/containerd),PATH=$(K8S):$$PATH)
+k8s-tools:
+	./scripts/k8s-tools $(K8S)
+
 test-oci: build
 	./scripts/setup-oci
-	TENT_BINARY=$(CURDIR)/$(BIN) TENT_REQUIRE_OCI=1 $(GO) test -count=1 -timeout 5m -run 'Containerd|SharedMountsStayOutOfTheHost' ./oci/
+	$(K8S_PATH) TENT_BINARY=$(CURDIR)/$(BIN) TENT_REQUIRE_OCI=1 $(GO) test -count=1 -timeout 5m -run 'Containerd|SharedMountsStayOutOfTheHost' ./oci/
 
 # The CRI path kubelet uses, through containerd's CRI plugin with a
 # "tent" runtime handler: crictl (built once into bin/ from
@@ -74,7 +84,7 @@ bin/crictl:
 
 test-cri: build bin/crictl
 	./scripts/setup-oci
-	TENT_BINARY=$(CURDIR)/$(BIN) TENT_CRICTL=$(CURDIR)/bin/crictl TENT_REQUIRE_OCI=1 $(GO) test -count=1 -timeout 5m -run 'CRI' ./oci/
+	$(K8S_PATH) TENT_BINARY=$(CURDIR)/$(BIN) TENT_CRICTL=$(CURDIR)/bin/crictl TENT_REQUIRE_OCI=1 $(GO) test -count=1 -timeout 5m -run 'CRI' ./oci/
 
 # BEFORE=path/to/an/older/tent adds its `tent run` to the start-up
 # comparison, interleaved with the others: a before/after ratio in one run.
@@ -89,7 +99,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'Pipe100MB' -benchtime 10x ./cmd/tent/cli/
 	$(GO) test -run '^$$' -bench 'E2BSDK|CodeInterpreterSDK' -benchtime 1x ./serve/
 	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'MCPExec' -benchtime 1x ./cmd/tent/cli/
-	TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CtrRun' -benchtime 20x ./oci/
+	$(K8S_PATH) TENT_BINARY=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'CtrRun' -benchtime 20x ./oci/
+	$(K8S_PATH) TENT_BINARY=$(CURDIR)/$(BIN) $(if $(wildcard bin/crictl),TENT_CRICTL=$(CURDIR)/bin/crictl) $(GO) test -run '^$$' -bench 'CRIPodStart' -benchtime 15x ./oci/
 
 clean:
 	rm -rf bin

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ func (e *env) crictl(args ...string) (string, string, int) {
 	return strings.TrimSpace(o.String()), s.String(), code
 }
 
-func writeJSON(t *testing.T, path string, v any) string {
+func writeJSON(t testing.TB, path string, v any) string {
 	t.Helper()
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -177,3 +178,65 @@ func TestCRI(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// BenchmarkCRIPodStart is a pod's start through containerd's CRI, as
+// kubelet drives it: `crictl runp` + `create` + `start` of a pod of one
+// container (start), then `crictl exec true` in it (exec), with the tent
+// handler and with containerd's default runc, side by side (make bench).
+// Each iteration removes its pod. runc must be one that creates CRI pods
+// on this kernel (make k8s-tools builds runc 1.5; Debian's 1.1 cannot):
+// where it cannot, only tent's figures are given.
+func BenchmarkCRIPodStart(b *testing.B) {
+	bin := os.Getenv("TENT_CRICTL")
+	if bin == "" {
+		bin, _ = exec.LookPath("crictl")
+	}
+	need(b, bin != "", "no crictl (make test-cri builds it; TENT_CRICTL)")
+	need(b, lookPath("ip") && fileExists("/usr/lib/cni/bridge"), "ip or the CNI plugins missing (apt-get install iproute2 containernetworking-plugins)")
+	e := newEnvWith(b, true, "")
+	ctr := writeJSON(b, filepath.Join(e.dir, "ctr.json"), map[string]any{
+		"metadata": map[string]any{"name": "bench"},
+		"image":    map[string]any{"image": e.image},
+		"command":  []string{"sleep", "300"},
+		"linux":    map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 1}}},
+	})
+	for _, handler := range []string{"tent", "runc"} {
+		b.Run(handler, func(b *testing.B) {
+			var start, exec time.Duration
+			for i := 0; b.Loop(); i++ {
+				pod := writeJSON(b, filepath.Join(e.dir, "pod.json"), map[string]any{
+					"metadata":      map[string]any{"name": "bench", "namespace": "default", "uid": fmt.Sprintf("%s-%d", handler, i), "attempt": 0},
+					"log_directory": filepath.Join(e.dir, "logs"),
+				})
+				t0 := time.Now()
+				podID, errOut, code := e.crictl("runp", "--runtime", handler, pod)
+				if code != 0 {
+					if handler == "runc" {
+						b.Skipf("runc cannot create a CRI pod here (make k8s-tools builds one that can): %s", errOut)
+					}
+					b.Fatalf("crictl runp: %d %s", code, errOut)
+				}
+				id, errOut, code := e.crictl("create", podID, ctr, pod)
+				if code == 0 {
+					_, errOut, code = e.crictl("start", id)
+				}
+				if code != 0 {
+					b.Fatalf("crictl create/start: %d %s", code, errOut)
+				}
+				t1 := time.Now()
+				if _, errOut, code := e.crictl("exec", id, "true"); code != 0 {
+					b.Fatalf("crictl exec: %d %s", code, errOut)
+				}
+				t2 := time.Now()
+				start, exec = start+t1.Sub(t0), exec+t2.Sub(t1)
+				b.StopTimer()
+				if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
+					b.Fatalf("crictl rmp: %d %s", code, errOut)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(start.Milliseconds())/float64(b.N), "start-ms/op")
+			b.ReportMetric(float64(exec.Milliseconds())/float64(b.N), "exec-ms/op")
+		})
+	}
+}

@@ -154,6 +154,10 @@ state = %q
   # net.ipv4.ip_unprivileged_port_start=0 in each pod's namespace
   enable_unprivileged_ports = true
   enable_selinux = false
+  # No oom_score_adj below containerd's own: root here may lack
+  # CAP_SYS_RESOURCE, without which runc creates no pod (tent-runc
+  # ignores process.oomScoreAdj).
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %q
