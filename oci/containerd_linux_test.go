@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -199,6 +201,37 @@ func TestContainerdHostile(t *testing.T) {
 		}
 		if !strings.Contains(out, "mount: permission denied") {
 			t.Errorf("mount: want EPERM, got:\n%s", out)
+		}
+	})
+	t.Run("with capabilities and a profile", func(t *testing.T) {
+		// What a pod may add (capabilities tent grants, SYS_ADMIN which
+		// it never does) and a Localhost profile that allows every call:
+		// both stack on tent's own, so the hostile cases still hold, and
+		// what the granted capabilities allow stays in the container's
+		// user namespace.
+		profile := writeJSON(t, filepath.Join(e.dir, "allow-all.json"), map[string]any{"defaultAction": "SCMP_ACT_ALLOW"})
+		extra := []string{"--seccomp", "--seccomp-profile", profile, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN", "--cap-add", "CAP_DAC_READ_SEARCH"}
+		out, errOut, code := e.run("capped", extra, "sh", "-c", "ls -d /usr /var/lib/containerd 2>&1; touch /tmp/s && chmod 4755 /tmp/s 2>&1; stat -c %a /tmp/s; "+
+			"unshare -U true 2>&1; mount -t tmpfs none /tmp 2>&1; chown 123:123 /tmp/s && stat -c %u /tmp/s; grep CapEff /proc/self/status; echo end")
+		if code != 0 || !strings.HasSuffix(out, "end\n") {
+			t.Fatalf("exit %d, %q %q", code, out, errOut)
+		}
+		for _, want := range []string{"/usr: No such file or directory", "/var/lib/containerd: No such file or directory",
+			"chmod: /tmp/s: Operation not permitted", "\n644\n", "unshare(0x10000000): Operation not permitted", "mount: permission denied", "\n123\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("want %q in:\n%s", want, out)
+			}
+		}
+		// SYS_ADMIN and DAC_READ_SEARCH are not granted: the container's
+		// root holds ctr's default set (tent's granted part of it) and
+		// NET_ADMIN, in its own user namespace.
+		capEff := regexp.MustCompile(`CapEff:\s+([0-9a-f]+)`).FindStringSubmatch(out)
+		if capEff == nil {
+			t.Fatalf("no CapEff in %q", out)
+		}
+		eff, _ := strconv.ParseUint(capEff[1], 16, 64)
+		if eff&(1<<21) != 0 || eff&(1<<2) != 0 || eff&(1<<12) == 0 || eff&1 == 0 {
+			t.Errorf("CapEff %s: want CAP_NET_ADMIN and CAP_CHOWN, without CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH", capEff[1])
 		}
 	})
 	t.Run("masked and read-only paths", func(t *testing.T) {
