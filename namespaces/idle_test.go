@@ -114,7 +114,7 @@ func TestHolderWake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &initLoop{execs: map[int]string{}, hostView: -1}
+	in := &initLoop{hostGone: ExitProtocol, execs: map[int]string{}, hostView: -1}
 	if code, done := in.handle(control{m: m, fds: []int{fd}}); done || code != 0 {
 		t.Fatalf("handle(wake) = %d, %v; want 0, false", code, done)
 	}

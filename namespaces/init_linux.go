@@ -60,8 +60,12 @@ func runInit() int {
 	// Die with the host side; refuse to be ptraced or have /proc/1/mem or
 	// /proc/1/exe opened by the sandbox's processes. An init its host's
 	// parent reaps (Options.ParentReaps) has that parent's thread for its
-	// parent, which is not the host side: it ends with its control socket.
-	if !(len(os.Args) == 2 && os.Args[1] == initParentReaps) {
+	// parent, which is not the host side: it ends with its control
+	// socket, as its command killed (the status its parent reaps).
+	hostGone := ExitProtocol
+	if len(os.Args) == 2 && os.Args[1] == initParentReaps {
+		hostGone = 128 + int(unix.SIGKILL)
+	} else {
 		_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
 	}
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -86,7 +90,7 @@ func runInit() int {
 		return ExitProtocol
 	}
 	defer conn.Close()
-	in := &initLoop{conn: conn, execs: map[int]string{}, hostView: -1, sudo: -1}
+	in := &initLoop{hostGone: hostGone, conn: conn, execs: map[int]string{}, hostView: -1, sudo: -1}
 	in.chld = make(chan os.Signal, 16)
 	if resumed != nil {
 		return in.resume(resumed)

@@ -13,6 +13,10 @@ import (
 
 // initLoop is a running init's state between requests.
 type initLoop struct {
+	// hostGone is the exit status when the host side is gone:
+	// ExitProtocol, or for an init its host's parent reaps
+	// (Options.ParentReaps) 128+SIGKILL, the container's process's end.
+	hostGone int
 	conn     *os.File
 	cfg      *Config
 	sp       *spawner
@@ -199,7 +203,7 @@ func (in *initLoop) pidOf(id string) int {
 // with code (the host is gone).
 func (in *initLoop) handle(c control) (code int, done bool) {
 	if c.err != nil {
-		return ExitProtocol, true // the host is gone: take everything down
+		return in.hostGone, true // the host is gone: take everything down
 	}
 	conn, m := in.conn, c.m
 	switch m.Type {

@@ -200,4 +200,25 @@ func TestLaunchChildParentReaps(t *testing.T) {
 	if code, err := running.Wait(); err != nil || code != 128+int(syscall.SIGKILL) {
 		t.Errorf("its supervisor exited with %d, %v; want %d", code, err, 128+int(syscall.SIGKILL))
 	}
+
+	// A supervisor that dies (SIGKILL) takes the sandbox with it: its
+	// init, which has no parent-death signal here, ends with its control
+	// socket, as its main command killed.
+	crashed, err := b.LaunchChild(ctx, ChildLaunch{Args: []string{"sleep", "60"}, ParentReaps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sbOf(t, b, crashed.Info.ID).StartMain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(crashed.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syscall.Wait4(crashed.Info.InitPID, &ws, 0, nil); err != nil || !ws.Exited() || ws.ExitStatus() != 128+int(syscall.SIGKILL) {
+		t.Errorf("the init of a sandbox whose supervisor died: %#x, %v; want exit status %d", ws, err, 128+int(syscall.SIGKILL))
+	}
+	_, _ = crashed.Wait()
+	if err := sbOf(t, b, crashed.Info.ID).Terminate(ctx); err != nil {
+		t.Errorf("removing the crashed supervisor's sandbox: %v", err)
+	}
 }
