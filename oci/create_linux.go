@@ -240,10 +240,13 @@ func startIn(cmd *exec.Cmd, b *bundle) error {
 		if j.path == "" {
 			continue
 		}
-		f, err := os.Open(j.path)
+		// Non-blocking: a FIFO at the path opens at once (and is then
+		// no namespace) rather than hang create until a writer comes.
+		fd, err := unix.Open(j.path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 		if err != nil {
-			return fmt.Errorf("linux.namespaces: %s path: %w", j.what, err)
+			return fmt.Errorf("linux.namespaces: %s path: %w", j.what, &os.PathError{Op: "open", Path: j.path, Err: err})
 		}
+		f := os.NewFile(uintptr(fd), j.path)
 		joins = append(joins, f)
 		if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != j.typ {
 			return fmt.Errorf("linux.namespaces: %s path %s is not %s (%v)", j.what, j.path, j.kind, err)

@@ -117,9 +117,15 @@ func TestPodIPCNamespace(t *testing.T) {
 		ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/ipc", other.Process.Pid))
 		return ns != "" && ns != hostIPC
 	})
+	// A FIFO is refused at once, not waited on.
+	fifo := filepath.Join(dir, "ns.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, path, sysctl, want string
 	}{
+		{"fifo", fifo, "1", "is not an IPC namespace"},
 		{"host", "/proc/self/ns/ipc", "1", "is never joined"},
 		{"hostmade", fmt.Sprintf("/proc/%d/ns/ipc", other.Process.Pid), "1", "is never joined"},
 		{"notipc", fmt.Sprintf("/proc/%d/ns/net", podPid), "1", "is not an IPC namespace"},
