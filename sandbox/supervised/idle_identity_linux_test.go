@@ -12,6 +12,20 @@ import (
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
+// openIdling opens a backend whose supervisors hand off to their idle
+// holder after 20 ms; it skips where the build has no holder (cgo).
+func openIdling(t *testing.T) *Backend {
+	t.Helper()
+	if !namespaces.IdleHolderAvailable() {
+		t.Skip("this build has no idle holder (cgo)")
+	}
+	b, err := Open(t.TempDir(), Options{IdleAfter: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // waitSupervisorIdle waits (30 s at most) for the supervisor sup to have
 // handed off to its idle holder.
 func waitSupervisorIdle(t *testing.T, sup int) {
@@ -30,13 +44,7 @@ func waitSupervisorIdle(t *testing.T, sup int) {
 // A sandbox whose commands keep capabilities keeps them across its
 // supervisor's idle hand-off: the resumed supervisor's plan has them.
 func TestIdleHandOffKeepsCapabilities(t *testing.T) {
-	if !namespaces.IdleHolderAvailable() {
-		t.Skip("this build has no idle holder (cgo)")
-	}
-	b, err := Open(t.TempDir(), Options{IdleAfter: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openIdling(t)
 	ctx := context.Background()
 	caps := []string{"CAP_DAC_OVERRIDE"}
 	info := provision(t, b, sandbox.Spec{Identity: sandbox.Identity{Capabilities: caps, AmbientCapabilities: caps}})

@@ -18,7 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -371,13 +370,7 @@ func TestProcessInfoJSON(t *testing.T) {
 // its record again from what it knows (it ended its sandbox before: a
 // proxied connection from inside was enough to lose it).
 func TestIdleSupervisorRewritesItsBrokenRecord(t *testing.T) {
-	if !namespaces.IdleHolderAvailable() {
-		t.Skip("this build has no idle holder (cgo)")
-	}
-	b, err := Open(t.TempDir(), Options{IdleAfter: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openIdling(t)
 	ctx := context.Background()
 	t.Cleanup(func() {
 		all, _, _ := b.ListAll(ctx)
