@@ -54,9 +54,8 @@ func MaybeRunInit() {
 // runInit is the init's main. It returns the process exit code.
 func runInit() int {
 	phases := Phases{Exec: processStartNS(), Entry: Monotonic()}
-	// While this process's /proc files are still its own (see
-	// CommandOOMScoreAdj).
-	initOOM.open()
+	// Its commands' OOM score is relative to it (see CommandOOMScoreAdj).
+	initOOM.read()
 	// Die with the host side; refuse to be ptraced or have /proc/1/mem or
 	// /proc/1/exe opened by the sandbox's processes. An init its host's
 	// parent reaps (Options.ParentReaps) has that parent's thread for its

@@ -16,11 +16,19 @@ package namespaces
 //
 // The init cannot lower its own score (that needs CAP_SYS_RESOURCE on the
 // host, and a privileged write would also let every command lower its own
-// score that far, below the host's other processes), and a command's
-// score cannot be set between its fork and its exec, so the init raises
-// its own score around each fork: what it forks inherits the raised
-// score, and the init goes back to its own at once. While one fork runs
-// (tens of microseconds, forks one at a time) the init shares its
-// commands' score. Commands cannot write /proc (Landlock); could they,
-// they could lower their score only down to the init's.
+// score that far, below the host's other processes). It never raises its
+// own either: it once did, around each fork, for the command to inherit
+// the raised score, and an OOM kill in the sandbox while it forked (the
+// fork waits for the command's exec, which under memory pressure is
+// slow) took the init, raised and the largest process, and the sandbox
+// with it. A command's score cannot be written between its fork and its
+// exec: it shares the init's memory map until then, and a write to one
+// process sharing a map is a write to all (and the init, non-dumpable,
+// could not open the child's /proc files anyway). So the init writes it
+// just after the exec, before it reports the command started: whatever
+// the command forks in its first microseconds keeps the init's score.
+// The rlimit trampoline and a command run as root (Exec.Root) wait for
+// the init after their exec, so theirs is written before the command
+// runs at all. Commands cannot write /proc (Landlock); could they, they
+// could lower their score only down to the init's.
 const CommandOOMScoreAdj = 1000

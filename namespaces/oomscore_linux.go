@@ -1,74 +1,86 @@
 package namespaces
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// oomScore is the init's own /proc/self/oom_score_adj, opened when the
-// init starts (before it makes itself non-dumpable, which gives its /proc
-// files to root), and the score it started with.
+// oomScore is the init's OOM score adjustment, read when it starts, and
+// so its commands' (see CommandOOMScoreAdj).
 type oomScore struct {
-	mu   sync.Mutex // held across raise, fork and restore
-	fd   int        // -1: not opened (not an init, or /proc was not readable)
-	base int
+	known bool // false: not an init, or /proc was not readable
+	base  int
+	comm  string // the init's name, which a child it forks has until it execs
 }
 
 // initOOM is this process's, when it is a sandbox init.
-var initOOM = oomScore{fd: -1}
+var initOOM oomScore
 
-// open opens /proc/self/oom_score_adj and reads the current score. A
-// failure leaves the score alone: commands then share the init's, as
-// before this existed.
-func (o *oomScore) open() {
-	fd, err := unix.Open("/proc/self/oom_score_adj", unix.O_RDWR|unix.O_CLOEXEC, 0)
+// read reads this process's /proc/self/oom_score_adj. A failure leaves
+// it unknown: commands then keep the init's score, as before
+// CommandOOMScoreAdj existed.
+func (o *oomScore) read() {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
 	if err != nil {
 		return
 	}
-	var b [16]byte
-	n, err := unix.Pread(fd, b[:], 0)
-	if err != nil || n == 0 {
-		unix.Close(fd)
-		return
-	}
-	base, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	base, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		unix.Close(fd)
 		return
 	}
-	o.fd, o.base = fd, base
+	o.known, o.base = true, base
+	if b, err := os.ReadFile("/proc/self/comm"); err == nil {
+		o.comm = strings.TrimSuffix(string(b), "\n")
+	}
 }
 
-// forking runs fork, which forks one process, with this process's OOM
-// score raised by CommandOOMScoreAdj, and restores it after.
-func (o *oomScore) forking(fork func() (int, error)) (int, error) {
-	if o.fd < 0 {
-		return fork()
-	}
-	raised := min(o.base+CommandOOMScoreAdj, 1000)
-	if raised == o.base {
-		return fork()
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.set(raised) != nil {
-		return fork() // best effort: the command gets the init's score
-	}
-	pid, err := fork()
-	// Should the restore fail, the init keeps its commands' score: they
-	// are then equals, as before CommandOOMScoreAdj existed.
-	_ = o.set(o.base)
-	return pid, err
-}
+// commands is the score of the init's commands.
+func (o *oomScore) commands() int { return min(o.base+CommandOOMScoreAdj, 1000) }
 
-// set writes score. write(2), not pwrite: it runs on the restricted
-// thread that forks, under the commands' seccomp filter, which must allow
-// write for the fork to report its errors at all (the kernel ignores the
-// file offset here).
-func (o *oomScore) set(score int) error {
-	_, err := unix.Write(o.fd, []byte(strconv.Itoa(score)))
-	return err
+// raise gives pid, a process this init forked that has exec'd path (and
+// has not been reaped: the pid is still its), the commands' score. It
+// runs on an unrestricted thread of the init: the commands' Landlock
+// domain refuses writes to /proc. After its exec the process has a memory
+// map of its own, so the score is its alone (written before, while it
+// shared the init's, the kernel would have given it to the init too).
+//
+// The exec may not be over yet: the kernel applies close-on-exec (which
+// ends the fork's wait) before it makes the new image dumpable, and until
+// then the process's /proc files belong to root, as the init's do, and
+// refuse the init (EACCES). Its name (comm) changes just after, so a
+// refusal while the name is still the init's is waited out (bounded);
+// one with the new name (or any other: it may have exec'd again, or
+// renamed itself) is final: a process non-dumpable for good (an
+// unreadable binary) keeps the init's score, and the error says so.
+func (o *oomScore) raise(pid int, path string) error {
+	if !o.known || o.commands() == o.base {
+		return nil
+	}
+	file := fmt.Sprintf("/proc/%d/oom_score_adj", pid)
+	comm := filepath.Base(path)
+	if len(comm) > 15 { // TASK_COMM_LEN - 1
+		comm = comm[:15]
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for delay := 20 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
+		name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		now := strings.TrimSuffix(string(name), "\n")
+		execDone := now == comm || (now != "" && now != o.comm)
+		fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			_, err = unix.Write(fd, []byte(strconv.Itoa(o.commands())))
+			unix.Close(fd)
+			return os.NewSyscallError("write oom_score_adj", err)
+		}
+		if err != unix.EACCES || execDone || time.Now().After(deadline) {
+			return os.NewSyscallError("open oom_score_adj", err)
+		}
+		time.Sleep(delay)
+	}
 }

@@ -142,7 +142,7 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 		}
 		return 0, stage, err
 	}
-	if stage, err := releaseRoot(pid, e.Path, gate[1], errPipe[0]); err != nil {
+	if stage, err := releaseRoot(pid, fmt.Sprintf("/proc/self/fd/%d", exe), e.Path, gate[1], errPipe[0]); err != nil {
 		return 0, stage, err
 	}
 	return pid, "", nil
@@ -165,9 +165,7 @@ func (s *spawner) forkRoot(exe int, args []string, attr *syscall.ProcAttr) (pid 
 			done <- forked{stage: stage, err: err}
 			return
 		}
-		pid, err := initOOM.forking(func() (int, error) {
-			return syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, attr)
-		})
+		pid, err := syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", exe), args, attr)
 		done <- forked{pid: pid, stage: "root", err: err}
 	}()
 	f := <-done
@@ -178,7 +176,8 @@ func (s *spawner) forkRoot(exe int, args []string, attr *syscall.ProcAttr) (pid 
 // it writes its namespace's maps, opens its gate and waits for the
 // command's exec (errPipe). A failure kills it (the init's loop reaps
 // it) and names the stage that failed.
-func releaseRoot(pid int, path string, gate, errPipe int) (string, error) {
+func releaseRoot(pid int, exe, path string, gate, errPipe int) (string, error) {
+	_ = initOOM.raise(pid, exe) // before the command runs (see CommandOOMScoreAdj); best effort
 	// The maps are written now that the trampoline has exec'd: before,
 	// the child was a copy of the init, non-dumpable, and its
 	// /proc/PID/uid_map belonged to an id the init cannot write as.

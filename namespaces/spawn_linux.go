@@ -96,9 +96,12 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	// reports a failure of its own execve on a close-on-exec pipe, so
 	// that a command that is missing or not executable is told apart
 	// from one that ran and exited 127 or 126, as without limits.
+	// The trampoline waits at a gate (fd 5) after its exec until the init
+	// has given it the commands' OOM score (see CommandOOMScoreAdj), so
+	// that the command runs with it from its first instruction.
 	execPath, args, env := path, e.Args, e.Env
-	errPipe := [2]int{-1, -1}
-	var extra []int // the trampoline's fds 3 (the host binary) and 4 (errPipe)
+	errPipe, gate := [2]int{-1, -1}, [2]int{-1, -1}
+	var extra []int // the trampoline's fds 3 (the host binary), 4 (errPipe) and 5 (gate)
 	if len(s.cfg.Rlimits) > 0 && !e.FileHelper {
 		if execPath, args, env, err = trampoline(3, path, e, s.cfg.Rlimits); err != nil {
 			return 0, "rlimits", err
@@ -107,13 +110,28 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 			return 0, "rlimits", os.NewSyscallError("pipe2", err)
 		}
 		defer unix.Close(errPipe[0])
-		env = append(env, execErrEnv+"=4")
-		extra = []int{exe, errPipe[1]}
+		if err := unix.Pipe2(gate[:], unix.O_CLOEXEC); err != nil {
+			unix.Close(errPipe[1])
+			return 0, "rlimits", os.NewSyscallError("pipe2", err)
+		}
+		defer unix.Close(gate[1])
+		env = append(env, execErrEnv+"=4", gateEnv+"=5")
+		extra = []int{exe, errPipe[1], gate[0]}
 	}
+	// forked runs on this (unrestricted) thread once the fork is done:
+	// the command, or its trampoline, has exec'd.
 	forked := func(pid int, stage string, err error) (int, string, error) {
+		if err == nil {
+			_ = initOOM.raise(pid, execPath) // best effort: see oomScore.raise
+		}
 		if errPipe[1] >= 0 {
 			unix.Close(errPipe[1])
+			unix.Close(gate[0])
 			if err == nil {
+				if _, werr := unix.Write(gate[1], []byte{1}); werr != nil {
+					_ = unix.Kill(pid, unix.SIGKILL) // reaped by the init's loop
+					return 0, "rlimits", os.NewSyscallError("write", werr)
+				}
 				if err = readExecErr(errPipe[0], e.Path); err != nil {
 					return 0, "exec", err
 				}
@@ -325,8 +343,8 @@ func RestrictThread(creds *Creds, ruleset int, progs ...seccomp.Program) (string
 }
 
 // forkExec forks and execs the command from the calling, restricted
-// thread, in a session of its own, with the commands' OOM score (see
-// CommandOOMScoreAdj); with e.TTY, fd 0 (the terminal's peer) becomes its
+// thread, in a session of its own (the caller then gives it the
+// commands' OOM score: see CommandOOMScoreAdj); with e.TTY, fd 0 (the terminal's peer) becomes its
 // controlling terminal. extra become fds 3, 4, ...
 // (the trampoline's: it marks them close-on-exec before its own execve).
 func forkExec(e Exec, path string, args, env []string, stdio [3]int, extra []int) (int, error) {
@@ -338,9 +356,7 @@ func forkExec(e Exec, path string, args, env []string, stdio [3]int, extra []int
 	if e.TTY != nil {
 		sys.Setctty, sys.Ctty = true, 0
 	}
-	pid, err := initOOM.forking(func() (int, error) {
-		return syscall.ForkExec(path, args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
-	})
+	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{Dir: e.Dir, Env: env, Files: files, Sys: sys})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", e.Path, err)
 	}
