@@ -25,8 +25,9 @@ package namespaces
 // exec: it shares the init's memory map until then, and a write to one
 // process sharing a map is a write to all (and the init, non-dumpable,
 // could not open the child's /proc files anyway). So the init writes it
-// just after the exec, before it reports the command started: whatever
-// the command forks in its first microseconds keeps the init's score.
+// just after the exec, before it reports the command started, then
+// writes it to whatever the command forked before that, which inherited
+// the init's (a shell's first job, at most 64 processes).
 // The rlimit trampoline and a command run as root (Exec.Root) wait for
 // the init after their exec, so theirs is written before the command
 // runs at all. Commands cannot write /proc (Landlock); could they, they

@@ -76,11 +76,56 @@ func (o *oomScore) raise(pid int, path string) error {
 		if err == nil {
 			_, err = unix.Write(fd, []byte(strconv.Itoa(o.commands())))
 			unix.Close(fd)
-			return os.NewSyscallError("write oom_score_adj", err)
+			if err != nil {
+				return os.NewSyscallError("write oom_score_adj", err)
+			}
+			o.raiseDescendants(pid)
+			return nil
 		}
 		if err != unix.EACCES || execDone || time.Now().After(deadline) {
 			return os.NewSyscallError("open oom_score_adj", err)
 		}
 		time.Sleep(delay)
+	}
+}
+
+// maxRaisedDescendants bounds raiseDescendants' walk.
+const maxRaisedDescendants = 64
+
+// raiseDescendants gives the commands' score to what pid forked before
+// it had that score itself, which kept the init's: pid's children (of
+// every thread), theirs, and so on, maxRaisedDescendants at most (a
+// command's first microseconds rarely fork any). Each is raised before
+// its own children are listed, so that whatever any of them forks
+// meanwhile inherits the score. A process it may not write (one that
+// made itself non-dumpable) is passed over, its children still walked.
+func (o *oomScore) raiseDescendants(pid int) {
+	score := []byte(strconv.Itoa(o.commands()))
+	queue, seen := []int{pid}, 0
+	for len(queue) > 0 && seen < maxRaisedDescendants {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		if err != nil {
+			continue
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, task.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				child, err := strconv.Atoi(f)
+				if err != nil || seen >= maxRaisedDescendants {
+					continue
+				}
+				seen++
+				if fd, err := unix.Open(fmt.Sprintf("/proc/%d/oom_score_adj", child), unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+					_, _ = unix.Write(fd, score)
+					unix.Close(fd)
+				}
+				queue = append(queue, child)
+			}
+		}
 	}
 }
