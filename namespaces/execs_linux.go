@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrInitGone is returned for execs of a sandbox whose init has ended.
@@ -38,7 +42,11 @@ func (i *Init) Serve() {
 		closeAll(extra)
 		if err != nil {
 			i.mu.Lock()
-			i.deadErr = fmt.Errorf("%w: %v", ErrInitGone, err)
+			if end := peekEnd(i.pid); end != "" {
+				i.deadErr = fmt.Errorf("%w (%s): %v", ErrInitGone, end, err)
+			} else {
+				i.deadErr = fmt.Errorf("%w: %v", ErrInitGone, err)
+			}
 			for id, w := range i.waits {
 				if w.started != nil {
 					w.started <- message{Type: msgError, ID: id, Stage: "init", Error: i.deadErr.Error()}
@@ -206,4 +214,46 @@ func (i *Init) request(m message, fds []int) ([]int, error) {
 		return nil, &StartError{Stage: a.Stage, Msg: a.Error, Errno: syscall.Errno(a.Errno)}
 	}
 	return a.fds, nil
+}
+
+// si_code values of SIGCHLD (the kernel's CLD_EXITED ...).
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
+// peekEnd describes how pid, a child of this process, ended ("signal:
+// killed"), without reaping it (WNOWAIT: its waiter still does), waiting
+// 100 ms at most for it to end: the init closes its control socket as it
+// exits. It returns "" for a child still running, or one already reaped,
+// or a process that is not this one's child (an init its host's parent
+// reaps).
+func peekEnd(pid int) string {
+	for range 20 {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return ""
+		}
+		if info.Signo == int32(unix.SIGCHLD) {
+			// The SIGCHLD fields after signo, errno and code: pid, uid,
+			// status (the union is pointer-aligned).
+			ptr := unsafe.Sizeof(uintptr(0))
+			off := (12 + ptr - 1) &^ (ptr - 1)
+			status := *(*int32)(unsafe.Add(unsafe.Pointer(&info), off+8))
+			switch info.Code {
+			case cldExited:
+				return fmt.Sprintf("exit status %d", status)
+			case cldKilled, cldDumped:
+				return "signal: " + syscall.Signal(status).String()
+			}
+			return ""
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return ""
 }
