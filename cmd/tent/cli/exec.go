@@ -208,7 +208,7 @@ func (o *execOpts) report(c *cobra.Command, sb sandbox.Handle, res *sandbox.Exec
 		if i, err := sb.Info(c.Context()); err == nil {
 			limit = i.Spec.Limits.Memory
 		}
-		printError(os.Stderr, oomNote(res.Signal == "killed", limit))
+		printError(os.Stderr, oomNote(res.Signal == "killed", true, limit))
 	}
 	if len(res.NetworkDenied) > 0 {
 		printError(os.Stderr, policy.DeniedSummary(res.NetworkDenied))

@@ -306,7 +306,7 @@ func (o *RunOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 	switch {
 	case runErr == nil:
 		if rep != nil && rep.OOMKilled {
-			printError(os.Stderr, oomNote(false, rep.MemoryLimit))
+			printError(os.Stderr, oomNote(false, false, rep.MemoryLimit))
 		}
 		return nil
 	case errors.As(runErr, &ee):
@@ -314,7 +314,7 @@ func (o *RunOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 		case r.TimedOut:
 			return &exitError{code: ee.ExitCode(), msg: ee.Error()}
 		case r.OOMKilled:
-			return &exitError{code: ee.ExitCode(), msg: oomNote(r.Signal == syscall.SIGKILL.String(), r.MemoryLimit)}
+			return &exitError{code: ee.ExitCode(), msg: oomNote(r.Signal == syscall.SIGKILL.String(), false, r.MemoryLimit)}
 		}
 		// The command's own exit or signal: nothing to add.
 		return &exitError{code: ee.ExitCode()}
@@ -325,14 +325,20 @@ func (o *RunOptions) finish(spec *sandbox.Spec, cmd *sandbox.Cmd, runErr error) 
 }
 
 // oomNote is tent's one line about an OOM kill: of the command itself
-// (self) or of another process of its tree.
-func oomNote(self bool, memoryLimit int64) string {
+// (self) or of another process of its tree. In a long-lived sandbox
+// (shared) the kill counted may also have been another command's: the
+// count is the sandbox cgroup's (sandbox.ExecResult), and the line says
+// no more than that.
+func oomNote(self, shared bool, memoryLimit int64) string {
 	limit := "none"
 	if memoryLimit > 0 {
 		limit = policy.FormatSize(memoryLimit)
 	}
-	if self {
+	switch {
+	case self:
 		return fmt.Sprintf("killed by the OOM killer (memory limit %s)", limit)
+	case shared:
+		return fmt.Sprintf("the OOM killer killed a process in the sandbox while the command ran: of its tree, or another command's (memory limit %s)", limit)
 	}
 	return fmt.Sprintf("the OOM killer killed a process of the command's tree (memory limit %s)", limit)
 }
