@@ -266,25 +266,9 @@ func TestOOMKillerSparesTheInit(t *testing.T) {
 	if err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Permission denied") {
 		t.Errorf("a command lowering its oom_score_adj: %+v, %v; want EACCES", res, err)
 	}
-	// Forty subshells, each holding a 2 MB string, under 48 MiB.
+	// Forty subshells, each holding a 2 MB string, under 48 MiB, and
+	// commands started beside them: each fork then meets OOM kills.
 	const fill = `for i in $(seq 40); do (x=$(head -c 2000000 /dev/zero | tr '\0' a); sleep 1) & done; wait`
-	res, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", fill}})
-	if err != nil {
-		t.Fatalf("the memory-filling command: %v", err)
-	}
-	// OOMKilled: the cgroup's OOM kill count rose while it ran.
-	if !res.OOMKilled {
-		t.Fatalf("no OOM kill in the sandbox's cgroup: the command did not fill the limit (%+v)", res)
-	}
-	if got := initScore(); got != strconv.Itoa(base) {
-		t.Errorf("the init after the OOM kills: oom_score_adj %s, want %d", got, base)
-	}
-	res, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"echo", "still here"}})
-	if err != nil || string(res.Stdout) != "still here\n" {
-		t.Errorf("a command after the OOM kills: %+v, %v", res, err)
-	}
-	// Commands started while the limit is being filled: each fork then
-	// meets OOM kills.
 	job, err := sb.Start(ctx, sandbox.ExecRequest{Args: []string{"sh", "-c", fill}})
 	if err != nil {
 		t.Fatal(err)
@@ -295,8 +279,13 @@ func TestOOMKillerSparesTheInit(t *testing.T) {
 			t.Fatalf("command %d during the OOM kills: %+v, %v", i, res, err)
 		}
 	}
+	// OOMKilled: the cgroup's OOM kill count rose while it ran.
 	if res, err := job.Wait(); err != nil || !res.OOMKilled {
-		t.Errorf("the memory-filling command, with commands beside it: %+v, %v; want OOM kills", res, err)
+		t.Fatalf("the memory-filling command: %+v, %v; want OOM kills (did it fill the limit?)", res, err)
+	}
+	res, err = sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"echo", "still here"}})
+	if err != nil || string(res.Stdout) != "still here\n" {
+		t.Errorf("a command after the OOM kills: %+v, %v", res, err)
 	}
 	if got := initScore(); got != strconv.Itoa(base) {
 		t.Errorf("the init after the OOM kills: oom_score_adj %s, want %d", got, base)
