@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tent-sandbox/tent/internal/ctlmsg"
 )
 
 // ErrInitGone is returned for execs of a sandbox whose init has ended.
@@ -41,8 +43,14 @@ func (i *Init) Serve() {
 		}
 		closeAll(extra)
 		if err != nil {
+			// The init closed it (as it exited): say how it ended. (A
+			// socket this side closed needs no peek.)
+			end := ""
+			if errors.Is(err, ctlmsg.ErrClosed) {
+				end = peekEnd(i.pid)
+			}
 			i.mu.Lock()
-			if end := peekEnd(i.pid); end != "" {
+			if end != "" {
 				i.deadErr = fmt.Errorf("%w (%s): %v", ErrInitGone, end, err)
 			} else {
 				i.deadErr = fmt.Errorf("%w: %v", ErrInitGone, err)

@@ -344,8 +344,9 @@ func RestrictThread(creds *Creds, ruleset int, progs ...seccomp.Program) (string
 
 // forkExec forks and execs the command from the calling, restricted
 // thread, in a session of its own (the caller then gives it the
-// commands' OOM score: see CommandOOMScoreAdj); with e.TTY, fd 0 (the terminal's peer) becomes its
-// controlling terminal. extra become fds 3, 4, ...
+// commands' OOM score: see CommandOOMScoreAdj); with e.TTY, fd 0 (the
+// terminal's peer) becomes its controlling terminal. extra become fds
+// 3, 4, ...
 // (the trampoline's: it marks them close-on-exec before its own execve).
 func forkExec(e Exec, path string, args, env []string, stdio [3]int, extra []int) (int, error) {
 	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])}
