@@ -253,11 +253,13 @@ func peekEnd(pid int) string {
 			ptr := unsafe.Sizeof(uintptr(0))
 			off := (12 + ptr - 1) &^ (ptr - 1)
 			status := *(*int32)(unsafe.Add(unsafe.Pointer(&info), off+8))
-			switch info.Code {
+			switch info.Code { // as wait4 would have reported it
 			case cldExited:
-				return fmt.Sprintf("exit status %d", status)
-			case cldKilled, cldDumped:
-				return "signal: " + syscall.Signal(status).String()
+				return describeStatus(syscall.WaitStatus(status&0xff) << 8)
+			case cldKilled:
+				return describeStatus(syscall.WaitStatus(status & 0x7f))
+			case cldDumped:
+				return describeStatus(syscall.WaitStatus(status&0x7f | 0x80))
 			}
 			return ""
 		}

@@ -2,10 +2,14 @@ package namespaces
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -113,3 +117,46 @@ func ProcessRuns(pid int) bool {
 	}
 	return false
 }
+
+// writeAfterExec writes data to /proc/PID/name of pid, a child of this
+// init that has exec'd path (its fork has returned), waiting out the end
+// of that exec. The kernel applies close-on-exec (which is when the fork
+// returns) before it makes the new image dumpable, and until then the
+// process's files are those of its non-dumpable copy of the init, which
+// the init may not open (EACCES; begin_new_exec applies close-on-exec
+// first on purpose). The process's name (comm) changes just after it
+// becomes dumpable: a refusal while the name is still the init's is
+// waited out (bounded: under the VM's software emulation the window was
+// wide enough for TestSudo to fail once); one after the name changed
+// (to path's base, or any other: it may have exec'd again or renamed
+// itself) is final, as for a process non-dumpable for good (an
+// unreadable binary). Other errors (EPERM) are not waited on.
+func writeAfterExec(pid int, path, name, data string) error {
+	file := fmt.Sprintf("/proc/%d/%s", pid, name)
+	want := filepath.Base(path)
+	if len(want) > 15 { // TASK_COMM_LEN - 1
+		want = want[:15]
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	execDone := false
+	for delay := 20 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
+		err := os.WriteFile(file, []byte(data), 0)
+		if !errors.Is(err, syscall.EACCES) || execDone || time.Now().After(deadline) {
+			return err
+		}
+		// Read before the next try: a name changed by then makes that
+		// try's refusal final.
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		comm := strings.TrimSuffix(string(b), "\n")
+		if execDone = comm == want || (comm != "" && comm != selfComm()); !execDone {
+			time.Sleep(delay)
+		}
+	}
+}
+
+// selfComm is this process's name (comm), which a child it forks keeps
+// until it execs.
+var selfComm = sync.OnceValue(func() string {
+	b, _ := os.ReadFile("/proc/self/comm")
+	return strings.TrimSuffix(string(b), "\n")
+})

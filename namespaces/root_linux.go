@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -181,7 +180,7 @@ func releaseRoot(pid int, exe, path string, gate, errPipe int) (string, error) {
 	// The maps are written now that the trampoline has exec'd: before,
 	// the child was a copy of the init, non-dumpable, and its
 	// /proc/PID/uid_map belonged to an id the init cannot write as.
-	if err := writeNestedMaps(pid, os.Geteuid(), os.Getegid()); err != nil {
+	if err := writeNestedMaps(pid, exe, os.Geteuid(), os.Getegid()); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL) // reaped by the init's loop
 		return "root", fmt.Errorf("%s as root: %w", path, err)
 	}
@@ -197,37 +196,18 @@ func releaseRoot(pid int, exe, path string, gate, errPipe int) (string, error) {
 
 // writeNestedMaps maps uid and gid 0 of pid's user namespace to uid and
 // gid (the init's), with setgroups denied: the one group is all it has.
-func writeNestedMaps(pid, uid, gid int) error {
+// pid has exec'd exe, the trampoline (see writeAfterExec).
+func writeNestedMaps(pid int, exe string, uid, gid int) error {
 	for _, w := range []struct{ name, data string }{
 		{"uid_map", fmt.Sprintf("0 %d 1\n", uid)},
 		{"setgroups", "deny"},
 		{"gid_map", fmt.Sprintf("0 %d 1\n", gid)},
 	} {
-		if err := writeProcFile(fmt.Sprintf("/proc/%d/%s", pid, w.name), w.data); err != nil {
+		if err := writeAfterExec(pid, exe, w.name, w.data); err != nil {
 			return fmt.Errorf("writing the nested user namespace's %s: %w", w.name, err)
 		}
 	}
 	return nil
-}
-
-// writeProcFile writes data to a /proc/PID file of the trampoline,
-// waiting out the end of its exec: the kernel closes the exec's
-// close-on-exec descriptors (which is when ForkExec returns) before it
-// makes the new image dumpable again, and until then the process's
-// files are its non-dumpable parent copy's, which the init may not open
-// (EACCES; the kernel's begin_new_exec applies close-on-exec first on
-// purpose). The window ends without anything the init does, so a
-// bounded wait closes it; under the VM's software emulation it was wide
-// enough for TestSudo to fail once (a refusal, EPERM, is not waited on).
-func writeProcFile(path, data string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
-		err := os.WriteFile(path, []byte(data), 0)
-		if !errors.Is(err, syscall.EACCES) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(delay)
-	}
 }
 
 // initialUserNS reports whether the calling process is in the host's
