@@ -49,6 +49,22 @@ type env struct {
 	bridge  string // CRI: the CNI bridge on the host, removed at the end
 }
 
+// containerdMajor is the major version in `containerd --version`'s line
+// ("containerd github.com/containerd/containerd/v2 2.1.9+unknown …",
+// "containerd containerd.io 1.6.20 …"), or "".
+func containerdMajor(line string) string {
+	f := strings.Fields(line)
+	if len(f) < 3 {
+		return ""
+	}
+	v := strings.TrimPrefix(f[2], "v")
+	major, _, ok := strings.Cut(v, ".")
+	if !ok {
+		return ""
+	}
+	return major
+}
+
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
 
 func newEnv(t testing.TB) *env { return newEnvWith(t, false, "") }
@@ -103,6 +119,17 @@ func newEnvWith(t testing.TB, cri bool, extra string) *env {
 		}
 		if time.Now().After(end) {
 			t.Fatal("containerd did not come up in 30 s")
+		}
+	}
+	if major := os.Getenv("TENT_CONTAINERD_MAJOR"); major != "" {
+		// CI asks for containerd 2 (make containerd2): a PATH that fell
+		// back on the system's 1.6 must fail, not pass on the wrong one.
+		out, err := exec.Command("containerd", "--version").Output()
+		if err != nil {
+			t.Fatalf("containerd --version: %v", err)
+		}
+		if v := containerdMajor(string(out)); v != major {
+			t.Fatalf("TENT_CONTAINERD_MAJOR=%s, but containerd is major %q: %s", major, v, out)
 		}
 	}
 	images := map[string][]string{e.image: {"sh"}}
@@ -418,5 +445,19 @@ func unmountBeneath(dir string) {
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	for _, p := range points {
 		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+}
+
+func TestContainerdMajor(t *testing.T) {
+	for line, want := range map[string]string{
+		"containerd github.com/containerd/containerd/v2 2.1.9+unknown \n":        "2",
+		"containerd github.com/containerd/containerd/v2 v2.4.2 6a8b5c1f\n":       "2",
+		"containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1": "1",
+		"containerd": "",
+		"a b nodots": "",
+	} {
+		if got := containerdMajor(line); got != want {
+			t.Errorf("containerdMajor(%q) = %q, want %q", line, got, want)
+		}
 	}
 }
