@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,12 @@ func (e *env) crictl(args ...string) (string, string, int) {
 	if bin == "" {
 		bin = "crictl"
 	}
-	cmd := exec.Command(bin, append([]string{"--runtime-endpoint", "unix://" + e.sock, "--image-endpoint", "unix://" + e.sock, "--timeout", "60s"}, args...)...)
+	args = append([]string{"--runtime-endpoint", "unix://" + e.sock, "--image-endpoint", "unix://" + e.sock, "--timeout", "60s"}, args...)
+	cmd := exec.Command(bin, args...)
+	if e.netnsPID != 0 {
+		// Where containerd's streaming server is (exec, attach).
+		cmd = exec.Command("nsenter", append([]string{"--net=/proc/" + strconv.Itoa(e.netnsPID) + "/ns/net", "--", bin}, args...)...)
+	}
 	var o, s bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &s
 	err := cmd.Run()

@@ -1,0 +1,331 @@
+package oci_test
+
+import (
+	"archive/tar"
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// An ordinary Debian image (scripts/debian-image: nginx, redis,
+// postgresql and python3 from Debian's packages, their users made by
+// their packages' scripts) run as a CRI pod on the tent handler, under
+// RuntimeDefault seccomp, each server as its image means it to run:
+// nginx's master as root and its workers as www-data, serving a page
+// written into the image's root-owned /var/www/html through a hostPort
+// (CNI portmap, in containerd's own network namespace); redis as the
+// image's redis, saving into its image-owned /var/lib/redis, answering
+// PING from a second container; postgres as the image's postgres,
+// initialising its data directory under its image-owned home, ready by
+// an exec probe and answering psql. make test-cri sets
+// TENT_DEBIAN_IMAGE; without it the test skips.
+func TestCRIDebianImage(t *testing.T) {
+	rootfs := os.Getenv("TENT_DEBIAN_IMAGE")
+	if rootfs == "" {
+		t.Skip("TENT_DEBIAN_IMAGE (scripts/debian-image's tarball; make test-cri) is not set")
+	}
+	need(t, fileExists(rootfs), rootfs+" missing")
+	netnsBefore := listDir(t, "/var/run/netns")
+	e := newEnvNetns(t)
+	const name = "docker.io/library/tent-debian:test"
+	archive := rootfsImage(t, e.dir, rootfs, name)
+	if out, errOut, code := e.ctr("image", "import", archive); code != 0 {
+		t.Fatalf("ctr image import: %d\n%s%s", code, out, errOut)
+	}
+	_ = os.Remove(archive)
+
+	const hostPort = 18080
+	runtimeDefault := map[string]any{"seccomp": map[string]any{"profile_type": 0}} // RuntimeDefault
+	pod := writeJSON(t, filepath.Join(e.dir, "pod.json"), map[string]any{
+		"metadata":      map[string]any{"name": "debian", "namespace": "default", "uid": "debian-uid", "attempt": 0},
+		"log_directory": filepath.Join(e.dir, "logs"),
+		"hostname":      "debian",
+		"port_mappings": []any{map[string]any{"protocol": 0, "container_port": 80, "host_port": hostPort}},
+		"linux":         map[string]any{"security_context": runtimeDefault},
+	})
+	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
+	if code != 0 {
+		t.Fatalf("crictl runp: %d %s", code, errOut)
+	}
+	t.Cleanup(func() {
+		if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
+			t.Errorf("crictl rmp: %d %s", code, errOut)
+		}
+	})
+	ctrs := map[string]string{}
+	for _, c := range []struct {
+		name, user string
+		cmd        []string
+	}{
+		{"nginx", "", []string{"sh", "-c", `echo "tent-nginx-$((6*7))" > /var/www/html/index.html && exec nginx -g 'daemon off;'`}},
+		{"redis", "redis", []string{"redis-server", "--port", "6379", "--bind", "127.0.0.1", "--dir", "/var/lib/redis", "--save", ""}},
+		{"client", "", []string{"sh", "-c", "echo to-stderr >&2; exec sleep infinity"}},
+		{"postgres", "postgres", []string{"sh", "-c", "/usr/lib/postgresql/15/bin/initdb -D /var/lib/postgresql/data && exec /usr/lib/postgresql/15/bin/postgres -D /var/lib/postgresql/data -k /tmp -c listen_addresses=''"}},
+	} {
+		sc := map[string]any{"seccomp": runtimeDefault["seccomp"], "namespace_options": map[string]any{"pid": 1}}
+		if c.user != "" {
+			// As a pod spec's runAsUser of the image's own user would.
+			sc["run_as_username"] = c.user
+		}
+		cfg := writeJSON(t, filepath.Join(e.dir, c.name+".json"), map[string]any{
+			"metadata": map[string]any{"name": c.name},
+			"image":    map[string]any{"image": name},
+			"command":  c.cmd,
+			"log_path": c.name + ".log",
+			"linux":    map[string]any{"security_context": sc},
+		})
+		id, errOut, code := e.crictl("create", podID, cfg, pod)
+		if code != 0 {
+			t.Fatalf("crictl create %s: %d %s", c.name, code, errOut)
+		}
+		if _, errOut, code := e.crictl("start", id); code != 0 {
+			t.Fatalf("crictl start %s: %d %s", c.name, code, errOut)
+		}
+		ctrs[c.name] = id
+	}
+	// Each server is up: its exec probe (as kubelet's readiness probe
+	// runs it) succeeds.
+	for name, probe := range map[string][]string{
+		"nginx":    {"sh", "-c", "test -s /run/nginx.pid"},
+		"redis":    {"redis-cli", "ping"},
+		"postgres": {"/usr/lib/postgresql/15/bin/pg_isready", "-h", "/tmp"},
+	} {
+		waitFor(t, name+"'s readiness probe", 90*time.Second, func() bool {
+			_, _, code := e.crictl(append([]string{"exec", "-s", ctrs[name]}, probe...)...)
+			return code == 0
+		}, func() string { out, logs, _ := e.crictl("logs", ctrs[name]); return out + logs })
+	}
+
+	// nginx through the pod's hostPort, from containerd's network
+	// namespace (the node's, for this pod).
+	if got := httpGetIn(t, e.netnsPID, net.JoinHostPort(e.gateway(), strconv.Itoa(hostPort))); !strings.Contains(got, "tent-nginx-42") {
+		t.Errorf("GET / through hostPort %d: %q, want the page the container wrote", hostPort, got)
+	}
+	// Its workers run as the image's www-data, its master as root.
+	uids, errOut, _ := e.crictl("exec", "-s", ctrs["nginx"], "sh", "-c",
+		`for p in /proc/[0-9]*; do echo "$(tr '\0' ' ' < $p/cmdline)| $(grep '^Uid:' $p/status | cut -f2)"; done`)
+	if !procUID(uids, "nginx: worker process", "33") || !procUID(uids, "nginx: master process", "0") {
+		t.Errorf("nginx's processes and their uids:\n%s%s\nwant the master as 0, workers as 33 (www-data)", uids, errOut)
+	}
+	// The pod's hostPort rules are in containerd's network namespace,
+	// not the machine's.
+	if out, err := exec.Command("iptables-save", "-t", "nat").CombinedOutput(); err == nil && strings.Contains(string(out), "CNI-HOSTPORT") {
+		t.Errorf("the machine's own nat table has CNI's hostPort rules:\n%s", out)
+	}
+
+	// redis, from the pod's second container, over its loopback; it
+	// saves into its image-owned directory as the image's redis.
+	for _, c := range [][2]string{{"ping", "PONG"}, {"set tent 42", "OK"}, {"get tent", "42"}, {"save", "OK"}} {
+		out, errOut, _ := e.crictl(append([]string{"exec", "-s", ctrs["client"], "redis-cli", "-h", "127.0.0.1"}, strings.Fields(c[0])...)...)
+		if out != c[1] {
+			t.Errorf("redis-cli %s from the client container: %q %s, want %q", c[0], out, errOut, c[1])
+		}
+	}
+	if out, errOut, _ := e.crictl("exec", "-s", ctrs["redis"], "sh", "-c", "id -un; stat -c %U /var/lib/redis/dump.rdb"); out != "redis\nredis" {
+		t.Errorf("redis's user and its dump's owner: %q %s, want redis twice", out, errOut)
+	}
+
+	// postgres answers psql, as the image's postgres, its data directory
+	// its own.
+	if out, errOut, _ := e.crictl("exec", "-s", ctrs["postgres"], "psql", "-h", "/tmp", "-d", "postgres", "-At", "-c", "select current_user, 6*7"); out != "postgres|42" {
+		t.Errorf("psql: %q %s, want postgres|42", out, errOut)
+	}
+	// crictl logs gives a container's stderr on its own stderr.
+	if _, logs, _ := e.crictl("logs", ctrs["postgres"]); !strings.Contains(logs, "database system is ready to accept connections") {
+		t.Errorf("crictl logs of postgres: no ready line in\n%s", tail([]byte(logs), 1500))
+	}
+	if _, logs, _ := e.crictl("logs", ctrs["client"]); !strings.Contains(logs, "to-stderr\n") {
+		t.Errorf("crictl logs of the client, its stderr: %q, want to-stderr", logs)
+	}
+	// python3 of the image runs, as the image's root.
+	if out, errOut, _ := e.crictl("exec", "-s", ctrs["client"], "python3", "-c", "import os; print(os.getuid(), 6*7)"); out != "0 42" {
+		t.Errorf("python3: %q %s, want 0 42", out, errOut)
+	}
+
+	for _, id := range ctrs {
+		if _, errOut, code := e.crictl("stop", "-t", "10", id); code != 0 {
+			t.Errorf("crictl stop: %d %s", code, errOut)
+		}
+	}
+	if _, errOut, code := e.crictl("stopp", podID); code != 0 {
+		t.Errorf("crictl stopp: %d %s", code, errOut)
+	}
+	// The pod's network namespace went with it; the harness checks the
+	// rest at the end (state, shims, mounts).
+	t.Cleanup(func() {
+		if after := listDir(t, "/var/run/netns"); len(after) != len(netnsBefore) {
+			t.Errorf("/var/run/netns: %v before, %v after", netnsBefore, after)
+		}
+	})
+}
+
+// procUID says whether some line of the listing above ("cmdline| uid")
+// is of a process whose command line holds what, running as uid.
+func procUID(listing, what, uid string) bool {
+	for _, line := range strings.Split(listing, "\n") {
+		cmd, u, ok := strings.Cut(line, "| ")
+		if ok && strings.Contains(cmd, what) && u == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func listDir(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// waitFor polls cond for up to d (a server's start in a fresh image:
+// initdb), reporting what() on a time-out.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool, report func() string) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s; its logs:\n%s", what, report())
+		}
+	}
+}
+
+// httpGetIn is a GET / of addr from the network namespace of pid: the
+// socket is made on a thread that joined it (the thread is not given
+// back to the runtime, so it ends with the goroutine).
+func httpGetIn(t *testing.T, pid int, addr string) string {
+	t.Helper()
+	type result struct {
+		body string
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is in another namespace
+		ch <- func() result {
+			fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return result{err: err}
+			}
+			defer unix.Close(fd)
+			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+				return result{err: fmt.Errorf("setns: %w", err)}
+			}
+			var last error
+			for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					last = err
+					continue
+				}
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: tent\r\n\r\n")
+				body, err := io.ReadAll(bufio.NewReader(c))
+				c.Close()
+				return result{string(body), err}
+			}
+			return result{err: last}
+		}()
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Errorf("GET %s in pid %d's network namespace: %v", addr, pid, r.err)
+	}
+	return r.body
+}
+
+// rootfsImage writes an OCI image archive, named name, whose one layer is
+// the root filesystem tarball rootfs as it is (an uncompressed layer), for
+// ctr image import; its config runs bash, with Debian's PATH.
+func rootfsImage(t *testing.T, dir, rootfs, name string) string {
+	t.Helper()
+	f, err := os.Open(rootfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	blobs := map[string][]byte{}
+	blob := func(v any) (string, int) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		d := "sha256:" + hex.EncodeToString(sum[:])
+		blobs[d] = b
+		return d, len(b)
+	}
+	cfg, cfgSize := blob(map[string]any{
+		"architecture": "amd64", "os": "linux",
+		"config": map[string]any{"Env": []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, "Cmd": []string{"bash"}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer}},
+	})
+	manifest, manifestSize := blob(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg, "size": cfgSize},
+		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": size}},
+	})
+	index, _ := blob(map[string]any{
+		"schemaVersion": 2,
+		"manifests": []any{map[string]any{
+			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest, "size": manifestSize,
+			"platform":    map[string]string{"architecture": "amd64", "os": "linux"},
+			"annotations": map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "test"},
+		}},
+	})
+	indexJSON := blobs[index]
+	delete(blobs, index)
+
+	out := filepath.Join(dir, "debian-image.tar")
+	o, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	tw := tar.NewWriter(o)
+	put := func(name string, size int64, r io.Reader) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(tw, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("oci-layout", 30, strings.NewReader(`{"imageLayoutVersion":"1.0.0"}`))
+	put("index.json", int64(len(indexJSON)), strings.NewReader(string(indexJSON)))
+	for d, b := range blobs {
+		put("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), int64(len(b)), strings.NewReader(string(b)))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	put("blobs/sha256/"+strings.TrimPrefix(layer, "sha256:"), size, f)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
