@@ -117,6 +117,16 @@ func (p *Plan) openSources(srcs *sources, pre []int) error {
 			srcs.fds[i] = fd
 			continue
 		}
+		if s.Kind == KindProc && s.FD >= 0 {
+			// A procfs made for the sandbox on the host (a pod's pid
+			// namespace: Plan.UseProc).
+			fd, err := openSource(s, pre)
+			if err != nil {
+				return err
+			}
+			srcs.fds[i] = fd
+			continue
+		}
 		if s.Kind == KindCgroup {
 			fd, err := openCgroupDir(s)
 			if err != nil {
@@ -308,6 +318,9 @@ func applyStep(root int, s Step, src int) error {
 		defer unix.Close(fd)
 		return attach(fd, parent, name, false)
 	case KindProc:
+		if s.FD >= 0 {
+			return attach(src, parent, name, false)
+		}
 		fd, err := newFS("proc", nil, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 		if err != nil {
 			return err

@@ -15,7 +15,8 @@ const (
 	KindBind Kind = "bind"
 	// KindTmpfs mounts a fresh tmpfs.
 	KindTmpfs Kind = "tmpfs"
-	// KindProc mounts the sandbox's own procfs.
+	// KindProc mounts the sandbox's own procfs, or, with FD, attaches one
+	// made for it (see [Plan.UseProc]).
 	KindProc Kind = "proc"
 	// KindDevpts mounts a new devpts instance.
 	KindDevpts Kind = "devpts"
@@ -377,4 +378,19 @@ func (p *Plan) InsidePath(hostPath string) (inside string, ok bool) {
 		}
 	}
 	return inside, ok
+}
+
+// UseProc makes the plan's /proc the detached procfs mount that will be
+// passed as descriptor fd (an index into Apply's descriptors) rather than
+// one the init makes: a procfs of a pid namespace the sandbox's user
+// namespace does not own (a pod's), made on the host. It reports whether
+// the plan has a /proc.
+func (p *Plan) UseProc(fd int) bool {
+	for i := range p.Steps {
+		if p.Steps[i].Kind == KindProc && p.Steps[i].Target == "/proc" {
+			p.Steps[i].FD = fd
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -49,6 +50,15 @@ type Options struct {
 	// they were used; when not (os/exec's path), the caller moves the
 	// init itself before sending its Config.
 	CgroupTasks []int
+	// PIDNamespace, when not nil, is a pid namespace (a pod's) the init
+	// is cloned into instead of a new one of its own (Kubernetes'
+	// shareProcessNamespace): the clone runs on a thread that joined it
+	// for its children (setns), which no other code then uses. The init is
+	// then not PID 1 but a child subreaper, and cannot mount that
+	// namespace's procfs from its own user namespace: a helper cloned
+	// into it beside (procfsHelper) makes the mount, which the init gets
+	// as [Init.TakeProc]'s descriptor. Needs root (CAP_SYS_ADMIN here).
+	PIDNamespace *os.File
 	// ParentReaps makes the init a child of this process's parent
 	// (CLONE_PARENT) instead of this process's: for a parent that learns
 	// a container's end by reaping one pid (containerd's runc shim,
@@ -76,6 +86,10 @@ type Init struct {
 	tty    *os.File // the one-shot command's terminal master (Exec.TTY)
 	// joined is set when the init joined Options.CgroupTasks itself.
 	joined bool
+	// procfs is the procfs of Options.PIDNamespace (a detached mount)
+	// when hasProcfs: see TakeProc.
+	procfs    int
+	hasProcfs bool
 	// phases are the init's, from its "started" or "ready" message.
 	phases Phases
 
@@ -88,6 +102,62 @@ type Init struct {
 // Start clones the init into new namespaces. It does not wait for it to
 // set anything up; send a Config with [Init.Run].
 func Start(ctx context.Context, o Options) (*Init, error) {
+	if o.PIDNamespace != nil {
+		return startInPID(ctx, o)
+	}
+	return start(ctx, o, false)
+}
+
+// TakeProc returns the procfs mount of Options.PIDNamespace for the
+// init's plan (fs.Step.FD of its /proc), once; -1 without one. The
+// caller closes it.
+func (i *Init) TakeProc() int {
+	if !i.hasProcfs {
+		return -1
+	}
+	i.hasProcfs = false
+	return i.procfs
+}
+
+// startInPID is Start with Options.PIDNamespace: from a locked thread
+// that joined the namespace for its children, it clones the procfs
+// helper and then the init into it. The thread is never given back to
+// the runtime (it ends with its goroutine): its children would be in the
+// pod's namespace, and the kernel refuses it new threads (the runtime
+// makes those from its template thread for a locked one).
+func startInPID(ctx context.Context, o Options) (*Init, error) {
+	if t, err := unix.IoctlRetInt(int(o.PIDNamespace.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWPID {
+		return nil, fmt.Errorf("%s is not a pid namespace (%v)", o.PIDNamespace.Name(), err)
+	}
+	type result struct {
+		i   *Init
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		ch <- func() result {
+			if err := unix.Setns(int(o.PIDNamespace.Fd()), unix.CLONE_NEWPID); err != nil {
+				return result{err: fmt.Errorf("joining the pid namespace %s: %w", o.PIDNamespace.Name(), os.NewSyscallError("setns", err))}
+			}
+			proc, err := procfsFromHelper(ctx)
+			if err != nil {
+				return result{err: err}
+			}
+			i, err := start(ctx, o, true)
+			if err != nil {
+				unix.Close(proc)
+				return result{err: err}
+			}
+			i.procfs, i.hasProcfs = proc, true
+			return result{i: i}
+		}()
+	}()
+	r := <-ch
+	return r.i, r.err
+}
+
+func start(ctx context.Context, o Options, sharedPID bool) (*Init, error) {
 	if IsInit() {
 		return nil, fmt.Errorf("refusing to start a sandbox from inside a sandbox init: %w", ErrInitMissing)
 	}
@@ -106,7 +176,10 @@ func Start(ctx context.Context, o Options) (*Init, error) {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 
-	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS)
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWUTS)
+	if !sharedPID {
+		flags |= unix.CLONE_NEWPID
+	}
 	if !o.ShareNet {
 		flags |= unix.CLONE_NEWNET
 	}
@@ -447,6 +520,9 @@ func (i *Init) Kill() error {
 // Close kills the init if it still runs, reaps it, waits for its stdio
 // copies and closes the control socket.
 func (i *Init) Close() error {
+	if fd := i.TakeProc(); fd >= 0 {
+		unix.Close(fd)
+	}
 	i.conn.Close() // EOF makes a live init exit
 	_, err := i.wait()
 	return err

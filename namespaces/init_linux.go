@@ -39,6 +39,9 @@ func MaybeRunInit() {
 	if len(os.Args) > 0 && os.Args[0] == files.FileHelperArg0 {
 		os.Exit(files.RunFileHelper(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 0 && os.Args[0] == procfsHelperArg0 {
+		os.Exit(runProcfsHelper())
+	}
 	if len(os.Args) > 0 && os.Args[0] == SudoHelperArg0 {
 		os.Exit(runSudoHelper())
 	}
@@ -68,6 +71,12 @@ func runInit() int {
 		_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
 	}
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if os.Getpid() != 1 {
+		// In a pod's pid namespace (Options.PIDNamespace), not its PID 1:
+		// its commands' orphans come back to it, as to a PID 1, rather
+		// than go to the pod's.
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
 	// Whatever the host leaked to us (descriptors without close-on-exec)
 	// must never reach the command: only fds 0-2 are passed on.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {

@@ -45,6 +45,12 @@ type bundle struct {
 	// checked, not set.
 	IPCNS      string
 	IPCSysctls map[string]string
+	// PIDNS, when not "", is the path of a pid namespace to clone the
+	// container's init into (linux.namespaces' pid path: a CRI pod's with
+	// shareProcessNamespace, its sandbox container's init's):
+	// supervised.ChildLaunch.PIDNamespace. Like IPCNS, it must be a
+	// container's, never the host's.
+	PIDNS string
 	// PodSysctls are a pod sandbox container's IPC sysctls (CRI gives a
 	// pod's there, for the IPC namespace its containers share): set in
 	// the sandbox container's own, and by tent-runc in each container of
@@ -371,11 +377,20 @@ func convertLinux(b *bundle, l *specs.Linux, invalid, unsupported func(field, fo
 					return invalid(field+".path", "%q is not absolute", ns.Path)
 				}
 				b.IPCNS = filepath.Clean(ns.Path)
-			case specs.UTSNamespace, specs.PIDNamespace:
-				b.joinsUTS = b.joinsUTS || ns.Type == specs.UTSNamespace
-				// A pod's: the container gets its own instead (with the
-				// pod's hostname; its own pid namespace, whose PID 1 is
-				// tent's init: shareProcessNamespace is not met).
+			case specs.PIDNamespace:
+				// A pod's, with shareProcessNamespace (CRI names it by
+				// /proc/PID/ns/pid of the pod's sandbox container's pid,
+				// its tent init): the container's init is cloned into
+				// it. tent-runc checks, as it opens it, that it is a pid
+				// namespace of a container, never the host's.
+				if !filepath.IsAbs(ns.Path) {
+					return invalid(field+".path", "%q is not absolute", ns.Path)
+				}
+				b.PIDNS = filepath.Clean(ns.Path)
+			case specs.UTSNamespace:
+				b.joinsUTS = true
+				// A pod's: the container gets its own instead, with the
+				// pod's hostname.
 				b.Ignored = append(b.Ignored, field+".path "+ns.Path+" (the container gets its own)")
 			default:
 				return unsupported(field+".path", "joining an existing %s namespace (%s) is not supported: tent makes each sandbox's own (a network namespace can be joined)", ns.Type, ns.Path)

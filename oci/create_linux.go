@@ -134,6 +134,14 @@ func launchContainer(ctx context.Context, dir string, b *bundle) (*supervised.Ch
 	// events, its metrics) is in the container.
 	cl := supervised.ChildLaunch{Spec: b.Spec, Args: b.Main.Args, Env: b.Main.Env, Dir: b.Main.Cwd, ParentReaps: true,
 		ShareIPC: b.IPCNS != "", Start: func(cmd *exec.Cmd) error { return startIn(cmd, b) }}
+	if b.PIDNS != "" {
+		pidNS, err := openNamespace(b.PIDNS, "pid", "a pid namespace", unix.CLONE_NEWPID)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		defer pidNS.Close()
+		cl.PIDNamespace = pidNS
+	}
 	if b.Config.Linux != nil {
 		// The supervisor joins it, so that the shim's metrics, read from
 		// the cgroup of the pid it reaps, show the container.
@@ -240,22 +248,11 @@ func startIn(cmd *exec.Cmd, b *bundle) error {
 		if j.path == "" {
 			continue
 		}
-		// Non-blocking: a FIFO at the path opens at once (and is then
-		// no namespace) rather than hang create until a writer comes.
-		fd, err := unix.Open(j.path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		f, err := openNamespace(j.path, j.what, j.kind, j.typ)
 		if err != nil {
-			return fmt.Errorf("linux.namespaces: %s path: %w", j.what, &os.PathError{Op: "open", Path: j.path, Err: err})
+			return err
 		}
-		f := os.NewFile(uintptr(fd), j.path)
 		joins = append(joins, f)
-		if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != j.typ {
-			return fmt.Errorf("linux.namespaces: %s path %s is not %s (%v)", j.what, j.path, j.kind, err)
-		}
-		if j.typ == unix.CLONE_NEWIPC {
-			if host, err := ownedByHost(f); err != nil || host {
-				return fmt.Errorf("%w: linux.namespaces: ipc path %s: an IPC namespace of the host's user namespace (the host's own, or one no container made) is never joined (%v)", ErrUnsupportedConfig, j.path, err)
-			}
-		}
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -287,6 +284,33 @@ func startIn(cmd *exec.Cmd, b *bundle) error {
 		done <- cmd.Start()
 	}()
 	return <-done
+}
+
+// openNamespace opens a bundle's namespace path (what: its type's name in
+// linux.namespaces; kind: in a sentence) and checks that it is a namespace
+// of type typ; an IPC or pid namespace must also be a container's (see
+// ownedByHost). The path is followed: CRI names a pod's namespaces as
+// /proc/PID/ns/* of the pod's sandbox container's pid (a magic link), and
+// the bundle is the runtime caller's.
+func openNamespace(path, what, kind string, typ int) (*os.File, error) {
+	// Non-blocking: a FIFO at the path opens at once (and is then no
+	// namespace) rather than hang create until a writer comes.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("linux.namespaces: %s path: %w", what, &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != typ {
+		f.Close()
+		return nil, fmt.Errorf("linux.namespaces: %s path %s is not %s (%v)", what, path, kind, err)
+	}
+	if typ == unix.CLONE_NEWIPC || typ == unix.CLONE_NEWPID {
+		if host, err := ownedByHost(f); err != nil || host {
+			f.Close()
+			return nil, fmt.Errorf("%w: linux.namespaces: %s path %s: %s of the host's user namespace (the host's own, or one no container made) is never joined (%v)", ErrUnsupportedConfig, what, path, kind, err)
+		}
+	}
+	return f, nil
 }
 
 // ownedByHost reports whether the namespace f is owned by this process's

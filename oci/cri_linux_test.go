@@ -247,3 +247,112 @@ func BenchmarkCRIPodStart(b *testing.B) {
 		})
 	}
 }
+
+// A pod with shareProcessNamespace: its containers' inits are cloned into
+// the pod's pid namespace (its sandbox container's), so each sees and
+// may signal the others' processes, and none sees the host's. When a
+// container ends, what it left running there is killed (its init is
+// not the namespace's PID 1, which would take it along).
+func TestCRISharedPID(t *testing.T) {
+	e := newCRIEnv(t)
+	dir := e.dir
+	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
+		"metadata":      map[string]any{"name": "sharedpid", "namespace": "default", "uid": "sharedpid-uid", "attempt": 0},
+		"log_directory": filepath.Join(dir, "logs"),
+		"linux":         map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 0}}}, // POD
+	})
+	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
+	if code != 0 {
+		t.Fatalf("crictl runp: %d %s", code, errOut)
+	}
+	t.Cleanup(func() {
+		if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
+			t.Errorf("crictl rmp: %d %s", code, errOut)
+		}
+	})
+	ctrs := map[string]string{}
+	for _, c := range []struct{ name, cmd string }{
+		{"server", "exec sleep 301"},
+		{"sidecar", "setsid sleep 302 & exec sleep 303"},
+	} {
+		cfg := writeJSON(t, filepath.Join(dir, c.name+".json"), map[string]any{
+			"metadata": map[string]any{"name": c.name},
+			"image":    map[string]any{"image": e.image},
+			"command":  []string{"sh", "-c", c.cmd},
+			"log_path": c.name + ".log",
+			"linux":    map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 0}}},
+		})
+		id, errOut, code := e.crictl("create", podID, cfg, pod)
+		if code != 0 {
+			t.Fatalf("crictl create %s: %d %s", c.name, code, errOut)
+		}
+		if _, errOut, code := e.crictl("start", id); code != 0 {
+			t.Fatalf("crictl start %s: %d %s", c.name, code, errOut)
+		}
+		ctrs[c.name] = id
+	}
+	// ps lists every process of the pod's namespace: the pod's sandbox
+	// container's, and both containers'.
+	ps := func(name string) string {
+		out, errOut, code := e.crictl("exec", "-s", ctrs[name], "sh", "-c", `for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr '\0' ' ' < $p/cmdline)"; done`)
+		if code != 0 {
+			t.Fatalf("listing /proc in %s: %d %s", name, code, errOut)
+		}
+		return out
+	}
+	listing := ps("sidecar")
+	for _, want := range []string{"sleep 301", "sleep 302", "sleep 303", "sleep 2147483647"} {
+		if !strings.Contains(listing, want) {
+			t.Errorf("the sidecar's /proc has no %q (shareProcessNamespace):\n%s", want, listing)
+		}
+	}
+	// Nothing of the host's: no containerd, no tent supervisor, no shim.
+	for _, host := range []string{"containerd", "tent-supervisor", "tent-procfs"} {
+		if strings.Contains(listing, host) {
+			t.Errorf("the pod's /proc shows the host's %s:\n%s", host, listing)
+		}
+	}
+	// A container's own process is not PID 1 (the pod's sandbox's init is).
+	if out, errOut, _ := e.crictl("exec", "-s", ctrs["server"], "sh", "-c", "echo $$; cat /proc/1/cmdline | tr '\\0' ' '"); strings.HasPrefix(out, "1\n") || !strings.Contains(out, "tent-init") {
+		t.Errorf("the server's shell pid and /proc/1: %q %s, want a pid other than 1 and the pod's init at 1", out, errOut)
+	}
+	// The sidecar signals the server's process, as a pod's containers may.
+	if out, errOut, code := e.crictl("exec", "-s", ctrs["sidecar"], "sh", "-c", `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline)" = "sleep 301 " ]; then kill -TERM ${p#/proc/}; exit; fi; done; exit 9`); code != 0 {
+		t.Errorf("kill of the server's sleep from the sidecar: %d %q %s", code, out, errOut)
+	}
+	var state string
+	Eventually(t, "the server to exit", func() bool {
+		state, _, _ = e.crictl("inspect", "-o", "go-template", "--template", "{{.status.state}} {{.status.exitCode}}", ctrs["server"])
+		return strings.HasPrefix(state, "CONTAINER_EXITED")
+	})
+	if state != "CONTAINER_EXITED 143" {
+		t.Errorf("the server after the sidecar's SIGTERM: %q, want CONTAINER_EXITED 143", state)
+	}
+	// The pod's procfs keeps tent's protections.
+	if _, errOut, code := e.crictl("exec", "-s", ctrs["sidecar"], "sh", "-c", "echo h > /proc/sysrq-trigger"); code == 0 {
+		t.Errorf("/proc/sysrq-trigger was writable in the shared pid namespace's procfs (%s)", errOut)
+	}
+	// The sidecar's end takes its background sleep along.
+	if _, errOut, code := e.crictl("stop", "-t", "5", ctrs["sidecar"]); code != 0 {
+		t.Fatalf("crictl stop sidecar: %d %s", code, errOut)
+	}
+	third := writeJSON(t, filepath.Join(dir, "third.json"), map[string]any{
+		"metadata": map[string]any{"name": "third"},
+		"image":    map[string]any{"image": e.image},
+		"command":  []string{"sleep", "304"},
+		"log_path": "third.log",
+		"linux":    map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 0}}},
+	})
+	id, errOut, code := e.crictl("create", podID, third, pod)
+	if code != 0 {
+		t.Fatalf("crictl create third: %d %s", code, errOut)
+	}
+	if _, errOut, code := e.crictl("start", id); code != 0 {
+		t.Fatalf("crictl start third: %d %s", code, errOut)
+	}
+	ctrs["third"] = id
+	Eventually(t, "the sidecar's background sleep to go", func() bool { return !strings.Contains(ps("third"), "sleep 302") })
+	if _, errOut, code := e.crictl("stopp", podID); code != 0 {
+		t.Errorf("crictl stopp: %d %s", code, errOut)
+	}
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +39,8 @@ type bootIO struct {
 	secrets netpolicy.SecretSource
 	// parentReaps and shareIPC are ProvisionOptions'.
 	parentReaps, shareIPC bool
+	// pidNS is ProvisionOptions.PIDNamespace.
+	pidNS *os.File
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -55,6 +58,9 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	}
 	if k, ok := ipcSysctl(spec.Sysctls); ok && bio.shareIPC {
 		return nil, fmt.Errorf("%w: sysctls: %s: the sandbox shares its caller's IPC namespace, whose sysctls are that namespace's owner's", ErrInvalidSpec, k)
+	}
+	if bio.pidNS != nil && !p.privileged {
+		return nil, fmt.Errorf("%w: joining a pid namespace (a pod's shareProcessNamespace) needs root", ErrUnsupported)
 	}
 	if err := p.keepValuesOut(spec, bio.secrets); err != nil {
 		return nil, err
@@ -83,7 +89,15 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		return nil, err
 	}
 	p.cfg.IdleAfter = bio.idleAfter
-	p.opts.ParentReaps, p.opts.ShareIPC = bio.parentReaps, bio.shareIPC
+	p.opts.ParentReaps, p.opts.ShareIPC, p.opts.PIDNamespace = bio.parentReaps, bio.shareIPC, bio.pidNS
+	if bio.pidNS != nil && r.cg == nil {
+		// Not PID 1 of its own namespace, the init takes nothing with it
+		// when it ends: its cgroup is how the rest is killed.
+		return nil, fmt.Errorf("%w: joining a pid namespace needs the sandbox's own cgroup (none could be made here)", ErrUnsupported)
+	}
+	// A pod's containers signal each other's processes (the kernel's
+	// permissions decide); the namespace holds only the pod's.
+	p.cfg.SignalsOut = bio.pidNS != nil
 	if bio.parentReaps {
 		p.cfg.IdleAfter = -1 // the idle holder's hand-off adopts a child
 	}
@@ -219,6 +233,13 @@ func (r *running) initFDs() (fds []int, err error) {
 			return fds, err
 		}
 		fds = append(fds, fd)
+	}
+	if proc := r.init.TakeProc(); proc >= 0 {
+		// A pod's pid namespace: its procfs, made on the host.
+		fds = append(fds, proc)
+		if !p.cfg.Plan.UseProc(len(fds) - 1) {
+			return fds, errors.New("joining a pid namespace: the mount plan has no /proc")
+		}
 	}
 	if r.cg != nil {
 		// A pids limit is the commands' alone (cgroups.CommandsName): the

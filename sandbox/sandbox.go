@@ -72,6 +72,16 @@ type ProvisionOptions struct {
 	// IPC and POSIX message queues). The namespace's sysctls are its
 	// owner's to set: IPC sysctls in the spec are then refused.
 	ShareIPC bool
+	// PIDNamespace, when not nil, is a pid namespace (a pod's, for
+	// Kubernetes' shareProcessNamespace) the sandbox's init is cloned
+	// into instead of a new one: its processes then see, and are seen
+	// by, the namespace's others. The init is not PID 1 there: when it
+	// ends, what is left of the sandbox's processes is killed through its
+	// cgroup, so a sandbox without one (no cgroup) is refused. The procfs
+	// of that namespace is made on the host (namespaces.Options). Root
+	// only (a caller without CAP_SYS_ADMIN gets ErrUnsupported). The
+	// caller keeps and closes it.
+	PIDNamespace *os.File
 }
 
 // DefaultIdleAfter is the default [ProvisionOptions.IdleAfter].

@@ -49,6 +49,9 @@ type mainCommand struct {
 	// ParentReaps and ShareIPC are ChildLaunch's.
 	ParentReaps bool `json:"parent_reaps,omitempty"`
 	ShareIPC    bool `json:"share_ipc,omitempty"`
+	// PIDNSFD, when > 0, is the descriptor the supervisor has
+	// ChildLaunch.PIDNamespace on (after its log and its terminal).
+	PIDNSFD int `json:"pid_ns_fd,omitempty"`
 }
 
 // ChildLaunch is what [Backend.LaunchChild] starts.
@@ -88,6 +91,10 @@ type ChildLaunch struct {
 	// ShareIPC keeps the sandbox in the supervisor's IPC namespace
 	// (sandbox.ProvisionOptions.ShareIPC): Start joined a pod's.
 	ShareIPC bool
+	// PIDNamespace, when not nil, is a pod's pid namespace for the
+	// sandbox's init (sandbox.ProvisionOptions.PIDNamespace), passed to
+	// the supervisor as a descriptor. The caller keeps and closes it.
+	PIDNamespace *os.File
 }
 
 // Child is a supervisor started by [Backend.LaunchChild]: this
@@ -131,7 +138,7 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 	if len(cl.Args) == 0 {
 		return nil, fmt.Errorf("%w: a child supervisor needs a main command", sandbox.ErrInvalidSpec)
 	}
-	cio := &childIO{stdin: cl.Stdin, stdout: cl.Stdout, stderr: cl.Stderr, tty: cl.Terminal, start: cl.Start}
+	cio := &childIO{stdin: cl.Stdin, stdout: cl.Stdout, stderr: cl.Stderr, tty: cl.Terminal, pidNS: cl.PIDNamespace, start: cl.Start}
 	id := newID()
 	var err error
 	if cl.Spec.Network.Secrets, err = b.storeInline(id, cl.Spec.Network.Secrets); err != nil {
@@ -139,6 +146,12 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 	}
 	o := launch{ID: id, Spec: cl.Spec,
 		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath, ParentReaps: cl.ParentReaps, ShareIPC: cl.ShareIPC}}
+	if cl.PIDNamespace != nil {
+		o.Main.PIDNSFD = fdChildTTY // after the log, in the terminal's place
+		if cl.Terminal != nil {
+			o.Main.PIDNSFD = fdChildTTY + 1
+		}
+	}
 	info, err := b.spawnWith(ctx, o, cio)
 	if err != nil {
 		return nil, err
@@ -150,6 +163,7 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 // terminal, its start; cmd is set once it runs.
 type childIO struct {
 	stdin, stdout, stderr, tty *os.File
+	pidNS                      *os.File
 	start                      func(*exec.Cmd) error
 	cmd                        *exec.Cmd
 	cgroupsPath                []string // once it runs: the record's CgroupParents
@@ -173,6 +187,9 @@ func (c *childIO) setup(cmd *exec.Cmd, logFile *os.File) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 		cmd.ExtraFiles = append(cmd.ExtraFiles, c.tty)
 		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, fdChildTTY
+	}
+	if c.pidNS != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, c.pidNS) // mainCommand.PIDNSFD
 	}
 }
 

@@ -224,6 +224,11 @@ func superviseMain() int {
 			popts.ParentReaps, popts.ExitStatus = true, o.main.initStatus
 		}
 		popts.ShareIPC = o.Main.ShareIPC
+		if o.Main.PIDNSFD > 0 {
+			pidNS := os.NewFile(uintptr(o.Main.PIDNSFD), "pod-pid-namespace")
+			defer pidNS.Close()
+			popts.PIDNamespace = pidNS
+		}
 	}
 	joined, fail, err := o.joinCgroupsPath(fail)
 	if err != nil {
