@@ -32,13 +32,7 @@ func LandlockABI() (int, error) {
 // execFDs (files). The returned descriptor is close-on-exec; pass it to
 // [RestrictThread]. Rules whose path does not exist are skipped.
 func BuildRuleset(abi int, rules []LandlockRule, ttyFDs, execFDs []int) (int, error) {
-	return buildRuleset(abi, Scoped(abi), rules, false, ttyFDs, execFDs)
-}
-
-// BuildRulesetScoped is [BuildRuleset] with the scopes scoped (a subset
-// of [Scoped](abi)) rather than all of them.
-func BuildRulesetScoped(abi int, scoped uint64, rules []LandlockRule, ttyFDs, execFDs []int) (int, error) {
-	return buildRuleset(abi, scoped&Scoped(abi), rules, false, ttyFDs, execFDs)
+	return buildRuleset(abi, rules, false, ttyFDs, execFDs)
 }
 
 // BuildRulesetNoTCP is [BuildRuleset] that also handles TCP bind and
@@ -47,7 +41,7 @@ func BuildRulesetScoped(abi int, scoped uint64, rules []LandlockRule, ttyFDs, ex
 // stands in for an empty network namespace where there is none; below ABI
 // 4 it is BuildRuleset (see [HandledNet]).
 func BuildRulesetNoTCP(abi int, rules []LandlockRule, ttyFDs, execFDs []int) (int, error) {
-	return buildRuleset(abi, Scoped(abi), rules, true, ttyFDs, execFDs)
+	return buildRuleset(abi, rules, true, ttyFDs, execFDs)
 }
 
 // HandledNet returns the network rights ABI abi can restrict: TCP bind
@@ -59,12 +53,12 @@ func HandledNet(abi int) uint64 {
 	return 0
 }
 
-func buildRuleset(abi int, scoped uint64, rules []LandlockRule, noTCP bool, ttyFDs, execFDs []int) (int, error) {
+func buildRuleset(abi int, rules []LandlockRule, noTCP bool, ttyFDs, execFDs []int) (int, error) {
 	handled := HandledAccess(abi)
 	if handled == 0 {
 		return -1, fmt.Errorf("landlock: ABI %d is not usable", abi)
 	}
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled, Scoped: scoped}
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled, Scoped: Scoped(abi)}
 	if noTCP {
 		attr.Handled_access_net = HandledNet(abi)
 	}

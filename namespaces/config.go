@@ -88,12 +88,6 @@ type Config struct {
 	LandlockABI int `json:"landlock_abi"`
 	// LandlockRules are the path rules, inside paths.
 	LandlockRules []fs.LandlockRule `json:"landlock_rules,omitempty"`
-	// SignalsOut leaves signals out of Landlock's scopes: the commands
-	// may signal processes outside the sandbox's domain, as the kernel's
-	// permissions allow. Set for a sandbox in a pod's pid namespace
-	// (Options.PIDNamespace), whose containers signal each other's
-	// processes; only the pod's processes are in that namespace.
-	SignalsOut bool `json:"signals_out,omitempty"`
 	// Seccomp is a marshaled seccomp.Program, or several stacked
 	// (seccomp.MarshalStack: each installed, the stricter verdict wins);
 	// empty means unconfined.
@@ -268,4 +262,3 @@ type Creds struct {
 	// ambient set).
 	Ambient uint64 `json:"ambient,omitempty"`
 }
-

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/seccomp"
 )
 
@@ -72,7 +73,7 @@ func (s *spawner) spawnRoot(e Exec, stdio [3]int) (int, string, error) {
 	}
 	ruleset := -1
 	if s.cfg.LandlockABI > 0 {
-		if ruleset, err = s.cfg.ruleset(stdio[:], nil); err != nil {
+		if ruleset, err = fs.BuildRuleset(s.cfg.LandlockABI, s.cfg.LandlockRules, stdio[:], nil); err != nil {
 			return 0, "landlock", err
 		}
 		defer unix.Close(ruleset)

@@ -150,7 +150,7 @@ func (s *spawner) spawn(e Exec, stdio [3]int, reuse bool) (int, string, error) {
 	}
 	ruleset := -1
 	if s.cfg.LandlockABI > 0 {
-		ruleset, err = s.cfg.ruleset(stdio[:], execFDs)
+		ruleset, err = fs.BuildRuleset(s.cfg.LandlockABI, s.cfg.LandlockRules, stdio[:], execFDs)
 		if err != nil {
 			return 0, "landlock", err
 		}
@@ -235,7 +235,7 @@ func (s *spawner) forkFromKept(r forkRequest) (int, string, error) {
 		}
 		ruleset := -1
 		if s.cfg.LandlockABI > 0 {
-			ruleset, err = s.cfg.ruleset(nil, []int{exe})
+			ruleset, err = fs.BuildRuleset(s.cfg.LandlockABI, s.cfg.LandlockRules, nil, []int{exe})
 			if err != nil {
 				return 0, "landlock", err
 			}
@@ -443,14 +443,4 @@ func lookPath(name string, env []string) (string, error) {
 		return "", fmt.Errorf("%s: not executable: %w", name, syscall.EACCES)
 	}
 	return "", fmt.Errorf("%s: not found in PATH: %w", name, syscall.ENOENT)
-}
-
-// ruleset builds the commands' Landlock ruleset (fs.BuildRulesetScoped)
-// with the scopes c asks for.
-func (c *Config) ruleset(ttyFDs, execFDs []int) (int, error) {
-	scoped := fs.Scoped(c.LandlockABI)
-	if c.SignalsOut {
-		scoped &^= unix.LANDLOCK_SCOPE_SIGNAL
-	}
-	return fs.BuildRulesetScoped(c.LandlockABI, scoped, c.LandlockRules, ttyFDs, execFDs)
 }

@@ -95,9 +95,6 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		// when it ends: its cgroup is how the rest is killed.
 		return nil, fmt.Errorf("%w: joining a pid namespace needs the sandbox's own cgroup (none could be made here)", ErrUnsupported)
 	}
-	// A pod's containers signal each other's processes (the kernel's
-	// permissions decide); the namespace holds only the pod's.
-	p.cfg.SignalsOut = bio.pidNS != nil
 	if bio.parentReaps {
 		p.cfg.IdleAfter = -1 // the idle holder's hand-off adopts a child
 	}
