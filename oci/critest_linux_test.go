@@ -13,15 +13,15 @@ import (
 	"testing"
 )
 
+// registryPort is the registry's, on the loopback of containerd's own
+// network namespace (newEnvNetns), where nothing else listens.
+const registryPort = 5000
+
 // registry serves images over the registry API (GET and HEAD of
-// /v2/NAME/manifests/REF and /v2/NAME/blobs/DIGEST) on loopback, for a
-// CRI that pulls: any name gets img, a name with "nginx" web. A manifest
+// /v2/NAME/manifests/REF and /v2/NAME/blobs/DIGEST) on ln, for a CRI
+// that pulls: any name gets img, a name with "nginx" web. A manifest
 // asked by another digest is not found.
-func registry(t *testing.T, img, web image) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+func registry(t *testing.T, ln net.Listener, img, web image) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if p == "/v2/" || p == "/v2" {
@@ -58,15 +58,17 @@ func registry(t *testing.T, img, web image) string {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
 }
 
 // TestCritest runs cri-tools' critest (TENT_CRITEST: a binary built with
 // go test -c sigs.k8s.io/cri-tools/cmd/critest) against containerd's
-// CRI with the tent runtime handler, its images served by a registry on
-// loopback (built here from busybox), and reports the counts. Specs that
-// cannot run on this machine are skipped by name (critestSkips, with the
-// reason); the rest must pass at least as often as critestBaseline.
+// CRI with the tent runtime handler (TENT_CRITEST_HANDLER: another, such
+// as runc, for comparison), and reports the counts. containerd runs in a
+// network namespace of the test's (newEnvNetns: host ports through CNI's
+// portmap there), critest in it too (its streaming, port forwarding),
+// and the images come from a registry on that namespace's loopback
+// (built here from busybox). TENT_CRITEST_SKIP and TENT_CRITEST_FOCUS
+// are ginkgo's skip and focus.
 func TestCritest(t *testing.T) {
 	bin := os.Getenv("TENT_CRITEST")
 	if bin == "" {
@@ -76,12 +78,17 @@ func TestCritest(t *testing.T) {
 	need(t, err == nil, "busybox missing")
 	img := newImage(t, bb, []string{"sh"})
 	web := newImage(t, bb, []string{"httpd", "-f", "-p", "80", "-h", "/"})
-	addr := registry(t, img, web)
+	addr := fmt.Sprintf("127.0.0.1:%d", registryPort)
 	mirrors := ""
 	for _, host := range []string{"gcr.io", "registry.k8s.io", "docker.io"} {
 		mirrors += fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%q]\n    endpoint = [\"http://%s\"]\n", host, addr)
 	}
-	e := newEnvWith(t, true, "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n"+mirrors)
+	e := newEnvNetnsWith(t, "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n"+mirrors)
+	var ln net.Listener
+	if err := inNetns(e.netnsPID, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	registry(t, ln, img, web)
 	report := filepath.Join(e.dir, "critest.json")
 	handler := "tent"
 	if h := os.Getenv("TENT_CRITEST_HANDLER"); h != "" {
@@ -95,7 +102,7 @@ func TestCritest(t *testing.T) {
 	if focus := os.Getenv("TENT_CRITEST_FOCUS"); focus != "" {
 		args = append(args, "-ginkgo.focus", focus)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command("nsenter", append([]string{"--net=/proc/" + fmt.Sprint(e.netnsPID) + "/ns/net", "--", bin}, args...)...)
 	cmd.Dir = e.dir
 	out, _ := cmd.CombinedOutput()
 	if err := os.WriteFile(filepath.Join(os.TempDir(), "tent-critest.log"), out, 0o600); err != nil {

@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // These tests run containers through containerd's stock runc shim with
@@ -90,9 +93,35 @@ func newEnvWith(t testing.TB, cri bool, extra string) *env {
 // namespace the test makes (`unshare --net`, loopback up): CNI's bridge
 // (a gateway there) and portmap's hostPort rules are made in it, never
 // in the machine's own, and go with it when containerd ends.
-func newEnvNetns(t testing.TB) *env {
+func newEnvNetns(t testing.TB) *env { return newEnvNetnsWith(t, "") }
+
+// newEnvNetnsWith is newEnvNetns with extra appended to containerd's
+// config.
+func newEnvNetnsWith(t testing.TB, extra string) *env {
 	need(t, lookPath("unshare") && lookPath("nsenter") && lookPath("iptables") && fileExists("/usr/lib/cni/portmap"), "unshare, nsenter, iptables or CNI's portmap missing")
-	return newEnvIn(t, true, true, "")
+	return newEnvIn(t, true, true, extra)
+}
+
+// inNetns runs fn on a thread that joined the network namespace of pid
+// (sockets fn makes are there); the thread is not given back to the
+// runtime, so it ends with fn's goroutine.
+func inNetns(pid int, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is in another namespace
+		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
 }
 
 func newEnvIn(t testing.TB, cri, netns bool, extra string) *env {

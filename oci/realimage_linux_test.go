@@ -12,13 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // An ordinary Debian image (scripts/debian-image: nginx, redis,
@@ -208,48 +205,31 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool, repor
 	}
 }
 
-// httpGetIn is a GET / of addr from the network namespace of pid: the
-// socket is made on a thread that joined it (the thread is not given
-// back to the runtime, so it ends with the goroutine).
+// httpGetIn is a GET / of addr from the network namespace of pid (the
+// connection made there, see inNetns), retried for a while.
 func httpGetIn(t *testing.T, pid int, addr string) string {
 	t.Helper()
-	type result struct {
-		body string
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread is in another namespace
-		ch <- func() result {
-			fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	var body []byte
+	err := inNetns(pid, func() error {
+		var last error
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 			if err != nil {
-				return result{err: err}
+				last = err
+				continue
 			}
-			defer unix.Close(fd)
-			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-				return result{err: fmt.Errorf("setns: %w", err)}
-			}
-			var last error
-			for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
-					last = err
-					continue
-				}
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: tent\r\n\r\n")
-				body, err := io.ReadAll(bufio.NewReader(c))
-				c.Close()
-				return result{string(body), err}
-			}
-			return result{err: last}
-		}()
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Errorf("GET %s in pid %d's network namespace: %v", addr, pid, r.err)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: tent\r\n\r\n")
+			body, err = io.ReadAll(bufio.NewReader(c))
+			return err
+		}
+		return last
+	})
+	if err != nil {
+		t.Errorf("GET %s in pid %d's network namespace: %v", addr, pid, err)
 	}
-	return r.body
+	return string(body)
 }
 
 // rootfsImage writes an OCI image archive, named name, whose one layer is
