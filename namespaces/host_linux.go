@@ -119,6 +119,38 @@ func (i *Init) TakeProc() int {
 	return i.procfs
 }
 
+// CheckPIDNamespace checks that f is a pid namespace a sandbox may join
+// (Options.PIDNamespace): one not owned by this process's user namespace
+// (the host's own, whose processes the sandbox would see, or one no
+// sandbox made), such as another sandbox's.
+func CheckPIDNamespace(f *os.File) error {
+	if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWPID {
+		return fmt.Errorf("%s is not a pid namespace (%v)", f.Name(), err)
+	}
+	if mine, err := ownedBySelf(f); err != nil || mine {
+		return fmt.Errorf("the pid namespace %s belongs to this process's user namespace (the host's, or one no sandbox made): only another sandbox's is joined (%v)", f.Name(), err)
+	}
+	return nil
+}
+
+// ownedBySelf reports whether the namespace f is owned by this process's
+// user namespace.
+func ownedBySelf(f *os.File) (bool, error) {
+	owner, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		return false, os.NewSyscallError("NS_GET_USERNS", err)
+	}
+	defer unix.Close(owner)
+	var theirs, ours unix.Stat_t
+	if err := unix.Fstat(owner, &theirs); err != nil {
+		return false, err
+	}
+	if err := unix.Stat("/proc/self/ns/user", &ours); err != nil {
+		return false, err
+	}
+	return theirs.Dev == ours.Dev && theirs.Ino == ours.Ino, nil
+}
+
 // startInPID is Start with Options.PIDNamespace: from a locked thread
 // that joined the namespace for its children, it clones the procfs
 // helper and then the init into it. The thread is never given back to
@@ -126,8 +158,8 @@ func (i *Init) TakeProc() int {
 // pod's namespace, and the kernel refuses it new threads (the runtime
 // makes those from its template thread for a locked one).
 func startInPID(ctx context.Context, o Options) (*Init, error) {
-	if t, err := unix.IoctlRetInt(int(o.PIDNamespace.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWPID {
-		return nil, fmt.Errorf("%s is not a pid namespace (%v)", o.PIDNamespace.Name(), err)
+	if err := CheckPIDNamespace(o.PIDNamespace); err != nil {
+		return nil, err
 	}
 	type result struct {
 		i   *Init

@@ -59,8 +59,13 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if k, ok := ipcSysctl(spec.Sysctls); ok && bio.shareIPC {
 		return nil, fmt.Errorf("%w: sysctls: %s: the sandbox shares its caller's IPC namespace, whose sysctls are that namespace's owner's", ErrInvalidSpec, k)
 	}
-	if bio.pidNS != nil && !p.privileged {
-		return nil, fmt.Errorf("%w: joining a pid namespace (a pod's shareProcessNamespace) needs root", ErrUnsupported)
+	if bio.pidNS != nil {
+		if err := namespaces.CheckPIDNamespace(bio.pidNS); err != nil {
+			return nil, fmt.Errorf("%w: PIDNamespace: %w", ErrInvalidSpec, err)
+		}
+		if !p.privileged {
+			return nil, fmt.Errorf("%w: PIDNamespace: joining a pid namespace (a pod's shareProcessNamespace) needs root", ErrUnsupported)
+		}
 	}
 	if err := p.keepValuesOut(spec, bio.secrets); err != nil {
 		return nil, err
