@@ -56,8 +56,10 @@ type Options struct {
 	// for its children (setns), which no other code then uses. The init is
 	// then not PID 1 but a child subreaper, and cannot mount that
 	// namespace's procfs from its own user namespace: a helper cloned
-	// into it beside (procfsHelper) makes the mount, which the init gets
-	// as [Init.TakeProc]'s descriptor. Needs root (CAP_SYS_ADMIN here).
+	// into it beside (the tent binary as "tent-procfs") makes the mount,
+	// which the init gets as [Init.TakeProc]'s descriptor. It must be a
+	// namespace another sandbox made ([CheckPIDNamespace]). Needs root
+	// (CAP_SYS_ADMIN here).
 	PIDNamespace *os.File
 	// ParentReaps makes the init a child of this process's parent
 	// (CLONE_PARENT) instead of this process's: for a parent that learns
@@ -127,15 +129,16 @@ func CheckPIDNamespace(f *os.File) error {
 	if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWPID {
 		return fmt.Errorf("%s is not a pid namespace (%v)", f.Name(), err)
 	}
-	if mine, err := ownedBySelf(f); err != nil || mine {
+	if mine, err := OwnedByCaller(f); err != nil || mine {
 		return fmt.Errorf("the pid namespace %s belongs to this process's user namespace (the host's, or one no sandbox made): only another sandbox's is joined (%v)", f.Name(), err)
 	}
 	return nil
 }
 
-// ownedBySelf reports whether the namespace f is owned by this process's
-// user namespace.
-func ownedBySelf(f *os.File) (bool, error) {
+// OwnedByCaller reports whether the namespace f is owned by this
+// process's user namespace (for a root caller, the host's): a namespace a
+// sandbox or container made is owned by its own.
+func OwnedByCaller(f *os.File) (bool, error) {
 	owner, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_USERNS)
 	if err != nil {
 		return false, os.NewSyscallError("NS_GET_USERNS", err)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
+	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
@@ -231,10 +232,6 @@ func startIn(cmd *exec.Cmd, b *bundle) error {
 	if b.NetNS == "" && b.IPCNS == "" {
 		return cmd.Start()
 	}
-	// Followed: CRI names a pod's namespaces as /proc/PID/ns/* of the
-	// pod's sandbox container's pid (a magic link), and the bundle is
-	// the runtime caller's. What each names must be a namespace of its
-	// type; an IPC namespace must be a container's (see ownedByHost).
 	var joins []*os.File
 	defer func() {
 		for _, f := range joins {
@@ -289,7 +286,7 @@ func startIn(cmd *exec.Cmd, b *bundle) error {
 // openNamespace opens a bundle's namespace path (what: its type's name in
 // linux.namespaces; kind: in a sentence) and checks that it is a namespace
 // of type typ; an IPC or pid namespace must also be a container's (see
-// ownedByHost). The path is followed: CRI names a pod's namespaces as
+// namespaces.OwnedByCaller). The path is followed: CRI names a pod's namespaces as
 // /proc/PID/ns/* of the pod's sandbox container's pid (a magic link), and
 // the bundle is the runtime caller's.
 func openNamespace(path, what, kind string, typ int) (*os.File, error) {
@@ -305,7 +302,7 @@ func openNamespace(path, what, kind string, typ int) (*os.File, error) {
 		return nil, fmt.Errorf("linux.namespaces: %s path %s is not %s (%v)", what, path, kind, err)
 	}
 	if typ == unix.CLONE_NEWIPC || typ == unix.CLONE_NEWPID {
-		if host, err := ownedByHost(f); err != nil || host {
+		if host, err := namespaces.OwnedByCaller(f); err != nil || host {
 			f.Close()
 			return nil, fmt.Errorf("%w: linux.namespaces: %s path %s: %s of the host's user namespace (the host's own, or one no container made) is never joined (%v)", ErrUnsupportedConfig, what, path, kind, err)
 		}
@@ -313,25 +310,6 @@ func openNamespace(path, what, kind string, typ int) (*os.File, error) {
 	return f, nil
 }
 
-// ownedByHost reports whether the namespace f is owned by this process's
-// user namespace (the host's, for tent-runc under containerd): a pod's
-// IPC namespace is its sandbox container's, owned by that container's
-// own user namespace.
-func ownedByHost(f *os.File) (bool, error) {
-	owner, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_USERNS)
-	if err != nil {
-		return false, os.NewSyscallError("NS_GET_USERNS", err)
-	}
-	defer unix.Close(owner)
-	var theirs, ours unix.Stat_t
-	if err := unix.Fstat(owner, &theirs); err != nil {
-		return false, err
-	}
-	if err := unix.Stat("/proc/self/ns/user", &ours); err != nil {
-		return false, err
-	}
-	return theirs.Dev == ours.Dev && theirs.Ino == ours.Ino, nil
-}
 
 // podSysctls gives a pod's container the pod's IPC sysctls, from its
 // sandbox container's record (CRI's annotation names it; see
