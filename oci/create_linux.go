@@ -310,7 +310,6 @@ func openNamespace(path, what, kind string, typ int) (*os.File, error) {
 	return f, nil
 }
 
-
 // podSysctls gives a pod's container the pod's IPC sysctls, from its
 // sandbox container's record (CRI's annotation names it; see
 // bundle.PodSysctls); the container's own win. A sandbox that is gone
