@@ -117,9 +117,9 @@ func (p *Plan) openSources(srcs *sources, pre []int) error {
 			srcs.fds[i] = fd
 			continue
 		}
-		if s.Kind == KindProc && s.FD >= 0 {
-			// A procfs made for the sandbox on the host (a pod's pid
-			// namespace: Plan.UseProc).
+		if (s.Kind == KindProc || s.Kind == KindSysfs) && s.FD >= 0 {
+			// A procfs or sysfs made for the sandbox on the host (a
+			// pod's pid namespace: Plan.UseProc; Plan.AddSysfs).
 			fd, err := openSource(s, pre)
 			if err != nil {
 				return err
@@ -327,6 +327,11 @@ func applyStep(root int, s Step, src int) error {
 		}
 		defer unix.Close(fd)
 		return attach(fd, parent, name, false)
+	case KindSysfs:
+		if s.FD < 0 {
+			return fmt.Errorf("sysfs %s: no descriptor", s.Target)
+		}
+		return attach(src, parent, name, false)
 	case KindDevpts:
 		fd, err := newFS("devpts", map[string]string{"newinstance": "", "ptmxmode": "0666", "mode": "0620"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
 		if err != nil {

@@ -20,6 +20,9 @@ const (
 	KindProc Kind = "proc"
 	// KindDevpts mounts a new devpts instance.
 	KindDevpts Kind = "devpts"
+	// KindSysfs attaches a read-only sysfs made for the sandbox on the
+	// host (descriptor FD; see [Plan.AddSysfs]).
+	KindSysfs Kind = "sysfs"
 	// KindSymlink creates a symbolic link.
 	KindSymlink Kind = "symlink"
 	// KindOverlay mounts an overlay: Source is the lower (host) directory,
@@ -394,3 +397,37 @@ func (p *Plan) UseProc(fd int) bool {
 	}
 	return false
 }
+
+// AddSysfs gives the plan a /sys: the detached, read-only sysfs mount
+// that will be passed as descriptor fd (an index into Apply's
+// descriptors), made on the host for the sandbox's network namespace
+// (namespaces.Sysfs). It goes right after /proc, so that the cgroup view
+// and any masks beneath /sys lie on it, and [SysfsMasked] are masked; with
+// a caller's root, only where that root has /sys. It reports false when the plan has no /proc or
+// already has something at /sys.
+func (p *Plan) AddSysfs(fd int) bool {
+	at := -1
+	for i, s := range p.Steps {
+		if s.Target == "/sys" {
+			return false
+		}
+		if s.Kind == KindProc && s.Target == "/proc" {
+			at = i + 1
+		}
+	}
+	if at < 0 {
+		return false
+	}
+	optional := len(p.Steps) > 0 && p.Steps[0].Kind == KindRoot
+	step := Step{Kind: KindSysfs, Target: "/sys", FD: fd, ReadOnly: true, Optional: optional}
+	p.Steps = append(p.Steps[:at], append([]Step{step}, p.Steps[at:]...)...)
+	for _, m := range SysfsMasked {
+		p.Steps = append(p.Steps, Step{Kind: KindMask, Target: m, FD: -1})
+	}
+	return true
+}
+
+// SysfsMasked are hidden beneath a sysfs of [Plan.AddSysfs], whatever the
+// caller asks, as runc masks them: the firmware's tables and variables,
+// and the energy counters of powercap (RAPL, a side channel).
+var SysfsMasked = []string{"/sys/firmware", "/sys/devices/virtual/powercap"}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,18 +26,7 @@ const procfsHelperArg0 = "tent-procfs"
 
 // runProcfsHelper is the helper's main.
 func runProcfsHelper() int {
-	fd, err := func() (int, error) {
-		fsfd, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
-		if err != nil {
-			return -1, os.NewSyscallError("fsopen proc", err)
-		}
-		defer unix.Close(fsfd)
-		if err := unix.FsconfigCreate(fsfd); err != nil {
-			return -1, os.NewSyscallError("fsconfig create proc", err)
-		}
-		fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-		return fd, os.NewSyscallError("fsmount proc", err)
-	}()
+	fd, err := newMount("proc", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 	if err != nil {
 		// The error's text goes back instead of a descriptor.
 		_ = unix.Sendmsg(3, []byte(err.Error()), nil, nil, 0)
@@ -123,4 +113,56 @@ func procfsFromHelper(ctx context.Context) (int, error) {
 	}
 	werr := cmd.Wait()
 	return -1, fmt.Errorf("the procfs helper sent no mount (%v): %q", werr, bytes.TrimSpace(stderr.Bytes()))
+}
+
+// Sysfs makes a sysfs for the network namespace of pid (a sandbox's init:
+// its own namespace, a pod's it joined, or the host's it shares), as a
+// detached mount, read-only, nosuid, nodev and noexec, for the init's
+// /sys (fs.Plan.AddSysfs): a sysfs shows the network devices of the
+// namespace of the process that makes it, and only a process capable in
+// the user namespace that owns that network namespace may make it, which
+// the init is not for a pod's (the host's user namespace owns it). It is
+// made on a thread that joined that namespace and is then discarded (a
+// thread's network namespace is its own, so the process needs no helper).
+// Needs root.
+func Sysfs(pid int) (int, error) {
+	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("sysfs: the sandbox's network namespace: %w", os.NewSyscallError("open", err))
+	}
+	defer unix.Close(ns)
+	type result struct {
+		fd  int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends in another namespace
+		if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
+			ch <- result{-1, fmt.Errorf("sysfs: joining the sandbox's network namespace: %w", os.NewSyscallError("setns", err))}
+			return
+		}
+		fd, err := newMount("sysfs", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		ch <- result{fd, err}
+	}()
+	r := <-ch
+	return r.fd, r.err
+}
+
+// newMount makes a filesystem of type fstype with no options and returns
+// it as a detached mount with attrs.
+func newMount(fstype string, attrs int) (int, error) {
+	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, os.NewSyscallError("fsopen "+fstype, err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, os.NewSyscallError("fsconfig create "+fstype, err)
+	}
+	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attrs)
+	if err != nil {
+		return -1, os.NewSyscallError("fsmount "+fstype, err)
+	}
+	return fd, nil
 }

@@ -134,7 +134,7 @@ func launchContainer(ctx context.Context, dir string, b *bundle) (*supervised.Ch
 	// it reaps, enters (nsenter, CNI) and watches (its cgroup's OOM
 	// events, its metrics) is in the container.
 	cl := supervised.ChildLaunch{Spec: b.Spec, Args: b.Main.Args, Env: b.Main.Env, Dir: b.Main.Cwd, ParentReaps: true,
-		ShareIPC: b.IPCNS != "", Start: func(cmd *exec.Cmd) error { return startIn(cmd, b) }}
+		ShareIPC: b.IPCNS != "", Sysfs: true, Start: func(cmd *exec.Cmd) error { return startIn(cmd, b) }}
 	if b.PIDNS != "" {
 		pidNS, err := openNamespace(b.PIDNS, "pid", "a pid namespace", unix.CLONE_NEWPID)
 		if err != nil {

@@ -119,6 +119,29 @@ func TestCRI(t *testing.T) {
 	if hostIPC, _ := os.Readlink("/proc/self/ns/ipc"); ipcNS["server"] == "" || ipcNS["server"] != ipcNS["client"] || ipcNS["server"] == hostIPC {
 		t.Errorf("the pod's containers' IPC namespaces: %v (the host's %s); want one, the pod's", ipcNS, hostIPC)
 	}
+	// /sys is a read-only sysfs of the pod's network namespace: its
+	// devices (lo, eth0), none of the host's (the test's bridge, say);
+	// read-only (EROFS); tent's masks over it (the bundle here has none:
+	// crictl, unlike kubelet, asks for no masked paths).
+	hostDevs, err := os.ReadDir("/sys/class/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, _ := e.crictl("exec", ctrs["client"], "ls", "/sys/class/net"); strings.Fields(out) == nil || strings.Join(strings.Fields(out), " ") != "eth0 lo" {
+		t.Errorf("/sys/class/net in the pod: %q %s, want eth0 lo", out, errOut)
+	} else {
+		for _, d := range hostDevs {
+			if d.Name() != "lo" && d.Name() != "eth0" && strings.Contains(out, d.Name()) {
+				t.Errorf("/sys/class/net in the pod shows the host's %s", d.Name())
+			}
+		}
+	}
+	if out, errOut, _ := e.crictl("exec", ctrs["client"], "sh", "-c", "echo 1 > /sys/kernel/mm/ksm/run; touch /sys/x"); !strings.Contains(out+errOut, "Read-only file system") {
+		t.Errorf("writing /sys in the pod: %q %s, want EROFS", out, errOut)
+	}
+	if out, errOut, _ := e.crictl("exec", ctrs["client"], "sh", "-c", "ls -A /sys/firmware | wc -l; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null | head -1"); !strings.HasPrefix(out, "0\n") || len(strings.Fields(out)) != 2 {
+		t.Errorf("/sys/firmware (masked) and the cgroup view under /sys: %q %s, want 0 entries and a memory limit", out, errOut)
+	}
 	// Both containers are in the pod's network namespace: the server
 	// listens on its loopback, the client connects to it. Port 80: the
 	// pod's sysctl net.ipv4.ip_unprivileged_port_start=0 (containerd's

@@ -41,6 +41,8 @@ type bootIO struct {
 	parentReaps, shareIPC bool
 	// pidNS is ProvisionOptions.PIDNamespace.
 	pidNS *os.File
+	// sysfs is ProvisionOptions.Sysfs.
+	sysfs bool
 }
 
 // boot builds a sandbox: a one-shot one running path with args, or, with
@@ -126,7 +128,7 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 	if r.cg != nil {
 		reapStaleCgroups(r.cg) // while the init's runtime starts
 	}
-	fds, err := r.initFDs()
+	fds, err := r.initFDs(bio.sysfs)
 	defer closeFDs(fds)
 	if err != nil {
 		return nil, err
@@ -220,9 +222,10 @@ func (r *running) openInitStdio(path string, bio bootIO) (err error) {
 }
 
 // initFDs opens the descriptors the init gets with its config: a root
-// caller's mounts and root (idmapped clones) and the commands' cgroup.
+// caller's mounts and root (idmapped clones), a pod's procfs, a sysfs
+// (with sysfs, for a root caller) and the commands' cgroup.
 // The caller closes them, those returned with an error too.
-func (r *running) initFDs() (fds []int, err error) {
+func (r *running) initFDs(sysfs bool) (fds []int, err error) {
 	p := r.plan
 	if p.privileged && len(p.userMounts) > 0 {
 		if fds, err = openUserMounts(p.userMounts, r.init.Pid(), p); err != nil {
@@ -241,6 +244,16 @@ func (r *running) initFDs() (fds []int, err error) {
 		fds = append(fds, proc)
 		if !p.cfg.Plan.UseProc(len(fds) - 1) {
 			return fds, errors.New("joining a pid namespace: the mount plan has no /proc")
+		}
+	}
+	if sysfs && p.privileged {
+		fd, err := namespaces.Sysfs(r.init.Pid())
+		if err != nil {
+			return fds, err
+		}
+		fds = append(fds, fd)
+		if !p.cfg.Plan.AddSysfs(len(fds) - 1) {
+			return fds, errors.New("sysfs: the mount plan has no /proc, or something at /sys already")
 		}
 	}
 	if r.cg != nil {

@@ -82,6 +82,17 @@ type ProvisionOptions struct {
 	// only (a caller without CAP_SYS_ADMIN gets ErrUnsupported). The
 	// caller keeps and closes it.
 	PIDNamespace *os.File
+	// Sysfs gives the sandbox a read-only sysfs at /sys, as runc gives a
+	// container: that of its network namespace (its own, a pod's or the
+	// host's), made on the host (a sysfs shows the devices of the
+	// network namespace it was made in, and the sandbox's user namespace
+	// may not make one for a namespace it does not own), nosuid, nodev,
+	// noexec, with the spec's masked paths over it and the cgroup view
+	// at /sys/fs/cgroup. With a root of the caller's, only where it has
+	// /sys. Root only: for another caller it is left out (no /sys, as
+	// without it). tent-runc sets it; tent's own sandboxes have no /sys
+	// but their cgroup view.
+	Sysfs bool
 }
 
 // DefaultIdleAfter is the default [ProvisionOptions.IdleAfter].

@@ -65,7 +65,7 @@ func provision(ctx context.Context, spec Spec, opts ProvisionOptions, prefill fu
 	if spec.Network.Secrets, err = inlineSecrets(spec.Network.Secrets, opts.Secrets); err != nil {
 		return nil, err
 	}
-	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter, id: id, proxyLimits: opts.ProxyLimits, secrets: opts.Secrets, parentReaps: opts.ParentReaps, shareIPC: opts.ShareIPC, pidNS: opts.PIDNamespace})
+	r, err := boot(ctx, &spec, "", nil, bootIO{netLog: opts.NetLog, resolver: opts.Resolver, log: log, prefill: prefill, idleAfter: opts.IdleAfter, id: id, proxyLimits: opts.ProxyLimits, secrets: opts.Secrets, parentReaps: opts.ParentReaps, shareIPC: opts.ShareIPC, pidNS: opts.PIDNamespace, sysfs: opts.Sysfs})
 	if err != nil {
 		return nil, err
 	}

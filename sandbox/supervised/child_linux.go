@@ -52,6 +52,8 @@ type mainCommand struct {
 	// PIDNSFD, when > 0, is the descriptor the supervisor has
 	// ChildLaunch.PIDNamespace on (after its log and its terminal).
 	PIDNSFD int `json:"pid_ns_fd,omitempty"`
+	// Sysfs is ChildLaunch.Sysfs.
+	Sysfs bool `json:"sysfs,omitempty"`
 }
 
 // ChildLaunch is what [Backend.LaunchChild] starts.
@@ -95,6 +97,9 @@ type ChildLaunch struct {
 	// sandbox's init (sandbox.ProvisionOptions.PIDNamespace), passed to
 	// the supervisor as a descriptor. The caller keeps and closes it.
 	PIDNamespace *os.File
+	// Sysfs gives the sandbox a read-only /sys of its network namespace
+	// (sandbox.ProvisionOptions.Sysfs).
+	Sysfs bool
 }
 
 // Child is a supervisor started by [Backend.LaunchChild]: this
@@ -145,7 +150,7 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 		return nil, err
 	}
 	o := launch{ID: id, Spec: cl.Spec,
-		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath, ParentReaps: cl.ParentReaps, ShareIPC: cl.ShareIPC}}
+		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath, ParentReaps: cl.ParentReaps, ShareIPC: cl.ShareIPC, Sysfs: cl.Sysfs}}
 	if cl.PIDNamespace != nil {
 		o.Main.PIDNSFD = fdChildTTY // after the log, in the terminal's place
 		if cl.Terminal != nil {

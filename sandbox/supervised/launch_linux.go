@@ -223,7 +223,7 @@ func superviseMain() int {
 		if o.Main.ParentReaps {
 			popts.ParentReaps, popts.ExitStatus = true, o.main.initStatus
 		}
-		popts.ShareIPC = o.Main.ShareIPC
+		popts.ShareIPC, popts.Sysfs = o.Main.ShareIPC, o.Main.Sysfs
 		if o.Main.PIDNSFD > 0 {
 			pidNS := os.NewFile(uintptr(o.Main.PIDNSFD), "pod-pid-namespace")
 			defer pidNS.Close()
