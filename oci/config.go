@@ -128,7 +128,8 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 
 // tentOwned are the mount destinations tent provides itself: its own
 // /proc (with /proc/sys and co read-only), minimal /dev, a private devpts
-// and /dev/shm, no /sys but the read-only view of the sandbox's cgroup.
+// and /dev/shm, a read-only sysfs (sandbox.ProvisionOptions.Sysfs) with
+// the read-only view of the sandbox's cgroup.
 var tentOwned = []string{"/proc", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/sys", "/sys/fs/cgroup"}
 
 // underTentOwned reports whether dst lies beneath /dev, /proc or /sys.
