@@ -58,7 +58,11 @@ func TestCRIDebianImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("crictl runp: %d %s", code, errOut)
 	}
+	removed := false
 	t.Cleanup(func() {
+		if removed {
+			return
+		}
 		if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
 			t.Errorf("crictl rmp: %d %s", code, errOut)
 		}
@@ -161,13 +165,51 @@ func TestCRIDebianImage(t *testing.T) {
 	if _, errOut, code := e.crictl("stopp", podID); code != 0 {
 		t.Errorf("crictl stopp: %d %s", code, errOut)
 	}
-	// The pod's network namespace went with it; the harness checks the
-	// rest at the end (state, shims, mounts).
-	t.Cleanup(func() {
-		if after := listDir(t, "/var/run/netns"); len(after) != len(netnsBefore) {
-			t.Errorf("/var/run/netns: %v before, %v after", netnsBefore, after)
+	if _, errOut, code := e.crictl("rmp", podID); code != 0 {
+		t.Errorf("crictl rmp: %d %s", code, errOut)
+	}
+	removed = true
+	// Nothing of the pod is left: no process of its servers, no cgroup
+	// beneath containerd's parent, its network namespace gone. The
+	// harness checks the rest at the end (tent-runc's state, shims,
+	// mounts).
+	ids := []string{podID}
+	for _, id := range ctrs {
+		ids = append(ids, id)
+	}
+	if left := processesInCgroups(ids); len(left) > 0 {
+		t.Errorf("processes left in the pod's cgroups after its removal: %v", left)
+	}
+	for _, id := range ids {
+		if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io/" + id); len(dirs) > 0 {
+			t.Errorf("cgroups left after the pod's removal: %v", dirs)
 		}
-	})
+	}
+	if after := listDir(t, "/var/run/netns"); len(after) != len(netnsBefore) {
+		t.Errorf("/var/run/netns: %v before, %v after", netnsBefore, after)
+	}
+}
+
+// processesInCgroups lists the host's processes ("pid cgroup-line") in
+// a cgroup whose path names one of ids (containerd's cgroupfs paths,
+// /k8s.io/ID, are the containers' and the pod's).
+func processesInCgroups(ids []string) []string {
+	var found []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/cgroup")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, id := range ids {
+				if strings.Contains(line, "/"+id) {
+					found = append(found, filepath.Base(d)+" "+line)
+				}
+			}
+		}
+	}
+	return found
 }
 
 // procUID says whether some line of the listing above ("cmdline| uid")
