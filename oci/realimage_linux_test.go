@@ -156,6 +156,19 @@ func TestCRIDebianImage(t *testing.T) {
 	if out, errOut, _ := e.crictl("exec", "-s", ctrs["client"], "python3", "-c", "import os; print(os.getuid(), 6*7)"); out != "0 42" {
 		t.Errorf("python3: %q %s, want 0 42", out, errOut)
 	}
+	// crictl exec -it, as a user debugging the pod types it: a terminal
+	// (script(1) gives crictl one), the image's bash on it.
+	if lookPath("script") {
+		bin := os.Getenv("TENT_CRICTL")
+		if bin == "" {
+			bin = "crictl"
+		}
+		line := fmt.Sprintf("nsenter --net=/proc/%d/ns/net -- %s --runtime-endpoint unix://%s exec -it %s bash -c 'tty; echo in-$BASH_VERSION'", e.netnsPID, bin, e.sock, ctrs["client"])
+		out, _ := exec.Command("script", "-qec", line, "/dev/null").CombinedOutput()
+		if !strings.Contains(string(out), "/dev/pts/") || !strings.Contains(string(out), "in-5.") {
+			t.Errorf("crictl exec -it bash: %q, want a /dev/pts terminal and bash 5", out)
+		}
+	}
 
 	for _, id := range ctrs {
 		if _, errOut, code := e.crictl("stop", "-t", "10", id); code != 0 {
