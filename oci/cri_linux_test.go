@@ -57,7 +57,7 @@ func writeJSON(t testing.TB, path string, v any) string {
 // two containers in it sharing the pod's network namespace, exec, logs,
 // stop, removal. Needs crictl (sigs.k8s.io/cri-tools, TENT_CRICTL).
 func TestCRI(t *testing.T) {
-	e := newCRIEnv(t)
+	e := newCRIEnv(t, "")
 	dir := e.dir
 	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
 		"metadata":      map[string]any{"name": "tentpod", "namespace": "default", "uid": "tentpod-uid", "attempt": 0},
@@ -200,19 +200,6 @@ func TestCRI(t *testing.T) {
 	}
 }
 
-// newCRIEnv is a containerd with its CRI plugin (newEnvWith), once
-// crictl and the CNI plugins are found.
-func newCRIEnv(t testing.TB) *env {
-	t.Helper()
-	bin := os.Getenv("TENT_CRICTL")
-	if bin == "" {
-		bin, _ = exec.LookPath("crictl")
-	}
-	need(t, bin != "", "no crictl (make test-cri builds it; TENT_CRICTL)")
-	need(t, lookPath("ip") && fileExists("/usr/lib/cni/bridge"), "ip or the CNI plugins missing (apt-get install iproute2 containernetworking-plugins)")
-	return newEnvWith(t, true, "")
-}
-
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // BenchmarkCRIPodStart is a pod's start through containerd's CRI, as
@@ -223,7 +210,7 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // on this kernel (make k8s-tools builds runc 1.5; Debian's 1.1 cannot):
 // where it cannot, only tent's figures are given.
 func BenchmarkCRIPodStart(b *testing.B) {
-	e := newCRIEnv(b)
+	e := newCRIEnv(b, "")
 	ctr := writeJSON(b, filepath.Join(e.dir, "ctr.json"), map[string]any{
 		"metadata": map[string]any{"name": "bench"},
 		"image":    map[string]any{"image": e.image},
@@ -277,7 +264,7 @@ func BenchmarkCRIPodStart(b *testing.B) {
 // container ends, what it left running there is killed (its init is
 // not the namespace's PID 1, which would take it along).
 func TestCRISharedPID(t *testing.T) {
-	e := newCRIEnv(t)
+	e := newCRIEnv(t, "")
 	dir := e.dir
 	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
 		"metadata":      map[string]any{"name": "sharedpid", "namespace": "default", "uid": "sharedpid-uid", "attempt": 0},

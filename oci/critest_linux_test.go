@@ -14,7 +14,7 @@ import (
 )
 
 // registryPort is the registry's, on the loopback of containerd's own
-// network namespace (newEnvNetns), where nothing else listens.
+// network namespace (newCRIEnv), where nothing else listens.
 const registryPort = 5000
 
 // registry serves images over the registry API (GET and HEAD of
@@ -64,7 +64,7 @@ func registry(t *testing.T, ln net.Listener, img, web image) {
 // go test -c sigs.k8s.io/cri-tools/cmd/critest) against containerd's
 // CRI with the tent runtime handler (TENT_CRITEST_HANDLER: another, such
 // as runc, for comparison), and reports the counts. containerd runs in a
-// network namespace of the test's (newEnvNetns: host ports through CNI's
+// network namespace of the test's (newCRIEnv: host ports through CNI's
 // portmap there), critest in it too (its streaming, port forwarding),
 // and the images come from a registry on that namespace's loopback
 // (built here from busybox). TENT_CRITEST_SKIP and TENT_CRITEST_FOCUS
@@ -83,7 +83,7 @@ func TestCritest(t *testing.T) {
 	for _, host := range []string{"gcr.io", "registry.k8s.io", "docker.io"} {
 		mirrors += fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%q]\n    endpoint = [\"http://%s\"]\n", host, addr)
 	}
-	e := newEnvNetnsWith(t, "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n"+mirrors)
+	e := newCRIEnv(t, "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n"+mirrors)
 	var ln net.Listener
 	if err := inNetns(e.netnsPID, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,9 +48,8 @@ type env struct {
 	runc    string // the tent-runc symlink
 	runRoot string // tent-runc's --root, as the shim passes it
 	image   string
-	bridge  string // CRI: the CNI bridge on the host, removed at the end
 	// netnsPID is containerd's pid when it runs in a network namespace of
-	// its own (newEnvNetns), else 0: its CNI bridge, portmap rules and
+	// its own (newCRIEnv), else 0: its CNI bridge, portmap rules and
 	// streaming server are there, and crictl is run there.
 	netnsPID int
 }
@@ -73,33 +71,32 @@ func containerdMajor(line string) string {
 }
 
 // subnet is the pods' addresses, x.y.z.0/24; gateway is its .1, the
-// bridge's in containerd's own network namespace (newEnvNetns).
+// bridge's in containerd's own network namespace (newCRIEnv).
 func (e *env) subnet() string  { return fmt.Sprintf("10.253.%d.0/24", os.Getpid()%250) }
 func (e *env) gateway() string { return fmt.Sprintf("10.253.%d.1", os.Getpid()%250) }
 
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
 
-func newEnv(t testing.TB) *env { return newEnvWith(t, false, "") }
+func newEnv(t testing.TB) *env { return newEnvIn(t, false, "") }
 
-// newEnvWith is newEnv; with cri, containerd's CRI plugin is on, with a
-// "tent" runtime handler (tent-runc, its --root in the test's
-// directory), a loopback-only CNI network and a pause image of the
-// test's; ctr then works in CRI's namespace, k8s.io.
-func newEnvWith(t testing.TB, cri bool, extra string) *env {
-	return newEnvIn(t, cri, false, extra)
-}
-
-// newEnvNetns is newEnvWith(t, true, ""), with containerd in a network
-// namespace the test makes (`unshare --net`, loopback up): CNI's bridge
-// (a gateway there) and portmap's hostPort rules are made in it, never
-// in the machine's own, and go with it when containerd ends.
-func newEnvNetns(t testing.TB) *env { return newEnvNetnsWith(t, "") }
-
-// newEnvNetnsWith is newEnvNetns with extra appended to containerd's
-// config.
-func newEnvNetnsWith(t testing.TB, extra string) *env {
-	need(t, lookPath("unshare") && lookPath("nsenter") && lookPath("iptables") && fileExists("/usr/lib/cni/portmap"), "unshare, nsenter, iptables or CNI's portmap missing")
-	return newEnvIn(t, true, true, extra)
+// newCRIEnv is newEnv with containerd's CRI plugin on: a "tent" runtime
+// handler (tent-runc, its --root in the test's directory), a CNI network
+// and a pause image of the test's, extra appended to containerd's
+// config; ctr then works in CRI's namespace, k8s.io. containerd runs in
+// a network namespace the test makes (`unshare --net`, loopback up):
+// CNI's bridge (a gateway there) and portmap's hostPort rules are made
+// in it, never in the machine's own, and go with it when containerd
+// ends; crictl runs there too (see env.crictl).
+func newCRIEnv(t testing.TB, extra string) *env {
+	t.Helper()
+	bin := os.Getenv("TENT_CRICTL")
+	if bin == "" {
+		bin, _ = exec.LookPath("crictl")
+	}
+	need(t, bin != "", "no crictl (make test-cri builds it; TENT_CRICTL)")
+	need(t, lookPath("ip") && fileExists("/usr/lib/cni/bridge") && fileExists("/usr/lib/cni/portmap"), "ip or the CNI plugins missing (apt-get install iproute2 containernetworking-plugins)")
+	need(t, lookPath("unshare") && lookPath("nsenter") && lookPath("iptables"), "unshare, nsenter or iptables missing")
+	return newEnvIn(t, true, extra)
 }
 
 // inNetns runs fn on a thread that joined the network namespace of pid
@@ -124,7 +121,7 @@ func inNetns(pid int, fn func() error) error {
 	return <-done
 }
 
-func newEnvIn(t testing.TB, cri, netns bool, extra string) *env {
+func newEnvIn(t testing.TB, cri bool, extra string) *env {
 	need(t, os.Geteuid() == 0, "containerd tests need root")
 	need(t, lookPath("containerd") && lookPath("ctr") && lookPath("containerd-shim-runc-v2"), "containerd, ctr or containerd-shim-runc-v2 missing (apt-get install containerd)")
 	tent := os.Getenv("TENT_BINARY")
@@ -150,7 +147,7 @@ func newEnvIn(t testing.TB, cri, netns bool, extra string) *env {
 	if err := os.Symlink(tentAbs, e.runc); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.config(cri, netns, extra)
+	cfg := e.config(cri, extra)
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -159,16 +156,17 @@ func newEnvIn(t testing.TB, cri, netns bool, extra string) *env {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
-	if netns {
-		// The streaming server (crictl exec, port-forward) listens on
-		// 127.0.0.1 there: loopback up before containerd starts.
+	if cri {
+		// In a network namespace of its own (newCRIEnv). The streaming
+		// server (crictl exec, port-forward) listens on 127.0.0.1 there:
+		// loopback up before containerd starts.
 		cmd = exec.Command("unshare", "--net", "sh", "-c", `ip link set lo up && exec "$@"`, "sh", "containerd", "--config", filepath.Join(dir, "config.toml"))
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if netns {
+	if cri {
 		e.netnsPID = cmd.Process.Pid
 	}
 	t.Cleanup(func() { e.stop(cmd, logf, cri) })
@@ -208,7 +206,7 @@ func newEnvIn(t testing.TB, cri, netns bool, extra string) *env {
 // with a "tent" runtime handler and a CNI network of the test's (whose
 // file it writes), extra appended, and e's namespace, tent-runc root and
 // bridge set for it.
-func (e *env) config(cri, netns bool, extra string) string {
+func (e *env) config(cri bool, extra string) string {
 	t, dir := e.t, e.dir
 	cfg := fmt.Sprintf(`version = 2
 root = %q
@@ -227,18 +225,12 @@ state = %q
 		if err := os.Mkdir(cni, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		// A bridge of the test's own (no masquerading: the pod reaches
-		// nothing beyond it), its addresses' records in dir. On the host
-		// it is no gateway; in containerd's own network namespace it is
-		// (the test reaches host ports through it), and portmap's rules
-		// for hostPort are made there.
-		e.bridge = "tcri" + strconv.Itoa(os.Getpid()%100000)
-		gateway, portmap := "false", ""
-		if netns {
-			gateway, portmap = "true", `,{"type":"portmap","capabilities":{"portMappings":true}}`
-		}
-		conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"tent-test","plugins":[{"type":"bridge","bridge":%q,"isGateway":%s,"ipMasq":false,
-"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"%s"}]]}},{"type":"loopback"}%s]}`, e.bridge, gateway, filepath.Join(dir, "ipam"), e.subnet(), portmap)
+		// A bridge of the test's own in containerd's network namespace,
+		// the pods' gateway there (the test reaches host ports through
+		// it), no masquerading (the pods reach nothing beyond it); its
+		// addresses' records in dir; portmap's rules for hostPort there.
+		conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"tent-test","plugins":[{"type":"bridge","bridge":"tcri0","isGateway":true,"ipMasq":false,
+"ipam":{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"%s"}]]}},{"type":"loopback"},{"type":"portmap","capabilities":{"portMappings":true}}]}`, filepath.Join(dir, "ipam"), e.subnet())
 		if err := os.WriteFile(filepath.Join(cni, "10-lo.conflist"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +262,7 @@ state = %q
 }
 
 // stop ends e's containerd (cmd, which logs to logf) and everything the
-// test left: pods (cri), tent-runc state (an error), the bridge, shims,
+// test left: pods (cri), tent-runc state (an error), shims,
 // mounts, cgroups and the test's directory.
 func (e *env) stop(cmd *exec.Cmd, logf *os.File, cri bool) {
 	t, dir := e.t, e.dir
@@ -293,9 +285,6 @@ func (e *env) stop(cmd *exec.Cmd, logf *os.File, cri bool) {
 		t.Errorf("tent-runc state left in %s: %v", e.runRoot, names)
 	}
 	_ = os.Remove(e.runRoot)
-	if e.bridge != "" && e.netnsPID == 0 {
-		_ = exec.Command("ip", "link", "del", e.bridge).Run()
-	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()

@@ -37,7 +37,7 @@ func TestCRIDebianImage(t *testing.T) {
 	}
 	need(t, fileExists(rootfs), rootfs+" missing")
 	netnsBefore := listDir(t, "/var/run/netns")
-	e := newEnvNetns(t)
+	e := newCRIEnv(t, "")
 	const name = "docker.io/library/tent-debian:test"
 	archive := rootfsImage(t, e.dir, rootfs, name)
 	if out, errOut, code := e.ctr("image", "import", archive); code != 0 {
