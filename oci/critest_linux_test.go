@@ -1,8 +1,10 @@
 package oci_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,19 +21,17 @@ const registryPort = 5000
 
 // registry serves images over the registry API (GET and HEAD of
 // /v2/NAME/manifests/REF and /v2/NAME/blobs/DIGEST) on ln, for a CRI
-// that pulls: any name gets img, a name with "nginx" web. A manifest
-// asked by another digest is not found.
-func registry(t *testing.T, ln net.Listener, img, web image) {
+// that pulls: pick gives the image for a request's path. A manifest
+// asked by another digest is not found; a blob is served from memory
+// (image.blobs) or from its file (image.files).
+func registry(t *testing.T, ln net.Listener, pick func(path string) image) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if p == "/v2/" || p == "/v2" {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		im := img
-		if strings.Contains(p, "nginx") {
-			im = web
-		}
+		im := pick(p)
 		var digest, ctype string
 		switch {
 		case strings.Contains(p, "/manifests/"):
@@ -44,16 +44,32 @@ func registry(t *testing.T, ln net.Listener, img, web image) {
 		case strings.Contains(p, "/blobs/"):
 			digest, ctype = p[strings.LastIndex(p, "/")+1:], "application/octet-stream"
 		}
-		b, ok := im.blobs[digest]
-		if !ok {
+		var body io.Reader
+		var size int64
+		if b, ok := im.blobs[digest]; ok {
+			body, size = bytes.NewReader(b), int64(len(b))
+		} else if path, ok := im.files[digest]; ok {
+			f, err := os.Open(path)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			body, size = f, st.Size()
+		} else {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", ctype)
 		w.Header().Set("Docker-Content-Digest", digest)
-		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+		w.Header().Set("Content-Length", fmt.Sprint(size))
 		if r.Method != http.MethodHead {
-			_, _ = w.Write(b)
+			_, _ = io.Copy(w, body)
 		}
 	})}
 	go func() { _ = srv.Serve(ln) }()
@@ -88,7 +104,13 @@ func TestCritest(t *testing.T) {
 	if err := inNetns(e.netnsPID, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
-	registry(t, ln, img, web)
+	registry(t, ln, func(path string) image {
+		// Any name gets img, a name with "nginx" web.
+		if strings.Contains(path, "nginx") {
+			return web
+		}
+		return img
+	})
 	report := filepath.Join(e.dir, "critest.json")
 	handler := "tent"
 	if h := os.Getenv("TENT_CRITEST_HANDLER"); h != "" {

@@ -21,6 +21,8 @@ import (
 type image struct {
 	manifest string
 	blobs    map[string][]byte
+	// files are blobs too large to hold, by digest: their paths.
+	files map[string]string
 }
 
 // newImage builds an image of one layer: busybox at /bin/busybox with

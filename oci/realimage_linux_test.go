@@ -1,7 +1,6 @@
 package oci_test
 
 import (
-	"archive/tar"
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
@@ -37,13 +36,20 @@ func TestCRIDebianImage(t *testing.T) {
 	}
 	need(t, fileExists(rootfs), rootfs+" missing")
 	netnsBefore := listDir(t, "/var/run/netns")
-	e := newCRIEnv(t, "")
-	const name = "docker.io/library/tent-debian:test"
-	archive := rootfsImage(t, e.dir, rootfs, name)
-	if out, errOut, code := e.ctr("image", "import", archive); code != 0 {
-		t.Fatalf("ctr image import: %d\n%s%s", code, out, errOut)
+	// Pulled, as kubelet would, from a registry on the loopback of
+	// containerd's network namespace, which docker.io names.
+	addr := fmt.Sprintf("127.0.0.1:%d", registryPort)
+	e := newCRIEnv(t, fmt.Sprintf("[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"docker.io\"]\n    endpoint = [\"http://%s\"]\n", addr))
+	var ln net.Listener
+	if err := inNetns(e.netnsPID, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatal(err)
 	}
-	_ = os.Remove(archive)
+	img := rootfsImage(t, rootfs)
+	registry(t, ln, func(string) image { return img })
+	const name = "docker.io/library/tent-debian:test"
+	if out, errOut, code := e.crictl("pull", name); code != 0 {
+		t.Fatalf("crictl pull %s: %d %s %s", name, code, out, errOut)
+	}
 
 	const hostPort = 18080
 	runtimeDefault := map[string]any{"seccomp": map[string]any{"profile_type": 0}} // RuntimeDefault
@@ -287,10 +293,10 @@ func httpGetIn(t *testing.T, pid int, addr string) string {
 	return string(body)
 }
 
-// rootfsImage writes an OCI image archive, named name, whose one layer is
-// the root filesystem tarball rootfs as it is (an uncompressed layer), for
-// ctr image import; its config runs bash, with Debian's PATH.
-func rootfsImage(t *testing.T, dir, rootfs, name string) string {
+// rootfsImage is an image whose one layer is the root filesystem
+// tarball rootfs as it is (an uncompressed layer, served from its file);
+// its config runs bash, with Debian's PATH.
+func rootfsImage(t *testing.T, rootfs string) image {
 	t.Helper()
 	f, err := os.Open(rootfs)
 	if err != nil {
@@ -303,7 +309,7 @@ func rootfsImage(t *testing.T, dir, rootfs, name string) string {
 		t.Fatal(err)
 	}
 	layer := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	blobs := map[string][]byte{}
+	img := image{blobs: map[string][]byte{}, files: map[string]string{layer: rootfs}}
 	blob := func(v any) (string, int) {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -311,7 +317,7 @@ func rootfsImage(t *testing.T, dir, rootfs, name string) string {
 		}
 		sum := sha256.Sum256(b)
 		d := "sha256:" + hex.EncodeToString(sum[:])
-		blobs[d] = b
+		img.blobs[d] = b
 		return d, len(b)
 	}
 	cfg, cfgSize := blob(map[string]any{
@@ -319,48 +325,10 @@ func rootfsImage(t *testing.T, dir, rootfs, name string) string {
 		"config": map[string]any{"Env": []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, "Cmd": []string{"bash"}},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer}},
 	})
-	manifest, manifestSize := blob(map[string]any{
+	img.manifest, _ = blob(map[string]any{
 		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
 		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg, "size": cfgSize},
 		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": size}},
 	})
-	index, _ := blob(map[string]any{
-		"schemaVersion": 2,
-		"manifests": []any{map[string]any{
-			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest, "size": manifestSize,
-			"platform":    map[string]string{"architecture": "amd64", "os": "linux"},
-			"annotations": map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "test"},
-		}},
-	})
-	indexJSON := blobs[index]
-	delete(blobs, index)
-
-	out := filepath.Join(dir, "debian-image.tar")
-	o, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	tw := tar.NewWriter(o)
-	put := func(name string, size int64, r io.Reader) {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: time.Unix(0, 0)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(tw, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("oci-layout", 30, strings.NewReader(`{"imageLayoutVersion":"1.0.0"}`))
-	put("index.json", int64(len(indexJSON)), strings.NewReader(string(indexJSON)))
-	for d, b := range blobs {
-		put("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), int64(len(b)), strings.NewReader(string(b)))
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	put("blobs/sha256/"+strings.TrimPrefix(layer, "sha256:"), size, f)
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return img
 }
