@@ -67,7 +67,7 @@ test-unprivileged: setup
 # puts only containerd 2 there, Debian testing's package (checked against
 # the archive's signature), in seconds: CI's way onto containerd 2.
 K8S := $(CURDIR)/bin/k8s
-K8S_PATH := $(if $(wildcard bin/k8s/containerd),PATH=$(K8S):$$PATH)
+K8S_PATH := $(if $(wildcard bin/k8s/containerd),PATH=$(K8S):$$PATH) $(if $(wildcard bin/k8s/cni/portmap),TENT_CNI_BIN=$(K8S)/cni)
 k8s-tools:
 	./scripts/k8s-tools $(K8S)
 containerd2:

@@ -75,6 +75,16 @@ func containerdMajor(line string) string {
 func (e *env) subnet() string  { return fmt.Sprintf("10.253.%d.0/24", os.Getpid()%250) }
 func (e *env) gateway() string { return fmt.Sprintf("10.253.%d.1", os.Getpid()%250) }
 
+// cniBin is where the CNI plugins are: TENT_CNI_BIN (make test-cri sets
+// it to bin/k8s/cni where make k8s-tools built them, pinned), else
+// Debian's /usr/lib/cni.
+func cniBin() string {
+	if d := os.Getenv("TENT_CNI_BIN"); d != "" {
+		return d
+	}
+	return "/usr/lib/cni"
+}
+
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
 
 func newEnv(t testing.TB) *env { return newEnvIn(t, false, "") }
@@ -94,7 +104,8 @@ func newCRIEnv(t testing.TB, extra string) *env {
 		bin, _ = exec.LookPath("crictl")
 	}
 	need(t, bin != "", "no crictl (make test-cri builds it; TENT_CRICTL)")
-	need(t, lookPath("ip") && fileExists("/usr/lib/cni/bridge") && fileExists("/usr/lib/cni/portmap"), "ip or the CNI plugins missing (apt-get install iproute2 containernetworking-plugins)")
+	cni := cniBin()
+	need(t, lookPath("ip") && fileExists(cni+"/bridge") && fileExists(cni+"/portmap"), "ip or the CNI plugins missing in "+cni+" (apt-get install iproute2 containernetworking-plugins)")
 	need(t, lookPath("unshare") && lookPath("nsenter") && lookPath("iptables"), "unshare, nsenter or iptables missing")
 	return newEnvIn(t, true, extra)
 }
@@ -244,7 +255,7 @@ state = %q
   # ignores process.oomScoreAdj).
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = %q
     conf_dir = %q
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
@@ -255,7 +266,7 @@ state = %q
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.tent.options]
         BinaryName = %q
         Root = %q
-`, cni, e.runc, filepath.Dir(e.runRoot))
+`, cniBin(), cni, e.runc, filepath.Dir(e.runRoot))
 		cfg += extra
 	}
 	return cfg
