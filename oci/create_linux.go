@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tent-sandbox/tent/internal/atomicfile"
-	"github.com/tent-sandbox/tent/namespaces"
 	"github.com/tent-sandbox/tent/sandbox"
 	"github.com/tent-sandbox/tent/sandbox/supervised"
 )
@@ -286,7 +285,7 @@ func startIn(cmd *exec.Cmd, b *bundle) error {
 // openNamespace opens a bundle's namespace path (what: its type's name in
 // linux.namespaces; kind: in a sentence) and checks that it is a namespace
 // of type typ; an IPC or pid namespace must also be a container's (see
-// namespaces.OwnedByCaller). The path is followed: CRI names a pod's namespaces as
+// sandbox.OwnedByCaller). The path is followed: CRI names a pod's namespaces as
 // /proc/PID/ns/* of the pod's sandbox container's pid (a magic link), and
 // the bundle is the runtime caller's.
 func openNamespace(path, what, kind string, typ int) (*os.File, error) {
@@ -302,7 +301,7 @@ func openNamespace(path, what, kind string, typ int) (*os.File, error) {
 		return nil, fmt.Errorf("linux.namespaces: %s path %s is not %s (%v)", what, path, kind, err)
 	}
 	if typ == unix.CLONE_NEWIPC || typ == unix.CLONE_NEWPID {
-		if host, err := namespaces.OwnedByCaller(f); err != nil || host {
+		if host, err := sandbox.OwnedByCaller(f); err != nil || host {
 			f.Close()
 			return nil, fmt.Errorf("%w: linux.namespaces: %s path %s: %s of the host's user namespace (the host's own, or one no container made) is never joined (%v)", ErrUnsupportedConfig, what, path, kind, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -521,3 +522,10 @@ func execUser(p *plan, def *User, req ExecRequest) (*namespaces.Creds, error) {
 	}
 	return &c, nil
 }
+
+// OwnedByCaller reports whether the namespace f (an open /proc/PID/ns/*
+// file) is owned by this process's user namespace: for a root caller,
+// the host's own namespaces, or ones no container made. A frontend that
+// joins a pod's namespace (tent-runc's ipc and pid paths) refuses those;
+// [ProvisionOptions].PIDNamespace is checked so as well.
+func OwnedByCaller(f *os.File) (bool, error) { return namespaces.OwnedByCaller(f) }
