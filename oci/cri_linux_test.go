@@ -41,6 +41,41 @@ func (e *env) crictl(args ...string) (string, string, int) {
 	return strings.TrimSpace(o.String()), s.String(), code
 }
 
+// runPod starts a pod of config cfg on the tent handler, removed at the
+// test's end (unless the test removed it); it returns the pod's id and
+// its config's file, which crictl create wants too.
+func (e *env) runPod(t *testing.T, cfg map[string]any) (id, file string) {
+	t.Helper()
+	name := cfg["metadata"].(map[string]any)["name"].(string)
+	file = writeJSON(t, filepath.Join(e.dir, "pod-"+name+".json"), cfg)
+	id, errOut, code := e.crictl("runp", "--runtime", "tent", file)
+	if code != 0 {
+		t.Fatalf("crictl runp %s: %d %s", name, code, errOut)
+	}
+	t.Cleanup(func() {
+		if _, errOut, code := e.crictl("rmp", "-f", id); code != 0 && !strings.Contains(errOut, "not found") {
+			t.Errorf("crictl rmp %s: %d %s", name, code, errOut)
+		}
+	})
+	return id, file
+}
+
+// startContainer creates and starts a container of config cfg in the pod
+// podID (of config file podFile) and returns its id.
+func (e *env) startContainer(t *testing.T, podID, podFile string, cfg map[string]any) string {
+	t.Helper()
+	name := cfg["metadata"].(map[string]any)["name"].(string)
+	file := writeJSON(t, filepath.Join(e.dir, name+".json"), cfg)
+	id, errOut, code := e.crictl("create", podID, file, podFile)
+	if code != 0 {
+		t.Fatalf("crictl create %s: %d %s", name, code, errOut)
+	}
+	if _, errOut, code := e.crictl("start", id); code != 0 {
+		t.Fatalf("crictl start %s: %d %s", name, code, errOut)
+	}
+	return id
+}
+
 func writeJSON(t testing.TB, path string, v any) string {
 	t.Helper()
 	data, err := json.Marshal(v)
@@ -59,28 +94,19 @@ func writeJSON(t testing.TB, path string, v any) string {
 func TestCRI(t *testing.T) {
 	e := newCRIEnv(t, "")
 	dir := e.dir
-	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
+	podID, pod := e.runPod(t, map[string]any{
 		"metadata":      map[string]any{"name": "tentpod", "namespace": "default", "uid": "tentpod-uid", "attempt": 0},
 		"log_directory": filepath.Join(dir, "logs"),
 		"hostname":      "tentpod-host",
 		// A pod's IPC sysctl: each container of the pod gets it.
 		"linux": map[string]any{"sysctls": map[string]string{"kernel.shm_rmid_forced": "1"}},
 	})
-	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
-	if code != 0 {
-		t.Fatalf("crictl runp: %d %s", code, errOut)
-	}
-	t.Cleanup(func() {
-		if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
-			t.Errorf("crictl rmp: %d %s", code, errOut)
-		}
-	})
 	ctrs := map[string]string{}
 	for _, c := range []struct{ name, cmd string }{
 		{"server", "echo started; ip=$(cat /proc/net/fib_trie | wc -l); echo fib=$ip; exec sleep 300"},
 		{"client", "echo client; exec sleep 300"},
 	} {
-		cfg := writeJSON(t, filepath.Join(dir, c.name+".json"), map[string]any{
+		ctrs[c.name] = e.startContainer(t, podID, pod, map[string]any{
 			"metadata": map[string]any{"name": c.name},
 			"image":    map[string]any{"image": e.image},
 			"command":  []string{"sh", "-c", c.cmd},
@@ -89,14 +115,6 @@ func TestCRI(t *testing.T) {
 			// container's own pid namespace (CRI's default is the pod's).
 			"linux": map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 1}}},
 		})
-		id, errOut, code := e.crictl("create", podID, cfg, pod)
-		if code != 0 {
-			t.Fatalf("crictl create %s: %d %s", c.name, code, errOut)
-		}
-		if _, errOut, code := e.crictl("start", id); code != 0 {
-			t.Fatalf("crictl start %s: %d %s", c.name, code, errOut)
-		}
-		ctrs[c.name] = id
 	}
 	out, errOut, _ := e.crictl("exec", ctrs["server"], "sh", "-c", "echo in-$((6*7)); exit 3")
 	if out != "in-42" || !strings.Contains(errOut, "command terminated with exit code 3") {
@@ -163,7 +181,7 @@ func TestCRI(t *testing.T) {
 	// A container killed by the kernel's OOM killer at its memory limit
 	// is reported OOMKilled: the shim watches the cgroup of the pid it
 	// reaps, the sandbox's init, which is in the container's cgroup.
-	oomCfg := writeJSON(t, filepath.Join(dir, "oom.json"), map[string]any{
+	oomID := e.startContainer(t, podID, pod, map[string]any{
 		"metadata": map[string]any{"name": "oom"},
 		"image":    map[string]any{"image": e.image},
 		"command":  []string{"sh", "-c", `x=$(head -c 268435456 /dev/zero | tr '\0' a); echo survived`},
@@ -171,13 +189,6 @@ func TestCRI(t *testing.T) {
 		"linux": map[string]any{"resources": map[string]any{"memory_limit_in_bytes": 32 << 20},
 			"security_context": map[string]any{"namespace_options": map[string]any{"pid": 1}}},
 	})
-	oomID, errOut, code := e.crictl("create", podID, oomCfg, pod)
-	if code != 0 {
-		t.Fatalf("crictl create oom: %d %s", code, errOut)
-	}
-	if _, errOut, code := e.crictl("start", oomID); code != 0 {
-		t.Fatalf("crictl start oom: %d %s", code, errOut)
-	}
 	var oomState string
 	Eventually(t, "the oom container to exit", func() bool {
 		oomState, _, _ = e.crictl("inspect", "-o", "go-template", "--template", "{{.status.state}} {{.status.reason}} {{.status.exitCode}}", oomID)
@@ -266,40 +277,24 @@ func BenchmarkCRIPodStart(b *testing.B) {
 func TestCRISharedPID(t *testing.T) {
 	e := newCRIEnv(t, "")
 	dir := e.dir
-	pod := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
+	shared := map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 0}}} // POD
+	podID, pod := e.runPod(t, map[string]any{
 		"metadata":      map[string]any{"name": "sharedpid", "namespace": "default", "uid": "sharedpid-uid", "attempt": 0},
 		"log_directory": filepath.Join(dir, "logs"),
-		"linux":         map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 0}}}, // POD
-	})
-	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
-	if code != 0 {
-		t.Fatalf("crictl runp: %d %s", code, errOut)
-	}
-	t.Cleanup(func() {
-		if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
-			t.Errorf("crictl rmp: %d %s", code, errOut)
-		}
+		"linux":         shared,
 	})
 	ctrs := map[string]string{}
 	for _, c := range []struct{ name, cmd string }{
 		{"server", "exec sleep 301"},
 		{"sidecar", "setsid sleep 302 & exec sleep 303"},
 	} {
-		cfg := writeJSON(t, filepath.Join(dir, c.name+".json"), map[string]any{
+		ctrs[c.name] = e.startContainer(t, podID, pod, map[string]any{
 			"metadata": map[string]any{"name": c.name},
 			"image":    map[string]any{"image": e.image},
 			"command":  []string{"sh", "-c", c.cmd},
 			"log_path": c.name + ".log",
-			"linux":    map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 0}}},
+			"linux":    shared,
 		})
-		id, errOut, code := e.crictl("create", podID, cfg, pod)
-		if code != 0 {
-			t.Fatalf("crictl create %s: %d %s", c.name, code, errOut)
-		}
-		if _, errOut, code := e.crictl("start", id); code != 0 {
-			t.Fatalf("crictl start %s: %d %s", c.name, code, errOut)
-		}
-		ctrs[c.name] = id
 	}
 	// ps lists every process of the pod's namespace: the pod's sandbox
 	// container's, and both containers'.
@@ -355,21 +350,13 @@ func TestCRISharedPID(t *testing.T) {
 	if _, errOut, code := e.crictl("stop", "-t", "5", ctrs["sidecar"]); code != 0 {
 		t.Fatalf("crictl stop sidecar: %d %s", code, errOut)
 	}
-	third := writeJSON(t, filepath.Join(dir, "third.json"), map[string]any{
+	ctrs["third"] = e.startContainer(t, podID, pod, map[string]any{
 		"metadata": map[string]any{"name": "third"},
 		"image":    map[string]any{"image": e.image},
 		"command":  []string{"sleep", "304"},
 		"log_path": "third.log",
-		"linux":    map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 0}}},
+		"linux":    shared,
 	})
-	id, errOut, code := e.crictl("create", podID, third, pod)
-	if code != 0 {
-		t.Fatalf("crictl create third: %d %s", code, errOut)
-	}
-	if _, errOut, code := e.crictl("start", id); code != 0 {
-		t.Fatalf("crictl start third: %d %s", code, errOut)
-	}
-	ctrs["third"] = id
 	Eventually(t, "the sidecar's background sleep to go", func() bool { return !strings.Contains(ps("third"), "sleep 302") })
 	if _, errOut, code := e.crictl("stopp", podID); code != 0 {
 		t.Errorf("crictl stopp: %d %s", code, errOut)

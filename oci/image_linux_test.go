@@ -80,31 +80,35 @@ func newImage(t testing.TB, busybox string, cmd []string) image {
 		t.Fatal(err)
 	}
 	img := image{blobs: map[string][]byte{}}
-	blob := func(b []byte) (string, int) {
-		sum := sha256.Sum256(b)
-		d := "sha256:" + hex.EncodeToString(sum[:])
-		img.blobs[d] = b
-		return d, len(b)
-	}
-	js := func(v any) []byte {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	layerDigest, layerSize := blob(layer.Bytes())
-	cfgDigest, cfgSize := blob(js(map[string]any{
+	layerDigest, layerSize := img.put(layer.Bytes())
+	cfgDigest, cfgSize := img.putJSON(t, map[string]any{
 		"architecture": "amd64", "os": "linux",
 		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": cmd},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-	}))
-	img.manifest, _ = blob(js(map[string]any{
+	})
+	img.manifest, _ = img.putJSON(t, map[string]any{
 		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
 		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfgDigest, "size": cfgSize},
 		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layerSize}},
-	}))
+	})
 	return img
+}
+
+// put adds blob b to img and returns its digest and size.
+func (img *image) put(b []byte) (string, int) {
+	sum := sha256.Sum256(b)
+	d := "sha256:" + hex.EncodeToString(sum[:])
+	img.blobs[d] = b
+	return d, len(b)
+}
+
+// putJSON adds v, as JSON, to img (see put).
+func (img *image) putJSON(t testing.TB, v any) (string, int) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img.put(b)
 }
 
 // buildImage writes an OCI image archive (oci-layout, index.json, blobs)

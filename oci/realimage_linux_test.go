@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -53,25 +52,12 @@ func TestCRIDebianImage(t *testing.T) {
 
 	const hostPort = 18080
 	runtimeDefault := map[string]any{"seccomp": map[string]any{"profile_type": 0}} // RuntimeDefault
-	pod := writeJSON(t, filepath.Join(e.dir, "pod.json"), map[string]any{
+	podID, pod := e.runPod(t, map[string]any{
 		"metadata":      map[string]any{"name": "debian", "namespace": "default", "uid": "debian-uid", "attempt": 0},
 		"log_directory": filepath.Join(e.dir, "logs"),
 		"hostname":      "debian",
 		"port_mappings": []any{map[string]any{"protocol": 0, "container_port": 80, "host_port": hostPort}},
 		"linux":         map[string]any{"security_context": runtimeDefault},
-	})
-	podID, errOut, code := e.crictl("runp", "--runtime", "tent", pod)
-	if code != 0 {
-		t.Fatalf("crictl runp: %d %s", code, errOut)
-	}
-	removed := false
-	t.Cleanup(func() {
-		if removed {
-			return
-		}
-		if _, errOut, code := e.crictl("rmp", "-f", podID); code != 0 {
-			t.Errorf("crictl rmp: %d %s", code, errOut)
-		}
 	})
 	ctrs := map[string]string{}
 	for _, c := range []struct {
@@ -88,21 +74,13 @@ func TestCRIDebianImage(t *testing.T) {
 			// As a pod spec's runAsUser of the image's own user would.
 			sc["run_as_username"] = c.user
 		}
-		cfg := writeJSON(t, filepath.Join(e.dir, c.name+".json"), map[string]any{
+		ctrs[c.name] = e.startContainer(t, podID, pod, map[string]any{
 			"metadata": map[string]any{"name": c.name},
 			"image":    map[string]any{"image": name},
 			"command":  c.cmd,
 			"log_path": c.name + ".log",
 			"linux":    map[string]any{"security_context": sc},
 		})
-		id, errOut, code := e.crictl("create", podID, cfg, pod)
-		if code != 0 {
-			t.Fatalf("crictl create %s: %d %s", c.name, code, errOut)
-		}
-		if _, errOut, code := e.crictl("start", id); code != 0 {
-			t.Fatalf("crictl start %s: %d %s", c.name, code, errOut)
-		}
-		ctrs[c.name] = id
 	}
 	// Each server is up: its exec probe (as kubelet's readiness probe
 	// runs it) succeeds.
@@ -187,7 +165,6 @@ func TestCRIDebianImage(t *testing.T) {
 	if _, errOut, code := e.crictl("rmp", podID); code != 0 {
 		t.Errorf("crictl rmp: %d %s", code, errOut)
 	}
-	removed = true
 	// Nothing of the pod is left: no process of its servers, no cgroup
 	// beneath containerd's parent, its network namespace gone. The
 	// harness checks the rest at the end (tent-runc's state, shims,
@@ -310,22 +287,12 @@ func rootfsImage(t *testing.T, rootfs string) image {
 	}
 	layer := "sha256:" + hex.EncodeToString(h.Sum(nil))
 	img := image{blobs: map[string][]byte{}, files: map[string]string{layer: rootfs}}
-	blob := func(v any) (string, int) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		d := "sha256:" + hex.EncodeToString(sum[:])
-		img.blobs[d] = b
-		return d, len(b)
-	}
-	cfg, cfgSize := blob(map[string]any{
+	cfg, cfgSize := img.putJSON(t, map[string]any{
 		"architecture": "amd64", "os": "linux",
 		"config": map[string]any{"Env": []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, "Cmd": []string{"bash"}},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer}},
 	})
-	img.manifest, _ = blob(map[string]any{
+	img.manifest, _ = img.putJSON(t, map[string]any{
 		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
 		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg, "size": cfgSize},
 		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": size}},
