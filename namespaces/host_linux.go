@@ -156,22 +156,31 @@ func OwnedByCaller(f *os.File) (bool, error) {
 
 // startInPID is Start with Options.PIDNamespace: from a locked thread
 // that joined the namespace for its children, it clones the procfs
-// helper and then the init into it. The thread is never given back to
-// the runtime (it ends with its goroutine): its children would be in the
-// pod's namespace, and the kernel refuses it new threads (the runtime
-// makes those from its template thread for a locked one).
+// helper and then the init into it, then takes its own namespace back
+// for its children and returns to the runtime. The thread must live on:
+// it is the init's parent, and the init's parent-death signal follows
+// that thread, not this process. Should taking the namespace back fail,
+// the thread stays locked, ends with its goroutine and so kills the init
+// (an error then). While it is in the pod's namespace the kernel refuses
+// it new threads; the runtime makes those from its template thread for a
+// locked one.
 func startInPID(ctx context.Context, o Options) (*Init, error) {
 	if err := CheckPIDNamespace(o.PIDNamespace); err != nil {
 		return nil, err
 	}
+	own, err := os.Open("/proc/thread-self/ns/pid")
+	if err != nil {
+		return nil, err
+	}
+	defer own.Close()
 	type result struct {
 		i   *Init
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		ch <- func() result {
+		runtime.LockOSThread()
+		r := func() result {
 			if err := unix.Setns(int(o.PIDNamespace.Fd()), unix.CLONE_NEWPID); err != nil {
 				return result{err: fmt.Errorf("joining the pid namespace %s: %w", o.PIDNamespace.Name(), os.NewSyscallError("setns", err))}
 			}
@@ -187,6 +196,16 @@ func startInPID(ctx context.Context, o Options) (*Init, error) {
 			i.procfs, i.hasProcfs = proc, true
 			return result{i: i}
 		}()
+		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWPID); err != nil {
+			if r.i != nil {
+				_ = r.i.Kill()
+				_ = r.i.Close()
+			}
+			ch <- result{err: fmt.Errorf("taking this process's pid namespace back: %w", os.NewSyscallError("setns", err))}
+			return // locked: the thread ends here
+		}
+		runtime.UnlockOSThread()
+		ch <- r
 	}()
 	r := <-ch
 	return r.i, r.err

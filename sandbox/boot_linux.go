@@ -68,6 +68,13 @@ func boot(ctx context.Context, spec *Spec, path string, args []string, bio bootI
 		if !p.privileged {
 			return nil, fmt.Errorf("%w: PIDNamespace: joining a pid namespace (a pod's shareProcessNamespace) needs root", ErrUnsupported)
 		}
+		if p.cfg.LandlockABI < 6 {
+			// There the init is not PID 1, which the kernel shields from
+			// its namespace's signals: only Landlock's signal scope keeps
+			// the commands from stopping it, or signalling the pod's other
+			// processes.
+			return nil, fmt.Errorf("%w: PIDNamespace: joining a pid namespace needs Landlock's signal scope (ABI 6, Linux 6.12), which keeps the sandbox's commands from signalling its init and the namespace's other processes; this kernel has ABI %d", ErrUnsupported, p.cfg.LandlockABI)
+		}
 	}
 	if err := p.keepValuesOut(spec, bio.secrets); err != nil {
 		return nil, err

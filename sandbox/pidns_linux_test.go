@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tent-sandbox/tent/fs"
 	"github.com/tent-sandbox/tent/sandbox"
 )
 
@@ -17,8 +18,8 @@ import (
 // processes, cannot signal them (EPERM: Landlock's signal scope) or read
 // their environment (EACCES), is not PID 1 there, and takes what it
 // leaves running along when it ends (its cgroup). A namespace of the
-// caller's own user namespace is refused, and so is an unprivileged
-// caller.
+// caller's own user namespace is refused, and so are an unprivileged
+// caller and a kernel without Landlock's signal scope (ABI 6).
 func TestSharedPIDNamespace(t *testing.T) {
 	ctx := context.Background()
 	pod, err := sandbox.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Env: []string{"POD_SECRET=s3cret"}}}, sandbox.ProvisionOptions{})
@@ -64,6 +65,17 @@ func TestSharedPIDNamespace(t *testing.T) {
 	if !privileged() {
 		if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "needs root") {
 			t.Errorf("an unprivileged caller's PIDNamespace: %v, want ErrUnsupported (needs root)", err)
+		}
+		if err == nil {
+			sb.Terminate(ctx)
+		}
+		return
+	}
+	if abi, _ := fs.LandlockABI(); abi < 6 {
+		// No signal scope: the commands could stop their init, which is
+		// not PID 1 there. Refused, naming what is missing.
+		if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "Landlock's signal scope") {
+			t.Errorf("PIDNamespace under Landlock ABI %d: %v, want ErrUnsupported naming Landlock's signal scope", abi, err)
 		}
 		if err == nil {
 			sb.Terminate(ctx)
