@@ -34,6 +34,12 @@ import (
 // lifetime (the caller going kills it), which a Process, the sandbox's,
 // does not have.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
+	// A context that has already ended starts nothing: otherwise a quick
+	// command could finish before the session's close reached the
+	// supervisor, and be reported as run.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	rec, err := s.dialRec()
 	if err != nil {
 		return nil, err
