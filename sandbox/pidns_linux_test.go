@@ -22,7 +22,9 @@ import (
 // caller and a kernel without Landlock's signal scope (ABI 6).
 func TestSharedPIDNamespace(t *testing.T) {
 	ctx := context.Background()
-	pod, err := sandbox.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Env: []string{"POD_SECRET=s3cret"}}}, sandbox.ProvisionOptions{})
+	// The pod's init never idles: the idle holder seen below is the
+	// joined sandbox's.
+	pod, err := sandbox.Provision(ctx, sandbox.Spec{Identity: sandbox.Identity{Env: []string{"POD_SECRET=s3cret"}}}, sandbox.ProvisionOptions{IdleAfter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,9 @@ func TestSharedPIDNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer podNS.Close()
-	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{PIDNamespace: podNS})
+	// A short IdleAfter: the init is handed to its idle holder (seen
+	// below), which must keep it all working there too.
+	sb, err := sandbox.Provision(ctx, sandbox.Spec{}, sandbox.ProvisionOptions{PIDNamespace: podNS, IdleAfter: 20 * time.Millisecond})
 	if !privileged() {
 		if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "needs root") {
 			t.Errorf("an unprivileged caller's PIDNamespace: %v, want ErrUnsupported (needs root)", err)
@@ -86,6 +90,15 @@ func TestSharedPIDNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Terminate(ctx)
+	idle := `for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline)" in tent-idle*) echo idle;; esac; done`
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if out, _ := run(pod, idle); out == "idle" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the joined sandbox's init was not handed to its idle holder")
+		}
+	}
 	find := `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "sleep 1001 " ]; then echo ${p#/proc/}; fi; done`
 	pid, _ := run(sb, find)
 	if pid == "" {

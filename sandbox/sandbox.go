@@ -79,7 +79,10 @@ type ProvisionOptions struct {
 	// ends, what is left of the sandbox's processes is killed through its
 	// cgroup, so a sandbox without one (no cgroup) is refused. The procfs
 	// of that namespace is made on the host (namespaces.Options). Root
-	// only (a caller without CAP_SYS_ADMIN gets ErrUnsupported). The
+	// only (a caller without CAP_SYS_ADMIN gets ErrUnsupported), and
+	// only where Landlock scopes signals (ABI 6, Linux 6.12): nothing else
+	// keeps the commands from stopping an init that is not PID 1. An idle
+	// init's holder (IdleAfter) is a child subreaper there too. The
 	// caller keeps and closes it.
 	PIDNamespace *os.File
 	// Sysfs gives the sandbox a read-only sysfs at /sys, as runc gives a
