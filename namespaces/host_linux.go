@@ -154,61 +154,69 @@ func OwnedByCaller(f *os.File) (bool, error) {
 	return theirs.Dev == ours.Dev && theirs.Ino == ours.Ino, nil
 }
 
-// startInPID is Start with Options.PIDNamespace: from a locked thread
-// that joined the namespace for its children, it clones the procfs
-// helper and then the init into it, then takes its own namespace back
-// for its children and returns to the runtime. The thread must live on:
-// it is the init's parent, and the init's parent-death signal follows
-// that thread, not this process. Should taking the namespace back fail,
-// the thread stays locked, ends with its goroutine and so kills the init
-// (an error then). While it is in the pod's namespace the kernel refuses
-// it new threads; the runtime makes those from its template thread for a
-// locked one.
+// startInPID is Start with Options.PIDNamespace: from a thread that
+// joined the namespace for its children (onThreadIn), it clones the
+// procfs helper and then the init into it. The thread must live on
+// afterwards: it is the init's parent, and the init's parent-death signal
+// follows that thread, not this process.
 func startInPID(ctx context.Context, o Options) (*Init, error) {
 	if err := CheckPIDNamespace(o.PIDNamespace); err != nil {
 		return nil, err
 	}
-	own, err := os.Open("/proc/thread-self/ns/pid")
+	var i *Init
+	err := onThreadIn(o.PIDNamespace, unix.CLONE_NEWPID, func() error {
+		proc, err := procfsFromHelper(ctx)
+		if err != nil {
+			return err
+		}
+		if i, err = start(ctx, o, true); err != nil {
+			unix.Close(proc)
+			return err
+		}
+		i.procfs, i.hasProcfs = proc, true
+		return nil
+	}, func() {
+		// The thread cannot live on: its end would kill the init.
+		_ = i.Kill()
+		_ = i.Close()
+		i = nil
+	})
+	return i, err
+}
+
+// onThreadIn runs fn on a locked thread that joined the namespace ns (of
+// type nstype: for a pid namespace, its children's), then takes the
+// thread's own namespace back and gives the thread back to the runtime.
+// Should that fail after fn succeeded, undo runs, the error is returned
+// and the thread, still locked, ends with its goroutine. While it is in
+// another namespace the runtime makes no thread from it (it makes those
+// from its template thread for a locked one).
+func onThreadIn(ns *os.File, nstype int, fn func() error, undo func()) error {
+	name := map[int]string{unix.CLONE_NEWPID: "pid", unix.CLONE_NEWNET: "net"}[nstype]
+	own, err := os.Open("/proc/thread-self/ns/" + name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer own.Close()
-	type result struct {
-		i   *Init
-		err error
-	}
-	ch := make(chan result, 1)
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		r := func() result {
-			if err := unix.Setns(int(o.PIDNamespace.Fd()), unix.CLONE_NEWPID); err != nil {
-				return result{err: fmt.Errorf("joining the pid namespace %s: %w", o.PIDNamespace.Name(), os.NewSyscallError("setns", err))}
+		if err := unix.Setns(int(ns.Fd()), nstype); err != nil {
+			done <- fmt.Errorf("joining the %s namespace %s: %w", name, ns.Name(), os.NewSyscallError("setns", err))
+			return // locked: the thread ends here
+		}
+		err := fn()
+		if rerr := unix.Setns(int(own.Fd()), nstype); rerr != nil {
+			if err == nil {
+				undo()
 			}
-			proc, err := procfsFromHelper(ctx)
-			if err != nil {
-				return result{err: err}
-			}
-			i, err := start(ctx, o, true)
-			if err != nil {
-				unix.Close(proc)
-				return result{err: err}
-			}
-			i.procfs, i.hasProcfs = proc, true
-			return result{i: i}
-		}()
-		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWPID); err != nil {
-			if r.i != nil {
-				_ = r.i.Kill()
-				_ = r.i.Close()
-			}
-			ch <- result{err: fmt.Errorf("taking this process's pid namespace back: %w", os.NewSyscallError("setns", err))}
+			done <- fmt.Errorf("taking this thread's own %s namespace back: %w", name, os.NewSyscallError("setns", rerr))
 			return // locked: the thread ends here
 		}
 		runtime.UnlockOSThread()
-		ch <- r
+		done <- err
 	}()
-	r := <-ch
-	return r.i, r.err
+	return <-done
 }
 
 func start(ctx context.Context, o Options, sharedPID bool) (*Init, error) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -122,31 +121,24 @@ func procfsFromHelper(ctx context.Context) (int, error) {
 // namespace of the process that makes it, and only a process capable in
 // the user namespace that owns that network namespace may make it, which
 // the init is not for a pod's (the host's user namespace owns it). It is
-// made on a thread that joined that namespace and is then discarded (a
-// thread's network namespace is its own, so the process needs no helper).
-// Needs root.
+// made on a thread that joined that namespace (onThreadIn: a thread's
+// network namespace is its own, so no helper process is needed). Needs
+// root.
 func Sysfs(pid int) (int, error) {
-	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
 	if err != nil {
-		return -1, fmt.Errorf("sysfs: the sandbox's network namespace: %w", os.NewSyscallError("open", err))
+		return -1, fmt.Errorf("sysfs: the sandbox's network namespace: %w", err)
 	}
-	defer unix.Close(ns)
-	type result struct {
-		fd  int
-		err error
+	defer ns.Close()
+	fd := -1
+	err = onThreadIn(ns, unix.CLONE_NEWNET, func() (err error) {
+		fd, err = newMount("sysfs", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		return err
+	}, func() { unix.Close(fd) })
+	if err != nil {
+		return -1, fmt.Errorf("sysfs: %w", err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends in another namespace
-		if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
-			ch <- result{-1, fmt.Errorf("sysfs: joining the sandbox's network namespace: %w", os.NewSyscallError("setns", err))}
-			return
-		}
-		fd, err := newMount("sysfs", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-		ch <- result{fd, err}
-	}()
-	r := <-ch
-	return r.fd, r.err
+	return fd, nil
 }
 
 // newMount makes a filesystem of type fstype with no options and returns

@@ -108,8 +108,8 @@ func TestCRIDebianImage(t *testing.T) {
 	}
 	// The pod's hostPort rules are in containerd's network namespace,
 	// not the machine's.
-	if out, err := exec.Command("iptables-save", "-t", "nat").CombinedOutput(); err == nil && strings.Contains(string(out), "CNI-HOSTPORT") {
-		t.Errorf("the machine's own nat table has CNI's hostPort rules:\n%s", out)
+	if out, err := exec.Command("iptables-save", "-t", "nat").CombinedOutput(); err != nil || strings.Contains(string(out), "CNI-HOSTPORT") {
+		t.Errorf("the machine's own nat table (%v) has CNI's hostPort rules:\n%s", err, out)
 	}
 
 	// redis, from the pod's second container, over its loopback; it
@@ -142,16 +142,15 @@ func TestCRIDebianImage(t *testing.T) {
 	}
 	// crictl exec -it, as a user debugging the pod types it: a terminal
 	// (script(1) gives crictl one), the image's bash on it.
-	if lookPath("script") {
-		bin := os.Getenv("TENT_CRICTL")
-		if bin == "" {
-			bin = "crictl"
-		}
-		line := fmt.Sprintf("nsenter --net=/proc/%d/ns/net -- %s --runtime-endpoint unix://%s exec -it %s bash -c 'tty; echo in-$BASH_VERSION'", e.netnsPID, bin, e.sock, ctrs["client"])
-		out, _ := exec.Command("script", "-qec", line, "/dev/null").CombinedOutput()
-		if !strings.Contains(string(out), "/dev/pts/") || !strings.Contains(string(out), "in-5.") {
-			t.Errorf("crictl exec -it bash: %q, want a /dev/pts terminal and bash 5", out)
-		}
+	need(t, lookPath("script"), "script(1) missing (apt-get install bsdutils)")
+	bin := os.Getenv("TENT_CRICTL")
+	if bin == "" {
+		bin = "crictl"
+	}
+	line := fmt.Sprintf("nsenter --net=/proc/%d/ns/net -- %s --runtime-endpoint unix://%s exec -it %s bash -c 'tty; echo in-$BASH_VERSION'", e.netnsPID, bin, e.sock, ctrs["client"])
+	out, _ := exec.Command("script", "-qec", line, "/dev/null").CombinedOutput()
+	if !strings.Contains(string(out), "/dev/pts/") || !strings.Contains(string(out), "in-5.") {
+		t.Errorf("crictl exec -it bash: %q, want a /dev/pts terminal and bash 5", out)
 	}
 
 	for _, id := range ctrs {

@@ -50,7 +50,7 @@ type mainCommand struct {
 	ParentReaps bool `json:"parent_reaps,omitempty"`
 	ShareIPC    bool `json:"share_ipc,omitempty"`
 	// PIDNSFD, when > 0, is the descriptor the supervisor has
-	// ChildLaunch.PIDNamespace on (after its log and its terminal).
+	// ChildLaunch.PIDNamespace on (childIO.setup places it).
 	PIDNSFD int `json:"pid_ns_fd,omitempty"`
 	// Sysfs is ChildLaunch.Sysfs.
 	Sysfs bool `json:"sysfs,omitempty"`
@@ -151,12 +151,6 @@ func (b *Backend) LaunchChild(ctx context.Context, cl ChildLaunch) (*Child, erro
 	}
 	o := launch{ID: id, Spec: cl.Spec,
 		Main: &mainCommand{Args: cl.Args, Env: cl.Env, Dir: cl.Dir, TTY: cl.Terminal != nil, CgroupsPath: cl.CgroupsPath, ParentReaps: cl.ParentReaps, ShareIPC: cl.ShareIPC, Sysfs: cl.Sysfs}}
-	if cl.PIDNamespace != nil {
-		o.Main.PIDNSFD = fdChildTTY // after the log, in the terminal's place
-		if cl.Terminal != nil {
-			o.Main.PIDNSFD = fdChildTTY + 1
-		}
-	}
 	info, err := b.spawnWith(ctx, o, cio)
 	if err != nil {
 		return nil, err
@@ -175,8 +169,9 @@ type childIO struct {
 }
 
 // setup gives cmd the child's descriptors, beside the ready and launch
-// pipes (fds 3 and 4) already in cmd.ExtraFiles.
-func (c *childIO) setup(cmd *exec.Cmd, logFile *os.File) {
+// pipes (fds 3 and 4) already in cmd.ExtraFiles, and tells main (the
+// launch's, sent after) where the ones without a fixed number are.
+func (c *childIO) setup(cmd *exec.Cmd, logFile *os.File, main *mainCommand) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.stdout, c.stderr
 	if c.stdin == nil {
 		cmd.Stdin = os.Stdin
@@ -194,7 +189,8 @@ func (c *childIO) setup(cmd *exec.Cmd, logFile *os.File) {
 		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, fdChildTTY
 	}
 	if c.pidNS != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, c.pidNS) // mainCommand.PIDNSFD
+		cmd.ExtraFiles = append(cmd.ExtraFiles, c.pidNS)
+		main.PIDNSFD = 3 + len(cmd.ExtraFiles) - 1
 	}
 }
 

@@ -109,7 +109,7 @@ func (b *Backend) start(ctx context.Context, o launch, c *childIO) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	startCmd := cmd.Start
 	if c != nil {
-		c.setup(cmd, logFile)
+		c.setup(cmd, logFile, o.Main)
 		if c.start != nil {
 			startCmd = func() error { return c.start(cmd) }
 		}
